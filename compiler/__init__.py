@@ -1,0 +1,1 @@
+"""The compiler: passes, search, kernel IR, code generation, memory planning, compiled programs."""

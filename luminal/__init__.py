@@ -1,0 +1,92 @@
+"""Luminal: deep learning as a static graph of a few primitive ops, made fast by search-based compilation.
+
+import numpy as np, luminal as lm
+g = lm.Graph()
+x = g.input("x", (lm.sym("batch"), 384))
+w = g.weight("w", (384, 10))
+(x @ w).softmax(-1).output("probs")
+g.bind({"w": np.ones((384, 10), np.float32)})
+out = lm.run(g, {"x": np.zeros((2, 384), np.float32)})
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from luminal import dtypes, ops
+from luminal.dtypes import DType, DTypeError, bfloat16, bool_, float16, float32, int32, int64
+from luminal.graph import Graph, GraphError
+from luminal.symbolic import Expr, SymbolicError, smax, smin, sym
+from luminal.tensor import Tensor, _bind_methods
+from luminal.view import ShapeError, ShapeTracker
+
+_bind_methods()
+
+from luminal import functional  # noqa: E402  (needs the methods bound)
+
+__version__ = "0.1.0"
+bool = bool_  # noqa: A001 - lm.bool mirrors torch.bool
+
+
+def run(graph: Graph, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Run `graph` with the reference interpreter (numpy). Symbols are bound from the inputs' shapes."""
+    from luminal.runtime.reference import execute
+
+    return execute(graph, inputs, dims)
+
+
+def save(graph: Graph, path: Any) -> None:
+    """Write `graph` (structure, signature, symbol ranges and bound weights) to one `.lgraph` file."""
+    from luminal.graph_file import save_graph
+
+    save_graph(graph, path)
+
+
+def load(path: Any) -> Graph:
+    """Read a `.lgraph` file, treating it as hostile: any defect raises `GraphFileError` naming it."""
+    from luminal.graph_file import load_graph
+
+    return load_graph(path)
+
+
+def compile(graph: Graph, target: str = "cpu", **options: Any):  # noqa: A001 - the pinned API name
+    """Compile `graph` for `target`; the result's `.run(inputs)` returns what `lm.run` does.
+
+    Until the optimizing compiler lands, this returns a program that runs through the reference
+    interpreter after checking the graph (every weight bound, at least one output).
+    """
+    from luminal.compiler.program import compile_graph
+
+    return compile_graph(graph, target, **options)
+
+
+__all__ = [
+    "DType",
+    "DTypeError",
+    "Expr",
+    "Graph",
+    "GraphError",
+    "ShapeError",
+    "ShapeTracker",
+    "SymbolicError",
+    "Tensor",
+    "bfloat16",
+    "bool",
+    "bool_",
+    "compile",
+    "dtypes",
+    "float16",
+    "float32",
+    "functional",
+    "int32",
+    "int64",
+    "load",
+    "ops",
+    "run",
+    "save",
+    "smax",
+    "smin",
+    "sym",
+]

@@ -1,0 +1,269 @@
+"""Symbolic integer expressions: the dimensions known only at run time, and view index arithmetic.
+
+An `Expr` is immutable and always kept in a canonical, simplified form: every operator goes through the
+smart constructors in `simplify.py`, so two expressions that simplify to the same form compare equal and
+hash alike. Division and remainder follow Python's floor semantics (the C renderer preserves them).
+
+Every expression carries integer bounds (`lo`, `hi`) derived from its variables' ranges; simplification
+uses them to drop a `%` or `//` that cannot change the value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Operators of the expression language. ADD and MUL are n-ary with canonically ordered arguments.
+CONST, VAR, ADD, MUL, DIV, MOD, MIN, MAX, LT, AND = (
+    "const",
+    "var",
+    "add",
+    "mul",
+    "div",
+    "mod",
+    "min",
+    "max",
+    "lt",
+    "and",
+)
+OPS = (CONST, VAR, ADD, MUL, DIV, MOD, MIN, MAX, LT, AND)
+
+# Symbols are int32-sized unless declared otherwise: kernels index with 64-bit math, but sizes this large
+# are never meaningful and keep bound products finite.
+DEFAULT_MAX = 2**31 - 1
+
+
+class SymbolicError(ValueError):
+    """A symbolic expression could not be built, decided or evaluated."""
+
+
+class Expr:
+    """One node of a symbolic integer expression (use `sym()` and operators, not this constructor)."""
+
+    __slots__ = ("op", "args", "lo", "hi", "_hash", "_text")
+
+    def __init__(self, op: str, args: tuple, lo: int, hi: int):
+        self.op = op
+        self.args = args
+        self.lo = lo
+        self.hi = hi
+        self._hash = hash((op, args)) if op != CONST else hash(args[0])
+        self._text: str | None = None
+
+    # ---- identity -------------------------------------------------------------------------------------
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:  # structural equality of canonical forms
+        if isinstance(other, int) and not isinstance(other, bool):
+            return self.op == CONST and self.args[0] == other
+        if not isinstance(other, Expr):
+            return NotImplemented
+        return self is other or (self._hash == other._hash and self.op == other.op and self.args == other.args)
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __bool__(self) -> bool:
+        if self.op == CONST:
+            return bool(self.args[0])
+        raise SymbolicError(f"the truth of symbolic expression {self} depends on run-time values")
+
+    def __int__(self) -> int:
+        if self.op == CONST:
+            return self.args[0]
+        raise SymbolicError(f"symbolic expression {self} has no value until its symbols are bound")
+
+    __index__ = __int__
+
+    @property
+    def is_const(self) -> bool:
+        return self.op == CONST
+
+    @property
+    def value(self) -> int:
+        return int(self)
+
+    def symbols(self) -> set[str]:
+        """Names of the variables this expression depends on."""
+        if self.op == VAR:
+            return {self.args[0]}
+        if self.op == CONST:
+            return set()
+        out: set[str] = set()
+        for a in self.args:
+            out |= a.symbols()
+        return out
+
+    # ---- operators (all canonicalising) --------------------------------------------------------------
+    def __add__(self, o: ExprLike) -> Expr:
+        return S.add(self, as_expr(o))
+
+    def __radd__(self, o: ExprLike) -> Expr:
+        return S.add(as_expr(o), self)
+
+    def __sub__(self, o: ExprLike) -> Expr:
+        return S.add(self, S.mul(as_expr(-1), as_expr(o)))  # a - b = a + (-1 * b)
+
+    def __rsub__(self, o: ExprLike) -> Expr:
+        return S.add(as_expr(o), S.mul(as_expr(-1), self))
+
+    def __neg__(self) -> Expr:
+        return S.mul(as_expr(-1), self)
+
+    def __mul__(self, o: ExprLike) -> Expr:
+        return S.mul(self, as_expr(o))
+
+    def __rmul__(self, o: ExprLike) -> Expr:
+        return S.mul(as_expr(o), self)
+
+    def __floordiv__(self, o: ExprLike) -> Expr:
+        return S.floordiv(self, as_expr(o))
+
+    def __rfloordiv__(self, o: ExprLike) -> Expr:
+        return S.floordiv(as_expr(o), self)
+
+    def __mod__(self, o: ExprLike) -> Expr:
+        return S.mod(self, as_expr(o))
+
+    def __rmod__(self, o: ExprLike) -> Expr:
+        return S.mod(as_expr(o), self)
+
+    # Comparisons build 0/1-valued expressions; `bool()` of one decides it when it is constant.
+    def __lt__(self, o: ExprLike) -> Expr:
+        return S.lt(self, as_expr(o))
+
+    def __le__(self, o: ExprLike) -> Expr:
+        return S.lt(self, as_expr(o) + 1)  # a <= b  <=>  a < b + 1 over the integers
+
+    def __gt__(self, o: ExprLike) -> Expr:
+        return S.lt(as_expr(o), self)
+
+    def __ge__(self, o: ExprLike) -> Expr:
+        return S.lt(as_expr(o), self + 1)
+
+    def __and__(self, o: ExprLike) -> Expr:
+        return S.logical_and(self, as_expr(o))
+
+    __rand__ = __and__
+
+    def min(self, o: ExprLike) -> Expr:
+        return S.smin(self, as_expr(o))
+
+    def max(self, o: ExprLike) -> Expr:
+        return S.smax(self, as_expr(o))
+
+    # ---- evaluation ----------------------------------------------------------------------------------
+    def substitute(self, mapping: dict[str, ExprLike]) -> Expr:
+        """Replace variables by expressions (or ints) and re-simplify."""
+        table = {k: as_expr(v) for k, v in mapping.items()}
+        cache: dict[int, Expr] = {}
+        return _substitute(self, table, cache)
+
+    def evaluate(self, env: dict[str, Any]) -> Any:
+        """Value under `env` (names to ints, or to integer numpy arrays for a vectorised evaluation)."""
+        from luminal.symbolic.evaluate import evaluate
+
+        return evaluate(self, env)
+
+    def render_c(self) -> str:
+        """C (and CUDA / Metal) source for this expression, as 64-bit integer arithmetic."""
+        from luminal.symbolic.render import render_c
+
+        return render_c(self)
+
+    # ---- text ----------------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        if self._text is None:
+            from luminal.symbolic.render import render_text
+
+            self._text = render_text(self)
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"sym({str(self)!r})" if self.op != VAR else f"sym({self.args[0]!r})"
+
+    def to_json(self) -> Any:
+        """A plain-JSON form (ints stay ints) that `expr_from_json` reads back."""
+        if self.op == CONST:
+            return self.args[0]
+        if self.op == VAR:
+            return ["var", self.args[0], self.lo, self.hi]
+        return [self.op, *[a.to_json() for a in self.args]]
+
+
+ExprLike = Expr | int
+Dim = Expr | int
+
+
+def const(value: int) -> Expr:
+    return Expr(CONST, (int(value),), int(value), int(value))
+
+
+def var(name: str, lo: int = 0, hi: int = DEFAULT_MAX) -> Expr:
+    if lo > hi:
+        raise SymbolicError(f"symbol {name!r} has an empty range [{lo}, {hi}]")
+    return Expr(VAR, (name,), lo, hi)
+
+
+def as_expr(x: ExprLike) -> Expr:
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, bool):
+        return const(int(x))
+    try:
+        import numpy as np
+
+        if isinstance(x, np.integer):
+            return const(int(x))
+    except ImportError:  # pragma: no cover - numpy is a core dependency
+        pass
+    if isinstance(x, int):
+        return const(x)
+    raise SymbolicError(f"cannot use {type(x).__name__} {x!r} as a symbolic integer")
+
+
+def as_dim(x: ExprLike) -> Dim:
+    """The user-facing form of a dimension: a plain int when it is constant, else the expression."""
+    e = as_expr(x)
+    return e.args[0] if e.op == CONST else e
+
+
+def _substitute(e: Expr, table: dict[str, Expr], cache: dict[int, Expr]) -> Expr:
+    key = id(e)
+    if key in cache:
+        return cache[key]
+    if e.op == CONST:
+        out = e
+    elif e.op == VAR:
+        out = table.get(e.args[0], e)
+    else:
+        out = S.build(e.op, [_substitute(a, table, cache) for a in e.args])
+    cache[key] = out
+    return out
+
+
+def expr_from_json(data: Any, depth: int = 0) -> Expr:
+    """Inverse of `Expr.to_json`, for untrusted input: bounded depth, known operators only."""
+    if depth > 64:
+        raise SymbolicError("symbolic expression nested deeper than 64 levels")
+    if isinstance(data, bool) or not isinstance(data, (int, list)):
+        raise SymbolicError(f"malformed symbolic expression {data!r:.80}")
+    if isinstance(data, int):
+        if abs(data) > 2**62:
+            raise SymbolicError(f"integer {data} in a symbolic expression is out of range")
+        return const(data)
+    if not data or data[0] not in OPS or data[0] == CONST:
+        raise SymbolicError(f"malformed symbolic expression {data!r:.80}")
+    if data[0] == VAR:
+        if len(data) != 4 or not isinstance(data[1], str) or not all(isinstance(v, int) for v in data[2:]):
+            raise SymbolicError(f"malformed symbol {data!r:.80}")
+        return var(data[1], data[2], data[3])
+    args = [expr_from_json(a, depth + 1) for a in data[1:]]
+    arity = {DIV: 2, MOD: 2, MIN: 2, MAX: 2, LT: 2, AND: 2}.get(data[0])
+    if (arity is not None and len(args) != arity) or len(args) < 1:
+        raise SymbolicError(f"operator {data[0]!r} given {len(args)} arguments")
+    return S.build(data[0], args)
+
+
+from luminal.symbolic import simplify as S  # noqa: E402  (the smart constructors need Expr defined)

@@ -1,0 +1,281 @@
+"""Views (the ShapeTracker): how a tensor's logical elements map onto a contiguous buffer.
+
+A view is a logical shape plus two symbolic expressions over the logical indices `_i0 .. _i{n-1}`:
+`index` (the element's position in the flat buffer) and `valid` (0 where the element is padding, which
+reads as zero). Every movement op substitutes new indices into those expressions, so any chain of
+permute / reshape / expand / slice / pad / flip stays a view, never a copy: a reshape of a
+non-contiguous view becomes div/mod arithmetic, simplified away again when the layout allows.
+
+The view also remembers the movement ops that built it from its buffer's shape. That history is what the
+graph file stores: replaying it through these checked methods is the only way to build a view from a
+file, so a hostile file cannot describe a view that reads outside its buffer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from luminal.symbolic import Dim, Expr, SymbolicError, as_dim, as_expr, const, var
+from luminal.symbolic import simplify as S
+from luminal.symbolic.expr import expr_from_json
+
+
+class ShapeError(ValueError):
+    """A shape does not fit an operation; the message names the operation and the shapes."""
+
+
+def idx(k: int, dim: Dim) -> Expr:
+    """The logical index variable of axis `k` of a dimension `dim` (ranges over [0, dim))."""
+    d = as_expr(dim)
+    return var(f"_i{k}", 0, max(d.hi - 1, 0))
+
+
+def dims_product(shape: Sequence[Dim]) -> Expr:
+    out = const(1)
+    for d in shape:
+        out = out * d
+    return out
+
+
+def contiguous_strides(shape: Sequence[Dim]) -> list[Expr]:
+    strides, acc = [], const(1)
+    for d in reversed(shape):
+        strides.append(acc)
+        acc = acc * d
+    return strides[::-1]
+
+
+def format_shape(shape: Sequence[Dim]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+class ShapeTracker:
+    """An immutable view; every method returns a new one."""
+
+    __slots__ = ("base", "shape", "index", "valid", "history")
+
+    def __init__(self, base: tuple, shape: tuple, index: Expr, valid: Expr, history: tuple):
+        self.base = base
+        self.shape = shape
+        self.index = index
+        self.valid = valid
+        self.history = history
+
+    @classmethod
+    def contiguous(cls, shape: Sequence[Dim]) -> ShapeTracker:
+        shape = tuple(as_dim(d) for d in shape)
+        for d in shape:
+            if as_expr(d).lo < 0:
+                raise ShapeError(f"dimension {d} of shape {format_shape(shape)} can be negative")
+        index = const(0)
+        for k, (d, s) in enumerate(zip(shape, contiguous_strides(shape))):
+            index = index + idx(k, d) * s
+        return cls(shape, shape, index, const(1), ())
+
+    # ---- queries -------------------------------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> Expr:
+        return dims_product(self.shape)
+
+    def is_contiguous(self) -> bool:
+        """True when the view reads its whole buffer in order (no copy needed to use it flat)."""
+        return (
+            self.valid == 1
+            and self.index == ShapeTracker.contiguous(self.shape).index
+            and (dims_product(self.shape) == dims_product(self.base))
+        )
+
+    def strides(self) -> tuple[list[Expr], Expr] | None:
+        """(strides, offset) when the view is a plain strided view without padding, else None."""
+        if self.valid != 1:
+            return None
+        zero = {f"_i{k}": 0 for k in range(self.ndim)}
+        offset = self.index.substitute(zero)
+        strides = [self.index.substitute({**zero, f"_i{k}": 1}) - offset for k in range(self.ndim)]
+        rebuilt = offset
+        for k, (d, s) in enumerate(zip(self.shape, strides)):
+            rebuilt = rebuilt + idx(k, d) * s
+        return (strides, offset) if rebuilt == self.index else None
+
+    def __repr__(self) -> str:
+        return f"View{format_shape(self.shape)}[index={self.index}, valid={self.valid}]"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ShapeTracker):
+            return NotImplemented
+        return (self.base, self.shape, self.index, self.valid) == (other.base, other.shape, other.index, other.valid)
+
+    def __hash__(self) -> int:
+        return hash((self.base, self.shape, self.index, self.valid))
+
+    # ---- movement ------------------------------------------------------------------------------------
+    def _remap(self, shape: tuple, old_of_new: list[Expr], valid: Expr, step: tuple) -> ShapeTracker:
+        table = {f"_i{k}": e for k, e in enumerate(old_of_new)}
+        shape = tuple(as_dim(d) for d in shape)
+        return ShapeTracker(
+            self.base,
+            shape,
+            _within_dims(self.index.substitute(table), shape),
+            _within_dims(self.valid.substitute(table) & valid, shape),
+            self.history + (step,),
+        )
+
+    def _axis(self, axis: int, op: str) -> int:
+        if not isinstance(axis, int) or not -self.ndim <= axis < max(self.ndim, 1):
+            raise ShapeError(f"{op}: axis {axis} is out of range for shape {format_shape(self.shape)}")
+        return axis % max(self.ndim, 1)
+
+    def permute(self, order: Sequence[int]) -> ShapeTracker:
+        order = [self._axis(a, "permute") for a in order]
+        if sorted(order) != list(range(self.ndim)):
+            raise ShapeError(f"permute: {list(order)} is not a permutation of the axes of {format_shape(self.shape)}")
+        new_shape = tuple(self.shape[a] for a in order)
+        old = [const(0)] * self.ndim
+        for new_k, old_k in enumerate(order):
+            old[old_k] = idx(new_k, new_shape[new_k])
+        return self._remap(new_shape, old, const(1), ("permute", list(order)))
+
+    def reshape(self, new_shape: Sequence[Dim]) -> ShapeTracker:
+        new_shape = tuple(as_dim(d) for d in new_shape)
+        if any(as_expr(d).lo < 0 for d in new_shape):
+            raise ShapeError(f"reshape: {format_shape(new_shape)} has a negative dimension")
+        if dims_product(new_shape) != self.numel():
+            raise ShapeError(
+                f"reshape: cannot view shape {format_shape(self.shape)} ({self.numel()} elements) "
+                f"as {format_shape(new_shape)} ({dims_product(new_shape)} elements)"
+            )
+        if new_shape == self.shape:
+            return self
+        flat = const(0)
+        for k, (d, s) in enumerate(zip(new_shape, contiguous_strides(new_shape))):
+            flat = flat + idx(k, d) * s
+        old = []
+        for k, (d, s) in enumerate(zip(self.shape, contiguous_strides(self.shape))):
+            q = flat // s
+            old.append(q if k == 0 else q % d)  # the outermost index needs no wrap: flat < numel
+        return self._remap(new_shape, old, const(1), ("reshape", [as_expr(d).to_json() for d in new_shape]))
+
+    def expand(self, new_shape: Sequence[Dim]) -> ShapeTracker:
+        new_shape = tuple(as_dim(d) for d in new_shape)
+        if len(new_shape) != self.ndim:
+            raise ShapeError(f"expand: cannot expand {format_shape(self.shape)} to {format_shape(new_shape)}")
+        old = []
+        for k, (have, want) in enumerate(zip(self.shape, new_shape)):
+            if have == want:
+                old.append(idx(k, want))
+            elif have == 1:
+                old.append(const(0))  # a broadcast axis reads the same element for every index
+            else:
+                raise ShapeError(
+                    f"expand: dimension {k} of {format_shape(self.shape)} is {have}, not 1, "
+                    f"so it cannot expand to {format_shape(new_shape)}"
+                )
+        return self._remap(new_shape, old, const(1), ("expand", [as_expr(d).to_json() for d in new_shape]))
+
+    def slice(self, bounds: Sequence[tuple[Dim, Dim, int]]) -> ShapeTracker:
+        """Per axis (start, stop, step) with 0 <= start <= stop <= dim and step >= 1."""
+        if len(bounds) != self.ndim:
+            raise ShapeError(f"slice: {len(bounds)} ranges given for shape {format_shape(self.shape)}")
+        new_shape, old = [], []
+        for k, ((start, stop, step), d) in enumerate(zip(bounds, self.shape)):
+            start, stop = as_expr(start), as_expr(stop)
+            if not isinstance(step, int) or step < 1:
+                raise ShapeError(f"slice: step {step} on axis {k} must be a positive int")
+            if start.lo < 0 or (stop - start).lo < 0 or (as_expr(d) - stop).lo < 0:
+                raise ShapeError(f"slice: range [{start}, {stop}) on axis {k} is outside {format_shape(self.shape)}")
+            size = (stop - start + (step - 1)) // step
+            new_shape.append(size)
+            old.append(start + idx(k, size) * step)
+        step_json = [[as_expr(a).to_json(), as_expr(b).to_json(), s] for a, b, s in bounds]
+        return self._remap(tuple(new_shape), old, const(1), ("slice", step_json))
+
+    def pad(self, widths: Sequence[tuple[Dim, Dim]]) -> ShapeTracker:
+        """Per axis (before, after) zero padding; padded elements read as zero."""
+        if len(widths) != self.ndim:
+            raise ShapeError(f"pad: {len(widths)} widths given for shape {format_shape(self.shape)}")
+        new_shape, old, valid = [], [], const(1)
+        for k, ((before, after), d) in enumerate(zip(widths, self.shape)):
+            before, after = as_expr(before), as_expr(after)
+            if before.lo < 0 or after.lo < 0:
+                raise ShapeError(f"pad: widths ({before}, {after}) on axis {k} must not be negative")
+            size = before + d + after
+            j = idx(k, size)
+            new_shape.append(size)
+            old.append(j - before)
+            valid = valid & (j >= before) & (j < before + d)
+        return self._remap(
+            tuple(new_shape), old, valid, ("pad", [[as_expr(a).to_json(), as_expr(b).to_json()] for a, b in widths])
+        )
+
+    def flip(self, axes: Sequence[int]) -> ShapeTracker:
+        axes = {self._axis(a, "flip") for a in axes}
+        old = [(d - 1 - idx(k, d)) if k in axes else idx(k, d) for k, d in enumerate(self.shape)]
+        return self._remap(self.shape, old, const(1), ("flip", sorted(axes)))
+
+    # ---- serialisation -------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {"base": [as_expr(d).to_json() for d in self.base], "ops": [list(s) for s in self.history]}
+
+    @classmethod
+    def from_json(cls, data: Any) -> ShapeTracker:
+        """Rebuild a view by replaying its movement ops (each one checked) on its buffer's shape."""
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("base"), list)
+            or not isinstance(data.get("ops"), list)
+        ):
+            raise ShapeError("a view must be {'base': [...], 'ops': [...]}")
+        if len(data["ops"]) > 256 or len(data["base"]) > 16:
+            raise ShapeError("a view has more than 256 movement ops or 16 dimensions")
+        try:
+            st = cls.contiguous([expr_from_json(d) for d in data["base"]])
+            for step in data["ops"]:
+                if not isinstance(step, list) or len(step) != 2 or step[0] not in _REPLAY:
+                    raise ShapeError(f"unknown movement op {step!r:.80}")
+                st = _REPLAY[step[0]](st, step[1])
+        except (SymbolicError, TypeError, ValueError) as e:
+            raise ShapeError(f"invalid view: {e}") from e
+        return st
+
+
+def _within_dims(e: Expr, shape: tuple) -> Expr:
+    """Use what intervals cannot see: index `_ik` is below its symbolic dim, so `_ik % d_k = _ik`, `_ik // d_k = 0`."""
+    symbolic = {f"_i{k}": as_expr(d) for k, d in enumerate(shape) if not as_expr(d).is_const}
+    if not symbolic:
+        return e
+    cache: dict[int, Expr] = {}
+
+    def walk(x: Expr) -> Expr:
+        if x.op in ("const", "var"):
+            return x
+        got = cache.get(id(x))
+        if got is not None:
+            return got
+        args = [walk(a) for a in x.args]
+        if x.op in ("mod", "div") and args[0].op == "var" and symbolic.get(args[0].args[0]) == args[1]:
+            out = args[0] if x.op == "mod" else const(0)
+        else:
+            out = S.build(x.op, args) if any(a is not b for a, b in zip(args, x.args)) else x
+        cache[id(x)] = out
+        return out
+
+    return walk(e)
+
+
+def _exprs(items: Any) -> list[Expr]:
+    if not isinstance(items, list):
+        raise ShapeError("expected a list of dimensions")
+    return [expr_from_json(d) for d in items]
+
+
+_REPLAY = {
+    "permute": lambda st, a: st.permute([int(x) for x in a]),
+    "reshape": lambda st, a: st.reshape(_exprs(a)),
+    "expand": lambda st, a: st.expand(_exprs(a)),
+    "slice": lambda st, a: st.slice([(expr_from_json(x), expr_from_json(y), s) for x, y, s in a]),
+    "pad": lambda st, a: st.pad([(expr_from_json(x), expr_from_json(y)) for x, y in a]),
+    "flip": lambda st, a: st.flip([int(x) for x in a]),
+}

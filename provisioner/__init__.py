@@ -1,0 +1,1 @@
+"""Placeholder: this component is built by a later issue (see README)."""

@@ -1,0 +1,1 @@
+"""Runtimes: `Runtime.load(program, weights) -> Executable`; `Executable.run(inputs, dims=None)`."""

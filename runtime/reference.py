@@ -1,0 +1,159 @@
+"""The reference interpreter: runs any primitive graph with numpy. It defines what every program means.
+
+Symbols are bound from the input arrays' shapes (or passed in `dims`); every view is read with the same
+symbolic index and validity expressions that compiled kernels use, so a view bug shows up here first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from luminal import ops
+from luminal.dtypes import DTypeError, dtype_of
+from luminal.graph import Graph, GraphError
+from luminal.symbolic import SymbolicError, as_expr
+from luminal.view import ShapeError, ShapeTracker, format_shape
+
+
+class ExecutionError(ValueError):
+    """An input or weight is missing, or has the wrong shape or dtype, or symbols disagree."""
+
+
+def bind_symbols(
+    graph: Graph, inputs: Mapping[str, np.ndarray], dims: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """Solve every symbol from the input shapes; check each input against its declared shape and dtype."""
+    env: dict[str, int] = dict(dims or {})
+    missing = [n for n in graph.inputs if n not in inputs]
+    if missing:
+        raise ExecutionError(f"missing input(s) {missing}; the graph takes {list(graph.inputs)}")
+    unknown = [n for n in inputs if n not in graph.inputs]
+    if unknown:
+        raise ExecutionError(f"unknown input(s) {unknown}; the graph takes {list(graph.inputs)}")
+    checked = []
+    for name, node_id in graph.inputs.items():
+        node = graph.nodes[node_id]
+        arr = inputs[name]
+        if not isinstance(arr, np.ndarray):
+            raise ExecutionError(f"input {name!r} must be a numpy array, got {type(arr).__name__}")
+        try:
+            got = dtype_of(arr.dtype)
+        except DTypeError as e:
+            raise ExecutionError(f"input {name!r}: {e}") from None
+        if got != node.dtype:
+            raise ExecutionError(f"input {name!r} must be {node.dtype.name}, got {arr.dtype}")
+        if arr.ndim != len(node.shape):
+            raise ExecutionError(
+                f"input {name!r} must have shape {format_shape(node.shape)}, got {format_shape(arr.shape)}"
+            )
+        for want, have in zip(node.shape, arr.shape):
+            w = as_expr(want)
+            if w.op == "var" and w.args[0] not in env:  # a bare symbol is solved by its first input
+                if not w.lo <= have <= w.hi:
+                    raise ExecutionError(
+                        f"symbol {w.args[0]!r} = {have} (from input {name!r}) is outside [{w.lo}, {w.hi}]"
+                    )
+                env[w.args[0]] = have
+            checked.append((name, w, have))
+    for name, w, have in checked:  # every dim, constant or expression, must now agree with the arrays
+        try:
+            value = w.evaluate(env)
+        except SymbolicError as e:
+            raise ExecutionError(f"input {name!r}: dim {w} cannot be solved from the inputs ({e})") from None
+        if value != have:
+            decl = graph.nodes[graph.inputs[name]].shape
+            raise ExecutionError(
+                f"input {name!r} must have shape {format_shape(decl)}, got {format_shape(inputs[name].shape)}"
+                + (f" (symbol values {env})" if env else "")
+            )
+    unbound = [s for s in graph.symbols if s not in env]
+    if unbound:
+        raise ExecutionError(f"symbol(s) {unbound} are not determined by the inputs; pass them in dims=")
+    return env
+
+
+def read_view(buf: np.ndarray, view: ShapeTracker, env: dict[str, int]) -> np.ndarray:
+    """The logical tensor `view` describes over the contiguous buffer `buf`."""
+    shape = tuple(int(as_expr(d).evaluate(env)) for d in view.shape)
+    flat = buf.reshape(-1)
+    if view.is_contiguous():
+        return flat.reshape(shape)
+    strided = view.strides()
+    if strided is not None:
+        strides, offset = strided
+        st = [int(s.evaluate(env)) for s in strides]
+        off = int(offset.evaluate(env))
+        if all(s >= 0 for s in st) and off >= 0:
+            item = flat.itemsize
+            return np.lib.stride_tricks.as_strided(flat[off:] if flat.size else flat, shape, [s * item for s in st])
+    n = len(shape)
+    grid = np.indices(shape, dtype=np.int64) if n else np.zeros((0,), np.int64)
+    values = {**env, **{f"_i{k}": grid[k] for k in range(n)}}
+    index = np.broadcast_to(np.asarray(view.index.evaluate(values), np.int64), shape)
+    valid = np.broadcast_to(np.asarray(view.valid.evaluate(values), np.int64), shape) != 0
+    out = flat[np.where(valid, index, 0)] if flat.size else np.zeros(shape, flat.dtype)
+    return np.where(valid, out, np.zeros((), flat.dtype))
+
+
+def execute(graph: Graph, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Run the graph on numpy arrays; returns {output name: array}."""
+    unbound = graph.unbound_weights()
+    if unbound:
+        raise ExecutionError(f"weight(s) {unbound[:8]} are not bound; call graph.bind(...) first")
+    if not graph.outputs:
+        raise GraphError("the graph has no outputs; mark one with tensor.output(name)")
+    arrays = {k: np.asarray(v) if not isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+    env = bind_symbols(graph, arrays, dims)
+    needed = _live(graph)
+    values: dict[int, np.ndarray] = {}
+    for node in graph.nodes:
+        if node.id not in needed:
+            continue
+        op = node.op
+        if isinstance(op, ops.Weight):
+            values[node.id] = graph.weight_data[op.label]
+        elif isinstance(op, ops.Input):
+            values[node.id] = np.ascontiguousarray(arrays[op.label])
+        elif isinstance(op, (ops.Constant, ops.Iota)):
+            values[node.id] = op.reference(env=env)
+        else:
+            args = [read_view(values[src], view, env) for src, view in node.inputs]
+            out = op.reference(*args, env=env)
+            values[node.id] = np.ascontiguousarray(out)
+    return {name: np.array(values[nid], copy=True) for name, nid in graph.outputs.items()}
+
+
+def _live(graph: Graph) -> set[int]:
+    live: set[int] = set()
+    stack = list(graph.outputs.values())
+    while stack:
+        n = stack.pop()
+        if n in live:
+            continue
+        live.add(n)
+        stack.extend(s for s, _ in graph.nodes[n].inputs)
+    return live
+
+
+class ReferenceRuntime:
+    """The runtime protocol over the interpreter: `load(program_or_graph) -> executable with .run`."""
+
+    name = "reference"
+
+    def load(self, graph: Graph, weights: Mapping[str, np.ndarray] | None = None) -> ReferenceExecutable:
+        if weights:
+            graph.bind(weights)
+        return ReferenceExecutable(graph)
+
+
+class ReferenceExecutable:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+
+    def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+        return execute(self.graph, inputs, dims)
+
+
+__all__ = ["ExecutionError", "ReferenceRuntime", "ShapeError", "execute", "read_view"]

@@ -1,0 +1,139 @@
+"""The one helper that checks a luminal op against PyTorch (CPU).
+
+    check("sigmoid", torch.sigmoid, lambda t: t.sigmoid(), shapes=[(45, 65)])
+
+runs the op three ways against torch on the same random data: on plain inputs, on non-contiguous inputs
+(each input is declared transposed and permuted back, so the op reads a strided view), and with the
+leading dim symbolic (`lm.sym`), bound only when the graph runs. `tests/op_coverage.py` lists every op
+name passed to `check` across the suite.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import ml_dtypes
+import numpy as np
+import torch
+
+import luminal as lm
+
+TOLERANCE = {  # (rtol, atol) by dtype: float32 to 1e-5, lower precisions to their usual tolerances
+    "float32": (1e-5, 1e-5),
+    "float16": (1e-3, 1e-3),
+    "bfloat16": (1e-2, 1e-2),
+}
+REDUCTION_RTOL = 1e-4
+
+
+def _random(shape: Sequence[int], dtype: str, low: float, high: float, rng: np.random.Generator) -> np.ndarray:
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if dtype in ("int32", "int64"):
+        return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
+    data = rng.uniform(low, high, size=shape).astype(np.float32)
+    return data.astype(ml_dtypes.bfloat16) if dtype == "bfloat16" else data.astype(dtype)
+
+
+def to_torch(a: np.ndarray) -> torch.Tensor:
+    if a.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def from_torch(t: Any) -> np.ndarray:
+    if not isinstance(t, torch.Tensor):
+        return np.asarray(t)
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.float().numpy().astype(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def _as_list(x: Any) -> list:
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def _run_lm(lm_fn, arrays, decl_shapes, permuted: bool) -> list[np.ndarray]:
+    g = lm.Graph()
+    feed = {}
+    tensors = []
+    for k, (a, decl) in enumerate(zip(arrays, decl_shapes)):
+        name = f"in{k}"
+        if permuted and a.ndim >= 2:
+            order = list(range(a.ndim))[::-1]
+            t = g.input(name, [decl[o] for o in order], dtype=lm.dtypes.dtype_of(a.dtype)).permute(order)
+            feed[name] = np.ascontiguousarray(a.transpose(order))
+        else:
+            t = g.input(name, decl, dtype=lm.dtypes.dtype_of(a.dtype))
+            feed[name] = a
+        tensors.append(t)
+    outs = _as_list(lm_fn(*tensors))
+    for k, o in enumerate(outs):
+        o.output(f"out{k}")
+    result = lm.run(g, feed)
+    return [result[f"out{k}"] for k in range(len(outs))]
+
+
+def _symbolic_shapes(arrays: list[np.ndarray]) -> list[list[Any]] | None:
+    """Replace the leading dim of the highest-rank inputs (when > 1) by one symbol; None if none fits."""
+    rank = max((a.ndim for a in arrays), default=0)
+    lead = [a.shape[0] for a in arrays if a.ndim == rank and rank > 0]
+    if not lead or lead[0] <= 1 or any(n != lead[0] for n in lead):
+        return None
+    n0 = lm.sym("n0", max=4096)
+    return [[n0, *a.shape[1:]] if a.ndim == rank else list(a.shape) for a in arrays]
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float, variant: str) -> None:
+    where = f"{name} ({variant})"
+    assert got.shape == want.shape, f"{where}: shape {got.shape}, torch gives {want.shape}"
+    got_dtype = "bfloat16" if got.dtype == ml_dtypes.bfloat16 else str(got.dtype)
+    want_dtype = "bfloat16" if want.dtype == ml_dtypes.bfloat16 else str(want.dtype)
+    assert got_dtype == want_dtype, f"{where}: dtype {got_dtype}, torch gives {want_dtype}"
+    if want.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=where)
+    else:
+        np.testing.assert_allclose(
+            got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True, err_msg=where
+        )
+
+
+def check(
+    name: str,
+    torch_fn: Callable,
+    lm_fn: Callable,
+    shapes: Sequence[Sequence[int]] = (),
+    *,
+    inputs: Sequence[np.ndarray] | None = None,
+    dtype: str = "float32",
+    low: float = -2.0,
+    high: float = 2.0,
+    rtol: float | None = None,
+    atol: float | None = None,
+    reduction: bool = False,
+    noncontiguous: bool = True,
+    symbolic: bool = True,
+    seed: int = 0,
+) -> None:
+    """Check `lm_fn` against `torch_fn` on random inputs of `shapes` (or the given `inputs`)."""
+    rng = np.random.default_rng(seed)
+    arrays = list(inputs) if inputs is not None else [_random(s, dtype, low, high, rng) for s in shapes]
+    want = [from_torch(t) for t in _as_list(torch_fn(*[to_torch(a) for a in arrays]))]
+    base_rtol, base_atol = TOLERANCE.get(dtype, (1e-5, 1e-5))
+    if reduction:
+        base_rtol, base_atol = max(base_rtol, REDUCTION_RTOL), max(base_atol, REDUCTION_RTOL)
+    rtol = base_rtol if rtol is None else rtol
+    atol = base_atol if atol is None else atol
+
+    variants = [("contiguous", [list(a.shape) for a in arrays], False)]
+    if noncontiguous and any(a.ndim >= 2 for a in arrays):
+        variants.append(("non-contiguous", [list(a.shape) for a in arrays], True))
+    sym_shapes = _symbolic_shapes(arrays) if symbolic else None
+    if sym_shapes is not None:
+        variants.append(("symbolic", sym_shapes, False))
+    for variant, decl, permuted in variants:
+        got = _run_lm(lm_fn, arrays, decl, permuted)
+        assert len(got) == len(want), f"{name} ({variant}): {len(got)} outputs, torch gives {len(want)}"
+        for g_, w_ in zip(got, want):
+            compare(name, g_, w_, rtol, atol, variant)
