@@ -154,6 +154,8 @@ class ShapeTracker:
             flat = flat + idx(k, d) * s
         old = []
         for k, (d, s) in enumerate(zip(self.shape, contiguous_strides(self.shape))):
+            # A size that may be 0 means no element is ever read; max(., 1) keeps the arithmetic defined.
+            s, d = (s if s.lo >= 1 else s.max(1)), (as_expr(d) if as_expr(d).lo >= 1 else as_expr(d).max(1))
             q = flat // s
             old.append(q if k == 0 else q % d)  # the outermost index needs no wrap: flat < numel
         return self._remap(new_shape, old, const(1), ("reshape", [as_expr(d).to_json() for d in new_shape]))
@@ -184,9 +186,18 @@ class ShapeTracker:
             start, stop = as_expr(start), as_expr(stop)
             if not isinstance(step, int) or step < 1:
                 raise ShapeError(f"slice: step {step} on axis {k} must be a positive int")
-            if start.lo < 0 or (stop - start).lo < 0 or (as_expr(d) - stop).lo < 0:
+            # A symbolic range may be empty for some sizes (x[2:] when n = 1); it then has no elements to read.
+            empty_possible = (stop - start).lo < 0 and not (stop - start).is_const
+            if (
+                start.lo < 0
+                or (stop - start).hi < 0
+                or (as_expr(d) - stop).lo < 0
+                or ((stop - start).lo < 0 and not empty_possible)
+            ):
                 raise ShapeError(f"slice: range [{start}, {stop}) on axis {k} is outside {format_shape(self.shape)}")
             size = (stop - start + (step - 1)) // step
+            if empty_possible:
+                size = size.max(0)
             new_shape.append(size)
             old.append(start + idx(k, size) * step)
         step_json = [[as_expr(a).to_json(), as_expr(b).to_json(), s] for a, b, s in bounds]

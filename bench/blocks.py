@@ -1,0 +1,79 @@
+"""Benchmark models built twice from one set of weights: as a luminal graph and as PyTorch eager code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import luminal as lm
+import luminal.functional as F
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """A pre-norm transformer encoder block (BERT/MiniLM-like sizes scaled down for a 2-core machine)."""
+
+    dim: int = 128
+    heads: int = 4
+    ffn: int = 512
+    seq: int = 64
+
+
+def block_weights(cfg: BlockConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+
+    def w(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+
+    d, f = cfg.dim, cfg.ffn
+    return {
+        "ln1.weight": np.ones(d, np.float32),
+        "ln1.bias": np.zeros(d, np.float32),
+        "qkv.weight": w(3 * d, d),
+        "qkv.bias": np.zeros(3 * d, np.float32),
+        "out.weight": w(d, d),
+        "out.bias": np.zeros(d, np.float32),
+        "ln2.weight": np.ones(d, np.float32),
+        "ln2.bias": np.zeros(d, np.float32),
+        "fc1.weight": w(f, d),
+        "fc1.bias": np.zeros(f, np.float32),
+        "fc2.weight": w(d, f),
+        "fc2.bias": np.zeros(d, np.float32),
+    }
+
+
+def luminal_block(cfg: BlockConfig, weights: dict[str, np.ndarray]) -> lm.Graph:
+    g = lm.Graph()
+    x = g.input("x", (lm.sym("batch", max=64), cfg.seq, cfg.dim))
+    p = {name: g.weight(name, arr.shape) for name, arr in weights.items()}
+    b, s, d, h = lm.sym("batch", max=64), cfg.seq, cfg.dim, cfg.heads
+    y = F.layer_norm(x, (d,), p["ln1.weight"], p["ln1.bias"])
+    qkv = F.linear(y, p["qkv.weight"], p["qkv.bias"]).reshape(b, s, 3, h, d // h).permute(2, 0, 3, 1, 4)
+    attn = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+    x = x + F.linear(attn.transpose(1, 2).reshape(b, s, d), p["out.weight"], p["out.bias"])
+    y = F.layer_norm(x, (d,), p["ln2.weight"], p["ln2.bias"])
+    x = x + F.linear(F.gelu(F.linear(y, p["fc1.weight"], p["fc1.bias"])), p["fc2.weight"], p["fc2.bias"])
+    x.output("y")
+    g.bind(weights)
+    return g
+
+
+def torch_block(cfg: BlockConfig, weights: dict[str, np.ndarray]):
+    """The same block as a PyTorch eager function (inference mode)."""
+    import torch
+    import torch.nn.functional as TF
+
+    p = {k: torch.from_numpy(v) for k, v in weights.items()}
+    d, h = cfg.dim, cfg.heads
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        b, s = x.shape[0], x.shape[1]
+        y = TF.layer_norm(x, (d,), p["ln1.weight"], p["ln1.bias"])
+        qkv = TF.linear(y, p["qkv.weight"], p["qkv.bias"]).reshape(b, s, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        attn = TF.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+        x = x + TF.linear(attn.transpose(1, 2).reshape(b, s, d), p["out.weight"], p["out.bias"])
+        y = TF.layer_norm(x, (d,), p["ln2.weight"], p["ln2.bias"])
+        return x + TF.linear(TF.gelu(TF.linear(y, p["fc1.weight"], p["fc1.bias"])), p["fc2.weight"], p["fc2.bias"])
+
+    return forward

@@ -1,0 +1,22 @@
+"""Timing helpers shared by the benchmarks: medians over repeated runs, anchors side by side."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+
+def median_ms(fn: Callable[[], object], repeats: int = 10, warmup: int = 2, budget_s: float = 20.0) -> float:
+    """Median wall time of `fn` in milliseconds (fewer repeats if the budget runs out: the machine is shared)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    deadline = time.perf_counter() + budget_s
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+        if time.perf_counter() > deadline and len(times) >= 3:
+            break
+    return statistics.median(times)

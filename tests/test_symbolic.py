@@ -1,0 +1,135 @@
+"""Symbolic dims: simplification is checked against plain evaluation on random assignments."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import luminal as lm
+from luminal.symbolic import SymbolicError, as_expr, const, var
+
+VARS = {"a": (0, 9), "b": (1, 6), "c": (-5, 5)}
+
+
+def _exprs():
+    leaves = st.one_of(
+        st.integers(-12, 12).map(lambda v: (const(v), lambda env, v=v: v)),
+        st.sampled_from(sorted(VARS)).map(lambda n: (var(n, *VARS[n]), lambda env, n=n: env[n])),
+    )
+
+    def extend(children):
+        def combine(op, left, right):
+            (le, lf), (re, rf) = left, right
+            if op == "+":
+                return le + re, lambda env: lf(env) + rf(env)
+            if op == "-":
+                return le - re, lambda env: lf(env) - rf(env)
+            if op == "*":
+                return le * re, lambda env: lf(env) * rf(env)
+            if op == "min":
+                return le.min(re), lambda env: min(lf(env), rf(env))
+            if op == "max":
+                return le.max(re), lambda env: max(lf(env), rf(env))
+            if op == "<":
+                return le < re, lambda env: int(lf(env) < rf(env))
+            # Division and remainder by a non-zero constant or by `b` (always >= 1).
+            d, df = (re, rf) if re.is_const and re.value != 0 else (var("b", *VARS["b"]), lambda env: env["b"])
+            if op == "//":
+                return le // d, lambda env: lf(env) // df(env)
+            return le % d, lambda env: lf(env) % df(env)
+
+        ops = st.sampled_from(["+", "-", "*", "//", "%", "min", "max", "<"])
+        return st.builds(combine, ops, children, children)
+
+    return st.recursive(leaves, extend, max_leaves=10)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_exprs(), st.integers(0, 9), st.integers(1, 6), st.integers(-5, 5))
+def test_simplified_expression_evaluates_like_the_unsimplified_one(pair, a, b, c):
+    expr, reference = pair
+    env = {"a": a, "b": b, "c": c}
+    assert expr.evaluate(env) == reference(env), str(expr)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_exprs(), st.integers(0, 9), st.integers(1, 6), st.integers(-5, 5))
+def test_bounds_contain_every_value(pair, a, b, c):
+    expr, reference = pair
+    value = reference({"a": a, "b": b, "c": c})
+    assert expr.lo <= value <= expr.hi, f"{expr}: {value} outside [{expr.lo}, {expr.hi}]"
+
+
+@settings(max_examples=150, deadline=None)
+@given(_exprs(), st.integers(0, 9), st.integers(1, 6), st.integers(-5, 5))
+def test_substitution_matches_evaluation(pair, a, b, c):
+    expr, reference = pair
+    substituted = expr.substitute({"a": a, "c": c})
+    assert substituted.evaluate({"b": b}) == reference({"a": a, "b": b, "c": c})
+
+
+@settings(max_examples=150, deadline=None)
+@given(_exprs(), st.integers(0, 9), st.integers(1, 6), st.integers(-5, 5))
+def test_json_round_trip(pair, a, b, c):
+    expr, _ = pair
+    back = lm.symbolic.expr_from_json(expr.to_json())
+    assert back == expr
+    assert back.evaluate({"a": a, "b": b, "c": c}) == expr.evaluate({"a": a, "b": b, "c": c})
+
+
+def test_canonical_forms():
+    n, m = lm.sym("n"), lm.sym("m")
+    assert n + 1 + n == 2 * n + 1
+    assert n * 3 - n * 3 == 0
+    assert (4 * n + m) // 4 == n + m // 4
+    assert (4 * n + m) % 4 == m % 4
+    assert n * m == m * n
+    assert (n + m) * 2 == 2 * m + 2 * n
+    i = var("_i0", 0, 11)
+    assert (i // 4) * 4 + i % 4 == i  # reshape round trips collapse
+    assert i % 12 == i and i // 12 == 0  # bounds drop what cannot change the value
+    assert ((i // 2) // 3) == i // 6
+    assert (n * m) // m == n
+    assert str(2 * n + 1) == "2*n + 1"
+
+
+def test_comparisons_decide_when_bounds_do():
+    n = lm.sym("n", min=1, max=10)
+    assert bool(n < n + 1)
+    assert bool(n >= 1)
+    assert not bool(n > 10)
+    with pytest.raises(SymbolicError, match="depends on run-time values"):
+        bool(n < 5)
+
+
+def test_render_c_keeps_floor_semantics(tmp_path):
+    """The C rendering of // and % must floor like Python, also for negative operands."""
+    import subprocess
+
+    c = var("c", -5, 5)
+    exprs = [(c - 3) // 2, (c - 3) % 2, c // 3 + c % 4, (c * 2 + 1).min(c + 3), (c < 2) * 5]
+    cases = range(-5, 6)
+    lines = [lm.symbolic.c_prelude(), "#include <stdio.h>", "int main(void) {"]
+    for v in cases:
+        lines.append(f"  {{ long long c = {v};")
+        for e in exprs:
+            lines.append(f'    printf("%lld\\n", (long long)({e.render_c()}));')
+        lines.append("  }")
+    lines.append("  return 0; }")
+    src = tmp_path / "exprs.c"
+    src.write_text("\n".join(lines))
+    subprocess.run(["cc", "-O0", "-o", str(tmp_path / "exprs"), str(src)], check=True)
+    got = [int(x) for x in subprocess.run([str(tmp_path / "exprs")], capture_output=True, check=True).stdout.split()]
+    want = [e.evaluate({"c": v}) for v in cases for e in exprs]
+    assert got == want
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(SymbolicError, match="must be a letter"):
+        lm.sym("1bad")
+    with pytest.raises(SymbolicError, match="by zero"):
+        lm.sym("n") // 0
+    with pytest.raises(SymbolicError, match="not bound"):
+        (lm.sym("n") + 1).evaluate({})
+    with pytest.raises(SymbolicError, match="empty range"):
+        lm.sym("n", min=5, max=2)
+    assert as_expr(7) == 7
