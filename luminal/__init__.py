@@ -18,6 +18,7 @@ import numpy as np
 from luminal import dtypes, ops
 from luminal.dtypes import DType, DTypeError, bfloat16, bool_, float16, float32, int32, int64
 from luminal.graph import Graph, GraphError
+from luminal.graph_file import GraphFileError
 from luminal.symbolic import Expr, SymbolicError, smax, smin, sym
 from luminal.tensor import Tensor, _bind_methods
 from luminal.view import ShapeError, ShapeTracker
@@ -68,6 +69,7 @@ __all__ = [
     "Expr",
     "Graph",
     "GraphError",
+    "GraphFileError",
     "ShapeError",
     "ShapeTracker",
     "SymbolicError",

@@ -155,7 +155,7 @@ class Graph:
                 )
             if arr.dtype != node.dtype.np:
                 raise dt.DTypeError(f"bind: weight {name!r} is {node.dtype.name}, got {arr.dtype}")
-            self.weight_data[name] = np.ascontiguousarray(arr)
+            self.weight_data[name] = np.asarray(arr, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
         return self
 
     def unbound_weights(self) -> list[str]:

@@ -13,6 +13,7 @@ file, so a hostile file cannot describe a view that reads outside its buffer.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence
 
 from luminal.symbolic import Dim, Expr, SymbolicError, as_dim, as_expr, const, var
@@ -124,7 +125,11 @@ class ShapeTracker:
         )
 
     def _axis(self, axis: int, op: str) -> int:
-        if not isinstance(axis, int) or not -self.ndim <= axis < max(self.ndim, 1):
+        try:
+            axis = operator.index(axis)  # ints and numpy integers, not floats or bools-as-strings
+        except TypeError:
+            raise ShapeError(f"{op}: axis {axis!r} is not an integer") from None
+        if not -self.ndim <= axis < max(self.ndim, 1):
             raise ShapeError(f"{op}: axis {axis} is out of range for shape {format_shape(self.shape)}")
         return axis % max(self.ndim, 1)
 
@@ -191,7 +196,7 @@ class ShapeTracker:
             if (
                 start.lo < 0
                 or (stop - start).hi < 0
-                or (as_expr(d) - stop).lo < 0
+                or not provably_le(stop, as_expr(d))
                 or ((stop - start).lo < 0 and not empty_possible)
             ):
                 raise ShapeError(f"slice: range [{start}, {stop}) on axis {k} is outside {format_shape(self.shape)}")
@@ -226,6 +231,15 @@ class ShapeTracker:
         old = [(d - 1 - idx(k, d)) if k in axes else idx(k, d) for k, d in enumerate(self.shape)]
         return self._remap(self.shape, old, const(1), ("flip", sorted(axes)))
 
+    def then(self, outer: ShapeTracker) -> ShapeTracker:
+        """The view that reads through `self` and then through `outer` (whose base is this view's shape)."""
+        if tuple(outer.base) != tuple(self.shape):
+            raise ShapeError(f"cannot compose a view over {format_shape(outer.base)} after {format_shape(self.shape)}")
+        st = self
+        for name, arg in outer.history:
+            st = _REPLAY[name](st, arg)
+        return st
+
     # ---- serialisation -------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         return {"base": [as_expr(d).to_json() for d in self.base], "ops": [list(s) for s in self.history]}
@@ -250,6 +264,22 @@ class ShapeTracker:
         except (SymbolicError, TypeError, ValueError) as e:
             raise ShapeError(f"invalid view: {e}") from e
         return st
+
+
+def provably_le(a: Expr, b: Expr) -> bool:
+    """True when a <= b for every value of the symbols. Bounds alone cannot see that min(3, n) <= n (the
+    difference n - min(3, n) has a negative lower bound), so min and max are taken apart first."""
+    if (b - a).lo >= 0:
+        return True
+    if b.op == "min":
+        return all(provably_le(a, t) for t in b.args)
+    if a.op == "max":
+        return all(provably_le(t, b) for t in a.args)
+    if b.op == "max":
+        return any(provably_le(a, t) for t in b.args)
+    if a.op == "min":
+        return any(provably_le(t, b) for t in a.args)
+    return False
 
 
 def _within_dims(e: Expr, shape: tuple) -> Expr:

@@ -110,13 +110,13 @@ def execute(graph: Graph, inputs: Mapping[str, Any], dims: Mapping[str, int] | N
         if isinstance(op, ops.Weight):
             values[node.id] = graph.weight_data[op.label]
         elif isinstance(op, ops.Input):
-            values[node.id] = np.ascontiguousarray(arrays[op.label])
+            values[node.id] = np.asarray(arrays[op.label], order="C")
         elif isinstance(op, (ops.Constant, ops.Iota)):
             values[node.id] = op.reference(env=env)
         else:
             args = [read_view(values[src], view, env) for src, view in node.inputs]
             out = op.reference(*args, env=env)
-            values[node.id] = np.ascontiguousarray(out)
+            values[node.id] = np.asarray(out, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
     return {name: np.array(values[nid], copy=True) for name, nid in graph.outputs.items()}
 
 
