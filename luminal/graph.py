@@ -191,7 +191,7 @@ class Graph:
         )
 
     # ---- creation helpers (torch.arange / full / zeros / ones take no tensor, so they hang off the graph)
-    def arange(self, start: Dim, end: Dim | None = None, step: int = 1, dtype: Any = dt.int64) -> Tensor:
+    def arange(self, start: Dim, end: Dim | None = None, step: int = 1, dtype: Any = None) -> Tensor:
         from luminal.hl.creation import arange
 
         return arange(self, start, end, step, dtype)

@@ -120,7 +120,8 @@ class Add(Binary):
     meaning = "y = a + b (logical or for bool)"
 
     def reference(self, a, b, env=None):
-        return np.logical_or(a, b) if a.dtype == np.bool_ else (a + b).astype(a.dtype)
+        with np.errstate(all="ignore"):  # inf + -inf is nan, as the op defines; no warning
+            return np.logical_or(a, b) if a.dtype == np.bool_ else (a + b).astype(a.dtype)
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,8 @@ class Mul(Binary):
     meaning = "y = a * b (logical and for bool)"
 
     def reference(self, a, b, env=None):
-        return np.logical_and(a, b) if a.dtype == np.bool_ else (a * b).astype(a.dtype)
+        with np.errstate(all="ignore"):  # inf * 0 is nan, as the op defines; no warning
+            return np.logical_and(a, b) if a.dtype == np.bool_ else (a * b).astype(a.dtype)
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,8 @@ class LessThan(Binary):
     out_bool = True
 
     def reference(self, a, b, env=None):
-        return np.less(a, b)
+        with np.errstate(all="ignore"):  # comparisons with nan are false, without a warning
+            return np.less(a, b)
 
 
 # ---- reductions ---------------------------------------------------------------------------------------
@@ -273,7 +276,7 @@ class Scatter(Op):
         return shapes[0], dtypes[0]
 
     def reference(self, dest, indexes, src, env=None):
-        out = np.array(dest, copy=True)
+        out = np.array(dest, copy=True, order="C")  # a C-order copy: reshape(-1) below must be a view
         flat = out.reshape(-1)
         bad = (indexes < 0) | (indexes >= flat.size)
         if bad.any():

@@ -63,6 +63,10 @@ class Tensor:
             raise TypeError(f"len() of a tensor whose first dim is {d!r}")
         return d
 
+    def __iter__(self):
+        # Indexing cannot detect the end of a symbolic dim, so iteration needs a concrete length (len raises).
+        return (self[k] for k in range(len(self)))
+
     def __bool__(self) -> bool:
         raise TypeError("a luminal Tensor is a recorded value with no data: it has no truth value")
 

@@ -1,50 +1,161 @@
-"""Element-wise ops: arithmetic, math functions, activations, comparisons, logic, dtype conversion.
+"""Element-wise arithmetic, math functions, rounding and dtype conversion, with PyTorch's names and semantics.
 
-Each is a composition of primitives, written once, with its identity as a comment.
+Each op is a composition of primitives, written once, with its identity as a comment. Two conventions:
+- float math on int/bool inputs computes in float32, and on float16/bfloat16 computes in float32 and rounds
+  once at the end, as torch's CPU kernels do (`opmath`); single primitives need no such care (the primitive
+  itself rounds once).
+- integer results stay integer and exact (wrapping like C on overflow): integer division corrects a float
+  estimate of the quotient with exact integer residuals.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from builtins import bool as _bool
+from builtins import float as _float
+from builtins import int as _int
+from typing import Any, Callable
 
 from luminal import dtypes as dt
+from luminal.hl import comparison as C
 from luminal.hl import prim
 from luminal.hl.prim import operands
 from luminal.tensor import Tensor
 
 LOG2_E = 1 / math.log(2)  # exp(x) = 2 ** (x * log2(e))
 LN_2 = math.log(2)  # ln(x) = log2(x) * ln(2)
+F32_EXACT = 2.0**23  # every float32 at or beyond this magnitude is an integer
+
+
+def opmath(x: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
+    """fn computed in float32: ints and bools become float32 (torch); half types round back at the end."""
+    x = prim.float_operand(x)
+    return fn(x) if x.dtype == dt.float32 else prim.cast(fn(prim.cast(x, dt.float32)), x.dtype)
+
+
+def opmath2(a: Any, b: Any, op: str, fn: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
+    a, b = operands(a, b, op)
+    d = a.dtype if a.dtype.is_float else dt.float32
+    return prim.cast(fn(prim.cast(a, dt.float32), prim.cast(b, dt.float32)), d)
+
+
+def _c(x: Tensor, value: Any) -> Tensor:
+    return prim.full_like(x, value)  # a constant of x's dtype and shape
+
+
+def _no_bool(x: Tensor, op: str) -> None:
+    if x.dtype == dt.bool_:
+        raise dt.DTypeError(f"{op} is not defined on bool tensors (torch raises too); cast first")
+
+
+def _mask(p: Tensor, like: Tensor) -> Tensor:
+    return prim.cast(p, like.dtype)  # bool -> 0/1 in like's dtype
 
 
 # ---- arithmetic ----------------------------------------------------------------------------------------
 
 
-def add(a: Any, b: Any) -> Tensor:
-    return prim.add(*operands(a, b, "add"))
+def _scaled(b: Tensor, alpha: Any, op: str) -> Tensor:
+    if isinstance(alpha, _bool) and b.dtype != dt.bool_ or isinstance(alpha, _float) and not b.dtype.is_float:
+        raise dt.DTypeError(f"{op}: alpha={alpha!r} does not fit {b.dtype.name} operands")
+    return b if alpha == 1 else prim.mul(b, _c(b, alpha))
+
+
+def add(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
+    a, b = operands(a, b, "add")
+    return prim.add(a, _scaled(b, alpha, "add"))  # a + alpha b (or on bool)
 
 
 def mul(a: Any, b: Any) -> Tensor:
-    return prim.mul(*operands(a, b, "mul"))
+    return prim.mul(*operands(a, b, "mul"))  # (and on bool)
 
 
 def neg(x: Tensor) -> Tensor:
-    return prim.mul(x, prim.full_like(x, -1))  # -x = x * -1
+    _no_bool(x, "neg (use logical_not)")
+    return prim.mul(x, _c(x, -1))  # -x = x * -1
 
 
-def sub(a: Any, b: Any) -> Tensor:
+def sub(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
     a, b = operands(a, b, "sub")
-    return prim.add(a, neg(b))  # a - b = a + (-1 * b)
+    _no_bool(a, "sub (use logical_xor)")
+    return prim.add(a, neg(_scaled(b, alpha, "sub")))  # a - alpha b = a + (-1 * alpha b)
+
+
+def square(x: Tensor) -> Tensor:
+    x = prim.cast(x, dt.int64) if x.dtype == dt.bool_ else x  # torch squares bools as int64
+    return prim.mul(x, x)
 
 
 def reciprocal(x: Tensor) -> Tensor:
     return prim.recip(prim.float_operand(x))
 
 
-def div(a: Any, b: Any) -> Tensor:
-    a, b = operands(a, b, "div")
-    a, b = prim.float_operand(a), prim.float_operand(b)  # true division always gives floats
-    return prim.mul(a, prim.recip(b))  # a / b = a * (1 / b)
+def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """a / b; rounding_mode "trunc" rounds toward zero, "floor" toward -inf (integers stay integers)."""
+    if rounding_mode == "floor":
+        return floor_divide(a, b)
+    if rounding_mode == "trunc":
+        return _trunc_divide(a, b)
+    if rounding_mode is not None:
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    return opmath2(a, b, "div", lambda a, b: prim.mul(a, prim.recip(b)))  # a / b = a * (1 / b)
+
+
+true_divide = div
+
+
+def addcmul(x: Tensor, t1: Any, t2: Any, *, value: Any = 1) -> Tensor:
+    return add(x, mul(_scaled_operand(t1, value, x, t2), t2))  # x + value t1 t2
+
+
+def addcdiv(x: Tensor, t1: Any, t2: Any, *, value: Any = 1) -> Tensor:
+    if all(isinstance(t, Tensor) and not t.dtype.is_float for t in (t1, t2)):
+        raise dt.DTypeError("addcdiv: integer division is not supported (torch raises too); cast to float")
+    return add(x, div(_scaled_operand(t1, value, x, t2), t2))  # x + value t1 / t2
+
+
+def _scaled_operand(t: Any, value: Any, *others: Any) -> Tensor:
+    d = C.result_type(t, *others)
+    return _scaled(prim.cast(t, d), value, "value")
+
+
+def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
+    """start + weight (end - start), computed from the nearer end as torch does (exact at weight 0 and 1)."""
+    _float_only(start, "lerp")
+    if not isinstance(weight, Tensor):
+        return opmath2(start, end, "lerp", lambda s, e: _lerp_from(s, e, weight, math.fabs(weight) < 0.5))
+    s, e = operands(start, end, "lerp")
+    w = prim.cast(weight, s.dtype)
+    return C.where(C.lt(abs(w), 0.5), _lerp_from(s, e, w, True), _lerp_from(s, e, w, False))
+
+
+def _lerp_from(s: Tensor, e: Tensor, w: Any, near_start: _bool) -> Tensor:
+    if near_start:
+        return add(s, mul(w, sub(e, s)))  # s + w (e - s)
+    return sub(e, mul(sub(e, s), sub(1, w) if isinstance(w, Tensor) else 1 - w))  # e - (e - s)(1 - w)
+
+
+def _float_only(x: Tensor, op: str) -> None:
+    if not x.dtype.is_float:
+        raise dt.DTypeError(f"{op} needs a floating-point tensor, got {x.dtype.name}")
+
+
+# ---- sign and magnitude --------------------------------------------------------------------------------
+
+
+def sign(x: Tensor) -> Tensor:
+    if x.dtype == dt.bool_:
+        return x
+    zero = _c(x, 0)
+    return prim.add(_mask(prim.less_than(zero, x), x), neg(_mask(prim.less_than(x, zero), x)))  # (0 < x) - (x < 0)
+
+
+def abs(x: Tensor) -> Tensor:  # noqa: A001 - torch's name
+    _no_bool(x, "abs")
+    return prim.mul(x, sign(x))  # |x| = x sign(x); nan stays nan (sign(nan) = 0, nan * 0 = nan)
+
+
+# ---- exponentials, logarithms, trigonometry ------------------------------------------------------------
 
 
 def exp2(x: Tensor) -> Tensor:
@@ -56,20 +167,283 @@ def log2(x: Tensor) -> Tensor:
 
 
 def exp(x: Tensor) -> Tensor:
-    x = prim.float_operand(x)
-    return prim.exp2(mul(x, LOG2_E))  # e^x = 2^(x log2 e)
+    return opmath(x, lambda x: prim.exp2(mul(x, LOG2_E)))  # e^x = 2^(x log2 e)
 
 
 def log(x: Tensor) -> Tensor:
-    return mul(log2(x), LN_2)  # ln x = log2(x) ln 2
+    return opmath(x, lambda x: mul(prim.log2(x), LN_2))  # ln x = log2(x) ln 2
+
+
+def log10(x: Tensor) -> Tensor:
+    return opmath(x, lambda x: mul(prim.log2(x), math.log10(2)))  # log10 x = log2(x) log10 2
+
+
+def log1p(x: Tensor) -> Tensor:
+    """ln(1 + x), accurate for tiny x: ln(u) x / (u - 1) with u = 1 + x cancels u's rounding (Goldberg)."""
+
+    def f(x: Tensor) -> Tensor:
+        u = add(x, 1)
+        d = sub(u, 1)
+        exact = C.logical_or(C.eq(d, 0), C.eq(x, math.inf))  # 1 + x rounds to 1, or x = inf: the answer is x
+        return C.where(exact, x, mul(log(u), div(x, d)))
+
+    return opmath(x, f)
+
+
+def expm1(x: Tensor) -> Tensor:
+    """e^x - 1, accurate for tiny x: (u - 1) x / ln(u) with u = e^x cancels u's rounding (Kahan)."""
+
+    def f(x: Tensor) -> Tensor:
+        u = exp(x)
+        um1 = sub(u, 1)
+        saturated = C.logical_or(C.eq(u, 0), C.eq(u, math.inf))  # there u - 1 itself is the answer
+        return C.where(C.eq(u, 1), x, C.where(saturated, um1, mul(um1, div(x, log(u)))))
+
+    return opmath(x, f)
 
 
 def sqrt(x: Tensor) -> Tensor:
     return prim.sqrt(prim.float_operand(x))
 
 
+def rsqrt(x: Tensor) -> Tensor:
+    return prim.recip(sqrt(x))  # 1 / sqrt(x)
+
+
 def sin(x: Tensor) -> Tensor:
     return prim.sin(prim.float_operand(x))
+
+
+def cos(x: Tensor) -> Tensor:
+    # cos x = 1 - 2 sin^2(x / 2): unlike sin(x + pi/2) it adds no rounding to large arguments
+    return opmath(x, lambda x: sub(1, mul(square(prim.sin(mul(x, 0.5))), 2)))
+
+
+def tan(x: Tensor) -> Tensor:
+    return opmath(x, lambda x: div(prim.sin(x), cos(x)))  # tan = sin / cos
+
+
+def tanh(x: Tensor) -> Tensor:
+    return opmath(x, lambda x: sub(1, div(2, add(exp(mul(x, 2)), 1))))  # tanh x = 1 - 2 / (e^2x + 1)
+
+
+def erf(x: Tensor) -> Tensor:
+    """erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): 1 - t P(t) e^(-x^2), t = 1 / (1 + p|x|), odd."""
+    p, coefficients = 0.3275911, (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
+
+    def f(x: Tensor) -> Tensor:
+        s = sign(x)
+        t = reciprocal(add(mul(prim.mul(x, s), p), 1))
+        poly = _c(t, 0.0)
+        for a in coefficients:  # Horner: ((a5 t + a4) t + ...) t
+            poly = mul(add(poly, a), t)
+        return mul(s, sub(1, mul(poly, exp(neg(square(x))))))
+
+    return opmath(x, f)
+
+
+# ---- powers ----------------------------------------------------------------------------------------
+
+
+def pow(x: Any, exponent: Any) -> Tensor:  # noqa: A001 - torch's name
+    """x ** exponent for tensor/scalar combinations, with C's pow special cases. Integer powers are exact
+    (negative bases included); integer tensors to negative scalar powers raise, as in torch."""
+    if isinstance(x, Tensor) and not isinstance(exponent, Tensor):
+        return _pow_scalar_exponent(x, exponent)
+    if isinstance(exponent, Tensor) and not isinstance(x, Tensor) and x > 0 and exponent.dtype.is_float:
+        log2_base = math.log2(x)  # b^e = 2^(e log2 b), log2 b taken in double precision
+        return opmath(exponent, lambda e: prim.exp2(mul(e, log2_base)) if x != 1 else _c(e, 1.0))
+    b, e = operands(x, exponent, "pow")
+    _no_bool(b, "pow")
+    return _int_pow_tensor(b, e) if b.dtype.is_int else opmath2(b, e, "pow", _float_pow)
+
+
+def _pow_scalar_exponent(x: Tensor, exponent: Any) -> Tensor:
+    d = dt.promote_scalar(x.dtype, exponent)
+    if d == dt.bool_:
+        raise dt.DTypeError("pow is not defined on bool tensors (torch raises too)")
+    if d.is_int:
+        if exponent < 0:
+            raise dt.DTypeError(f"pow: integers to negative integer powers are not allowed (got {exponent})")
+        return _int_power(prim.cast(x, d), _int(exponent))
+    if _float(exponent).is_integer() and math.fabs(exponent) <= 64:  # square-and-multiply: exact signs
+        n = _int(exponent)
+        return opmath(x, lambda x: _int_power(x, n) if n >= 0 else prim.recip(_int_power(x, -n)))
+    if exponent in (0.5, -0.5):  # as torch: sqrt and rsqrt
+        return sqrt(prim.cast(x, d)) if exponent > 0 else rsqrt(prim.cast(x, d))
+    if math.isfinite(exponent) and not _float(exponent).is_integer():  # a negative base: nan via log2, as C
+        return opmath(x, lambda x: prim.exp2(mul(prim.log2(x), exponent)))
+    return pow(x, prim.full_like(prim.cast(x, d), exponent))  # large integers, +-inf, nan: the general rules
+
+
+def _int_power(x: Tensor, n: int) -> Tensor:
+    """x ** n for a Python int n >= 0 by square-and-multiply."""
+    out, square_ = None, x
+    while n:
+        if n & 1:
+            out = square_ if out is None else prim.mul(out, square_)
+        n >>= 1
+        if n:
+            square_ = prim.mul(square_, square_)
+    return _c(x, 1) if out is None else out
+
+
+def _float_pow(b: Tensor, e: Tensor) -> Tensor:
+    """C's pow: |b|^e = 2^(e log2|b|), negated for a negative base and odd integer e, nan for a negative
+    base and a finite non-integer e, 1 when e = 0 or b = 1 (even nan) or b = -1 and e = +-inf."""
+    mag = prim.exp2(prim.mul(e, prim.log2(abs(b))))
+    negative = C.lt(b, 0)
+    integral = C.eq(fmod(e, 1.0), 0)  # false for inf and nan
+    odd = C.logical_and(integral, C.ne(fmod(e, 2.0), 0))
+    signed = prim.mul(mag, sub(1, mul(_mask(C.logical_and(negative, odd), b), 2)))  # * (1 - 2 [b < 0, e odd])
+    one = C.logical_or(C.logical_or(C.eq(e, 0), C.eq(b, 1)), C.logical_and(C.eq(b, -1), C.isinf(e)))
+    undefined = C.logical_and(C.logical_and(negative, C.isfinite(e)), C.logical_not(integral))
+    return C.where(one, 1.0, C.where(undefined, math.nan, signed))
+
+
+def _int_pow_tensor(b: Tensor, e: Tensor) -> Tensor:
+    """Exact integer b ** e: square-and-multiply over e's 6 low bits (63 is past every non-overflowing power
+    of |b| >= 2; larger e keep their parity for b = -1). Negative e: 1 for b = 1, +-1 for b = -1, else 0."""
+    ep = C.minimum(C.maximum(e, 0), add(fmod(e, 2), 62))
+    out, square_ = _c(b, 1), b
+    for k in range(6):
+        bit = _mask(C.ge(fmod(ep, 2 ** (k + 1)), 2**k), b)
+        out = prim.mul(out, add(prim.mul(bit, sub(square_, 1)), 1))  # * (bit ? b^(2^k) : 1)
+        square_ = prim.mul(square_, square_)
+    odd = _mask(C.ne(fmod(e, 2), 0), b)
+    negative_power = add(_mask(C.eq(b, 1), b), mul(_mask(C.eq(b, -1), b), sub(1, mul(odd, 2))))
+    is_neg = _mask(C.lt(e, 0), b)
+    return add(mul(out, sub(1, is_neg)), mul(negative_power, is_neg))  # integers: no inf, so blending is exact
+
+
+# ---- rounding --------------------------------------------------------------------------------------
+
+
+def _rounding(x: Tensor, op: str, fn: Callable[[Tensor], Tensor]) -> Tensor:
+    _no_bool(x, op)
+    return x if x.dtype.is_int else opmath(x, fn)  # integers are already rounded
+
+
+def _trunc(x: Tensor) -> Tensor:
+    # x - fmod(x, 1); the clamp keeps fmod away from +-inf (where it is nan): beyond 2^23 floats are integers
+    return sub(x, fmod(C.clamp(x, -F32_EXACT, F32_EXACT), 1.0))
+
+
+def _floor(x: Tensor) -> Tensor:
+    t = _trunc(x)
+    return sub(t, _mask(C.lt(x, t), x))  # floor = trunc - [x < trunc]
+
+
+def trunc(x: Tensor) -> Tensor:
+    return _rounding(x, "trunc", _trunc)
+
+
+def floor(x: Tensor) -> Tensor:
+    return _rounding(x, "floor", _floor)
+
+
+def ceil(x: Tensor) -> Tensor:
+    return _rounding(x, "ceil", lambda x: neg(_floor(neg(x))))  # ceil x = -floor(-x)
+
+
+def _round_half_even(x: Tensor) -> Tensor:
+    f = _floor(x)
+    d = sub(x, f)  # in [0, 1), exact
+    odd = C.ne(fmod(f, 2.0), 0)
+    up = C.logical_or(C.lt(0.5, d), C.logical_and(C.eq(d, 0.5), odd))
+    return add(f, _mask(up, f))
+
+
+def round(x: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's name
+    """Round half to even (as torch); decimals scales by 10^decimals first."""
+    if decimals == 0:
+        return _rounding(x, "round", _round_half_even)
+    _float_only(x, "round with decimals")
+    if decimals > 0:  # as torch: scale up, round, scale back (dividing by 10^d, an exact integer)
+        return opmath(x, lambda x: div(_round_half_even(mul(x, 10.0**decimals)), 10.0**decimals))
+    return opmath(x, lambda x: mul(_round_half_even(div(x, 10.0**-decimals)), 10.0**-decimals))
+
+
+def frac(x: Tensor) -> Tensor:
+    _float_only(x, "frac")
+    return opmath(x, lambda x: sub(x, _trunc(x)))  # frac x = x - trunc x
+
+
+# ---- division with rounding, remainders -----------------------------------------------------------------
+
+
+def fmod(a: Any, b: Any) -> Tensor:
+    a, b = operands(a, b, "fmod")
+    _no_bool(a, "fmod")
+    return prim.fmod(a, b)  # truncated remainder, sign of a (C fmod / %)
+
+
+def _opposite_signs(r: Tensor, b: Tensor) -> Tensor:
+    zero = _c(r, 0)
+    lt = prim.less_than
+    return C.logical_or(C.logical_and(lt(r, zero), lt(zero, b)), C.logical_and(lt(zero, r), lt(b, zero)))
+
+
+def _nearest_int(q: Tensor, dtype: dt.DType) -> Tensor:
+    half = sub(0.5, _mask(C.lt(q, 0), q))  # +-0.5 toward q's sign, then truncate
+    return prim.cast(add(q, half), dtype)
+
+
+def _exact_quotient(m: Tensor, b: Tensor) -> Tensor:
+    """m / b for integers where b divides m: a float32 estimate (24 bits), corrected with exact integer
+    residuals; each pass gains 22 bits, so int32 needs 2 and int64 3."""
+    inv = prim.recip(prim.cast(b, dt.float32))
+    estimate = lambda v: _nearest_int(prim.mul(prim.cast(v, dt.float32), inv), m.dtype)  # noqa: E731
+    q = estimate(m)
+    for _ in range(1 if m.dtype == dt.int32 else 2):
+        q = prim.add(q, estimate(sub(m, prim.mul(q, b))))  # q + (m - q b) / b
+    return q
+
+
+def _trunc_divide(a: Any, b: Any) -> Tensor:
+    a, b = operands(a, b, "div")
+    _no_bool(a, "div with rounding_mode")
+    if a.dtype.is_int:
+        return _exact_quotient(sub(a, prim.fmod(a, b)), b)  # (a - fmod(a, b)) / b
+    return opmath2(a, b, "div", _float_trunc_divide)
+
+
+def _float_trunc_divide(a: Tensor, b: Tensor) -> Tensor:
+    # the nearest integer to (a - fmod(a, b)) / b: exact although 1 / b is rounded; b = 0 or a = inf: a / b
+    q = _round_near_integer(div(sub(a, prim.fmod(a, b)), b))
+    return C.where(C.logical_or(C.eq(b, 0), C.isinf(a)), div(a, b), q)
+
+
+def _round_near_integer(q: Tensor) -> Tensor:
+    f = _floor(q)
+    return add(f, _mask(C.lt(0.5, sub(q, f)), f))  # floor, plus one when q is just below an integer
+
+
+def floor_divide(a: Any, b: Any) -> Tensor:
+    """a / b rounded toward -inf (torch.floor_divide; integers stay integers)."""
+    a, b = operands(a, b, "floor_divide")
+    _no_bool(a, "floor_divide")
+    if a.dtype.is_int:
+        r = prim.fmod(a, b)
+        q = _exact_quotient(sub(a, r), b)
+        return sub(q, _mask(_opposite_signs(r, b), q))  # trunc - 1 where the remainder's sign differs from b's
+    return opmath2(a, b, "floor_divide", _float_floor_divide)
+
+
+def _float_floor_divide(a: Tensor, b: Tensor) -> Tensor:
+    r = prim.fmod(a, b)
+    q = sub(div(sub(a, r), b), _mask(_opposite_signs(r, b), a))  # as torch's div_floor_floating
+    return C.where(C.eq(b, 0), div(a, b), _round_near_integer(q))
+
+
+def remainder(a: Any, b: Any) -> Tensor:
+    """a - floor(a / b) b: the remainder takes the sign of b (torch.remainder, Python's %)."""
+    a, b = operands(a, b, "remainder")
+    _no_bool(a, "remainder")
+    r = prim.fmod(a, b)
+    if a.dtype.is_int:
+        return prim.add(r, prim.mul(b, _mask(_opposite_signs(r, b), b)))  # r + b where signs differ
+    return C.where(_opposite_signs(r, b), prim.add(r, b), r)  # a select: b may be inf
 
 
 # ---- conversion ----------------------------------------------------------------------------------------
@@ -79,12 +453,26 @@ def cast(x: Tensor, dtype: Any) -> Tensor:
     return prim.cast(x, dtype)
 
 
-def to(x: Tensor, dtype: Any) -> Tensor:
-    """`t.to(dtype)`; devices do not exist at graph level (the compiler chooses them)."""
-    return prim.cast(x, dtype)
+def to(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """`t.to(dtype)`, `t.to(other)`, `t.to("cuda", dtype)`: devices are ignored (the compiler places data)."""
+    targets = [a for a in (*args, kwargs.get("dtype")) if a is not None and not _is_device(a)]
+    if not targets:
+        return x
+    target = targets[0]
+    return prim.cast(x, target.dtype if isinstance(target, Tensor) else target)
 
 
-def float(x: Tensor) -> Tensor:  # noqa: A001 - torch's method name
+def _is_device(a: Any) -> _bool:
+    if type(a).__name__ == "device":
+        return True
+    return isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "mps", "meta")
+
+
+def type_as(x: Tensor, other: Tensor) -> Tensor:
+    return prim.cast(x, other.dtype)
+
+
+def float(x: Tensor) -> Tensor:  # noqa: A001 - torch method named like a builtin (module code uses _float)
     return prim.cast(x, dt.float32)
 
 
@@ -92,15 +480,19 @@ def half(x: Tensor) -> Tensor:
     return prim.cast(x, dt.float16)
 
 
+def bfloat16(x: Tensor) -> Tensor:
+    return prim.cast(x, dt.bfloat16)
+
+
 def long(x: Tensor) -> Tensor:
     return prim.cast(x, dt.int64)
 
 
-def int(x: Tensor) -> Tensor:  # noqa: A001 - torch's method name
+def int(x: Tensor) -> Tensor:  # noqa: A001 - torch method named like a builtin (module code uses _int)
     return prim.cast(x, dt.int32)
 
 
-def bool(x: Tensor) -> Tensor:  # noqa: A001 - torch's method name
+def bool(x: Tensor) -> Tensor:  # noqa: A001 - torch method named like a builtin (module code uses _bool)
     return prim.cast(x, dt.bool_)
 
 
@@ -109,47 +501,29 @@ def contiguous(x: Tensor) -> Tensor:
     return x
 
 
+# ---- operators ----------------------------------------------------------------------------------------
+
 METHODS = (
-    "add",
-    "mul",
-    "neg",
-    "sub",
-    "reciprocal",
-    "div",
-    "exp2",
-    "log2",
-    "exp",
-    "log",
-    "sqrt",
-    "sin",
-    "cast",
-    "to",
-    "float",
-    "half",
-    "long",
-    "int",
-    "bool",
-    "contiguous",
-)
-DUNDERS = {
-    "__add__": "add",
-    "__radd__": "add",
-    "__mul__": "mul",
-    "__rmul__": "mul",
-    "__sub__": "sub",
-    "__rsub__": "_rsub",
-    "__truediv__": "div",
-    "__rtruediv__": "_rdiv",
-    "__neg__": "neg",
+    "add", "sub", "mul", "div", "true_divide", "neg", "square", "reciprocal", "addcmul", "addcdiv", "lerp",
+    "sign", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
+    "sin", "cos", "tan", "tanh", "erf", "pow",
+    "trunc", "floor", "ceil", "round", "frac", "fmod", "floor_divide", "remainder",
+    "cast", "to", "type_as", "float", "half", "bfloat16", "long", "int", "bool", "contiguous",
+)  # fmt: skip
+_OPERATORS = {
+    "add": add,
+    "sub": sub,
+    "mul": mul,
+    "truediv": div,
+    "floordiv": floor_divide,
+    "mod": remainder,
+    "pow": pow,
 }
-
-
-def _rsub(b: Tensor, a: Any) -> Tensor:
-    return sub(a, b)
-
-
-def _rdiv(b: Tensor, a: Any) -> Tensor:
-    return div(a, b)
-
+_add, _sub, _mul, _truediv, _floordiv, _mod, _pow = (C.binary_operator(f) for f in _OPERATORS.values())
+_radd, _rsub, _rmul, _rtruediv, _rfloordiv, _rmod, _rpow = (
+    C.binary_operator(f, reflected=True) for f in _OPERATORS.values()
+)
+DUNDERS = {f"__{n}__": f"_{n}" for n in _OPERATORS} | {f"__r{n}__": f"_r{n}" for n in _OPERATORS}  # __radd__: 2 + t
+DUNDERS |= {"__neg__": "neg", "__abs__": "abs"}
 
 __all__ = list(METHODS)

@@ -13,15 +13,16 @@ def render_text(e: Expr) -> str:
         return str(e.args[0])
     if op == VAR:
         return e.args[0]
+    # Children render through str(), which caches each node's text: rendering stays linear in the DAG.
     if op == ADD:
-        out = render_text(e.args[0])
+        out = str(e.args[0])
         for t in e.args[1:]:
-            s = render_text(t)
+            s = str(t)
             out += f" - {s[1:]}" if s.startswith("-") else f" + {s}"
         return out
 
     def sub(x: Expr) -> str:
-        s = render_text(x)
+        s = str(x)
         return s if x.op in _ATOMS and not s.startswith("-") else f"({s})"
 
     if op == MUL:
@@ -30,7 +31,7 @@ def render_text(e: Expr) -> str:
             return "-" + "*".join(sub(a) for a in e.args[1:])
         return "*".join(sub(a) if a.op != CONST or a.args[0] >= 0 else str(a.args[0]) for a in e.args)
     if op in (MIN, MAX):
-        return f"{op}({render_text(e.args[0])}, {render_text(e.args[1])})"
+        return f"{op}({e.args[0]}, {e.args[1]})"
     sym = {DIV: "//", MOD: "%", LT: "<", AND: "&"}[op]
     return f"{sub(e.args[0])} {sym} {sub(e.args[1])}"
 
