@@ -12,3 +12,4 @@ from luminal.hl.linalg import *  # noqa: F403
 from luminal.hl.movement import *  # noqa: F403
 from luminal.hl.normalization import *  # noqa: F403
 from luminal.hl.reduction import *  # noqa: F403
+from luminal.hl.rounding import *  # noqa: F403

@@ -15,10 +15,12 @@ from luminal.hl import (
     movement,
     normalization,
     reduction,
+    rounding,
 )
 
 METHOD_MODULES = (
     elementwise,
+    rounding,
     activation,
     comparison,
     reduction,

@@ -1,11 +1,10 @@
-"""Element-wise arithmetic, math functions, rounding and dtype conversion, with PyTorch's names and semantics.
+"""Element-wise arithmetic, math functions and dtype conversion, with PyTorch's names and semantics.
 
 Each op is a composition of primitives, written once, with its identity as a comment. Two conventions:
 - float math on int/bool inputs computes in float32, and on float16/bfloat16 computes in float32 and rounds
   once at the end, as torch's CPU kernels do (`opmath`); single primitives need no such care (the primitive
   itself rounds once).
-- integer results stay integer and exact (wrapping like C on overflow): integer division corrects a float
-  estimate of the quotient with exact integer residuals.
+- powers, rounding and division with rounding live in rounding.py; integer results stay integer and exact.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import math
 from builtins import bool as _bool
 from builtins import float as _float
-from builtins import int as _int
 from typing import Any, Callable
 
 from luminal import dtypes as dt
@@ -92,10 +90,13 @@ def reciprocal(x: Tensor) -> Tensor:
 
 def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
     """a / b; rounding_mode "trunc" rounds toward zero, "floor" toward -inf (integers stay integers)."""
-    if rounding_mode == "floor":
-        return floor_divide(a, b)
-    if rounding_mode == "trunc":
-        return _trunc_divide(a, b)
+    if rounding_mode is not None:
+        from luminal.hl import rounding  # (rounding builds on this module)
+
+        if rounding_mode == "floor":
+            return rounding.floor_divide(a, b)
+        if rounding_mode == "trunc":
+            return rounding.trunc_divide(a, b)
     if rounding_mode is not None:
         raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
     return opmath2(a, b, "div", lambda a, b: prim.mul(a, prim.recip(b)))  # a / b = a * (1 / b)
@@ -242,210 +243,6 @@ def erf(x: Tensor) -> Tensor:
     return opmath(x, f)
 
 
-# ---- powers ----------------------------------------------------------------------------------------
-
-
-def pow(x: Any, exponent: Any) -> Tensor:  # noqa: A001 - torch's name
-    """x ** exponent for tensor/scalar combinations, with C's pow special cases. Integer powers are exact
-    (negative bases included); integer tensors to negative scalar powers raise, as in torch."""
-    if isinstance(x, Tensor) and not isinstance(exponent, Tensor):
-        return _pow_scalar_exponent(x, exponent)
-    if isinstance(exponent, Tensor) and not isinstance(x, Tensor) and x > 0 and exponent.dtype.is_float:
-        log2_base = math.log2(x)  # b^e = 2^(e log2 b), log2 b taken in double precision
-        return opmath(exponent, lambda e: prim.exp2(mul(e, log2_base)) if x != 1 else _c(e, 1.0))
-    b, e = operands(x, exponent, "pow")
-    _no_bool(b, "pow")
-    return _int_pow_tensor(b, e) if b.dtype.is_int else opmath2(b, e, "pow", _float_pow)
-
-
-def _pow_scalar_exponent(x: Tensor, exponent: Any) -> Tensor:
-    d = dt.promote_scalar(x.dtype, exponent)
-    if d == dt.bool_:
-        raise dt.DTypeError("pow is not defined on bool tensors (torch raises too)")
-    if d.is_int:
-        if exponent < 0:
-            raise dt.DTypeError(f"pow: integers to negative integer powers are not allowed (got {exponent})")
-        return _int_power(prim.cast(x, d), _int(exponent))
-    if _float(exponent).is_integer() and math.fabs(exponent) <= 64:  # square-and-multiply: exact signs
-        n = _int(exponent)
-        return opmath(x, lambda x: _int_power(x, n) if n >= 0 else prim.recip(_int_power(x, -n)))
-    if exponent in (0.5, -0.5):  # as torch: sqrt and rsqrt
-        return sqrt(prim.cast(x, d)) if exponent > 0 else rsqrt(prim.cast(x, d))
-    if math.isfinite(exponent) and not _float(exponent).is_integer():  # a negative base: nan via log2, as C
-        return opmath(x, lambda x: prim.exp2(mul(prim.log2(x), exponent)))
-    return pow(x, prim.full_like(prim.cast(x, d), exponent))  # large integers, +-inf, nan: the general rules
-
-
-def _int_power(x: Tensor, n: int) -> Tensor:
-    """x ** n for a Python int n >= 0 by square-and-multiply."""
-    out, square_ = None, x
-    while n:
-        if n & 1:
-            out = square_ if out is None else prim.mul(out, square_)
-        n >>= 1
-        if n:
-            square_ = prim.mul(square_, square_)
-    return _c(x, 1) if out is None else out
-
-
-def _float_pow(b: Tensor, e: Tensor) -> Tensor:
-    """C's pow: |b|^e = 2^(e log2|b|), negated for a negative base and odd integer e, nan for a negative
-    base and a finite non-integer e, 1 when e = 0 or b = 1 (even nan) or b = -1 and e = +-inf."""
-    mag = prim.exp2(prim.mul(e, prim.log2(abs(b))))
-    negative = C.lt(b, 0)
-    integral = C.eq(fmod(e, 1.0), 0)  # false for inf and nan
-    odd = C.logical_and(integral, C.ne(fmod(e, 2.0), 0))
-    signed = prim.mul(mag, sub(1, mul(_mask(C.logical_and(negative, odd), b), 2)))  # * (1 - 2 [b < 0, e odd])
-    one = C.logical_or(C.logical_or(C.eq(e, 0), C.eq(b, 1)), C.logical_and(C.eq(b, -1), C.isinf(e)))
-    undefined = C.logical_and(C.logical_and(negative, C.isfinite(e)), C.logical_not(integral))
-    return C.where(one, 1.0, C.where(undefined, math.nan, signed))
-
-
-def _int_pow_tensor(b: Tensor, e: Tensor) -> Tensor:
-    """Exact integer b ** e: square-and-multiply over e's 6 low bits (63 is past every non-overflowing power
-    of |b| >= 2; larger e keep their parity for b = -1). Negative e: 1 for b = 1, +-1 for b = -1, else 0."""
-    ep = C.minimum(C.maximum(e, 0), add(fmod(e, 2), 62))
-    out, square_ = _c(b, 1), b
-    for k in range(6):
-        bit = _mask(C.ge(fmod(ep, 2 ** (k + 1)), 2**k), b)
-        out = prim.mul(out, add(prim.mul(bit, sub(square_, 1)), 1))  # * (bit ? b^(2^k) : 1)
-        square_ = prim.mul(square_, square_)
-    odd = _mask(C.ne(fmod(e, 2), 0), b)
-    negative_power = add(_mask(C.eq(b, 1), b), mul(_mask(C.eq(b, -1), b), sub(1, mul(odd, 2))))
-    is_neg = _mask(C.lt(e, 0), b)
-    return add(mul(out, sub(1, is_neg)), mul(negative_power, is_neg))  # integers: no inf, so blending is exact
-
-
-# ---- rounding --------------------------------------------------------------------------------------
-
-
-def _rounding(x: Tensor, op: str, fn: Callable[[Tensor], Tensor]) -> Tensor:
-    _no_bool(x, op)
-    return x if x.dtype.is_int else opmath(x, fn)  # integers are already rounded
-
-
-def _trunc(x: Tensor) -> Tensor:
-    # x - fmod(x, 1); the clamp keeps fmod away from +-inf (where it is nan): beyond 2^23 floats are integers
-    return sub(x, fmod(C.clamp(x, -F32_EXACT, F32_EXACT), 1.0))
-
-
-def _floor(x: Tensor) -> Tensor:
-    t = _trunc(x)
-    return sub(t, _mask(C.lt(x, t), x))  # floor = trunc - [x < trunc]
-
-
-def trunc(x: Tensor) -> Tensor:
-    return _rounding(x, "trunc", _trunc)
-
-
-def floor(x: Tensor) -> Tensor:
-    return _rounding(x, "floor", _floor)
-
-
-def ceil(x: Tensor) -> Tensor:
-    return _rounding(x, "ceil", lambda x: neg(_floor(neg(x))))  # ceil x = -floor(-x)
-
-
-def _round_half_even(x: Tensor) -> Tensor:
-    f = _floor(x)
-    d = sub(x, f)  # in [0, 1), exact
-    odd = C.ne(fmod(f, 2.0), 0)
-    up = C.logical_or(C.lt(0.5, d), C.logical_and(C.eq(d, 0.5), odd))
-    return add(f, _mask(up, f))
-
-
-def round(x: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's name
-    """Round half to even (as torch); decimals scales by 10^decimals first."""
-    if decimals == 0:
-        return _rounding(x, "round", _round_half_even)
-    _float_only(x, "round with decimals")
-    if decimals > 0:  # as torch: scale up, round, scale back (dividing by 10^d, an exact integer)
-        return opmath(x, lambda x: div(_round_half_even(mul(x, 10.0**decimals)), 10.0**decimals))
-    return opmath(x, lambda x: mul(_round_half_even(div(x, 10.0**-decimals)), 10.0**-decimals))
-
-
-def frac(x: Tensor) -> Tensor:
-    _float_only(x, "frac")
-    return opmath(x, lambda x: sub(x, _trunc(x)))  # frac x = x - trunc x
-
-
-# ---- division with rounding, remainders -----------------------------------------------------------------
-
-
-def fmod(a: Any, b: Any) -> Tensor:
-    a, b = operands(a, b, "fmod")
-    _no_bool(a, "fmod")
-    return prim.fmod(a, b)  # truncated remainder, sign of a (C fmod / %)
-
-
-def _opposite_signs(r: Tensor, b: Tensor) -> Tensor:
-    zero = _c(r, 0)
-    lt = prim.less_than
-    return C.logical_or(C.logical_and(lt(r, zero), lt(zero, b)), C.logical_and(lt(zero, r), lt(b, zero)))
-
-
-def _nearest_int(q: Tensor, dtype: dt.DType) -> Tensor:
-    half = sub(0.5, _mask(C.lt(q, 0), q))  # +-0.5 toward q's sign, then truncate
-    return prim.cast(add(q, half), dtype)
-
-
-def _exact_quotient(m: Tensor, b: Tensor) -> Tensor:
-    """m / b for integers where b divides m: a float32 estimate (24 bits), corrected with exact integer
-    residuals; each pass gains 22 bits, so int32 needs 2 and int64 3."""
-    inv = prim.recip(prim.cast(b, dt.float32))
-    estimate = lambda v: _nearest_int(prim.mul(prim.cast(v, dt.float32), inv), m.dtype)  # noqa: E731
-    q = estimate(m)
-    for _ in range(1 if m.dtype == dt.int32 else 2):
-        q = prim.add(q, estimate(sub(m, prim.mul(q, b))))  # q + (m - q b) / b
-    return q
-
-
-def _trunc_divide(a: Any, b: Any) -> Tensor:
-    a, b = operands(a, b, "div")
-    _no_bool(a, "div with rounding_mode")
-    if a.dtype.is_int:
-        return _exact_quotient(sub(a, prim.fmod(a, b)), b)  # (a - fmod(a, b)) / b
-    return opmath2(a, b, "div", _float_trunc_divide)
-
-
-def _float_trunc_divide(a: Tensor, b: Tensor) -> Tensor:
-    # the nearest integer to (a - fmod(a, b)) / b: exact although 1 / b is rounded; b = 0 or a = inf: a / b
-    q = _round_near_integer(div(sub(a, prim.fmod(a, b)), b))
-    return C.where(C.logical_or(C.eq(b, 0), C.isinf(a)), div(a, b), q)
-
-
-def _round_near_integer(q: Tensor) -> Tensor:
-    f = _floor(q)
-    return add(f, _mask(C.lt(0.5, sub(q, f)), f))  # floor, plus one when q is just below an integer
-
-
-def floor_divide(a: Any, b: Any) -> Tensor:
-    """a / b rounded toward -inf (torch.floor_divide; integers stay integers)."""
-    a, b = operands(a, b, "floor_divide")
-    _no_bool(a, "floor_divide")
-    if a.dtype.is_int:
-        r = prim.fmod(a, b)
-        q = _exact_quotient(sub(a, r), b)
-        return sub(q, _mask(_opposite_signs(r, b), q))  # trunc - 1 where the remainder's sign differs from b's
-    return opmath2(a, b, "floor_divide", _float_floor_divide)
-
-
-def _float_floor_divide(a: Tensor, b: Tensor) -> Tensor:
-    r = prim.fmod(a, b)
-    q = sub(div(sub(a, r), b), _mask(_opposite_signs(r, b), a))  # as torch's div_floor_floating
-    return C.where(C.eq(b, 0), div(a, b), _round_near_integer(q))
-
-
-def remainder(a: Any, b: Any) -> Tensor:
-    """a - floor(a / b) b: the remainder takes the sign of b (torch.remainder, Python's %)."""
-    a, b = operands(a, b, "remainder")
-    _no_bool(a, "remainder")
-    r = prim.fmod(a, b)
-    if a.dtype.is_int:
-        return prim.add(r, prim.mul(b, _mask(_opposite_signs(r, b), b)))  # r + b where signs differ
-    return C.where(_opposite_signs(r, b), prim.add(r, b), r)  # a select: b may be inf
-
-
 # ---- conversion ----------------------------------------------------------------------------------------
 
 
@@ -506,8 +303,7 @@ def contiguous(x: Tensor) -> Tensor:
 METHODS = (
     "add", "sub", "mul", "div", "true_divide", "neg", "square", "reciprocal", "addcmul", "addcdiv", "lerp",
     "sign", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
-    "sin", "cos", "tan", "tanh", "erf", "pow",
-    "trunc", "floor", "ceil", "round", "frac", "fmod", "floor_divide", "remainder",
+    "sin", "cos", "tan", "tanh", "erf",
     "cast", "to", "type_as", "float", "half", "bfloat16", "long", "int", "bool", "contiguous",
 )  # fmt: skip
 _OPERATORS = {
@@ -515,14 +311,9 @@ _OPERATORS = {
     "sub": sub,
     "mul": mul,
     "truediv": div,
-    "floordiv": floor_divide,
-    "mod": remainder,
-    "pow": pow,
 }
-_add, _sub, _mul, _truediv, _floordiv, _mod, _pow = (C.binary_operator(f) for f in _OPERATORS.values())
-_radd, _rsub, _rmul, _rtruediv, _rfloordiv, _rmod, _rpow = (
-    C.binary_operator(f, reflected=True) for f in _OPERATORS.values()
-)
+_add, _sub, _mul, _truediv = (C.binary_operator(f) for f in _OPERATORS.values())
+_radd, _rsub, _rmul, _rtruediv = (C.binary_operator(f, reflected=True) for f in _OPERATORS.values())
 DUNDERS = {f"__{n}__": f"_{n}" for n in _OPERATORS} | {f"__r{n}__": f"_r{n}" for n in _OPERATORS}  # __radd__: 2 + t
 DUNDERS |= {"__neg__": "neg", "__abs__": "abs"}
 

@@ -3,7 +3,7 @@
 Every op here computes, per output element, the row-major position it reads in the flattened source
 (or writes in the flattened destination): the data-dependent parts are index tensors times strides,
 the rest is one Iota expression of the output's indices. Then a single Gather (or Scatter) moves the data.
-`_select` (an exact `where`) is the same idea: one Gather from the two choices laid end to end.
+Selections use `comparison.where`, which is the same idea: one Gather from the candidates stacked.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import numpy as np
 
 from luminal import dtypes as dt
 from luminal.dtypes import DTypeError
-from luminal.hl import combine, prim
+from luminal.hl import comparison as C
 from luminal.hl import movement as M
+from luminal.hl import prim
 from luminal.symbolic import Dim, Expr, as_dim, as_expr
 from luminal.tensor import Tensor
 from luminal.view import ShapeError, contiguous_strides, format_shape, idx, provably_le
@@ -55,31 +56,6 @@ def gather_at(x: Tensor, coords: Sequence[Coord], shape: Sequence[Dim]) -> Tenso
 def _wrap(i: Tensor, n: Dim) -> Tensor:
     negative = prim.cast(prim.less_than(i, prim.full_like(i, 0)), dt.int64)
     return prim.add(i, prim.mul(negative, _const_int(i.graph, n, i.shape)))  # i + n * (i < 0)
-
-
-def _eq(a: Tensor, b: Tensor) -> Tensor:
-    one = prim.full_like(a, 1)
-    return prim.mul(prim.less_than(a, prim.add(b, one)), prim.less_than(b, prim.add(a, one)))  # a < b+1 and b < a+1
-
-
-def _flat_of(t: Tensor, shape: Sequence[Dim]) -> Expr:
-    """Row-major position in `t` of output element i when `t` broadcasts to `shape` (stride 0 on size-1 dims)."""
-    lead, out = len(shape) - t.ndim, as_expr(0)
-    for k, (n, stride) in enumerate(zip(t.shape, contiguous_strides(t.shape))):
-        if n != 1:
-            out = out + idx(k + lead, shape[k + lead]) * stride
-    return out
-
-
-def _select(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
-    """where(cond, a, b) (same dtypes, broadcasting), exact for every value, inf and nan included (a blend
-    a*m + b*(1-m) is not: inf * 0 = nan): gather from [b, a] laid end to end, at b's position + cond * offset."""
-    shape = prim.broadcast_shapes(cond.shape, a.shape, b.shape, op="where")
-    data = combine.cat([M.flatten(b), M.flatten(a)])
-    fa, fb = _flat_of(a, shape), _flat_of(b, shape)
-    pick = prim.cast(prim.broadcast_to(cond, shape), dt.int64)
-    jump = prim.mul(pick, prim.iota(a.graph, as_expr(b.numel()) + fa - fb, shape))
-    return prim.gather(data, prim.add(prim.iota(a.graph, fb, shape), jump))
 
 
 def _index(key: Any, graph, op: str, wrap: Dim | None = None) -> Tensor:
@@ -263,8 +239,8 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor: 
     d, index, values = _scatter_args(input, dim, index, src, "scatter_add")
     n = input.shape[d]
     shape = [*index.shape, n]
-    hits = _eq(M.expand(M.unsqueeze(index, -1), shape), prim.iota(input.graph, idx(index.ndim, n), shape))
-    picked = _select(hits, M.unsqueeze(values, -1), prim.scalar(input.graph, 0, input.dtype))
+    hits = C.eq(M.expand(M.unsqueeze(index, -1), shape), prim.iota(input.graph, idx(index.ndim, n), shape))
+    picked = C.where(hits, M.unsqueeze(values, -1), prim.scalar(input.graph, 0, input.dtype))
     summed = M.movedim(prim.sum_reduce(picked, d), -1, d)  # index.shape with dim d now of size n
     widths = [
         (0, 0) if k == d else (0, as_dim(as_expr(a) - b)) for k, (a, b) in enumerate(zip(input.shape, summed.shape))
@@ -301,7 +277,7 @@ def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:  # noqa: A00
         fill = prim.cast(value, input.dtype)
     else:
         fill = prim.scalar(input.graph, value, input.dtype)
-    return _select(mask, fill, input)
+    return C.where(mask, fill, input)
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
@@ -311,7 +287,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     ids = _index(tensor, tensor.graph, "one_hot")
     shape = [*ids.shape, num_classes]
     classes = prim.iota(ids.graph, idx(ids.ndim, num_classes), shape)
-    return prim.cast(_eq(M.expand(M.unsqueeze(ids, -1), shape), classes), dt.int64)
+    return prim.cast(C.eq(M.expand(M.unsqueeze(ids, -1), shape), classes), dt.int64)
 
 
 def _triangle(x: Tensor, keep: Callable[[Expr, Expr], Expr], op: str) -> Tensor:
@@ -319,7 +295,7 @@ def _triangle(x: Tensor, keep: Callable[[Expr, Expr], Expr], op: str) -> Tensor:
         raise ShapeError(f"{op}: needs at least 2 dims, got {format_shape(x.shape)}")
     rows, cols = x.shape[-2:]
     mask = prim.cast(prim.iota(x.graph, keep(idx(0, rows), idx(1, cols)), [rows, cols]), dt.bool_)
-    return _select(mask, x, prim.scalar(x.graph, 0, x.dtype))
+    return C.where(mask, x, prim.scalar(x.graph, 0, x.dtype))
 
 
 def tril(input: Tensor, diagonal: int = 0) -> Tensor:  # noqa: A002

@@ -14,11 +14,12 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from luminal import dtypes as dt
 from luminal.dtypes import DTypeError
+from luminal.hl import comparison as C
 from luminal.hl import elementwise as E
 from luminal.hl import prim
 from luminal.symbolic import Dim, as_dim, as_expr
 from luminal.tensor import Tensor
-from luminal.view import ShapeError, ShapeTracker, dims_product, format_shape, idx
+from luminal.view import ShapeError, dims_product, format_shape, idx
 
 Dims = int | Sequence[int] | None
 
@@ -77,59 +78,6 @@ def _widen(x: Tensor) -> tuple[Tensor, dt.DType]:
 def _require_float(x: Tensor, op: str) -> None:
     if not x.dtype.is_float:
         raise DTypeError(f"{op}: needs a floating-point input (or dtype=), got {x.dtype.name}")
-
-
-def _not(b: Tensor) -> Tensor:
-    return prim.less_than(b, prim.full_like(b, True))  # not b = b < True
-
-
-def _isfinite(x: Tensor) -> Tensor:
-    inf = float("inf")  # finite = (x < inf) and (-inf < x); nan fails both
-    return prim.mul(prim.less_than(x, prim.full_like(x, inf)), prim.less_than(prim.full_like(x, -inf), x))
-
-
-def _isnan(x: Tensor) -> Tensor:
-    if not x.dtype.is_float:
-        return prim.full_like(x, False, dt.bool_)
-    inf = float("inf")
-    ordered = prim.add(prim.less_than(x, prim.full_like(x, inf)), prim.less_than(prim.full_like(x, -inf), x))
-    return _not(ordered)  # every number is below inf or above -inf; only nan is neither
-
-
-def _pair(a: Tensor, b: Tensor) -> Tensor:
-    """[a, b] stacked on a new last axis: each is zero-padded to length 2 and added (v + 0 = v exactly)."""
-    shape, widths = (*a.shape, 1), [(0, 0)] * a.ndim
-    left = a.with_view(a.st.reshape(shape).pad([*widths, (0, 1)]))
-    right = b.with_view(b.st.reshape(shape).pad([*widths, (1, 0)]))
-    return prim.add(left, right)
-
-
-def _where(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
-    """cond ? a : b (all one shape) by gathering from [b, a] pairs: no arithmetic touches the values."""
-    flat = ShapeTracker.contiguous(cond.shape).index  # the row-major position of each element
-    pick = prim.add(prim.iota(cond.graph, flat * 2, cond.shape), prim.cast(cond, dt.int64))
-    return prim.gather(_pair(b, a), pick)
-
-
-def _maximum(a: Any, b: Any) -> Tensor:
-    """Element-wise max (nan propagates): MaxReduce over the pair [a, b]; on bools it is `or`."""
-    a, b = prim.operands(a, b, "maximum")
-    return prim.add(a, b) if a.dtype == dt.bool_ else prim.max_reduce(_pair(a, b), a.ndim)
-
-
-def _minimum(a: Any, b: Any) -> Tensor:
-    a, b = prim.operands(a, b, "minimum")
-    if a.dtype == dt.bool_:
-        return prim.mul(a, b)  # min of bools is `and`
-    return E.neg(prim.max_reduce(_pair(E.neg(a), E.neg(b)), a.ndim))  # min(a, b) = -max(-a, -b)
-
-
-def _binary(name: str, a: Tensor, b: Tensor) -> Tensor:
-    """`x.max(other)` is torch.maximum: the comparison module's when it has one, else the local composition."""
-    from luminal.hl import comparison
-
-    fn = getattr(comparison, name, None) or {"maximum": _maximum, "minimum": _minimum}[name]
-    return fn(a, b)
 
 
 def _count(x: Tensor, dims: list[int]) -> Dim:
@@ -198,7 +146,7 @@ def _count_value(x: Tensor, dims: list[int]) -> int | Tensor:
 def nansum(x: Tensor, dim: Dims = None, keepdim: bool = False, *, dtype=None) -> Tensor:
     x = prim.cast(x, dtype) if dtype is not None else x
     if x.dtype.is_float:
-        x = _where(_isnan(x), prim.full_like(x, 0), x)  # nan counts as zero
+        x = C.where(C.isnan(x), prim.full_like(x, 0), x)  # nan counts as zero
     return sum(x, normalize_dims(x, dim, "nansum"), keepdim)
 
 
@@ -207,7 +155,7 @@ def nanmean(x: Tensor, dim: Dims = None, keepdim: bool = False, *, dtype=None) -
     _require_float(x, "nanmean")
     dims = normalize_dims(x, dim, "nanmean")
     wide, back = _widen(x)
-    present = sum(_not(_isnan(wide)), dims, keepdim)  # int64 count of the non-nan entries
+    present = sum(C.logical_not(C.isnan(wide)), dims, keepdim)  # int64 count of the non-nan entries
     return prim.cast(E.div(nansum(wide, dims, keepdim), present), back)
 
 
@@ -229,7 +177,7 @@ def _var_mean(x: Tensor, dim: Any, unbiased: bool | None, keepdim: bool, correct
     elif float(c).is_integer():
         dof = _size(x.graph, as_expr(n - int(c)).max(0), dt.float32)
     else:
-        dof = _maximum(E.sub(_size(x.graph, n, dt.float32), c), 0.0)
+        dof = C.maximum(E.sub(_size(x.graph, n, dt.float32), c), 0.0)
     var_ = E.div(ss, dof)  # sum((x - mean)^2) / max(n - correction, 0)
     mu = mu if keepdim else mu.with_view(mu.st.reshape(var_.shape))
     return var_, mu, back
@@ -259,7 +207,7 @@ def logsumexp(x: Tensor, dim: Dims, keepdim: bool = False) -> Tensor:
     wide, back = _widen(prim.float_operand(x))
     dims = normalize_dims(x, dim, "logsumexp")
     m = _extreme(wide, dims, True, "logsumexp")
-    m = _where(_isfinite(m), m, prim.full_like(m, 0))  # an infinite max shifts by 0, as torch does: no inf - inf
+    m = C.where(C.isfinite(m), m, prim.full_like(m, 0))  # an infinite max shifts by 0, as torch does: no inf - inf
     s = sum(E.exp(E.sub(wide, m)), dims, keepdim)
     m = m if keepdim else m.with_view(m.st.reshape(s.shape))
     return prim.cast(E.add(E.log(s), m), back)  # log sum exp(x) = m + log sum exp(x - m)
@@ -271,9 +219,9 @@ def logsumexp(x: Tensor, dim: Dims, keepdim: bool = False) -> Tensor:
 def _extreme(x: Tensor, dim: Dims, keepdim: bool, op: str, largest: bool = True) -> Tensor:
     dims = normalize_dims(x, dim, op)
     if x.dtype == dt.bool_:
-        src = prim.cast(x if largest else _not(x), dt.int32)  # all(x) = not any(not x)
+        src = prim.cast(x if largest else C.logical_not(x), dt.int32)  # all(x) = not any(not x)
         out = prim.cast(_reduce(src, dims, keepdim, prim.max_reduce), dt.bool_)
-        return out if largest else _not(out)
+        return out if largest else C.logical_not(out)
     if largest:
         return _reduce(x, dims, keepdim, prim.max_reduce)
     return E.neg(_reduce(E.neg(x), dims, keepdim, prim.max_reduce))  # min x = -max(-x)
@@ -300,7 +248,7 @@ def _arg_extreme(x: Tensor, dim: int | None, keepdim: bool, largest: bool, op: s
     m = prim.broadcast_to(_extreme(src, axis, True, op, largest), src.shape)
     beaten = prim.less_than(src, m) if largest else prim.less_than(m, src)
     # A candidate equals the extreme; when nan is present (it propagates into m) the candidates are the nans.
-    cand = prim.add(_isnan(src), prim.mul(_not(beaten), _not(_isnan(m))))
+    cand = prim.add(C.isnan(src), prim.mul(C.logical_not(beaten), C.logical_not(C.isnan(m))))
     n = src.shape[axis]
     ramp = [1] * src.ndim
     ramp[axis] = n
@@ -327,7 +275,7 @@ def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
 def _max_or_min(x: Tensor, dim: Any, keepdim: bool, largest: bool) -> Any:
     op = "max" if largest else "min"
     if isinstance(dim, Tensor):
-        return _binary("maximum" if largest else "minimum", x, dim)
+        return (C.maximum if largest else C.minimum)(x, dim)
     if dim is None:
         return _extreme(x, None, False, op, largest)
     _one_dim(x, dim, op)
@@ -362,7 +310,7 @@ def norm(x: Tensor, p: Any = "fro", dim: Dims = None, keepdim: bool = False, dty
     x = prim.cast(x, dtype) if dtype is not None else x
     dims = normalize_dims(x, dim, "norm")
     wide, back = _widen(x)
-    a = _maximum(wide, E.neg(wide))  # |x| = max(x, -x)
+    a = C.maximum(wide, E.neg(wide))  # |x| = max(x, -x)
     if p == "fro" or p == 2:
         out = E.sqrt(sum(E.mul(wide, wide), dims, keepdim))
     elif p == 1:
