@@ -87,6 +87,14 @@ def promote(a: DType, b: DType) -> DType:
     return a if a.bits >= b.bits else b
 
 
+def promote_tensors(a: DType, a_ndim: int, b: DType, b_ndim: int) -> DType:
+    """torch's rule for two tensors: a 0-dim tensor decides only when it is of a higher category."""
+    if (a_ndim == 0) == (b_ndim == 0):
+        return promote(a, b)
+    zero, full = (a, b) if a_ndim == 0 else (b, a)
+    return zero if zero.category > full.category else full
+
+
 def promote_scalar(t: DType, scalar: object) -> DType:
     """The result type of tensor (op) Python scalar: a scalar only lifts the category (torch.result_type)."""
     if isinstance(scalar, bool):

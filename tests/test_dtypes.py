@@ -85,3 +85,20 @@ def test_recorded_ops_with_scalars_follow_torch(d, scalar):
     assert _graph_dtype(lambda x: scalar + x, d) == dt.dtype_of((scalar + t).dtype)
     assert _graph_dtype(lambda x: x / scalar, d) == dt.dtype_of((t / scalar).dtype)
     assert _graph_dtype(lambda x: x < scalar, d) == dt.bool_
+
+
+@pytest.mark.parametrize("a,b", PAIRS, ids=[f"{a.name}-{b.name}" for a, b in PAIRS])
+def test_zero_dim_tensors_promote_like_torch(a, b):
+    """A 0-dim tensor only decides the dtype when its category is higher (torch's three-tier rule)."""
+    zero, full = torch.ones((), dtype=TORCH[a]), torch.ones(3, dtype=TORCH[b])
+    for name in ("add", "mul", "maximum", "where"):
+        g = lm.Graph()
+        z, f = g.input("z", (), dtype=a), g.input("f", (3,), dtype=b)
+        if name == "where":
+            cond = g.input("c", (3,), dtype=lm.bool_)
+            got = F.where(cond, z, f).dtype
+            want = torch.where(torch.ones(3, dtype=torch.bool), zero, full).dtype
+        else:
+            got = getattr(F, name)(z, f).dtype
+            want = getattr(torch, name)(zero, full).dtype
+        assert got == dt.dtype_of(want), f"{name}(0-dim {a.name}, {b.name}[3])"

@@ -187,10 +187,12 @@ def _choose(choice: Tensor, candidates: Sequence[Tensor]) -> Tensor:
 
 def result_type(*values: Any) -> dt.DType:
     """torch.result_type over tensors and Python scalars: tensors decide, a scalar only lifts the category."""
-    tensors = [v.dtype for v in values if isinstance(v, Tensor)]
-    d = tensors[0] if tensors else dt.bool_
+    tensors = [v for v in values if isinstance(v, Tensor)]
+    d = tensors[0].dtype if tensors else dt.bool_
+    ndim = tensors[0].ndim if tensors else 0
     for t in tensors[1:]:
-        d = dt.promote(d, t)
+        d = dt.promote_tensors(d, ndim, t.dtype, t.ndim)
+        ndim = max(ndim, t.ndim)
     for v in values:
         if not isinstance(v, Tensor):
             d = dt.promote_scalar(d, v)

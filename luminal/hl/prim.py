@@ -84,7 +84,7 @@ def full_like(x: Tensor, value: Scalar, dtype: Any = None) -> Tensor:
 def operands(a: Any, b: Any, op: str = "binary op") -> tuple[Tensor, Tensor]:
     """Two operands (tensors or Python scalars) broadcast to one shape and promoted to one dtype."""
     if isinstance(a, Tensor) and isinstance(b, Tensor):
-        d = dt.promote(a.dtype, b.dtype)
+        d = dt.promote_tensors(a.dtype, a.ndim, b.dtype, b.ndim)
         shape = broadcast_shapes(a.shape, b.shape, op=op)
         return broadcast_to(cast(a, d), shape), broadcast_to(cast(b, d), shape)
     if isinstance(a, Tensor):
