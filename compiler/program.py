@@ -1,32 +1,57 @@
-"""CompiledProgram: what `lm.compile` returns.
+"""CompiledProgram: what `lm.compile` returns, and the pipeline of named stages that builds it.
 
-The optimizing pipeline (search, kernels, memory plan) is the compiler issue's work. Until it lands,
-a program validates the graph at compile time and runs it through the reference interpreter.
+Stages today: the deterministic passes (compiler/passes.py), lowering to the kernel IR (one kernel per
+compute node, views folded into loads), C code generation, and the CPU runtime. The e-graph search that
+fuses kernels is the next stage to land. `LUMINAL_DEBUG=all` (or a comma list of stage names) prints each
+stage's graph.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any, Mapping
 
 import numpy as np
 
+from luminal.compiler import codegen_c, ir
+from luminal.compiler.lower import lower
+from luminal.compiler.passes import PASSES
 from luminal.graph import Graph, GraphError
 
 TARGETS = ("cpu", "reference")
 
 
+def _debug(stage: str, graph: Graph) -> None:
+    wanted = os.environ.get("LUMINAL_DEBUG", "")
+    if wanted == "all" or stage in wanted.split(","):
+        print(f"== stage {stage} ==")
+        graph.display()
+
+
 class CompiledProgram:
-    def __init__(self, graph: Graph, target: str):
-        self.graph = graph
+    def __init__(self, graph: Graph, target: str, kernels: ir.KernelProgram | None, source: str, report: dict):
+        self.graph = graph  # the graph after the deterministic passes
         self.target = target
+        self.kernels = kernels
+        self.source = source
+        self.report = report
+        self._executable = None
 
     def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
-        from luminal.runtime.reference import execute
+        if self.target == "reference":
+            from luminal.runtime.reference import execute
 
-        return execute(self.graph, inputs, dims)
+            return execute(self.graph, inputs, dims)
+        if self._executable is None:
+            from luminal.runtime.cpu import CpuRuntime
+
+            self._executable = CpuRuntime().load(self.graph, self.kernels, self.source)
+        return self._executable.run(inputs, dims)
 
     def __repr__(self) -> str:
-        return f"CompiledProgram(target={self.target!r}, runtime='reference', nodes={len(self.graph.nodes)})"
+        n = len(self.kernels.kernels) if self.kernels else 0
+        return f"CompiledProgram(target={self.target!r}, nodes={len(self.graph.nodes)}, kernels={n})"
 
 
 def compile_graph(graph: Graph, target: str = "cpu", **options: Any) -> CompiledProgram:
@@ -39,4 +64,16 @@ def compile_graph(graph: Graph, target: str = "cpu", **options: Any) -> Compiled
     unbound = graph.unbound_weights()
     if unbound:
         raise GraphError(f"compile: weight(s) {unbound[:8]} are not bound; call graph.bind(...) first")
-    return CompiledProgram(graph, target)
+    report: dict[str, Any] = {"stages": []}
+    for name, run_pass in PASSES:
+        start = time.perf_counter()
+        graph = run_pass(graph)
+        report["stages"].append({"stage": name, "nodes": len(graph.nodes), "seconds": time.perf_counter() - start})
+        _debug(name, graph)
+    if target == "reference":
+        return CompiledProgram(graph, target, None, "", report)
+    kernels = lower(graph)
+    slots = {name: k for k, name in enumerate(sorted(kernels.buffers))}
+    source = codegen_c.program_source(kernels, slots, sorted(kernels.symbols))
+    report["stages"].append({"stage": "lower+codegen", "kernels": len(kernels.kernels)})
+    return CompiledProgram(graph, target, kernels, source, report)

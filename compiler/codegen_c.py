@@ -1,0 +1,240 @@
+"""C code generation for the CPU target: one C function per kernel and one entry point that runs them all.
+
+Semantics match the reference interpreter op for op: half-precision values compute in float and round to
+their type after every op (as numpy does), integer arithmetic wraps (compiled with -fwrapv), max
+propagates nan, float sums accumulate in double. The entry point `lm_run(buffers, dims)` is the single
+call a forward pass makes into generated code; it returns 0, or 1 when a gather/scatter index was out of range.
+"""
+
+from __future__ import annotations
+
+import math
+
+from luminal import dtypes as dt
+from luminal.compiler import ir
+from luminal.symbolic import Expr, c_prelude
+from luminal.view import ShapeTracker
+
+STORAGE = {dt.float32: "float", dt.float16: "_Float16", dt.bfloat16: "uint16_t", dt.int32: "int32_t",
+           dt.int64: "int64_t", dt.bool_: "uint8_t"}  # fmt: skip
+COMPUTE = {dt.float32: "float", dt.float16: "float", dt.bfloat16: "float", dt.int32: "int32_t",
+           dt.int64: "int64_t", dt.bool_: "uint8_t"}  # fmt: skip
+PARALLEL_MIN_ELEMENTS = 16384  # below this a kernel is cheaper than waking the OpenMP team
+
+PRELUDE = (
+    "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n"
+    + c_prelude()
+    + """
+static inline float lm_bf16_load(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline uint16_t lm_bf16_store(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);  /* nan stays a quiet nan */
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  /* round to nearest even */
+}
+static inline float lm_round_f16(float f) { return (float)(_Float16)f; }
+static inline float lm_round_bf16(float f) { return lm_bf16_load(lm_bf16_store(f)); }
+static inline float lm_maxf(float acc, float v) { return (v > acc || v != v) ? v : acc; }
+"""
+)
+
+
+def _round(expr: str, dtype: dt.DType) -> str:
+    """Round a float compute value to a half type, as the reference rounds after every op."""
+    if dtype == dt.float16:
+        return f"lm_round_f16({expr})"
+    if dtype == dt.bfloat16:
+        return f"lm_round_bf16({expr})"
+    return expr
+
+
+def _load(ptr: str, index: str, dtype: dt.DType) -> str:
+    raw = f"{ptr}[{index}]"
+    if dtype == dt.bfloat16:
+        return f"lm_bf16_load({raw})"
+    return f"(float){raw}" if dtype == dt.float16 else raw
+
+
+def _store(value: str, dtype: dt.DType) -> str:
+    if dtype == dt.bfloat16:
+        return f"lm_bf16_store({value})"
+    return f"({STORAGE[dtype]})({value})"
+
+
+def literal(value: float | int | bool, dtype: dt.DType) -> str:
+    if dtype == dt.bool_:
+        return "1" if value else "0"
+    if dtype.is_int:
+        return f"((int64_t){int(value)}LL)" if dtype == dt.int64 else f"((int32_t){int(value)})"
+    v = float(value)
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    return f"{v.hex()}f" if v >= 0 else f"(-{(-v).hex()}f)"
+
+
+class Emitter:
+    """Turns a value tree into C: returns an expression, appending any statements it needs (loops, checks)."""
+
+    def __init__(self, buffers: dict[str, str]):
+        self.buffers = buffers  # buffer name -> local pointer name
+        self.lines: list[str] = []
+        self.counter = 0
+        self.indent = 1
+
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"{stem}{self.counter}"
+
+    def stmt(self, line: str) -> None:
+        self.lines.append("  " * self.indent + line)
+
+    def emit(self, v: ir.Value) -> str:
+        if isinstance(v, ir.Const):
+            return literal(v.value, v.dtype)
+        if isinstance(v, ir.Load):
+            return _load(self.buffers[v.buffer], v.index.render_c(), v.dtype)
+        if isinstance(v, ir.IndexValue):
+            return f"(({COMPUTE[v.dtype]}){v.expr.render_c()})"
+        if isinstance(v, ir.Guard):
+            inner = self.emit(v.value)
+            return f"(({v.valid.render_c()}) ? ({inner}) : ({COMPUTE[v.dtype]})0)"
+        if isinstance(v, ir.Apply):
+            return self.apply(v)
+        if isinstance(v, ir.Reduce):
+            return self.reduce(v)
+        if isinstance(v, ir.GatherLoad):
+            return self.gather(v)
+        raise TypeError(f"no C for {type(v).__name__}")
+
+    def gather(self, v: ir.GatherLoad) -> str:
+        g, out = self.fresh("_tg"), self.fresh("_tv")
+        at = self.emit(v.at)
+        self.stmt(f"int64_t {g} = (int64_t)({at});")
+        self.stmt(f"if ({g} < 0 || {g} >= {v.limit.render_c()}) {{ lm_err = 1; {g} = 0; }}")
+        index = v.index.substitute({"_g": Expr_var(g)}).render_c()
+        valid = v.valid.substitute({"_g": Expr_var(g)})
+        load = _load(self.buffers[v.buffer], index, v.dtype)
+        self.stmt(f"{COMPUTE[v.dtype]} {out} = " + (load if valid == 1 else f"({valid.render_c()}) ? {load} : 0") + ";")
+        return out
+
+    def apply(self, v: ir.Apply) -> str:
+        args = [self.emit(a) for a in v.args]
+        src = v.args[0].dtype
+        op = v.op
+        if op == "Cast":
+            return self.cast(args[0], src, v.dtype)
+        if op in ("Log2", "Exp2", "Sin", "Sqrt"):
+            return _round(f"{op.lower()}f({args[0]})", v.dtype)
+        if op == "Recip":
+            return _round(f"(1.0f / {args[0]})", v.dtype)
+        a, b = args
+        if op == "LessThan":
+            return f"((uint8_t)({a} < {b}))"
+        if op == "Add":
+            return f"({a} | {b})" if src == dt.bool_ else _round(f"({a} + {b})", v.dtype)
+        if op == "Mul":
+            return f"({a} & {b})" if src == dt.bool_ else _round(f"({a} * {b})", v.dtype)
+        if op == "Mod":
+            if src.is_float:
+                return _round(f"fmodf({a}, {b})", v.dtype)
+            t = COMPUTE[v.dtype]  # int % 0 is defined as 0 (the reference's choice); % -1 avoids MIN % -1
+            return f"(({b}) == 0 || ({b}) == -1 ? ({t})0 : ({t})(({a}) % ({b})))"
+        raise ValueError(f"unknown element-wise op {op}")
+
+    def cast(self, x: str, src: dt.DType, dst: dt.DType) -> str:
+        if dst == dt.bool_:
+            return f"((uint8_t)(({x}) != 0))"
+        if dst.is_int and src.is_float:
+            return f"(({COMPUTE[dst]})truncf({x}))"
+        if dst.is_float:
+            return _round(f"((float)({x}))", dst)
+        return f"(({COMPUTE[dst]})({x}))"
+
+    def reduce(self, v: ir.Reduce) -> str:
+        acc = self.fresh("_tacc")
+        float_sum = v.op == "sum" and v.dtype.is_float
+        acc_type = "double" if float_sum else COMPUTE[v.dtype]
+        if v.op == "sum":
+            init = "0"
+        elif v.dtype.is_float:
+            init = "-INFINITY"
+        else:
+            init = "INT32_MIN" if v.dtype == dt.int32 else "INT64_MIN"
+        self.stmt(f"{acc_type} {acc} = {init};")
+        self.stmt(f"for (int64_t {v.var} = 0; {v.var} < {v.extent.render_c()}; {v.var}++) {{")
+        self.indent += 1
+        body = self.emit(v.body)
+        if v.op == "sum":
+            self.stmt(f"{acc} += {body};")
+        elif v.dtype.is_float:
+            self.stmt(f"{acc} = lm_maxf({acc}, {body});")
+        else:
+            self.stmt(f"{acc} = ({body}) > {acc} ? ({body}) : {acc};")
+        self.indent -= 1
+        self.stmt("}")
+        return _round(f"(({COMPUTE[v.dtype]}){acc})", v.dtype)
+
+
+def Expr_var(name: str) -> Expr:  # noqa: N802 - a tiny constructor for a C local used inside an index
+    from luminal.symbolic import var
+
+    return var(name, -(2**62), 2**62)
+
+
+def _loops(shape: tuple[Expr, ...], body: list[str], parallel: bool) -> list[str]:
+    """Nested loops over `shape` around `body` (already indented for the innermost level)."""
+    lines = []
+    if parallel and shape:
+        lines.append(f"  #pragma omp parallel for reduction(|:lm_err) if ({_numel(shape)} >= {PARALLEL_MIN_ELEMENTS})")
+    for k, d in enumerate(shape):
+        lines.append("  " * (k + 1) + f"for (int64_t _i{k} = 0; _i{k} < {d.render_c()}; _i{k}++) {{")
+    lines += ["  " * len(shape) + line for line in body]
+    lines += ["  " * (k + 1) + "}" for k in reversed(range(len(shape)))]
+    return lines
+
+
+def _numel(shape: tuple[Expr, ...]) -> str:
+    out = ShapeTracker.contiguous(shape).numel()
+    return out.render_c()
+
+
+def _flat(shape: tuple[Expr, ...]) -> str:
+    return ShapeTracker.contiguous(shape).index.render_c()
+
+
+def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], slots: dict[str, int], symbols: list[str]) -> str:
+    used = ir.buffers_read(k) | {k.out}
+    ptrs = {name: f"_p{name}" for name in used}  # a leading _ never clashes with a symbol name
+    head = [f"static int {k.name}(void** B, const int64_t* D) {{"]
+    head += [f"  const int64_t {s} = D[{j}]; (void){s};" for j, s in enumerate(symbols)]
+    for name in sorted(used):
+        t = STORAGE[buffers[name].dtype]
+        qualifier = "" if name == k.out else "const "
+        head.append(f"  {qualifier}{t}* restrict {ptrs[name]} = ({qualifier}{t}*)B[{slots[name]}];")
+    head.append("  int lm_err = 0;")
+    out_ptr, out_dtype = ptrs[k.out], buffers[k.out].dtype
+    e = Emitter(ptrs)
+    if isinstance(k, ir.LoopKernel):
+        value = e.emit(k.body)
+        e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};")
+        body = _loops(k.shape, e.lines, parallel=True)
+    else:
+        value = e.emit(k.dest)
+        e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};")
+        body = _loops(k.shape, e.lines, parallel=True)
+        s = Emitter(ptrs)
+        at, src = s.emit(k.at), s.emit(k.src)
+        s.stmt(f"int64_t _tat = (int64_t)({at});")
+        store = f"{out_ptr}[_tat] = {_store(src, out_dtype)};"
+        s.stmt(f"if (_tat < 0 || _tat >= {k.limit.render_c()}) lm_err = 1; else {store}")
+        body += _loops(k.src_shape, s.lines, parallel=False)  # in order: the last write of a repeated index wins
+    return "\n".join(head + body + ["  return lm_err;", "}"])
+
+
+def program_source(p: ir.KernelProgram, slots: dict[str, int], symbols: list[str]) -> str:
+    parts = [PRELUDE]
+    parts += [kernel_source(k, p.buffers, slots, symbols) for k in p.kernels]
+    calls = [f"  if ({k.name}(B, D)) return 1;" for k in p.kernels]
+    parts.append("int lm_run(void** B, const int64_t* D) {\n" + "\n".join(calls + ["  return 0;"]) + "\n}")
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,153 @@
+"""Kernel IR: what every code generator (C for the CPU, CUDA, Metal) consumes.
+
+A kernel computes one output buffer. Its `body` is a value expression evaluated once per output element,
+at the element's logical indices `_i0 .. _i{n-1}` (symbolic variables, as in views). Leaves read buffers
+through symbolic index expressions, so a fused kernel is just a larger expression: inlining a producer
+substitutes the consumer's index arithmetic into the producer's body. Reductions are values too: `Reduce`
+loops a fresh variable `_r{k}` over an extent and folds its body, which is how reduce fusion is expressed.
+
+Launch geometry is implied: the output shape is the iteration space (CPU: nested loops, GPU: a grid over
+it); symbolic dims stay symbolic until the program runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from luminal.dtypes import DType
+from luminal.symbolic import Expr
+
+
+class Value:
+    """A per-element value expression (see the subclasses)."""
+
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Load(Value):
+    """buffer[index]; `index` is an Expr over the loop variables and the symbols."""
+
+    buffer: str
+    index: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class GatherLoad(Value):
+    """buffer[index(g)] where g = the run-time integer `at`; 0 where valid(g) is 0, an error when out of range."""
+
+    buffer: str
+    at: Value
+    index: Expr  # over the variable "_g" (the gathered position in the logical source) and the loop variables
+    valid: Expr
+    limit: Expr  # g must lie in [0, limit): the logical size of the gathered source
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Const(Value):
+    value: float | int | bool
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class IndexValue(Value):
+    """The integer value of a symbolic expression of the loop indices (Iota)."""
+
+    expr: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Guard(Value):
+    """value where `valid` (an Expr of the indices) is non-zero, else 0: padding reads as zero."""
+
+    valid: Expr
+    value: Value
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Apply(Value):
+    """A primitive element-wise op (`luminal.ops` name: Log2 .. LessThan, or Cast) of argument values."""
+
+    op: str
+    args: tuple[Value, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Reduce(Value):
+    """Fold of `body` over `var` in [0, extent): "sum" or "max"."""
+
+    op: str
+    var: str
+    extent: Expr
+    body: Value
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    dtype: DType
+    size: Expr  # elements
+    role: str  # "input", "weight", "temp" or "output"
+    label: str = ""  # the input / weight / output name for those roles
+
+
+@dataclass(frozen=True)
+class LoopKernel:
+    """out[row-major position of i] = body(i) for every index i of `shape`."""
+
+    name: str
+    out: str
+    shape: tuple[Expr, ...]
+    body: Value
+
+
+@dataclass(frozen=True)
+class ScatterKernel:
+    """out = `dest` (evaluated over `shape`), then out[at(j)] = src(j) for every index j of `src_shape`."""
+
+    name: str
+    out: str
+    shape: tuple[Expr, ...]
+    dest: Value
+    src_shape: tuple[Expr, ...]
+    at: Value  # over the loop variables of src_shape
+    src: Value
+    limit: Expr
+
+
+Kernel = LoopKernel | ScatterKernel
+
+
+@dataclass
+class KernelProgram:
+    """Kernels in execution order over named buffers, with the signature that binds them to names."""
+
+    buffers: dict[str, Buffer] = field(default_factory=dict)
+    kernels: list[Kernel] = field(default_factory=list)
+    inputs: dict[str, str] = field(default_factory=dict)  # input name -> buffer
+    weights: dict[str, str] = field(default_factory=dict)  # weight name -> buffer
+    outputs: dict[str, tuple[str, tuple[Expr, ...]]] = field(default_factory=dict)  # name -> (buffer, shape)
+    symbols: dict[str, Expr] = field(default_factory=dict)
+
+
+def walk(v: Value):
+    """Every value node of an expression tree, parents first."""
+    yield v
+    if isinstance(v, Apply):
+        for a in v.args:
+            yield from walk(a)
+    elif isinstance(v, (Guard, Reduce)):
+        yield from walk(v.value if isinstance(v, Guard) else v.body)
+    elif isinstance(v, GatherLoad):
+        yield from walk(v.at)
+
+
+def buffers_read(k: Kernel) -> set[str]:
+    values = [k.body] if isinstance(k, LoopKernel) else [k.dest, k.at, k.src]
+    return {n.buffer for v in values for n in walk(v) if isinstance(n, (Load, GatherLoad))}

@@ -1,0 +1,135 @@
+"""Lowering a primitive graph to the kernel IR: one kernel per compute node, every view folded into loads.
+
+This is the unfused baseline every fused candidate is measured against: constants are inlined where they
+are read element-wise, and movement never costs a copy (views become index arithmetic in the loads).
+"""
+
+from __future__ import annotations
+
+from luminal import ops
+from luminal.compiler import ir
+from luminal.graph import Graph, Node
+from luminal.symbolic import Expr, as_expr, const, var
+from luminal.view import ShapeTracker, contiguous_strides, dims_product, idx
+
+
+def buffer_name(node_id: int) -> str:
+    return f"b{node_id}"
+
+
+def _remap(e: Expr, table: dict[str, Expr]) -> Expr:
+    return e.substitute(table) if table else e
+
+
+class Lowering:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.program = ir.KernelProgram(symbols=dict(graph.symbols))
+
+    # ---- reads -------------------------------------------------------------------------------------------
+    def read(self, src: int, view: ShapeTracker, table: dict[str, Expr] | None = None) -> ir.Value:
+        """The value of input (src, view) at the consumer's indices (`table` renames the view's index vars)."""
+        node = self.graph.nodes[src]
+        table = table or {}
+        valid = _remap(view.valid, table)
+        if isinstance(node.op, ops.Constant):
+            value: ir.Value = ir.Const(node.op.value, node.dtype)
+        else:
+            value = ir.Load(buffer_name(src), _remap(view.index, table), node.dtype)
+        return value if valid == 1 else ir.Guard(valid, value, node.dtype)
+
+    def gather(self, node: Node) -> ir.Value:
+        (data, data_view), (ix, ix_view) = node.inputs
+        at = self.read(ix, ix_view)
+        shape = data_view.shape
+        g = var("_g", 0, max(as_expr(dims_product(shape)).hi - 1, 0))
+        # g is a row-major position in the logical data: unflatten it into the view's indices.
+        table = {}
+        for k, (d, s) in enumerate(zip(shape, contiguous_strides(shape))):
+            q = g // (s if s.lo >= 1 else s.max(1))
+            table[f"_i{k}"] = q if k == 0 else q % (as_expr(d) if as_expr(d).lo >= 1 else as_expr(d).max(1))
+        return ir.GatherLoad(
+            buffer_name(data),
+            at,
+            _remap(data_view.index, table),
+            _remap(data_view.valid, table),
+            dims_product(shape),
+            self.graph.nodes[data].dtype,
+        )
+
+    # ---- nodes -------------------------------------------------------------------------------------------
+    def add_buffer(self, node: Node, role: str, label: str = "") -> str:
+        name = buffer_name(node.id)
+        self.program.buffers[name] = ir.Buffer(name, node.dtype, dims_product(node.shape), role, label)
+        return name
+
+    def lower(self) -> ir.KernelProgram:
+        for node in self.graph.nodes:
+            self.node(node)
+        return self.program
+
+    def node(self, node: Node) -> None:
+        op, p = node.op, self.program
+        if isinstance(op, ops.Weight):
+            p.weights[op.label] = self.add_buffer(node, "weight", op.label)
+        elif isinstance(op, ops.Input):
+            p.inputs[op.label] = self.add_buffer(node, "input", op.label)
+        elif isinstance(op, ops.Constant):
+            self.add_buffer(node, "constant")
+        elif isinstance(op, ops.Output):
+            self.output(node)
+        elif isinstance(op, ops.Scatter):
+            (dest, dv), (ix, iv), (src, sv) = node.inputs
+            out = self.add_buffer(node, "temp")
+            src_shape = tuple(as_expr(d) for d in iv.shape)
+            p.kernels.append(
+                ir.ScatterKernel(
+                    f"k{node.id}",
+                    out,
+                    tuple(as_expr(d) for d in node.shape),
+                    self.read(dest, dv),
+                    src_shape,
+                    self.read(ix, iv),
+                    self.read(src, sv),
+                    dims_product(node.shape),
+                )
+            )
+        else:
+            out = self.add_buffer(node, "temp")
+            p.kernels.append(ir.LoopKernel(f"k{node.id}", out, tuple(as_expr(d) for d in node.shape), self.body(node)))
+
+    def body(self, node: Node) -> ir.Value:
+        op = node.op
+        if isinstance(op, ops.Iota):
+            return ir.IndexValue(op.expr, node.dtype)
+        if isinstance(op, ops.Gather):
+            return self.gather(node)
+        if isinstance(op, ops.Reduce):
+            (src, view) = node.inputs[0]
+            rank = len(view.shape)
+            table = {f"_i{k}": idx(k if k < op.axis else k - 1, view.shape[k]) for k in range(rank) if k != op.axis}
+            table[f"_i{op.axis}"] = var("_r0", 0, max(as_expr(view.shape[op.axis]).hi - 1, 0))
+            kind = "sum" if isinstance(op, ops.SumReduce) else "max"
+            body = self.read(src, view, table)
+            return ir.Reduce(kind, "_r0", as_expr(view.shape[op.axis]), body, node.dtype)
+        args = tuple(self.read(s, v) for s, v in node.inputs)
+        return ir.Apply(op.name, args, node.dtype)
+
+    def output(self, node: Node) -> None:
+        (src, view) = node.inputs[0]
+        source = self.graph.nodes[src]
+        shape = tuple(as_expr(d) for d in node.shape)
+        reads_whole = view.is_contiguous() and tuple(view.base) == tuple(view.shape)
+        if reads_whole and not isinstance(source.op, ops.Constant):
+            self.program.outputs[node.op.label] = (buffer_name(src), shape)
+            return
+        out = self.add_buffer(node, "output", node.op.label)
+        self.program.kernels.append(ir.LoopKernel(f"k{node.id}", out, shape, self.read(src, view)))
+        self.program.outputs[node.op.label] = (out, shape)
+
+
+def lower(graph: Graph) -> ir.KernelProgram:
+    return Lowering(graph).lower()
+
+
+__all__ = ["buffer_name", "const", "lower"]

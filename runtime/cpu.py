@@ -1,0 +1,135 @@
+"""The CPU runtime: generated C compiled once by the system compiler, cached on disk, called once per run.
+
+A forward pass is one call, `lm_run(buffers, dims)`, into the shared library: the kernels run back to back
+inside it (OpenMP across the cores). The Python side only binds symbols, points the buffer table at the
+inputs and at a per-shape arena allocated on the first run with those dims, and copies the outputs out.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from luminal import dtypes as dt
+from luminal.compiler import ir
+from luminal.graph import Graph
+from luminal.runtime.reference import ExecutionError, bind_symbols
+
+CFLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fopenmp", "-fwrapv", "-fno-math-errno", "-std=gnu11"]
+
+
+class CompilerMissing(RuntimeError):
+    """No C compiler: the CPU target needs one (set CC, or install gcc/clang)."""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("LUMINAL_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "luminal")
+    path = Path(root) / "cpu-kernels"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def compiler() -> str:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        raise CompilerMissing("the cpu target compiles C: no C compiler found (set CC or install gcc)")
+    return cc
+
+
+def build_library(source: str) -> Path:
+    """The shared library for `source`, compiled once and cached by the hash of source and flags."""
+    cc = compiler()
+    key = hashlib.sha256("\0".join([cc, *CFLAGS, source]).encode()).hexdigest()[:32]
+    lib = cache_dir() / f"{key}.so"
+    if lib.exists():
+        return lib
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "program.c"
+        src.write_text(source)
+        out = Path(tmp) / "program.so"
+        done = subprocess.run([cc, *CFLAGS, "-o", str(out), str(src), "-lm"], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"C compilation failed:\n{done.stderr[-4000:]}")
+        staged = lib.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(out, staged)
+        os.replace(staged, lib)  # atomic: a concurrent build of the same key writes the same bytes
+    return lib
+
+
+def _np_storage(d: dt.DType) -> np.dtype:
+    return np.dtype(np.uint16) if d == dt.bfloat16 else d.np
+
+
+class CpuExecutable:
+    def __init__(self, graph: Graph, program: ir.KernelProgram, source: str, weights: Mapping[str, np.ndarray]):
+        self.graph = graph
+        self.program = program
+        self.slots = {name: k for k, name in enumerate(sorted(program.buffers))}
+        self.symbols = sorted(program.symbols)
+        self.library = ctypes.CDLL(str(build_library(source)))
+        self.entry = self.library.lm_run
+        self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64)]
+        self.entry.restype = ctypes.c_int
+        self.table = (ctypes.c_void_p * len(self.slots))()
+        self.fixed: dict[str, np.ndarray] = {}  # weights and constants: bound once
+        for label, buf in program.weights.items():
+            self.fixed[buf] = np.ascontiguousarray(weights[label]).view(_np_storage(program.buffers[buf].dtype))
+        for node in graph.nodes:
+            name = f"b{node.id}"
+            if name in program.buffers and program.buffers[name].role == "constant":
+                c = np.array([node.op.value]).astype(node.dtype.np)
+                self.fixed[name] = c.view(_np_storage(node.dtype))
+        for name, arr in self.fixed.items():
+            self.table[self.slots[name]] = arr.ctypes.data
+        self.arenas: dict[tuple, dict[str, np.ndarray]] = {}
+
+    def _arena(self, env: dict[str, int]) -> dict[str, np.ndarray]:
+        key = tuple(env[s] for s in self.symbols)
+        arena = self.arenas.get(key)
+        if arena is None:  # first run with these dims: allocate every intermediate once
+            arena = {}
+            for name, buf in self.program.buffers.items():
+                if buf.role in ("temp", "output"):
+                    arena[name] = np.empty(max(int(buf.size.evaluate(env)), 1), _np_storage(buf.dtype))
+            self.arenas[key] = arena
+        return arena
+
+    def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+        arrays = {k: v if isinstance(v, np.ndarray) else np.asarray(v) for k, v in inputs.items()}
+        env = bind_symbols(self.graph, arrays, dims)
+        arena = self._arena(env)
+        table = self.table
+        for name, arr in arena.items():
+            table[self.slots[name]] = arr.ctypes.data
+        bound: dict[str, np.ndarray] = {**self.fixed, **arena}
+        for label, buf in self.program.inputs.items():
+            a = np.ascontiguousarray(arrays[label]).view(_np_storage(self.program.buffers[buf].dtype))
+            bound[buf] = a if a.size else np.zeros(1, a.dtype)  # an empty input still needs a valid pointer
+            table[self.slots[buf]] = bound[buf].ctypes.data
+        dims_array = (ctypes.c_int64 * max(len(self.symbols), 1))(*[env[s] for s in self.symbols])
+        if self.entry(table, dims_array):
+            raise IndexError("a gather or scatter index was out of range")
+        out = {}
+        for label, (buf, shape) in self.program.outputs.items():
+            concrete = tuple(int(d.evaluate(env)) for d in shape)
+            n = int(np.prod(concrete)) if concrete else 1
+            out[label] = bound[buf][:n].copy().view(self.program.buffers[buf].dtype.np).reshape(concrete)
+        return out
+
+
+class CpuRuntime:
+    name = "cpu"
+
+    def load(self, graph: Graph, program: ir.KernelProgram, source: str, weights=None) -> CpuExecutable:
+        try:
+            return CpuExecutable(graph, program, source, weights if weights is not None else graph.weight_data)
+        except KeyError as e:
+            raise ExecutionError(f"weight {e} is not bound") from None

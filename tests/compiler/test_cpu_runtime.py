@@ -1,0 +1,62 @@
+"""Compiled CPU programs compute what the reference interpreter computes (random graphs and real blocks)."""
+
+import numpy as np
+import pytest
+
+import luminal as lm
+import luminal.functional as F
+from tests.graph_fuzz import random_graph
+
+
+def _assert_close(got, want, what):
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, f"{what}: {k}"
+        np.testing.assert_allclose(got[k], want[k], rtol=2e-5, atol=2e-6, equal_nan=True, err_msg=f"{what}: {k}")
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_compiled_random_graphs_match_the_interpreter(seed):
+    g, feed = random_graph(seed)
+    _assert_close(lm.compile(g, target="cpu").run(feed), lm.run(g, feed), f"seed {seed}")
+
+
+def test_a_transformer_block_and_new_symbol_values():
+    g = lm.Graph()
+    b, s = lm.sym("b", max=8), lm.sym("s", max=64)
+    x = g.input("x", (b, s, 16))
+    w = g.weight("w", (48, 16))
+    q, k, v = F.linear(F.layer_norm(x, (16,)), w).reshape(b, s, 3, 2, 8).permute(2, 0, 3, 1, 4)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, 16)
+    (x + F.gelu(y)).output("y")
+    g.bind({"w": np.random.default_rng(0).standard_normal((48, 16)).astype(np.float32) / 4})
+    prog = lm.compile(g, target="cpu")
+    for shape in [(2, 5, 16), (1, 9, 16), (2, 5, 16)]:  # the arena is per symbol binding; reuse must stay right
+        x_val = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
+        _assert_close(prog.run({"x": x_val}), lm.run(g, {"x": x_val}), f"shape {shape}")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int32", "int64"])
+def test_dtypes_round_like_the_reference(dtype):
+    g = lm.Graph()
+    x = g.input("x", (4, 6), dtype=dtype)
+    y = (x * 3 + x.sum(-1, keepdim=True)).amax(0) if dtype.startswith("int") else (x.exp() * x).softmax(-1)
+    y.output("y")
+    rng = np.random.default_rng(1)
+    data = rng.integers(-50, 50, (4, 6)) if dtype.startswith("int") else rng.standard_normal((4, 6))
+    feed = {"x": data.astype(lm.dtypes.dtype_of(dtype).np)}
+    _assert_close(lm.compile(g).run(feed), lm.run(g, feed), dtype)
+
+
+def test_gather_out_of_range_raises_and_errors_name_inputs():
+    g = lm.Graph()
+    table = g.weight("table", (5, 3))
+    ids = g.input("ids", (lm.sym("n"),), dtype=lm.int64)
+    F.embedding(ids, table).output("e")
+    g.bind({"table": np.arange(15, dtype=np.float32).reshape(5, 3)})
+    prog = lm.compile(g)
+    assert prog.run({"ids": np.array([4, 0])})["e"].tolist() == [[12, 13, 14], [0, 1, 2]]
+    with pytest.raises(IndexError, match="out of range"):
+        prog.run({"ids": np.array([7])})
+    with pytest.raises(lm.runtime.reference.ExecutionError, match="must be int64"):
+        prog.run({"ids": np.array([1], np.int32)})
