@@ -133,3 +133,10 @@ def test_errors_name_the_problem():
     with pytest.raises(SymbolicError, match="empty range"):
         lm.sym("n", min=5, max=2)
     assert as_expr(7) == 7
+
+
+def test_sums_cancel_through_min_and_max():
+    n = lm.sym("n", max=8)
+    d = (n - 2).max(0) + 1  # a padded slice of a symbolic dim
+    assert d - d == 0
+    assert (n - n.min(3)) + n.min(3) == n

@@ -101,26 +101,7 @@ def add(a: Expr, b: Expr) -> Expr:
         if rq is not None and terms.get(rq) == kq:
             del terms[rest], terms[rq]
             return add(_sum(terms, c), mul(const(k), x))
-    return _distribute_extremum(terms, c)
-
-
-def _distribute_extremum(terms: dict[Expr, int], c: int) -> Expr:
-    """r - max(a, b) = min(r - a, r - b) and r - min(a, b) = max(r - a, r - b), kept only when shorter.
-
-    Slicing a symbolic dim produces `n - min(n, k)`-shaped sizes; distributing lets one side cancel.
-    """
-    plain = _sum(terms, c)
-    extrema = [r for r, k in terms.items() if k == -1 and r.op in (MIN, MAX)]
-    if len(extrema) != 1:
-        return plain
-    e = extrema[0]
-    rest = dict(terms)
-    del rest[e]
-    r = _sum(rest, c)
-    a, b = e.args
-    flipped = smax if e.op == MIN else smin
-    candidate = flipped(add(r, mul(const(-1), a)), add(r, mul(const(-1), b)))
-    return candidate if len(str(candidate)) < len(str(plain)) else plain
+    return _sum(terms, c)
 
 
 def mul(a: Expr, b: Expr) -> Expr:
