@@ -46,7 +46,7 @@ class CompiledProgram:
         if self._executable is None:
             from luminal.runtime.cpu import CpuRuntime
 
-            self._executable = CpuRuntime().load(self.graph, self.kernels, self.source)
+            self._executable = CpuRuntime().load(self)
         return self._executable.run(inputs, dims)
 
     def __repr__(self) -> str:

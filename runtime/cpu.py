@@ -126,10 +126,14 @@ class CpuExecutable:
 
 
 class CpuRuntime:
+    """`CpuRuntime().load(program, weights=None) -> CpuExecutable` for a CompiledProgram of target "cpu"."""
+
     name = "cpu"
 
-    def load(self, graph: Graph, program: ir.KernelProgram, source: str, weights=None) -> CpuExecutable:
-        try:
-            return CpuExecutable(graph, program, source, weights if weights is not None else graph.weight_data)
-        except KeyError as e:
-            raise ExecutionError(f"weight {e} is not bound") from None
+    def load(self, program, weights: Mapping[str, np.ndarray] | None = None) -> CpuExecutable:
+        graph = program.graph
+        weights = graph.weight_data if weights is None else weights
+        missing = [w for w in graph.weights if w not in weights]
+        if missing:
+            raise ExecutionError(f"weight(s) {missing[:8]} are not bound")
+        return CpuExecutable(graph, program.kernels, program.source, weights)

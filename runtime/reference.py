@@ -133,11 +133,12 @@ def _live(graph: Graph) -> set[int]:
 
 
 class ReferenceRuntime:
-    """The runtime protocol over the interpreter: `load(program_or_graph) -> executable with .run`."""
+    """The runtime protocol over the interpreter: `load(program or graph, weights) -> executable with .run`."""
 
     name = "reference"
 
-    def load(self, graph: Graph, weights: Mapping[str, np.ndarray] | None = None) -> ReferenceExecutable:
+    def load(self, program, weights: Mapping[str, np.ndarray] | None = None) -> ReferenceExecutable:
+        graph = program if isinstance(program, Graph) else program.graph
         if weights:
             graph.bind(weights)
         return ReferenceExecutable(graph)
