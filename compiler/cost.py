@@ -1,0 +1,136 @@
+"""A roofline cost model: how long a kernel takes on a target if it runs at the slower of its two roofs.
+
+    seconds = max(bytes / memory_bandwidth, flops / peak_flops) + launch_overhead
+
+It ranks candidate programs (DESIGN.md, "Extraction and selection"); where the device is present, profiling
+decides. The model is deliberately optimistic about caching: a buffer's bytes cross the memory bus at most
+once per kernel, however often the kernel reads each element (min(element reads, buffer size)), and every
+output element is written once. What it does capture is what the search trades off: fusion saves the bytes
+of intermediate buffers and the launches of their kernels, and recomputation inside a fused kernel costs flops.
+
+Symbolic sizes are evaluated with `env` (symbol name -> value). A symbol `env` does not bind, and every size
+when env is None, takes the top of its declared range (`lm.sym(..., max=)`): the cost of the largest shape
+the program is compiled for, which is the shape that decides whether a candidate is fast enough.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from luminal.compiler import ir
+from luminal.compiler.targets import Target, get_target
+from luminal.symbolic import Expr, as_expr
+
+# FLOPs charged per element for an op, relative to an add or multiply (1). NVIDIA's CUDA C++ Programming
+# Guide (arithmetic instruction throughput table) gives 16 special-function results per clock per SM against
+# 64-128 fp32 adds/multiplies on compute capability 8.x-9.0: a transcendental costs ~4 simple ops' issue
+# slots. Sin also needs range reduction for full-precision arguments, hence more.
+OP_FLOPS = {"Log2": 4, "Exp2": 4, "Sqrt": 4, "Recip": 4, "Sin": 8}
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    name: str
+    flops: int
+    bytes_read: int
+    bytes_written: int
+    seconds: float
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per byte moved: above the target's peak_flops / memory_bandwidth the kernel is compute-bound."""
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+
+@dataclass(frozen=True)
+class ProgramCost:
+    target: str
+    flops: int
+    bytes_read: int
+    bytes_written: int
+    seconds: float  # kernels run one after another, so their times add
+    kernels: list[KernelCost] = field(default_factory=list)
+
+
+def size(e: Expr | int, env: dict[str, int] | None) -> int:
+    """The value of a size expression: bound symbols substituted, the rest at the top of their range."""
+    e = as_expr(e)
+    if env:
+        e = e.substitute({k: int(v) for k, v in env.items()})
+    return max(int(e.hi), 0)
+
+
+class _Counter:
+    """Walks value trees, counting FLOPs per evaluation and element reads per buffer."""
+
+    def __init__(self, env: dict[str, int] | None):
+        self.env = env
+        self.reads: Counter[str] = Counter()
+
+    def flops(self, v: ir.Value, evals: int) -> int:
+        """FLOPs of evaluating `v` `evals` times; every buffer element read is tallied in self.reads."""
+        if isinstance(v, ir.Load):
+            self.reads[v.buffer] += evals
+            return 0
+        if isinstance(v, ir.GatherLoad):
+            self.reads[v.buffer] += evals
+            return self.flops(v.at, evals)
+        if isinstance(v, ir.Guard):  # a select on an index predicate: index arithmetic, not data FLOPs
+            return self.flops(v.value, evals)
+        if isinstance(v, ir.Apply):
+            return evals * OP_FLOPS.get(v.op, 1) + sum(self.flops(a, evals) for a in v.args)
+        if isinstance(v, ir.Reduce):
+            # The body runs `extent` times per evaluation, each followed by one fold (add or max): a
+            # matmul's sum of products is the conventional 2 FLOPs per multiply-accumulate.
+            n = evals * size(v.extent, self.env)
+            return n + self.flops(v.body, n)
+        return 0  # Const, IndexValue: no data arithmetic
+
+
+def _elements(shape: tuple[Expr, ...], env: dict[str, int] | None) -> int:
+    n = 1
+    for d in shape:
+        n *= size(d, env)
+    return n
+
+
+def estimate(
+    kernel: ir.Kernel, buffers: dict[str, ir.Buffer], target: Target | str, env: dict[str, int] | None = None
+) -> KernelCost:
+    """The roofline cost of one kernel over `buffers` (a KernelProgram's) on `target`."""
+    target = get_target(target)
+    count = _Counter(env)
+    n_out = _elements(kernel.shape, env)
+    if isinstance(kernel, ir.LoopKernel):
+        flops = count.flops(kernel.body, n_out)
+    else:
+        n_src = _elements(kernel.src_shape, env)
+        flops = count.flops(kernel.dest, n_out) + count.flops(kernel.at, n_src) + count.flops(kernel.src, n_src)
+    bytes_read = 0
+    for name, reads in count.reads.items():
+        buf = buffers[name]
+        bytes_read += min(reads, size(buf.size, env)) * buf.dtype.itemsize
+    out = buffers[kernel.out]
+    # A scatter's updates land in the output it has just written, so they are caught by the same caching.
+    bytes_written = n_out * out.dtype.itemsize
+    seconds = max((bytes_read + bytes_written) / target.memory_bandwidth, flops / target.peak_for(out.dtype))
+    return KernelCost(kernel.name, flops, bytes_read, bytes_written, seconds + target.launch_overhead_s)
+
+
+def estimate_program(program: ir.KernelProgram, target: Target | str, env: dict[str, int] | None = None) -> ProgramCost:
+    """Every kernel's cost and their sum: the number candidates are ranked by."""
+    target = get_target(target)
+    kernels = [estimate(k, program.buffers, target, env) for k in program.kernels]
+    return ProgramCost(
+        target.name,
+        sum(k.flops for k in kernels),
+        sum(k.bytes_read for k in kernels),
+        sum(k.bytes_written for k in kernels),
+        sum(k.seconds for k in kernels),
+        kernels,
+    )

@@ -1,0 +1,85 @@
+"""Targets are data: the figures the roofline cost model (`cost.py`) ranks candidate programs with.
+
+Each GPU entry is the vendor's published datasheet figure for the named part (dense throughput, never the
+"with sparsity" number NVIDIA quotes beside it). Shared memory per block is the most one thread block may
+opt into, from the CUDA C++ Programming Guide's compute-capability table (Metal: the threadgroup memory limit
+of Apple's Metal feature-set tables). Launch overheads are not datasheet figures: they are order-of-magnitude
+estimates of one kernel's issue cost, which is what they need to be to rank a 1-kernel program above a
+10-kernel one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from luminal.dtypes import DType
+
+KB, GB = 1024, 10**9
+GIB = 2**30
+TERA = 10**12
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    kind: str  # "cpu", "cuda" or "metal": which code generator and runtime serve it
+    memory_bandwidth: float  # bytes/s from device memory (DRAM / HBM / unified memory)
+    peak_flops: float  # fp32 FLOP/s on the general-purpose lanes (what element-wise IR kernels run on)
+    peak_flops_fp16: float  # fp16 FLOP/s on the matrix units (tensor cores) where there are any, dense
+    peak_flops_bf16: float  # bf16 likewise; the fp32 rate where the hardware has no bf16 path
+    sm_count: int  # GPU: streaming multiprocessors (NVIDIA) / GPU cores (Apple); CPU: cores
+    shared_memory_per_block: int  # bytes one block (threadgroup) may use; CPU: the per-core L2 it tiles for
+    launch_overhead_s: float  # seconds to issue one kernel (an estimate, see the module docstring)
+    memory_bytes: int  # device memory capacity: bounds the memory plan and the batch a worker can hold
+
+    def __post_init__(self):
+        if self.kind not in ("cpu", "cuda", "metal"):
+            raise ValueError(f"target {self.name!r}: kind must be 'cpu', 'cuda' or 'metal', not {self.kind!r}")
+
+    def peak_for(self, dtype: DType, matrix_units: bool = False) -> float:
+        """FLOP/s for arithmetic in `dtype`; the matrix-unit rates apply only to kernels that use them (GEMMs)."""
+        if matrix_units and dtype.name == "float16":
+            return self.peak_flops_fp16
+        if matrix_units and dtype.name == "bfloat16":
+            return self.peak_flops_bf16
+        return self.peak_flops
+
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        # This machine class: a 2-vCPU slice of an AMD EPYC (AVX-512, ~2.6 GHz, 24 GiB). ESTIMATES, not
+        # measurements: 2 cores x 2.6 GHz x 32 fp32 FLOP/cycle (two 8-wide FMA pipes) ~ 166 GFLOP/s, and
+        # ~20 GB/s as one slice's share of the socket's DRAM bandwidth. No matrix units: half types run at fp32.
+        Target("cpu", "cpu", 20 * GB, 166e9, 166e9, 166e9, 2, 1024 * KB, 2e-6, 24 * GIB),
+        # NVIDIA H100 SXM5 80GB datasheet: 3.35 TB/s HBM3, 67 TFLOPS fp32, 989 TFLOPS fp16/bf16 tensor (dense),
+        # 132 SMs; compute capability 9.0 allows 227 KB of shared memory per block. ~2 us per launch: CUDA-graph
+        # replay (DESIGN.md's single-issue launch) amortises the driver cost but not the per-kernel tail.
+        Target("h100", "cuda", 3.35 * TERA, 67 * TERA, 989 * TERA, 989 * TERA, 132, 227 * KB, 2e-6, 80 * GB),
+        # NVIDIA H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s; the same GH100 compute as the H100 SXM.
+        Target("h200", "cuda", 4.8 * TERA, 67 * TERA, 989 * TERA, 989 * TERA, 132, 227 * KB, 2e-6, 141 * GB),
+        # NVIDIA A100 80GB SXM datasheet: 2,039 GB/s HBM2e, 19.5 TFLOPS fp32, 312 TFLOPS fp16/bf16 tensor (dense),
+        # 108 SMs; compute capability 8.0 allows 163 KB of shared memory per block.
+        Target("a100", "cuda", 2.039 * TERA, 19.5 * TERA, 312 * TERA, 312 * TERA, 108, 163 * KB, 2e-6, 80 * GB),
+        # NVIDIA L4 datasheet: 24 GB GDDR6 at 300 GB/s, 30.3 TFLOPS fp32, 121 TFLOPS fp16/bf16 tensor (dense),
+        # 58 SMs; compute capability 8.9 allows 99 KB of shared memory per block.
+        Target("l4", "cuda", 300 * GB, 30.3 * TERA, 121 * TERA, 121 * TERA, 58, 99 * KB, 2e-6, 24 * GB),
+        # NVIDIA T4 datasheet: 16 GB GDDR6 at 320 GB/s, 8.1 TFLOPS fp32, 65 TFLOPS fp16 tensor (mixed precision),
+        # 40 SMs; Turing (compute capability 7.5) has no bf16 tensor path and 64 KB of shared memory per block.
+        Target("t4", "cuda", 320 * GB, 8.1 * TERA, 65 * TERA, 8.1 * TERA, 40, 64 * KB, 3e-6, 16 * GB),
+        # Apple M2 (10-core GPU) from Apple's launch figures: 100 GB/s unified memory, 3.6 TFLOPS, up to 24 GB.
+        # Apple GPUs run fp16 at the fp32 rate and have no separate matrix-unit peak; Metal allows 32 KB of
+        # threadgroup memory. A Metal dispatch costs more to issue than a graph-replayed CUDA kernel (~5 us, est.).
+        Target("m2", "metal", 100 * GB, 3.6 * TERA, 3.6 * TERA, 3.6 * TERA, 10, 32 * KB, 5e-6, 24 * GB),
+    )
+}
+
+
+def get_target(name: str | Target) -> Target:
+    """The registered target called `name` (a Target passes through, so callers may take either)."""
+    if isinstance(name, Target):
+        return name
+    try:
+        return TARGETS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown target {name!r}; valid targets: {', '.join(TARGETS)}") from None

@@ -1,0 +1,114 @@
+"""The roofline cost model counts FLOPs and bytes as documented, and ranks targets and sizes sensibly."""
+
+import pytest
+
+import luminal as lm
+from luminal import dtypes
+from luminal.compiler import ir
+from luminal.compiler.cost import OP_FLOPS, estimate, estimate_program
+from luminal.compiler.lower import lower
+from luminal.compiler.targets import TARGETS, Target, get_target
+from luminal.symbolic import const, var
+
+
+def _elementwise():
+    """o = exp2(x * y): two kernels over (n, 8) float32, n a symbol up to 1000."""
+    g = lm.Graph()
+    n = lm.sym("n", max=1000)
+    x, y = g.input("x", (n, 8)), g.input("y", (n, 8))
+    (x * y).exp2().output("o")
+    return lower(g)
+
+
+def _matmul(m=4, k=3, n=5):
+    g = lm.Graph()
+    a = g.input("a", (m, k))
+    b = g.weight("b", (k, n))
+    (a @ b).output("c")
+    return lower(g)
+
+
+def test_elementwise_counts_by_hand():
+    p = _elementwise()
+    cost = estimate_program(p, "cpu", {"n": 4})  # 32 elements of float32
+    mul, exp2 = cost.kernels
+    # Mul: 32 FLOPs; reads x and y (32 elements each, 4 bytes), writes 32 elements.
+    assert (mul.flops, mul.bytes_read, mul.bytes_written) == (32, 256, 128)
+    # Exp2: a transcendental at its documented weight; reads the product once.
+    assert (exp2.flops, exp2.bytes_read, exp2.bytes_written) == (32 * OP_FLOPS["Exp2"], 128, 128)
+    cpu = get_target("cpu")
+    want = max(384 / cpu.memory_bandwidth, 32 / cpu.peak_flops) + cpu.launch_overhead_s
+    assert mul.seconds == pytest.approx(want)
+    assert cost.seconds == pytest.approx(mul.seconds + exp2.seconds)
+    assert (cost.flops, cost.bytes_read, cost.bytes_written) == (32 + 128, 384, 256)
+
+
+def test_unbound_symbols_take_the_top_of_their_range():
+    p = _elementwise()
+    assert estimate_program(p, "cpu").kernels[0].bytes_written == 1000 * 8 * 4
+    assert estimate_program(p, "cpu", {}).kernels[0].bytes_written == 1000 * 8 * 4
+
+
+def test_lowered_matmul_counts_by_hand():
+    m, k, n = 4, 3, 5
+    mul, red = estimate_program(_matmul(m, k, n), "h100").kernels
+    # The broadcast multiply iterates (m, n, k): each a[i, j] is read n times, but a's 12 elements cross the
+    # bus once; likewise b's 15.
+    assert (mul.flops, mul.bytes_read, mul.bytes_written) == (m * n * k, (m * k + k * n) * 4, m * n * k * 4)
+    # The reduce folds k products per output: one add per product.
+    assert (red.flops, red.bytes_read, red.bytes_written) == (m * n * k, m * n * k * 4, m * n * 4)
+
+
+def test_fused_matmul_reduce_counts_two_flops_per_multiply_accumulate():
+    m, k, n = 4, 3, 5
+    f32 = dtypes.float32
+    r = var("_r0", 0, k - 1)
+    i0, i1 = var("_i0", 0, m - 1), var("_i1", 0, n - 1)
+    body = ir.Apply("Mul", (ir.Load("a", i0 * k + r, f32), ir.Load("b", r * n + i1, f32)), f32)
+    kernel = ir.LoopKernel("gemm", "c", (const(m), const(n)), ir.Reduce("sum", "_r0", const(k), body, f32))
+    buffers = {name: ir.Buffer(name, f32, const(s), "temp") for name, s in (("a", m * k), ("b", k * n), ("c", m * n))}
+    cost = estimate(kernel, buffers, "a100")
+    assert (cost.flops, cost.bytes_read, cost.bytes_written) == (2 * m * n * k, (m * k + k * n) * 4, m * n * 4)
+    assert cost.arithmetic_intensity == pytest.approx(120 / 188)
+
+
+def test_more_elements_cost_more():
+    p = _elementwise()
+    for name in ("cpu", "h100", "m2"):
+        times = [estimate_program(p, name, {"n": n}).seconds for n in (1, 1000, 10**6, 10**8)]
+        assert times == sorted(times) and times[0] < times[-1], name
+
+
+def test_the_same_program_ranks_faster_on_h100_than_on_cpu():
+    for p, env in ((_elementwise(), {"n": 4096}), (_matmul(64, 128, 64), None)):
+        assert estimate_program(p, "h100", env).seconds < estimate_program(p, "cpu", env).seconds
+
+
+def test_unfused_matmul_is_bound_by_its_intermediate():
+    # The broadcast multiply writes an (m, n, k) product: memory, not arithmetic, is its roof on every target.
+    mul = estimate_program(_matmul(256, 256, 256), "cpu").kernels[0]
+    cpu = get_target("cpu")
+    assert mul.bytes / cpu.memory_bandwidth > mul.flops / cpu.peak_flops
+    assert mul.seconds == pytest.approx(mul.bytes / cpu.memory_bandwidth + cpu.launch_overhead_s)
+
+
+def test_get_target_errors_name_the_valid_targets():
+    with pytest.raises(ValueError, match="unknown target 'v100'.*h100.*m2"):
+        get_target("v100")
+    with pytest.raises(ValueError, match="valid targets"):
+        get_target(None)
+    assert get_target(TARGETS["t4"]) is TARGETS["t4"]
+    with pytest.raises(ValueError, match="kind"):
+        Target("x", "tpu", 1, 1, 1, 1, 1, 1, 0, 1)
+
+
+def test_every_target_has_positive_figures():
+    assert {"cpu", "h100", "h200", "a100", "l4", "t4", "m2"} <= set(TARGETS)
+    for name, t in TARGETS.items():
+        assert t.name == name and t.kind in ("cpu", "cuda", "metal")
+        figures = (t.memory_bandwidth, t.peak_flops, t.peak_flops_fp16, t.peak_flops_bf16, t.sm_count)
+        assert all(f > 0 for f in figures + (t.shared_memory_per_block, t.launch_overhead_s, t.memory_bytes)), name
+        assert t.peak_flops_fp16 >= t.peak_flops and t.peak_flops_bf16 >= t.peak_flops, name
+        assert t.peak_for(dtypes.float16, matrix_units=True) == t.peak_flops_fp16
+        assert t.peak_for(dtypes.float16) == t.peak_flops
+    assert TARGETS["h200"].memory_bandwidth > TARGETS["h100"].memory_bandwidth > TARGETS["a100"].memory_bandwidth
