@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from luminal.compiler import codegen_c, ir
+from luminal.compiler import codegen_c, ir, memory
 from luminal.compiler.lower import lower
 from luminal.compiler.passes import PASSES
 from luminal.graph import Graph, GraphError
@@ -76,4 +76,5 @@ def compile_graph(graph: Graph, target: str = "cpu", **options: Any) -> Compiled
     slots = {name: k for k, name in enumerate(sorted(kernels.buffers))}
     source = codegen_c.program_source(kernels, slots, sorted(kernels.symbols))
     report["stages"].append({"stage": "lower+codegen", "kernels": len(kernels.kernels)})
+    report["memory"] = memory.describe(kernels)  # arena vs naive bytes, at the symbols' maxima when dims are symbolic
     return CompiledProgram(graph, target, kernels, source, report)

@@ -2,7 +2,8 @@
 
 A forward pass is one call, `lm_run(buffers, dims)`, into the shared library: the kernels run back to back
 inside it (OpenMP across the cores). The Python side only binds symbols, points the buffer table at the
-inputs and at a per-shape arena allocated on the first run with those dims, and copies the outputs out.
+inputs and at a per-shape arena (one allocation, laid out by compiler/memory.py) made on the first run
+with those dims, and copies the outputs out.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal import dtypes as dt
-from luminal.compiler import ir
+from luminal.compiler import ir, memory
 from luminal.graph import Graph
 from luminal.runtime.reference import ExecutionError, bind_symbols
 
@@ -89,16 +90,23 @@ class CpuExecutable:
                 self.fixed[name] = c.view(_np_storage(node.dtype))
         for name, arr in self.fixed.items():
             self.table[self.slots[name]] = arr.ctypes.data
-        self.arenas: dict[tuple, dict[str, np.ndarray]] = {}
+        self.arenas: dict[tuple, dict[str, np.ndarray]] = {}  # symbol values -> views into that binding's arena
+        self.plans: dict[tuple, memory.MemoryPlan] = {}
 
     def _arena(self, env: dict[str, int]) -> dict[str, np.ndarray]:
         key = tuple(env[s] for s in self.symbols)
         arena = self.arenas.get(key)
-        if arena is None:  # first run with these dims: allocate every intermediate once
+        if arena is None:  # first run with these dims: plan, then one allocation holds every intermediate
+            plan = memory.plan(self.program, env)
+            # numpy aligns less than memory.ALIGN: over-allocate and start the arena at an aligned address.
+            raw = np.empty(plan.arena_bytes + memory.ALIGN, np.uint8)
+            base = -raw.ctypes.data % memory.ALIGN
             arena = {}
-            for name, buf in self.program.buffers.items():
-                if buf.role in ("temp", "output"):
-                    arena[name] = np.empty(max(int(buf.size.evaluate(env)), 1), _np_storage(buf.dtype))
+            for name, offset in plan.offsets.items():
+                start = base + offset
+                view = raw[start : start + plan.sizes[name]]  # each view keeps `raw` alive
+                arena[name] = view.view(_np_storage(self.program.buffers[name].dtype))
+            self.plans[key] = plan
             self.arenas[key] = arena
         return arena
 
