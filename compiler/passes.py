@@ -59,7 +59,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
     return rb.finish()
 
 
-def _broadcast_scalar(shape: tuple) -> ShapeTracker:
+def broadcast_scalar(shape: tuple) -> ShapeTracker:
     st = ShapeTracker.contiguous(())
     return st.reshape((1,) * len(shape)).expand(shape) if shape else st
 
@@ -87,7 +87,7 @@ def fold_constants(graph: Graph) -> Graph:
         if isinstance(node.op, ops.ELEMENTWISE) and inputs and all(c is not None for c in consts):
             values = [np.array(c.value).astype(c.dtype.np) for c in consts]
             folded = ops.Constant(_scalar(node.op.reference(*values), node.dtype), node.dtype)
-            rb.alias_to(node, rb.new.add(folded).id, _broadcast_scalar(node.shape))
+            rb.alias_to(node, rb.new.add(folded).id, broadcast_scalar(node.shape))
         else:
             rb.copy(node, inputs)
     return rb.finish()
