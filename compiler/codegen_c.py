@@ -97,8 +97,7 @@ class Emitter:
         if isinstance(v, ir.IndexValue):
             return f"(({COMPUTE[v.dtype]}){v.expr.render_c()})"
         if isinstance(v, ir.Guard):
-            inner = self.emit(v.value)
-            return f"(({v.valid.render_c()}) ? ({inner}) : ({COMPUTE[v.dtype]})0)"
+            return self.guard(v)
         if isinstance(v, ir.Apply):
             return self.apply(v)
         if isinstance(v, ir.Reduce):
@@ -106,6 +105,26 @@ class Emitter:
         if isinstance(v, ir.GatherLoad):
             return self.gather(v)
         raise TypeError(f"no C for {type(v).__name__}")
+
+    def guard(self, v: ir.Guard) -> str:
+        """valid ? value : 0. Statements the value needs (a fused reduction's loop, a gather's check) run only
+        where valid: at padded positions its indices may point outside the buffers."""
+        mark = len(self.lines)
+        self.indent += 1
+        inner = self.emit(v.value)
+        self.indent -= 1
+        zero = f"({COMPUTE[v.dtype]})0"
+        if len(self.lines) == mark:
+            return f"(({v.valid.render_c()}) ? ({inner}) : {zero})"
+        body = self.lines[mark:]
+        del self.lines[mark:]
+        out = self.fresh("_tguard")
+        self.stmt(f"{COMPUTE[v.dtype]} {out} = {zero};")
+        self.stmt(f"if ({v.valid.render_c()}) {{")
+        self.lines += body
+        self.stmt(f"  {out} = {inner};")
+        self.stmt("}")
+        return out
 
     def gather(self, v: ir.GatherLoad) -> str:
         g, out = self.fresh("_tg"), self.fresh("_tv")

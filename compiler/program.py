@@ -15,8 +15,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal.compiler import codegen_c, ir, memory
+from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.lower import lower
 from luminal.compiler.passes import PASSES
+from luminal.compiler.targets import get_target
 from luminal.graph import Graph, GraphError
 
 TARGETS = ("cpu", "reference")
@@ -73,6 +75,9 @@ def compile_graph(graph: Graph, target: str = "cpu", **options: Any) -> Compiled
     if target == "reference":
         return CompiledProgram(graph, target, None, "", report)
     kernels = lower(graph)
+    unfused = len(kernels.kernels)
+    kernels = fuse_single_consumers(kernels, get_target(target))
+    report["stages"].append({"stage": "fusion", "kernels_before": unfused, "kernels_after": len(kernels.kernels)})
     slots = {name: k for k, name in enumerate(sorted(kernels.buffers))}
     source = codegen_c.program_source(kernels, slots, sorted(kernels.symbols))
     report["stages"].append({"stage": "lower+codegen", "kernels": len(kernels.kernels)})

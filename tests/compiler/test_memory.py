@@ -6,6 +6,7 @@ import luminal as lm
 import luminal.functional as F
 from luminal import dtypes as dt
 from luminal.compiler import ir, memory
+from luminal.compiler.lower import lower
 from luminal.runtime.reference import bind_symbols
 from luminal.symbolic import const, var
 from tests.graph_fuzz import random_graph
@@ -88,11 +89,12 @@ def test_random_graphs_never_overlap_live_buffers():
     reused = 0
     for seed in range(100):
         g, feed = random_graph(seed)
-        prog = lm.compile(g, "cpu")
-        plan = memory.plan(prog.kernels, bind_symbols(prog.graph, feed, None))
-        _check_plan(prog.kernels, plan, f"seed {seed}")
-        _check_plan(prog.kernels, memory.upper_bound_plan(prog.kernels), f"seed {seed} (bound)")
-        reused += plan.arena_bytes < plan.naive_bytes
+        plans = []
+        for kernels in (lower(g), lm.compile(g, "cpu").kernels):  # unfused (many buffers) and as compiled
+            plans.append(memory.plan(kernels, bind_symbols(g, feed, None)))
+            _check_plan(kernels, plans[-1], f"seed {seed}")
+            _check_plan(kernels, memory.upper_bound_plan(kernels), f"seed {seed} (bound)")
+        reused += plans[0].arena_bytes < plans[0].naive_bytes
     assert reused > 10  # the fuzz graphs are small, but many still free a buffer before the end
 
 

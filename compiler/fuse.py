@@ -1,0 +1,150 @@
+"""Kernel fusion in the IR: inlining a producer kernel's body into the loads of its consumer.
+
+Inlining is substitution. A consumer reads the producer's buffer at a flat position `I`; the producer's
+body is written over its own indices `_i0..`; unflattening `I` into those indices (div/mod by the
+producer's contiguous strides) and substituting gives the consumer a body that never touches the buffer.
+The symbolic simplifier folds the div/mod arithmetic away whenever the layouts line up, and a reduction
+variable of the producer is renamed first so it cannot capture one of the consumer's.
+
+`inline` is the mechanism the search's kernel extraction uses. `fuse_single_consumers` is the interim
+policy until that extraction lands: it inlines every element-wise or reduction kernel whose buffer has
+exactly one reading kernel, when the roofline cost model (compiler/cost.py) does not get worse.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+from luminal.compiler import ir
+from luminal.symbolic import Expr, as_expr, var
+from luminal.view import ShapeTracker, contiguous_strides
+
+_fresh = itertools.count()
+
+
+def _unflatten(flat: Expr, shape: tuple[Expr, ...]) -> dict[str, Expr]:
+    table = {}
+    for k, (d, s) in enumerate(zip(shape, contiguous_strides(shape))):
+        s = s if s.lo >= 1 else s.max(1)
+        d = as_expr(d) if as_expr(d).lo >= 1 else as_expr(d).max(1)
+        table[f"_i{k}"] = flat // s if k == 0 else (flat // s) % d
+    return table
+
+
+def _rename_reductions(v: ir.Value) -> ir.Value:
+    """A copy of `v` whose Reduce variables are fresh, so inlining cannot capture the consumer's variables."""
+    if isinstance(v, ir.Reduce):
+        name = f"_r{next(_fresh) + 1000}"
+        body = _substitute(_rename_reductions(v.body), {v.var: var(name, 0, max(v.extent.hi - 1, 0))})
+        return replace(v, var=name, body=body)
+    if isinstance(v, ir.Apply):
+        return replace(v, args=tuple(_rename_reductions(a) for a in v.args))
+    if isinstance(v, ir.Guard):
+        return replace(v, value=_rename_reductions(v.value))
+    if isinstance(v, ir.GatherLoad):
+        return replace(v, at=_rename_reductions(v.at))
+    return v
+
+
+def _substitute(v: ir.Value, table: dict[str, Expr]) -> ir.Value:
+    """Substitute index variables throughout a value tree (loads, guards, iotas, extents, gathers)."""
+    if isinstance(v, ir.Load):
+        return replace(v, index=v.index.substitute(table))
+    if isinstance(v, ir.IndexValue):
+        return replace(v, expr=v.expr.substitute(table))
+    if isinstance(v, ir.Guard):
+        return replace(v, valid=v.valid.substitute(table), value=_substitute(v.value, table))
+    if isinstance(v, ir.Apply):
+        return replace(v, args=tuple(_substitute(a, table) for a in v.args))
+    if isinstance(v, ir.Reduce):
+        inner = {k: e for k, e in table.items() if k != v.var}
+        return replace(v, extent=v.extent.substitute(inner), body=_substitute(v.body, inner))
+    if isinstance(v, ir.GatherLoad):
+        inner = {k: e for k, e in table.items() if k != "_g"}
+        return replace(
+            v,
+            at=_substitute(v.at, table),
+            index=v.index.substitute(inner),
+            valid=v.valid.substitute(inner),
+            limit=v.limit.substitute(inner),
+        )
+    return v
+
+
+def _replace_loads(v: ir.Value, producer: ir.LoopKernel) -> ir.Value:
+    if isinstance(v, ir.Load) and v.buffer == producer.out:
+        return _substitute(_rename_reductions(producer.body), _unflatten(v.index, producer.shape))
+    if isinstance(v, ir.Guard):
+        return replace(v, value=_replace_loads(v.value, producer))
+    if isinstance(v, ir.Apply):
+        return replace(v, args=tuple(_replace_loads(a, producer) for a in v.args))
+    if isinstance(v, ir.Reduce):
+        return replace(v, body=_replace_loads(v.body, producer))
+    if isinstance(v, ir.GatherLoad):
+        return replace(v, at=_replace_loads(v.at, producer))
+    return v
+
+
+def inline(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> ir.LoopKernel:
+    """The consumer with every plain load of the producer's buffer replaced by the producer's body."""
+    return replace(consumer, body=_replace_loads(consumer.body, producer))
+
+
+def _readers(program: ir.KernelProgram) -> dict[str, list[int]]:
+    readers: dict[str, list[int]] = {}
+    for k, kernel in enumerate(program.kernels):
+        for name in ir.buffers_read(kernel):
+            readers.setdefault(name, []).append(k)
+    return readers
+
+
+def _gathered(kernel: ir.Kernel) -> set[str]:
+    values = [kernel.body] if isinstance(kernel, ir.LoopKernel) else [kernel.dest, kernel.at, kernel.src]
+    return {n.buffer for v in values for n in ir.walk(v) if isinstance(n, ir.GatherLoad)}
+
+
+def _reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:
+    """A producer that reduces may only be inlined where each of its elements is read once, in place:
+    anything else (a broadcast read) would recompute the whole reduction per element."""
+    if not any(isinstance(n, ir.Reduce) for n in ir.walk(producer.body)):
+        return True
+    if consumer.shape != producer.shape:
+        return False
+    flat = ShapeTracker.contiguous(consumer.shape).index
+    loads = [n for n in ir.walk(consumer.body) if isinstance(n, ir.Load) and n.buffer == producer.out]
+    return all(n.index == flat for n in loads)
+
+
+def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int] | None = None) -> ir.KernelProgram:
+    """Inline each temp kernel read by exactly one loop kernel (never through a gather) when it does not cost more."""
+    from luminal.compiler.cost import estimate
+
+    outputs = {buf for buf, _ in program.outputs.values()}
+    kernels = list(program.kernels)
+    changed = True
+    while changed:
+        changed = False
+        readers = _readers(ir.KernelProgram(program.buffers, kernels))
+        for k, producer in enumerate(kernels):
+            if not isinstance(producer, ir.LoopKernel) or producer.out in outputs:
+                continue
+            users = readers.get(producer.out, [])
+            if len(users) != 1 or not isinstance(kernels[users[0]], ir.LoopKernel):
+                continue
+            consumer = kernels[users[0]]
+            if producer.out in _gathered(consumer) or not _reads_reduction_once(producer, consumer):
+                continue
+            fused = inline(producer, consumer)
+            before = estimate(producer, program.buffers, target, env).seconds
+            before += estimate(consumer, program.buffers, target, env).seconds
+            if estimate(fused, program.buffers, target, env).seconds > before:
+                continue
+            kernels[users[0]] = fused
+            del kernels[k]
+            changed = True
+            break
+    used = {n for kernel in kernels for n in ir.buffers_read(kernel) | {kernel.out}}
+    used |= outputs | set(program.inputs.values()) | set(program.weights.values())
+    buffers = {n: b for n, b in program.buffers.items() if n in used or b.role == "constant"}
+    return ir.KernelProgram(buffers, kernels, program.inputs, program.weights, program.outputs, program.symbols)
