@@ -2,8 +2,9 @@
 
 Semantics match the reference interpreter op for op: half-precision values compute in float and round to
 their type after every op (as numpy does), integer arithmetic wraps (compiled with -fwrapv), max
-propagates nan, float sums accumulate in double. The entry point `lm_run(buffers, dims)` is the single
-call a forward pass makes into generated code; it returns 0, or 1 when a gather/scatter index was out of range.
+propagates nan, float sums run in vector lanes (or in double when sequential). The entry point
+`lm_run(buffers, dims)` is the single call a forward pass makes into generated code; it returns 0, or 1
+when a gather/scatter index was out of range.
 """
 
 from __future__ import annotations
@@ -173,17 +174,25 @@ class Emitter:
     def reduce(self, v: ir.Reduce) -> str:
         acc = self.fresh("_tacc")
         float_sum = v.op == "sum" and v.dtype.is_float
-        acc_type = "double" if float_sum else COMPUTE[v.dtype]
+        acc_type = "float" if float_sum else COMPUTE[v.dtype]
         if v.op == "sum":
             init = "0"
         elif v.dtype.is_float:
             init = "-INFINITY"
         else:
             init = "INT32_MIN" if v.dtype == dt.int32 else "INT64_MIN"
+        decl_at = len(self.lines)
         self.stmt(f"{acc_type} {acc} = {init};")
+        loop_at = len(self.lines)
         self.stmt(f"for (int64_t {v.var} = 0; {v.var} < {v.extent.render_c()}; {v.var}++) {{")
         self.indent += 1
         body = self.emit(v.body)
+        if v.op == "sum" and float_sum and len(self.lines) == loop_at + 1:
+            # A pure expression summed: let the compiler split it into vector lanes (partial sums, like
+            # numpy's pairwise sum; float accumulators keep the lanes wide).
+            self.lines.insert(loop_at, "  " * (self.indent - 1) + f"#pragma omp simd reduction(+:{acc})")
+        elif float_sum:  # a sequential float sum accumulates in double instead
+            self.lines[decl_at] = self.lines[decl_at].replace("float ", "double ", 1)
         if v.op == "sum":
             self.stmt(f"{acc} += {body};")
         elif v.dtype.is_float:
