@@ -117,34 +117,37 @@ def _reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> b
 
 
 def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int] | None = None) -> ir.KernelProgram:
-    """Inline each temp kernel read by exactly one loop kernel (never through a gather) when it does not cost more."""
+    """Inline each temp kernel read by exactly one loop kernel (never through a gather) when it does not cost more.
+
+    One pass from the last kernel to the first: when a kernel is reached, its readers have already absorbed what
+    they will, and the reader table follows every absorption, so chains fuse transitively and a buffer whose two
+    readers merged into one is seen with its single remaining reader.
+    """
     from luminal.compiler.cost import estimate
 
     outputs = {buf for buf, _ in program.outputs.values()}
-    kernels = list(program.kernels)
-    changed = True
-    while changed:
-        changed = False
-        readers = _readers(ir.KernelProgram(program.buffers, kernels))
-        for k, producer in enumerate(kernels):
-            if not isinstance(producer, ir.LoopKernel) or producer.out in outputs:
-                continue
-            users = readers.get(producer.out, [])
-            if len(users) != 1 or not isinstance(kernels[users[0]], ir.LoopKernel):
-                continue
-            consumer = kernels[users[0]]
-            if producer.out in _gathered(consumer) or not _reads_reduction_once(producer, consumer):
-                continue
-            fused = inline(producer, consumer)
-            before = estimate(producer, program.buffers, target, env).seconds
-            before += estimate(consumer, program.buffers, target, env).seconds
-            if estimate(fused, program.buffers, target, env).seconds > before:
-                continue
-            kernels[users[0]] = fused
-            del kernels[k]
-            changed = True
-            break
-    used = {n for kernel in kernels for n in ir.buffers_read(kernel) | {kernel.out}}
+    kernels: list[ir.Kernel | None] = list(program.kernels)
+    readers = _readers(program)
+    for k in reversed(range(len(kernels))):
+        producer = kernels[k]
+        if not isinstance(producer, ir.LoopKernel) or producer.out in outputs:
+            continue
+        users = readers.get(producer.out, [])
+        if len(users) != 1 or not isinstance(kernels[users[0]], ir.LoopKernel):
+            continue
+        consumer = kernels[users[0]]
+        if producer.out in _gathered(consumer) or not _reads_reduction_once(producer, consumer):
+            continue
+        fused = inline(producer, consumer)
+        before = estimate(producer, program.buffers, target, env).seconds
+        before += estimate(consumer, program.buffers, target, env).seconds
+        if estimate(fused, program.buffers, target, env).seconds > before:
+            continue
+        kernels[users[0]], kernels[k] = fused, None
+        for name in ir.buffers_read(producer):  # what the producer read, its consumer now reads
+            readers[name] = sorted({users[0] if r == k else r for r in readers[name]})
+    kept = [kernel for kernel in kernels if kernel is not None]
+    used = {n for kernel in kept for n in ir.buffers_read(kernel) | {kernel.out}}
     used |= outputs | set(program.inputs.values()) | set(program.weights.values())
     buffers = {n: b for n, b in program.buffers.items() if n in used or b.role == "constant"}
-    return ir.KernelProgram(buffers, kernels, program.inputs, program.weights, program.outputs, program.symbols)
+    return ir.KernelProgram(buffers, kept, program.inputs, program.weights, program.outputs, program.symbols)
