@@ -14,13 +14,12 @@ exactly one reading kernel, when the roofline cost model (compiler/cost.py) does
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import replace
 
 from luminal.compiler import ir
 from luminal.symbolic import Expr, as_expr, var
 from luminal.view import ShapeTracker, contiguous_strides
-
-_fresh = itertools.count()
 
 
 def _unflatten(flat: Expr, shape: tuple[Expr, ...]) -> dict[str, Expr]:
@@ -32,18 +31,18 @@ def _unflatten(flat: Expr, shape: tuple[Expr, ...]) -> dict[str, Expr]:
     return table
 
 
-def _rename_reductions(v: ir.Value) -> ir.Value:
+def _rename_reductions(v: ir.Value, names: Iterator[int]) -> ir.Value:
     """A copy of `v` whose Reduce variables are fresh, so inlining cannot capture the consumer's variables."""
     if isinstance(v, ir.Reduce):
-        name = f"_r{next(_fresh) + 1000}"
-        body = _substitute(_rename_reductions(v.body), {v.var: var(name, 0, max(v.extent.hi - 1, 0))})
+        name = f"_r{next(names)}"
+        body = _substitute(_rename_reductions(v.body, names), {v.var: var(name, 0, max(v.extent.hi - 1, 0))})
         return replace(v, var=name, body=body)
     if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(_rename_reductions(a) for a in v.args))
+        return replace(v, args=tuple(_rename_reductions(a, names) for a in v.args))
     if isinstance(v, ir.Guard):
-        return replace(v, value=_rename_reductions(v.value))
+        return replace(v, value=_rename_reductions(v.value, names))
     if isinstance(v, ir.GatherLoad):
-        return replace(v, at=_rename_reductions(v.at))
+        return replace(v, at=_rename_reductions(v.at, names))
     return v
 
 
@@ -72,23 +71,27 @@ def _substitute(v: ir.Value, table: dict[str, Expr]) -> ir.Value:
     return v
 
 
-def _replace_loads(v: ir.Value, producer: ir.LoopKernel) -> ir.Value:
+def _replace_loads(v: ir.Value, producer: ir.LoopKernel, names: Iterator[int]) -> ir.Value:
     if isinstance(v, ir.Load) and v.buffer == producer.out:
-        return _substitute(_rename_reductions(producer.body), _unflatten(v.index, producer.shape))
+        return _substitute(_rename_reductions(producer.body, names), _unflatten(v.index, producer.shape))
     if isinstance(v, ir.Guard):
-        return replace(v, value=_replace_loads(v.value, producer))
+        return replace(v, value=_replace_loads(v.value, producer, names))
     if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(_replace_loads(a, producer) for a in v.args))
+        return replace(v, args=tuple(_replace_loads(a, producer, names) for a in v.args))
     if isinstance(v, ir.Reduce):
-        return replace(v, body=_replace_loads(v.body, producer))
+        return replace(v, body=_replace_loads(v.body, producer, names))
     if isinstance(v, ir.GatherLoad):
-        return replace(v, at=_replace_loads(v.at, producer))
+        return replace(v, at=_replace_loads(v.at, producer, names))
     return v
 
 
-def inline(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> ir.LoopKernel:
-    """The consumer with every plain load of the producer's buffer replaced by the producer's body."""
-    return replace(consumer, body=_replace_loads(consumer.body, producer))
+def inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, names: Iterator[int] | None = None) -> ir.LoopKernel:
+    """The consumer with every plain load of the producer's buffer replaced by the producer's body.
+
+    `names` numbers the renamed reduction variables; one counter per program keeps compiles deterministic.
+    """
+    names = itertools.count(1000) if names is None else names  # lowering uses _r0: start well above it
+    return replace(consumer, body=_replace_loads(consumer.body, producer, names))
 
 
 def _readers(program: ir.KernelProgram) -> dict[str, list[int]]:
@@ -128,6 +131,7 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
     outputs = {buf for buf, _ in program.outputs.values()}
     kernels: list[ir.Kernel | None] = list(program.kernels)
     readers = _readers(program)
+    names = itertools.count(1000)
     for k in reversed(range(len(kernels))):
         producer = kernels[k]
         if not isinstance(producer, ir.LoopKernel) or producer.out in outputs:
@@ -138,7 +142,7 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
         consumer = kernels[users[0]]
         if producer.out in _gathered(consumer) or not _reads_reduction_once(producer, consumer):
             continue
-        fused = inline(producer, consumer)
+        fused = inline(producer, consumer, names)
         before = estimate(producer, program.buffers, target, env).seconds
         before += estimate(consumer, program.buffers, target, env).seconds
         if estimate(fused, program.buffers, target, env).seconds > before:

@@ -56,7 +56,14 @@ class CompiledProgram:
         return f"CompiledProgram(target={self.target!r}, nodes={len(self.graph.nodes)}, kernels={n})"
 
 
-def compile_graph(graph: Graph, target: str = "cpu", **options: Any) -> CompiledProgram:
+def c_source(kernels: ir.KernelProgram) -> str:
+    """The generated C for `kernels` (also how a loaded artifact's stored source is checked)."""
+    slots = {name: k for k, name in enumerate(sorted(kernels.buffers))}
+    return codegen_c.program_source(kernels, slots, sorted(kernels.symbols))
+
+
+def compile_graph(graph: Graph, target: str = "cpu", *, cache: bool = True, **options: Any) -> CompiledProgram:
+    """Compile `graph` for `target`, or load it from the compile cache (compiler/cache.py) unless cache=False."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; available now: {', '.join(TARGETS)}")
     if options:
@@ -66,6 +73,15 @@ def compile_graph(graph: Graph, target: str = "cpu", **options: Any) -> Compiled
     unbound = graph.unbound_weights()
     if unbound:
         raise GraphError(f"compile: weight(s) {unbound[:8]} are not bound; call graph.bind(...) first")
+    if not cache:
+        return _compile(graph, target)
+    from luminal.compiler.cache import compile_cached  # here: cache -> artifact -> program would be circular
+
+    return compile_cached(graph, target, _compile)
+
+
+def _compile(graph: Graph, target: str) -> CompiledProgram:
+    """The pipeline: passes, then (for kernel targets) lowering, fusion, code generation, memory report."""
     report: dict[str, Any] = {"stages": []}
     for name, run_pass in PASSES:
         start = time.perf_counter()
@@ -78,8 +94,7 @@ def compile_graph(graph: Graph, target: str = "cpu", **options: Any) -> Compiled
     unfused = len(kernels.kernels)
     kernels = fuse_single_consumers(kernels, get_target(target))
     report["stages"].append({"stage": "fusion", "kernels_before": unfused, "kernels_after": len(kernels.kernels)})
-    slots = {name: k for k, name in enumerate(sorted(kernels.buffers))}
-    source = codegen_c.program_source(kernels, slots, sorted(kernels.symbols))
+    source = c_source(kernels)
     report["stages"].append({"stage": "lower+codegen", "kernels": len(kernels.kernels)})
     report["memory"] = memory.describe(kernels)  # arena vs naive bytes, at the symbols' maxima when dims are symbolic
     return CompiledProgram(graph, target, kernels, source, report)
