@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test run lint format bench clean
+.PHONY: test test-compiled run lint format bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -19,6 +19,11 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -n 2 tests
+
+# The op suite again through lm.compile(target="cpu"): one C program per check variant (~3,600), so a cold
+# cache takes over 15 minutes on 2 cores; kept out of `make test`, the cache under .cache/ makes reruns warm.
+test-compiled: $(STAMP)
+	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=cpu $(PY) -m pytest -q -n 2 tests/ops
 
 run: $(STAMP)
 	$(PY) examples/quickstart.py

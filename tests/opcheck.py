@@ -6,10 +6,14 @@ runs the op three ways against torch on the same random data: on plain inputs, o
 (each input is declared transposed and permuted back, so the op reads a strided view), and with the
 leading dim symbolic (`lm.sym`), bound only when the graph runs. `tests/op_coverage.py` lists every op
 name passed to `check` across the suite.
+
+With LUMINAL_OPCHECK_TARGET=cpu every variant runs through `lm.compile(g, target="cpu")` (generated C)
+instead of the reference interpreter, against the same torch results and tolerances.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Sequence
 
 import ml_dtypes
@@ -24,6 +28,7 @@ TOLERANCE = {  # (rtol, atol) by dtype: float32 to 1e-5, lower precisions to the
     "bfloat16": (1e-2, 1e-2),
 }
 REDUCTION_RTOL = 1e-4
+TARGET = os.environ.get("LUMINAL_OPCHECK_TARGET", "reference")  # "cpu": run compiled programs instead
 
 
 def _random(shape: Sequence[int], dtype: str, low: float, high: float, rng: np.random.Generator) -> np.ndarray:
@@ -71,7 +76,7 @@ def _run_lm(lm_fn, arrays, decl_shapes, permuted: bool) -> list[np.ndarray]:
     outs = _as_list(lm_fn(*tensors))
     for k, o in enumerate(outs):
         o.output(f"out{k}")
-    result = lm.run(g, feed)
+    result = lm.compile(g, target="cpu").run(feed) if TARGET == "cpu" else lm.run(g, feed)
     return [result[f"out{k}"] for k in range(len(outs))]
 
 
