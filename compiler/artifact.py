@@ -14,15 +14,12 @@ Every defect raises `ArtifactError` naming it.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import os
 import re
 import struct
-import tempfile
 import zipfile
-import zlib
 from typing import IO, Any
 
 from luminal.compiler import COMPILER_VERSION
@@ -31,6 +28,7 @@ from luminal.compiler.program import TARGETS, CompiledProgram, c_source
 from luminal.graph_file import MAX_FILE_BYTES as MAX_GRAPH_BYTES
 from luminal.graph_file import graph_to_bytes, load_graph
 from luminal.graph_json import GraphFileError, dump_json, parse_json
+from luminal.safezip import end_record, entry_info, read_entry, write_atomic
 
 FORMAT_NAME = "luminal.lprog"
 FORMAT_VERSION = 1
@@ -44,7 +42,6 @@ MAX_RATIO = 200  # deflate of real JSON or C stays far below; a higher declared 
 RATIO_FLOOR = 1 * MiB
 MANIFEST_KEYS = {"format", "format_version", "compiler_version", "target", "graph_hash", "entries"}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest zip timestamp: a fixed date keeps the bytes reproducible
 
 
 def graph_hash(graph_bytes: bytes) -> str:
@@ -85,33 +82,15 @@ def program_to_bytes(prog: CompiledProgram, source_hash: str | None = None) -> b
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for name, data in {MANIFEST: dump_json(manifest), **entries}.items():
-            info = zipfile.ZipInfo(name, date_time=_EPOCH)
-            info.compress_type = zipfile.ZIP_STORED if name == GRAPH else zipfile.ZIP_DEFLATED  # weights: stored
-            info.create_system = 3  # "unix" everywhere, or the bytes would depend on the writing platform
-            info.external_attr = 0o644 << 16
-            zf.writestr(info, data)
+            method = zipfile.ZIP_STORED if name == GRAPH else zipfile.ZIP_DEFLATED  # the graph holds the weights
+            zf.writestr(entry_info(name, method), data)
     return buf.getvalue()
 
 
 def save_program(prog: CompiledProgram, path: Any, source_hash: str | None = None) -> None:
     """Write the artifact atomically: on any error no file (and no half-written one) is left at `path`."""
-    write_atomic(program_to_bytes(prog, source_hash), path)
-
-
-def write_atomic(data: bytes, path: Any) -> None:
-    path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=".lprog-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a compiled program is ordinary data
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    data = program_to_bytes(prog, source_hash)
+    write_atomic(path, lambda f: f.write(data), ".lprog-")
 
 
 # ---- reading -------------------------------------------------------------------------------------------
@@ -175,14 +154,7 @@ def _json(data: bytearray, what: str) -> Any:
 
 
 def _check_end_record(f: IO[bytes], size: int) -> None:
-    """Find the end-of-archive record ourselves, so zipfile never parses a huge central directory."""
-    tail_len = min(size, 22 + 0xFFFF)  # the record (22 bytes) plus the longest archive comment
-    f.seek(size - tail_len)
-    tail = f.read(tail_len)
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or len(tail) - at < 22:
-        raise ArtifactError("not a zip archive, or a truncated one: no end-of-archive record")
-    count, directory_size = struct.unpack("<4s4H2LH", tail[at : at + 22])[4:6]
+    count, directory_size = end_record(f, size, ArtifactError)
     if count != len(ENTRY_CAPS) or directory_size > 4096:  # five short names need ~300 bytes
         raise ArtifactError(f"the archive lists {count} entries in {directory_size} bytes; an artifact has 5")
 
@@ -198,18 +170,7 @@ def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, size: int) -> bytear
         raise ArtifactError(f"entry {name} extends past the end of the file (truncated?)")
     if info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(info.compress_size, 1):
         raise ArtifactError(f"entry {name} would inflate {info.compress_size} bytes to {info.file_size}: a bomb")
-    buf = bytearray()
-    try:
-        with zf.open(info) as f:
-            while chunk := f.read(min(MiB, limit + 1 - len(buf))):
-                buf += chunk
-                if len(buf) > limit:
-                    raise ArtifactError(f"entry {name} inflates past its declared {limit} bytes")
-    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError, struct.error) as e:
-        raise ArtifactError(f"entry {name} is corrupt: {e}") from None
-    if len(buf) != info.file_size:
-        raise ArtifactError(f"entry {name} holds {len(buf)} bytes but declares {info.file_size}")
-    return buf
+    return read_entry(zf, info, limit, ArtifactError)
 
 
 def _check_manifest(manifest: Any, target: str | None, source_hash: str | None) -> None:

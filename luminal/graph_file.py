@@ -11,14 +11,11 @@ reading, nothing is unpickled, evaluated or imported, and every defect raises `G
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import os
 import struct
-import tempfile
 import zipfile
-import zlib
 from typing import IO, Any
 
 import numpy as np
@@ -35,6 +32,7 @@ from luminal.graph_json import (
     signature,
     symbol_table,
 )
+from luminal.safezip import end_record, entry_info, read_entry, write_atomic
 from luminal.view import format_shape
 
 FORMAT_NAME = "luminal.lgraph"
@@ -57,9 +55,7 @@ MAX_DIRECTORY_ENTRIES = 16
 MAX_DIRECTORY_BYTES = 64 * KiB
 # A safetensors header is ~100 bytes per tensor: 16 MiB is ~10^5 tensors (the library allows 100 MB).
 MAX_SAFETENSORS_HEADER = 16 * MiB
-CHUNK = 1 * MiB
 
-_EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest zip timestamp: a fixed date keeps the bytes reproducible
 _ST_NAMES = {
     dt.float32: "F32",
     dt.float16: "F16",
@@ -76,19 +72,7 @@ _ST_DTYPES = {v: k for k, v in _ST_NAMES.items()}
 
 def save_graph(graph: Graph, path: Any) -> None:
     """Write `graph` to `path` atomically: on any error no file (and no half-written one) is left."""
-    path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=".lgraph-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write_graph(graph, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a model file is ordinary data
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, lambda f: write_graph(graph, f), ".lgraph-")
 
 
 def graph_to_bytes(graph: Graph) -> bytes:
@@ -131,10 +115,7 @@ def write_graph(graph: Graph, f: IO[bytes]) -> None:
 
 
 def _put(zf: zipfile.ZipFile, name: str, parts: list, method: int) -> None:
-    info = zipfile.ZipInfo(name, date_time=_EPOCH)
-    info.compress_type = method
-    info.create_system = 3  # "unix" everywhere, or the bytes would depend on the writing platform
-    info.external_attr = 0o644 << 16
+    info = entry_info(name, method)
     info.file_size = sum(len(memoryview(p)) for p in parts)  # lets zipfile pick zip64 only when needed
     with zf.open(info, "w") as out:
         for part in parts:
@@ -205,14 +186,7 @@ def _load(f: IO[bytes], size: int) -> Graph:
 
 
 def _check_end_record(f: IO[bytes], size: int) -> None:
-    """Find the end-of-archive record ourselves, so zipfile never parses a huge central directory."""
-    tail_len = min(size, 22 + 0xFFFF)  # the record (22 bytes) plus the longest archive comment
-    f.seek(size - tail_len)
-    tail = f.read(tail_len)
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or len(tail) - at < 22:
-        raise GraphFileError("not a zip archive, or a truncated one: no end-of-archive record")
-    _, _, _, _, count, directory_size, _, _ = struct.unpack("<4s4H2LH", tail[at : at + 22])
+    count, directory_size = end_record(f, size, GraphFileError)
     if count > MAX_DIRECTORY_ENTRIES or directory_size > MAX_DIRECTORY_BYTES:
         raise GraphFileError(f"the archive lists {count} entries in {directory_size} bytes; a graph file has 3")
 
@@ -249,23 +223,7 @@ def _check_entries(zf: zipfile.ZipFile, size: int) -> dict[str, zipfile.ZipInfo]
 
 
 def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytearray:
-    """The entry's bytes, reading at most its declared size (itself capped) plus one byte to detect lies."""
-    limit = min(info.file_size, ENTRY_CAPS[info.filename])
-    buf = bytearray()
-    try:
-        with zf.open(info) as f:
-            while chunk := f.read(min(CHUNK, limit + 1 - len(buf))):
-                buf += chunk
-                if len(buf) > limit:
-                    raise GraphFileError(f"entry {info.filename} inflates past its declared {limit} bytes")
-    except GraphFileError:
-        raise
-    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, RuntimeError, struct.error) as e:
-        # RuntimeError: zipfile's "encrypted, password required", should the flag check above be bypassed
-        raise GraphFileError(f"entry {info.filename} is corrupt: {e}") from None
-    if len(buf) != info.file_size:
-        raise GraphFileError(f"entry {info.filename} holds {len(buf)} bytes but declares {info.file_size}")
-    return buf
+    return read_entry(zf, info, ENTRY_CAPS[info.filename], GraphFileError)
 
 
 def _check_format(manifest: Any) -> None:
