@@ -38,12 +38,13 @@ VALUE_KINDS: dict[str, type] = {
     "guard": ir.Guard,
     "apply": ir.Apply,
     "reduce": ir.Reduce,
+    "contract": ir.Contract,
 }
 KERNEL_KINDS: dict[str, type] = {"loop": ir.LoopKernel, "scatter": ir.ScatterKernel}
 _KIND_OF = {cls: kind for kind, cls in (VALUE_KINDS | KERNEL_KINDS).items()}
 APPLY_ARITY = {cls.name: getattr(cls, "arity", 1) for cls in ops.ELEMENTWISE}  # the closed element-wise op set
 REDUCE_OPS = {"sum", "max"}
-BUFFER_ROLES = {"input", "weight", "temp", "output", "constant"}
+BUFFER_ROLES = {"input", "weight", "temp", "output"}
 PROGRAM_KEYS = {"values", "buffers", "kernels", "inputs", "weights", "outputs", "symbols"}
 MAX_VALUES = 10_000_000  # ~100x the value nodes of a large language model's kernels: bounds decode work
 MAX_RANK = 64
@@ -216,6 +217,9 @@ class _Decoder:
             if not isinstance(args, list) or len(args) != APPLY_ARITY[r["op"]]:
                 raise ArtifactError(f"{what}: {r['op']} takes {APPLY_ARITY[r['op']]} argument(s), got {args!r:.60}")
             return ir.Apply(r["op"], tuple(self.ref(a, what) for a in args), dtype)
+        if cls is ir.Contract:
+            a, b = self.ref(r["a"], what), self.ref(r["b"], what)
+            return ir.Contract(_name(r["var"], what), _expr(r["extent"], what), a, b, dtype)
         if r["op"] not in REDUCE_OPS:
             raise ArtifactError(f"{what}: unknown reduce op {r['op']!r:.40}; known: {', '.join(sorted(REDUCE_OPS))}")
         return ir.Reduce(r["op"], _name(r["var"], what), _expr(r["extent"], what), self.ref(r["body"], what), dtype)

@@ -9,10 +9,11 @@ than a compile. Directory: `$LUMINAL_CACHE_DIR/programs`, else `~/.cache/luminal
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from luminal.compiler import COMPILER_VERSION
 from luminal.compiler.artifact import ArtifactError, graph_hash, load_program, save_program
@@ -26,11 +27,14 @@ def cache_dir() -> Path:
     return Path(root) / "programs"
 
 
-def cache_key(source_hash: str, target: str) -> str:
-    return hashlib.sha256(f"{source_hash}\0{target}\0{COMPILER_VERSION}".encode()).hexdigest()
+def cache_key(source_hash: str, target: str, options: Mapping[str, Any] | None = None) -> str:
+    shown = json.dumps({k: repr(v) for k, v in (options or {}).items()}, sort_keys=True)  # options change programs
+    return hashlib.sha256(f"{source_hash}\0{target}\0{COMPILER_VERSION}\0{shown}".encode()).hexdigest()
 
 
-def compile_cached(graph: Graph, target: str, compile_fn: Callable[[Graph, str], CompiledProgram]) -> CompiledProgram:
+def compile_cached(
+    graph: Graph, target: str, options: Mapping[str, Any], compile_fn: Callable[..., CompiledProgram]
+) -> CompiledProgram:
     """Load the cached program for (graph, target), or compile it with `compile_fn` and store it.
 
     The report's "cache" entry says which happened ({"hit", "key", "seconds"}). A corrupt or stale entry is a
@@ -38,7 +42,7 @@ def compile_cached(graph: Graph, target: str, compile_fn: Callable[[Graph, str],
     """
     start = time.perf_counter()
     source_hash = graph_hash(graph_to_bytes(graph))
-    key = cache_key(source_hash, target)
+    key = cache_key(source_hash, target, options)
     path = cache_dir() / f"{key}.lprog"
     prog = None
     if path.is_file():
@@ -48,7 +52,7 @@ def compile_cached(graph: Graph, target: str, compile_fn: Callable[[Graph, str],
             prog = None
     hit = prog is not None
     if prog is None:
-        prog = compile_fn(graph, target)
+        prog = compile_fn(graph, target, options)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             save_program(prog, path, source_hash)

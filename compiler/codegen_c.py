@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from luminal import dtypes as dt
-from luminal.compiler import ir
+from luminal.compiler import codegen_gemm, ir
 from luminal.symbolic import Expr, c_prelude
 from luminal.view import ShapeTracker
 
@@ -105,6 +105,10 @@ class Emitter:
             return self.reduce(v)
         if isinstance(v, ir.GatherLoad):
             return self.gather(v)
+        if isinstance(v, ir.Contract):  # where no GEMM applies: the sum of products it is defined as
+            return self.reduce(v.as_reduce())
+        if isinstance(v, codegen_gemm.Accumulated):
+            return "lm_acc"
         raise TypeError(f"no C for {type(v).__name__}")
 
     def guard(self, v: ir.Guard) -> str:
@@ -240,8 +244,15 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], slots: dict[str, 
         t = STORAGE[buffers[name].dtype]
         qualifier = "" if name == k.out else "const "
         head.append(f"  {qualifier}{t}* restrict {ptrs[name]} = ({qualifier}{t}*)B[{slots[name]}];")
-    head.append("  int lm_err = 0;")
     out_ptr, out_dtype = ptrs[k.out], buffers[k.out].dtype
+    gemm = codegen_gemm.plan(k)
+    if gemm is not None:
+
+        def store(value: str) -> str:
+            return f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};"
+
+        return "\n".join(codegen_gemm.kernel_source(k, gemm, Emitter, head, ptrs, store))
+    head.append("  int lm_err = 0;")
     e = Emitter(ptrs)
     if isinstance(k, ir.LoopKernel):
         value = e.emit(k.body)
@@ -262,6 +273,8 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], slots: dict[str, 
 
 def program_source(p: ir.KernelProgram, slots: dict[str, int], symbols: list[str]) -> str:
     parts = [PRELUDE]
+    if any(codegen_gemm.plan(k) for k in p.kernels):
+        parts.append(codegen_gemm.PRELUDE)
     parts += [kernel_source(k, p.buffers, slots, symbols) for k in p.kernels]
     calls = [f"  if ({k.name}(B, D)) return 1;" for k in p.kernels]
     parts.append("int lm_run(void** B, const int64_t* D) {\n" + "\n".join(calls + ["  return 0;"]) + "\n}")

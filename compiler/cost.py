@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from luminal.compiler import ir
+from luminal.compiler import codegen_gemm, ir
 from luminal.compiler.targets import Target, get_target
 from luminal.symbolic import Expr, as_expr
 
@@ -68,9 +68,12 @@ def size(e: Expr | int, env: dict[str, int] | None) -> int:
 class _Counter:
     """Walks value trees, counting FLOPs per evaluation and element reads per buffer."""
 
-    def __init__(self, env: dict[str, int] | None):
+    def __init__(self, env: dict[str, int] | None, gemm: bool = False):
         self.env = env
+        self.gemm = gemm  # the kernel runs as a GEMM: its one Contract is computed once, however often it appears
+        self.seen: set[ir.Contract] = set()
         self.reads: Counter[str] = Counter()
+        self.gemm_flops = 0  # the multiply-adds of Contracts: they run as tiled GEMMs (matrix units on GPUs)
 
     def flops(self, v: ir.Value, evals: int) -> int:
         """FLOPs of evaluating `v` `evals` times; every buffer element read is tallied in self.reads."""
@@ -89,6 +92,13 @@ class _Counter:
             # matmul's sum of products is the conventional 2 FLOPs per multiply-accumulate.
             n = evals * size(v.extent, self.env)
             return n + self.flops(v.body, n)
+        if isinstance(v, ir.Contract):
+            if self.gemm and v in self.seen:
+                return 0
+            self.seen.add(v)
+            n = evals * size(v.extent, self.env)
+            self.gemm_flops += 2 * n
+            return 2 * n + self.flops(v.a, n) + self.flops(v.b, n)
         return 0  # Const, IndexValue: no data arithmetic
 
 
@@ -104,7 +114,7 @@ def estimate(
 ) -> KernelCost:
     """The roofline cost of one kernel over `buffers` (a KernelProgram's) on `target`."""
     target = get_target(target)
-    count = _Counter(env)
+    count = _Counter(env, gemm=codegen_gemm.plan(kernel) is not None)
     n_out = _elements(kernel.shape, env)
     if isinstance(kernel, ir.LoopKernel):
         flops = count.flops(kernel.body, n_out)
@@ -118,7 +128,9 @@ def estimate(
     out = buffers[kernel.out]
     # A scatter's updates land in the output it has just written, so they are caught by the same caching.
     bytes_written = n_out * out.dtype.itemsize
-    seconds = max((bytes_read + bytes_written) / target.memory_bandwidth, flops / target.peak_for(out.dtype))
+    compute = count.gemm_flops / target.peak_for(out.dtype, matrix_units=True)
+    compute += (flops - count.gemm_flops) / (target.peak_for(out.dtype) * target.loop_efficiency)
+    seconds = max((bytes_read + bytes_written) / target.memory_bandwidth, compute)
     return KernelCost(kernel.name, flops, bytes_read, bytes_written, seconds + target.launch_overhead_s)
 
 

@@ -43,6 +43,11 @@ def _rename_reductions(v: ir.Value, names: Iterator[int]) -> ir.Value:
         return replace(v, value=_rename_reductions(v.value, names))
     if isinstance(v, ir.GatherLoad):
         return replace(v, at=_rename_reductions(v.at, names))
+    if isinstance(v, ir.Contract):
+        name = f"_r{next(names)}"
+        fresh = {v.var: var(name, 0, max(v.extent.hi - 1, 0))}
+        a = _substitute(_rename_reductions(v.a, names), fresh)
+        return replace(v, var=name, a=a, b=_substitute(_rename_reductions(v.b, names), fresh))
     return v
 
 
@@ -68,20 +73,26 @@ def _substitute(v: ir.Value, table: dict[str, Expr]) -> ir.Value:
             valid=v.valid.substitute(inner),
             limit=v.limit.substitute(inner),
         )
+    if isinstance(v, ir.Contract):
+        inner = {k: e for k, e in table.items() if k != v.var}
+        a, b = _substitute(v.a, inner), _substitute(v.b, inner)
+        return replace(v, extent=v.extent.substitute(inner), a=a, b=b)
     return v
 
 
-def _replace_loads(v: ir.Value, producer: ir.LoopKernel, names: Iterator[int]) -> ir.Value:
+def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value) -> ir.Value:
+    """`v` with loads of the producer's buffer replaced by `body` (the producer's, renamed) at their indices."""
     if isinstance(v, ir.Load) and v.buffer == producer.out:
-        return _substitute(_rename_reductions(producer.body, names), _unflatten(v.index, producer.shape))
+        return _substitute(body, _unflatten(v.index, producer.shape))
     if isinstance(v, ir.Guard):
-        return replace(v, value=_replace_loads(v.value, producer, names))
+        return replace(v, value=_replace_loads(v.value, producer, body))
     if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(_replace_loads(a, producer, names) for a in v.args))
+        return replace(v, args=tuple(_replace_loads(a, producer, body) for a in v.args))
     if isinstance(v, ir.Reduce):
-        return replace(v, body=_replace_loads(v.body, producer, names))
+        return replace(v, body=_replace_loads(v.body, producer, body))
     if isinstance(v, ir.GatherLoad):
-        return replace(v, at=_replace_loads(v.at, producer, names))
+        return replace(v, at=_replace_loads(v.at, producer, body))
+    # A Contract's operands are never fused into: they stay loads a GEMM can pack (see _fusable).
     return v
 
 
@@ -91,7 +102,10 @@ def inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, names: Iterator[int
     `names` numbers the renamed reduction variables; one counter per program keeps compiles deterministic.
     """
     names = itertools.count(1000) if names is None else names  # lowering uses _r0: start well above it
-    return replace(consumer, body=_replace_loads(consumer.body, producer, names))
+    # Renamed once: two reads of one element then inline equal values, which a GEMM epilogue computes once
+    # (a reduction's variable is bound by its own loop, so equal copies cannot capture each other's).
+    body = _rename_reductions(producer.body, names)
+    return replace(consumer, body=_replace_loads(consumer.body, producer, body))
 
 
 def _readers(program: ir.KernelProgram) -> dict[str, list[int]]:
@@ -107,10 +121,29 @@ def _gathered(kernel: ir.Kernel) -> set[str]:
     return {n.buffer for v in values for n in ir.walk(v) if isinstance(n, ir.GatherLoad)}
 
 
+def contracts(v: ir.Value) -> set[ir.Contract]:
+    """The distinct Contracts in `v` (equal copies, from reading one GEMM element twice, count once)."""
+    return {n for n in ir.walk(v) if isinstance(n, ir.Contract)}
+
+
+def _read_by_contract(buffer: str, consumer: ir.LoopKernel) -> bool:
+    return any(
+        isinstance(n, ir.Contract) and any(isinstance(m, ir.Load) and m.buffer == buffer for m in ir.walk(n))
+        for n in ir.walk(consumer.body)
+    )
+
+
+def _fusable(producer: ir.LoopKernel, consumer: ir.LoopKernel, fused: ir.LoopKernel) -> bool:
+    """Whether inlining keeps every GEMM a GEMM: a GEMM's operands stay buffers (packing reads them once
+    per tile; a fused producer would be recomputed per output column), and one kernel holds at most one
+    GEMM, whose epilogue is the rest of the kernel."""
+    return not _read_by_contract(producer.out, consumer) and len(contracts(fused.body)) <= 1
+
+
 def _reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:
     """A producer that reduces may only be inlined where each of its elements is read once, in place:
     anything else (a broadcast read) would recompute the whole reduction per element."""
-    if not any(isinstance(n, ir.Reduce) for n in ir.walk(producer.body)):
+    if not any(isinstance(n, (ir.Reduce, ir.Contract)) for n in ir.walk(producer.body)):
         return True
     if consumer.shape != producer.shape:
         return False
@@ -143,6 +176,8 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
         if producer.out in _gathered(consumer) or not _reads_reduction_once(producer, consumer):
             continue
         fused = inline(producer, consumer, names)
+        if not _fusable(producer, consumer, fused):
+            continue
         before = estimate(producer, program.buffers, target, env).seconds
         before += estimate(consumer, program.buffers, target, env).seconds
         if estimate(fused, program.buffers, target, env).seconds > before:
@@ -153,5 +188,5 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
     kept = [kernel for kernel in kernels if kernel is not None]
     used = {n for kernel in kept for n in ir.buffers_read(kernel) | {kernel.out}}
     used |= outputs | set(program.inputs.values()) | set(program.weights.values())
-    buffers = {n: b for n, b in program.buffers.items() if n in used or b.role == "constant"}
+    buffers = {n: b for n, b in program.buffers.items() if n in used}
     return ir.KernelProgram(buffers, kept, program.inputs, program.weights, program.outputs, program.symbols)

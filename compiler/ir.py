@@ -89,6 +89,26 @@ class Reduce(Value):
 
 
 @dataclass(frozen=True)
+class Contract(Value):
+    """sum over `var` in [0, extent) of a * b: the value of one GEMM output element (matmul recognition).
+
+    Equal to Reduce("sum", var, extent, Apply("Mul", (a, b))) and emitted as that where no faster form
+    applies; its point is that the operands stay separate, so a code generator can see which output indices
+    each operand depends on (A: batch and M indices, B: batch and N indices), pack them into tiles and run
+    a register-blocked GEMM with the rest of the kernel body as its epilogue.
+    """
+
+    var: str
+    extent: Expr
+    a: Value
+    b: Value
+    dtype: DType
+
+    def as_reduce(self) -> Reduce:
+        return Reduce("sum", self.var, self.extent, Apply("Mul", (self.a, self.b), self.dtype), self.dtype)
+
+
+@dataclass(frozen=True)
 class Buffer:
     name: str
     dtype: DType
@@ -146,6 +166,9 @@ def walk(v: Value):
         yield from walk(v.value if isinstance(v, Guard) else v.body)
     elif isinstance(v, GatherLoad):
         yield from walk(v.at)
+    elif isinstance(v, Contract):
+        yield from walk(v.a)
+        yield from walk(v.b)
 
 
 def buffers_read(k: Kernel) -> set[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from luminal import ops
 from luminal.compiler import ir
+from luminal.compiler.fused_ops import MatMul
 from luminal.graph import Graph, Node
 from luminal.symbolic import Expr, as_expr, const, var
 from luminal.view import ShapeTracker, contiguous_strides, dims_product, idx
@@ -49,13 +50,22 @@ class Lowering:
             q = g // (s if s.lo >= 1 else s.max(1))
             table[f"_i{k}"] = q if k == 0 else q % (as_expr(d) if as_expr(d).lo >= 1 else as_expr(d).max(1))
         return ir.GatherLoad(
-            buffer_name(data),
+            self.materialized(data),
             at,
             _remap(data_view.index, table),
             _remap(data_view.valid, table),
             dims_product(shape),
             self.graph.nodes[data].dtype,
         )
+
+    def materialized(self, src: int) -> str:
+        """The buffer of node `src`; a constant (otherwise inlined where read) gets a one-element kernel."""
+        node = self.graph.nodes[src]
+        name = buffer_name(src)
+        if isinstance(node.op, ops.Constant) and name not in self.program.buffers:
+            self.add_buffer(node, "temp")
+            self.program.kernels.append(ir.LoopKernel(f"k{src}", name, (), ir.Const(node.op.value, node.dtype)))
+        return name
 
     # ---- nodes -------------------------------------------------------------------------------------------
     def add_buffer(self, node: Node, role: str, label: str = "") -> str:
@@ -75,7 +85,7 @@ class Lowering:
         elif isinstance(op, ops.Input):
             p.inputs[op.label] = self.add_buffer(node, "input", op.label)
         elif isinstance(op, ops.Constant):
-            self.add_buffer(node, "constant")
+            pass  # inlined where read element-wise; materialized only where gathered from
         elif isinstance(op, ops.Output):
             self.output(node)
         elif isinstance(op, ops.Scatter):
@@ -104,14 +114,16 @@ class Lowering:
             return ir.IndexValue(op.expr, node.dtype)
         if isinstance(op, ops.Gather):
             return self.gather(node)
-        if isinstance(op, ops.Reduce):
-            (src, view) = node.inputs[0]
+        if isinstance(op, (ops.Reduce, MatMul)):
+            view = node.inputs[0][1]
             rank = len(view.shape)
             table = {f"_i{k}": idx(k if k < op.axis else k - 1, view.shape[k]) for k in range(rank) if k != op.axis}
             table[f"_i{op.axis}"] = var("_r0", 0, max(as_expr(view.shape[op.axis]).hi - 1, 0))
-            kind = "sum" if isinstance(op, ops.SumReduce) else "max"
-            body = self.read(src, view, table)
-            return ir.Reduce(kind, "_r0", as_expr(view.shape[op.axis]), body, node.dtype)
+            extent = as_expr(view.shape[op.axis])
+            a, *b = (self.read(src, v, table) for src, v in node.inputs)
+            if isinstance(op, MatMul):
+                return ir.Contract("_r0", extent, a, b[0], node.dtype)
+            return ir.Reduce("sum" if isinstance(op, ops.SumReduce) else "max", "_r0", extent, a, node.dtype)
         args = tuple(self.read(s, v) for s, v in node.inputs)
         return ir.Apply(op.name, args, node.dtype)
 

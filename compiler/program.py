@@ -1,9 +1,11 @@
 """CompiledProgram: what `lm.compile` returns, and the pipeline of named stages that builds it.
 
-Stages today: the deterministic passes (compiler/passes.py), lowering to the kernel IR (one kernel per
-compute node, views folded into loads), C code generation, and the CPU runtime. The e-graph search that
-fuses kernels is the next stage to land. `LUMINAL_DEBUG=all` (or a comma list of stage names) prints each
-stage's graph.
+Stages: the deterministic passes (compiler/passes.py); the e-graph search (compiler/search/stage.py), which
+yields candidate graphs; for each candidate, lowering to the kernel IR (one kernel per compute node, views
+folded into loads) and fusion (compiler/fuse.py); selection of one candidate by the roofline cost model or,
+with profile=True, by timing (compiler/profile.py); C code generation. `LUMINAL_DEBUG=all` (or a comma list
+of stage names) prints each stage's graph; `program.report` holds the stages, e-graph sizes, what each rule
+set found, the candidates with their estimated (and measured) costs, and the choice.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from luminal.compiler import codegen_c, ir, memory
+from luminal.compiler import codegen_c, codegen_gemm, ir, memory
+from luminal.compiler.cost import estimate_program
 from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.lower import lower
 from luminal.compiler.passes import PASSES
@@ -62,26 +65,35 @@ def c_source(kernels: ir.KernelProgram) -> str:
     return codegen_c.program_source(kernels, slots, sorted(kernels.symbols))
 
 
+OPTIONS = {
+    "search": "run the e-graph search (default True); False compiles the graph as the passes leave it",
+    "profile": "time every distinct candidate on the local runtime and keep the fastest (default False)",
+    "profile_dims": "symbol values to profile at (default: each symbol at min(its max, 128))",
+    "search_options": "a compiler.search.stage.SearchOptions (node budget, iterations, deadline, isolation)",
+}
+
+
 def compile_graph(graph: Graph, target: str = "cpu", *, cache: bool = True, **options: Any) -> CompiledProgram:
     """Compile `graph` for `target`, or load it from the compile cache (compiler/cache.py) unless cache=False."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; available now: {', '.join(TARGETS)}")
-    if options:
-        raise TypeError(f"unknown compile option(s) {sorted(options)}")
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown compile option(s) {unknown}; known: {sorted(OPTIONS)}")
     if not graph.outputs:
         raise GraphError("compile: the graph has no outputs; mark one with tensor.output(name)")
     unbound = graph.unbound_weights()
     if unbound:
         raise GraphError(f"compile: weight(s) {unbound[:8]} are not bound; call graph.bind(...) first")
     if not cache:
-        return _compile(graph, target)
+        return _compile(graph, target, options)
     from luminal.compiler.cache import compile_cached  # here: cache -> artifact -> program would be circular
 
-    return compile_cached(graph, target, _compile)
+    return compile_cached(graph, target, options, _compile)
 
 
-def _compile(graph: Graph, target: str) -> CompiledProgram:
-    """The pipeline: passes, then (for kernel targets) lowering, fusion, code generation, memory report."""
+def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledProgram:
+    """The pipeline: passes, then (for kernel targets) search, candidates, selection, code generation."""
     report: dict[str, Any] = {"stages": []}
     for name, run_pass in PASSES:
         start = time.perf_counter()
@@ -90,11 +102,61 @@ def _compile(graph: Graph, target: str) -> CompiledProgram:
         _debug(name, graph)
     if target == "reference":
         return CompiledProgram(graph, target, None, "", report)
-    kernels = lower(graph)
-    unfused = len(kernels.kernels)
-    kernels = fuse_single_consumers(kernels, get_target(target))
-    report["stages"].append({"stage": "fusion", "kernels_before": unfused, "kernels_after": len(kernels.kernels)})
+    candidates = {"unsearched": graph}
+    if options.get("search", True):
+        from luminal.compiler.search.stage import search
+
+        start = time.perf_counter()
+        found = search(graph, target, options.get("search_options"))
+        candidates.update(found.candidates)
+        report["stages"].append({"stage": "search", **found.report, "seconds": time.perf_counter() - start})
+        _debug("search", found.candidates["search"])
+    chosen, kernels, report["candidates"] = select(candidates, target, options)
+    report["choice"] = chosen
     source = c_source(kernels)
-    report["stages"].append({"stage": "lower+codegen", "kernels": len(kernels.kernels)})
+    report["stages"].append({"stage": "lower+fuse+codegen", "kernels": len(kernels.kernels)})
+    report["kernels"] = kernel_summary(kernels)
     report["memory"] = memory.describe(kernels)  # arena vs naive bytes, at the symbols' maxima when dims are symbolic
     return CompiledProgram(graph, target, kernels, source, report)
+
+
+def kernel_program(graph: Graph, target: str) -> ir.KernelProgram:
+    """Lowering (one kernel per node) and fusion of one candidate graph."""
+    return fuse_single_consumers(lower(graph), get_target(target))
+
+
+def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
+    """What the program became: GEMM kernels (with the epilogue ops fused into them) and the other kernels."""
+    gemms = [k for k in kernels.kernels if codegen_gemm.plan(k) is not None]
+    epilogue_ops = sum(
+        len({n for n in ir.walk(codegen_gemm.plan(k).epilogue) if isinstance(n, ir.Apply)}) for k in gemms
+    )
+    return {"kernels": len(kernels.kernels), "gemm": len(gemms), "gemm_epilogue_ops": epilogue_ops}
+
+
+def select(
+    candidates: Mapping[str, Graph], target: str, options: Mapping[str, Any]
+) -> tuple[str, ir.KernelProgram, list[dict[str, Any]]]:
+    """Compile every candidate, drop duplicates (same C), rank by the cost model, or by timing with profile=True."""
+    rows, programs, seen = [], {}, {}
+    for name, graph in candidates.items():
+        kernels = kernel_program(graph, target)
+        source = c_source(kernels)
+        row = {"name": name, "kernels": len(kernels.kernels), "estimated_s": estimate_program(kernels, target).seconds}
+        if source in seen:
+            row["same_as"] = seen[source]
+        else:
+            seen[source] = name
+            programs[name] = (graph, kernels, source)
+        rows.append(row)
+    ranked = sorted(programs, key=lambda n: next(r["estimated_s"] for r in rows if r["name"] == n))
+    if options.get("profile"):
+        from luminal.compiler.profile import time_candidates
+
+        measured = time_candidates({n: programs[n] for n in ranked}, options.get("profile_dims"))
+        for row in rows:
+            if row["name"] in measured:
+                row["seconds"] = {"measured_median": measured[row["name"]]}
+        ranked.sort(key=lambda n: measured[n])
+    best = ranked[0]
+    return best, programs[best][1], rows

@@ -31,6 +31,9 @@ class Target:
     shared_memory_per_block: int  # bytes one block (threadgroup) may use; CPU: the per-core L2 it tiles for
     launch_overhead_s: float  # seconds to issue one kernel (an estimate, see the module docstring)
     memory_bytes: int  # device memory capacity: bounds the memory plan and the batch a worker can hold
+    # The fraction of peak_flops a generated loop kernel reaches (an estimate): only GEMMs are register- and
+    # cache-blocked, so a sum of products written as a plain loop runs well below the roof a GEMM reaches.
+    loop_efficiency: float = 0.25
 
     def __post_init__(self):
         if self.kind not in ("cpu", "cuda", "metal"):
@@ -48,7 +51,7 @@ class Target:
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
-        # This machine class: a 2-vCPU slice of an AMD EPYC (AVX-512, ~2.6 GHz, 24 GiB). ESTIMATES, not
+        # This machine class: a 2-vCPU slice of an AMD EPYC (AVX2 + FMA, ~2.6 GHz, 24 GiB). ESTIMATES, not
         # measurements: 2 cores x 2.6 GHz x 32 fp32 FLOP/cycle (two 8-wide FMA pipes) ~ 166 GFLOP/s, and
         # ~20 GB/s as one slice's share of the socket's DRAM bandwidth. No matrix units: half types run at fp32.
         Target("cpu", "cpu", 20 * GB, 166e9, 166e9, 166e9, 2, 1024 * KB, 2e-6, 24 * GIB),

@@ -53,10 +53,9 @@ def load(path: Any) -> Graph:
 
 
 def compile(graph: Graph, target: str = "cpu", **options: Any):  # noqa: A001 - the pinned API name
-    """Compile `graph` for `target`; the result's `.run(inputs)` returns what `lm.run` does.
-
-    Until the optimizing compiler lands, this returns a program that runs through the reference
-    interpreter after checking the graph (every weight bound, at least one output).
+    """Compile `graph` for `target` ("cpu", or "reference" for the interpreter); `.run(inputs)` returns what
+    `lm.run` does. Options: search=True, profile=False, profile_dims=None, search_options=None, cache=True
+    (see compiler/program.py); `program.report` says what the compiler found and chose.
     """
     from luminal.compiler.program import compile_graph
 

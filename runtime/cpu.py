@@ -80,14 +80,9 @@ class CpuExecutable:
         self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64)]
         self.entry.restype = ctypes.c_int
         self.table = (ctypes.c_void_p * len(self.slots))()
-        self.fixed: dict[str, np.ndarray] = {}  # weights and constants: bound once
+        self.fixed: dict[str, np.ndarray] = {}  # weights: bound once
         for label, buf in program.weights.items():
             self.fixed[buf] = np.ascontiguousarray(weights[label]).view(_np_storage(program.buffers[buf].dtype))
-        for node in graph.nodes:
-            name = f"b{node.id}"
-            if name in program.buffers and program.buffers[name].role == "constant":
-                c = np.array([node.op.value]).astype(node.dtype.np)
-                self.fixed[name] = c.view(_np_storage(node.dtype))
         for name, arr in self.fixed.items():
             self.table[self.slots[name]] = arr.ctypes.data
         self.arenas: dict[tuple, dict[str, np.ndarray]] = {}  # symbol values -> views into that binding's arena

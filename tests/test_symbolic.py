@@ -140,3 +140,19 @@ def test_sums_cancel_through_min_and_max():
     d = (n - 2).max(0) + 1  # a padded slice of a symbolic dim
     assert d - d == 0
     assert (n - n.min(3)) + n.min(3) == n
+
+
+def test_expressions_stay_equal_after_pickling_into_another_process():
+    # The cached hash is of strings, which differ per process (PYTHONHASHSEED): unpickling must recompute it.
+    import pickle
+    import subprocess
+    import sys
+
+    e = (lm.sym("n", max=64) * 3 + 7) // 2
+    probe = "import pickle, sys, luminal as lm; e = pickle.loads(sys.stdin.buffer.read()); "
+    probe += "print(e == (lm.sym('n', max=64) * 3 + 7) // 2, hash(e) == hash((lm.sym('n', max=64) * 3 + 7) // 2))"
+    for seed in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-c", probe], input=pickle.dumps(e), capture_output=True, env={"PYTHONHASHSEED": seed}
+        )
+        assert done.stdout.split() == [b"True", b"True"], done.stderr.decode()

@@ -152,6 +152,20 @@ def _set_view_facts(enc: Encoding) -> None:
         st = enc.views[k]
         facts.append(set_(T.unpadded(k)).to(bool(st.valid == 1)))
         facts.append(set_(T.scalar_view(k)).to(enc.view_id(broadcast_scalar(st.shape))))
+        facts.append(set_(T.identity_view(k)).to(_is_identity(st)))
+        facts.append(set_(T.axes_read(k)).to(axes_read(st)))
         k += 1
     if facts:
         enc.egraph.register(*facts)
+
+
+def _is_identity(st: ShapeTracker) -> bool:
+    return bool(st.valid == 1) and st.is_contiguous() and tuple(st.base) == tuple(st.shape)
+
+
+def axes_read(st: ShapeTracker) -> int:
+    """Bit k set when reading through `st` depends on index k (its index or its validity); -1 past 62 axes."""
+    if len(st.shape) > 62:
+        return -1
+    used = st.index.symbols() | st.valid.symbols()
+    return sum(1 << k for k in range(len(st.shape)) if f"_i{k}" in used)

@@ -34,6 +34,7 @@ from egglog import bindings
 
 from luminal import dtypes as dt
 from luminal import ops
+from luminal.compiler.fused_ops import FUSED_OPS
 from luminal.compiler.rebuild import Rebuilder
 from luminal.compiler.search.encode import Encoding
 from luminal.graph import Graph, Node
@@ -74,6 +75,8 @@ def _decode(enc: Encoding, name: str, params: list) -> ops.Op:
         return ops.Cast(dtype=dt.dtype_of(params[0]))
     if name == "Output":
         return ops.Output(label=params[0])
+    if name in FUSED_OPS:
+        return FUSED_OPS[name](*params)
     return ops.BY_NAME[name]()
 
 

@@ -8,17 +8,18 @@ e-graph tenfold). So there are two layers:
   A budget is still a soft limit: an accelerating step can land past it.
 - `run_isolated` runs a whole search function in a child process with a wall-clock limit (the child is
   killed) and an address-space limit (RLIMIT_AS, so a runaway allocation fails inside the child instead
-  of exhausting the machine). The child comes from the 'forkserver' context: forking a process that
-  already holds egglog's Rust threads is unsafe, and a fresh interpreter per search is slower.
+  of exhausting the machine). The child is a fresh interpreter (search/child.py): forking a process that
+  already holds egglog's Rust threads is unsafe, and multiprocessing's spawn and forkserver re-run the
+  caller's main script, which a user's top-level `lm.compile(...)` would turn into a fork bomb.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import resource
+import pickle
 import signal
+import subprocess
+import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,62 +88,43 @@ def _projected(sizes: list[int]) -> float:
     return sizes[-1] * max(growth, 1.0)
 
 
-def _child(conn: Any, fn: Callable, args: tuple, memory_bytes: int) -> None:
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        outcome = ("ok", fn(*args))
-    except MemoryError:
-        outcome = ("oom", traceback.format_exc())
-    except BaseException:  # everything is reported to the parent, which raises
-        outcome = ("error", traceback.format_exc())
-    try:
-        conn.send(outcome)
-    except MemoryError:
-        conn.send(("oom", "the result could not be sent within the memory limit"))
-    except Exception:  # a result that does not pickle
-        conn.send(("error", traceback.format_exc()))
-    conn.close()
-
-
 def run_isolated(fn: Callable, *args: Any, limits: Limits | None = None) -> Any:
     """`fn(*args)` in a child process under `limits`; its result (which must pickle) or a SearchError.
 
-    `fn` must be importable by name (a module-level function), as the child is a fresh process. The wall
-    clock starts before the child does, so it includes starting it and importing `fn`'s module (~1 s).
+    `fn` must be importable by name (a module-level function): the child is a fresh interpreter
+    (search/child.py) that gets the parent's sys.path. The wall clock includes starting it (~1 s).
     """
     limits = limits or Limits()
-    ctx = multiprocessing.get_context("forkserver")
-    receiver, sender = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(sender, fn, args, limits.memory_bytes), daemon=True)
-    child.start()
-    sender.close()  # the child holds the only writer: EOF on `receiver` means it is gone
+    payload = pickle.dumps((list(sys.path), pickle.dumps((fn, args, limits.memory_bytes))))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "luminal.compiler.search.child"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
-        if not receiver.poll(limits.wall_s):
-            raise SearchTimeout(f"{_name(fn)} ran past its limit of {limits.wall_s:g} s and was killed")
-        try:
-            kind, payload = receiver.recv()
-        except EOFError:
-            child.join(5)
-            raise _death(fn, child.exitcode, limits) from None
-    finally:
-        if child.is_alive():
-            child.kill()
-        child.join(5)
-        receiver.close()
+        out, err = child.communicate(payload, timeout=limits.wall_s)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise SearchTimeout(f"{_name(fn)} ran past its limit of {limits.wall_s:g} s and was killed") from None
+    if not out:
+        raise _death(fn, child.returncode, limits, err.decode(errors="replace")[-2000:])
+    kind, result = pickle.loads(out)
     if kind == "ok":
-        return payload
+        return result
     if kind == "oom":
-        raise SearchOutOfMemory(f"{_name(fn)} ran out of its {limits.memory_bytes >> 20} MiB:\n{payload}")
-    raise SearchError(f"{_name(fn)} failed in the child process:\n{payload}")
+        raise SearchOutOfMemory(f"{_name(fn)} ran out of its {limits.memory_bytes >> 20} MiB:\n{result}")
+    raise SearchError(f"{_name(fn)} failed in the child process:\n{result}")
 
 
-def _death(fn: Callable, exitcode: int | None, limits: Limits) -> SearchError:
+def _death(fn: Callable, exitcode: int | None, limits: Limits, stderr: str) -> SearchError:
     # Rust reports a failed allocation by aborting the process, which is what RLIMIT_AS causes.
-    if exitcode in (-signal.SIGABRT, -signal.SIGKILL, -signal.SIGSEGV):
+    if exitcode in (-signal.SIGABRT, -signal.SIGKILL, -signal.SIGSEGV) or "memory allocation" in stderr:
         return SearchOutOfMemory(
-            f"{_name(fn)} died with signal {-exitcode} under a memory limit of {limits.memory_bytes >> 20} MiB"
+            f"{_name(fn)} died (exit {exitcode}) under a memory limit of {limits.memory_bytes >> 20} MiB:\n{stderr}"
         )
-    return SearchError(f"{_name(fn)} died without a result (exit code {exitcode})")
+    return SearchError(f"{_name(fn)} died without a result (exit code {exitcode}):\n{stderr}")
 
 
 def _name(fn: Callable) -> str:

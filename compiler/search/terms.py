@@ -13,9 +13,9 @@ Every constructor's egglog name is its Python name, and for a primitive that is 
 - `NegZero(dtype)`: the float constant -0.0. egglog's f64 is an ordered float in which -0.0 == 0.0, so both
   would hash-cons into one e-node and a round trip would lose the sign (1 / -0 is -inf, not inf).
 
-View facts (`unpadded`, `scalar_view`) are computed in Python for every view in the table and `set` into
-the e-graph, so rules can test a view without interpreting it. They are functions without a merge: a
-second, different value for one key is a bug and makes egglog fail loudly.
+View facts (`unpadded`, `scalar_view`, `identity_view`, `axes_read`) are computed in Python for every view
+in the table and `set` into the e-graph, so rules can test a view without interpreting it. They are functions
+without a merge: a second, different value for one key is a bug and makes egglog fail loudly.
 """
 
 from __future__ import annotations
@@ -125,6 +125,11 @@ def Scatter(dest: Tensor, vd: i64Like, indexes: Tensor, vi: i64Like, src: Tensor
 def Cast(x: Tensor, v: i64Like, dtype: StringLike) -> Tensor: ...
 
 
+# Made by rules only (search/rules_matmul.py): SumReduce(axis) of Mul(a, b) as one contraction, a GEMM.
+@function(egg_fn="MatMul")
+def MatMul(a: Tensor, va: i64Like, b: Tensor, vb: i64Like, axis: i64Like) -> Tensor: ...
+
+
 @function(egg_fn="Output")
 def Output(x: Tensor, v: i64Like, label: StringLike) -> Tensor: ...
 
@@ -146,8 +151,16 @@ def unpadded(v: i64Like) -> Bool: ...  # true when the view reads no padding (pa
 def scalar_view(v: i64Like) -> i64: ...  # the view that broadcasts a scalar to this view's shape
 
 
+@function(egg_fn="identity_view")
+def identity_view(v: i64Like) -> Bool: ...  # true when the view reads its whole buffer in order, unpadded
+
+
+@function(egg_fn="axes_read")
+def axes_read(v: i64Like) -> i64: ...  # bit k set when the view's index depends on axis k (-1 past 62 axes)
+
+
 # The e-nodes of the term language (what a node budget counts; facts and analyses are not e-nodes).
 CONSTRUCTORS = frozenset(
     (NoSinks, Sink, Input, Weight, ConstF, NegZero, ConstI, Iota, Log2, Exp2, Sin, Sqrt, Recip, Add, Mul, Mod)
-    + (LessThan, SumReduce, MaxReduce, Gather, Scatter, Cast, Output, View)
+    + (LessThan, SumReduce, MaxReduce, Gather, Scatter, Cast, Output, View, MatMul)
 )

@@ -60,6 +60,11 @@ class Expr:
             return NotImplemented
         return self is other or (self._hash == other._hash and self.op == other.op and self.args == other.args)
 
+    def __reduce__(self):
+        # Rebuilt through the constructor: the cached hash is of strings, which differ per process
+        # (PYTHONHASHSEED), so a pickled one would make equal expressions unequal in another process.
+        return (Expr, (self.op, self.args, self.lo, self.hi))
+
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq

@@ -361,3 +361,14 @@ def test_child_results_and_errors_come_back():
 
 def _simplify_fuzz_seed(seed: int) -> lm.Graph:
     return _simplify(random_graph(seed)[0])["rust"]
+
+
+def test_isolated_search_from_a_top_level_script(tmp_path):
+    # multiprocessing's spawn/forkserver would re-run this script in the child; the fresh interpreter does not.
+    import subprocess
+    import sys
+
+    script = tmp_path / "user_script.py"
+    script.write_text("from luminal.compiler.search.runner import run_isolated\nprint(run_isolated(divmod, 7, 2))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "(3, 1)", done.stderr

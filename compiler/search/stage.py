@@ -1,0 +1,100 @@
+"""The search stage of `lm.compile`: encode the graph, run the rule sets bounded, extract several candidates.
+
+Rule sets, each next to what it concerns:
+- `algebra` (rules_algebra.py): folding and identities, which only shrink the program;
+- `matmul` (rules_matmul.py): expand·mul·sum-reduce as one MatMul alternative (a GEMM with its epilogue
+  fused later, in the kernel IR).
+Element-wise, reduce and epilogue fusion happen on the kernel IR after extraction (compiler/fuse.py), where a
+kernel's body is an expression and fusion is substitution.
+
+Candidates are extractions of the one saturated e-graph under different cost functions: `search` (the
+roofline e-node cost: takes every alternative the model favours), `search-no-gemm` (the same, with MatMul
+never chosen). Program.py adds the unsearched graph, compiles each, ranks them by the kernel-level cost model
+and, with `profile=True`, by timing them.
+
+Large graphs are searched in a child process under a wall-clock and memory limit (search/runner.py), since
+egglog can neither be interrupted nor bounded in memory; the child receives the graph without its weight
+data and the parent binds the weights to what comes back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from egglog import ruleset
+
+from luminal.compiler.search import rules_algebra, rules_matmul
+from luminal.compiler.search import terms as T
+from luminal.compiler.search.costs import roofline_cost
+from luminal.compiler.search.encode import encode
+from luminal.compiler.search.extract import extract_frozen
+from luminal.compiler.search.runner import Limits, run_bounded, run_isolated
+from luminal.compiler.targets import get_target
+from luminal.graph import Graph
+
+RULESETS = {"algebra": rules_algebra.RULES, "matmul": rules_matmul.RULES}
+# Which constructors each rule set adds, so the report can say what each one found.
+FINDS = {"algebra": (T.View,), "matmul": (T.MatMul,)}
+ISOLATE_FROM_NODES = 400  # smaller graphs search in-process: a child costs ~1 s to start
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    node_budget: int = 200_000
+    max_iterations: int = 20
+    deadline_s: float = 60.0
+    isolate: bool | None = None  # None: in a child process from ISOLATE_FROM_NODES nodes
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass
+class SearchResult:
+    candidates: dict[str, Graph]
+    report: dict[str, Any]
+
+
+def search(graph: Graph, target: str, options: SearchOptions | None = None) -> SearchResult:
+    options = options or SearchOptions()
+    isolate = options.isolate if options.isolate is not None else len(graph.nodes) >= ISOLATE_FROM_NODES
+    if not isolate:
+        return _search(graph, target, options)
+    bare = _without_weight_data(graph)
+    result = run_isolated(_search, bare, target, options, limits=options.limits)
+    for candidate in result.candidates.values():
+        candidate.weight_data = {k: graph.weight_data[k] for k in candidate.weights if k in graph.weight_data}
+    result.report["isolated"] = True
+    return result
+
+
+def _without_weight_data(graph: Graph) -> Graph:
+    bare = Graph.__new__(Graph)
+    bare.__dict__.update(graph.__dict__)
+    bare.weight_data = {}
+    return bare
+
+
+def _search(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
+    start = time.perf_counter()
+    enc = encode(graph)
+    encoded = time.perf_counter()
+    rules = ruleset(*(r for rs in RULESETS.values() for r in rs), name="compile")
+    run = run_bounded(enc.egraph, rules, options.node_budget, options.max_iterations, options.deadline_s)
+    searched = time.perf_counter()
+    sizes = dict(enc.egraph.all_function_sizes())
+    cost = roofline_cost(enc, get_target(target))
+    no_gemm = roofline_cost(enc, get_target(target), exclude=("MatMul",))
+    candidates = {"search": extract_frozen(enc, cost), "search-no-gemm": extract_frozen(enc, no_gemm)}
+    report = {
+        "graph_nodes": len(graph.nodes),
+        "egraph_nodes": run.sizes,  # e-nodes before the first iteration and after each
+        "iterations": run.iterations,
+        "stop": run.stop,
+        # What each rule set found: the e-nodes of the constructors only its rules make.
+        "rulesets": {name: {str(c): sizes.get(c, 0) for c in FINDS[name]} for name in RULESETS},
+        "isolated": False,
+        # Timings sit under "seconds", which artifacts leave out (they would break determinism).
+        "seconds": {"encode": encoded - start, "rules": searched - encoded, "extract": time.perf_counter() - searched},
+    }
+    return SearchResult(candidates, report)
