@@ -24,6 +24,14 @@ PARALLEL_MIN_ELEMENTS = 16384  # below this a kernel is cheaper than waking the 
 
 PRELUDE = (
     "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n"
+    # With LM_VECTOR_MATH (runtime/cpu.py defines it where glibc's libmvec links) loops that call exp2f,
+    # log2f or sinf vectorise through libmvec's 8-lane versions (glibc: at most 4 ulp from the scalar ones,
+    # special values handled); glibc's headers declare these only under -ffast-math, which we do not use.
+    "#ifdef LM_VECTOR_MATH\n"
+    '__attribute__((simd("notinbranch"))) float exp2f(float);\n'
+    '__attribute__((simd("notinbranch"))) float log2f(float);\n'
+    '__attribute__((simd("notinbranch"))) float sinf(float);\n'
+    "#endif\n"
     + c_prelude()
     + """
 static inline float lm_bf16_load(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
@@ -199,6 +207,20 @@ class Emitter:
             self.lines[decl_at] = self.lines[decl_at].replace("float ", "double ", 1)
         if v.op == "sum":
             self.stmt(f"{acc} += {body};")
+        elif v.dtype.is_float and len(self.lines) == loop_at + 1:
+            # A pure expression's max: a vector max reduction, with nan tracked beside it (max propagates
+            # nan, which a vector max does not), so the loop has no branch and no carried select.
+            value, nan = self.fresh("_tval"), self.fresh("_tnan")
+            self.lines.insert(decl_at + 1, "  " * (self.indent - 1) + f"int {nan} = 0;")
+            self.lines.insert(
+                loop_at + 1, "  " * (self.indent - 1) + f"#pragma omp simd reduction(max:{acc}) reduction(|:{nan})"
+            )
+            self.stmt(f"const float {value} = {body};")
+            self.stmt(f"{acc} = {value} > {acc} ? {value} : {acc};")
+            self.stmt(f"{nan} |= {value} != {value};")
+            self.indent -= 1
+            self.stmt("}")
+            return _round(f"({nan} ? NAN : {acc})", v.dtype)
         elif v.dtype.is_float:
             self.stmt(f"{acc} = lm_maxf({acc}, {body});")
         else:

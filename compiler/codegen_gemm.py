@@ -20,7 +20,7 @@ from luminal.compiler import ir
 from luminal.symbolic import Expr
 
 MR, NR = 6, 16  # the micro-kernel's tile: 12 accumulators of 8 floats, plus 2 B vectors and 1 broadcast
-MCH, NC, KC = 96, 64, 256  # rows of a task's chunk, columns of its block, depth of a contraction block
+MCH, NC, KC = 96, 64, 256  # most rows of a task's chunk, columns of its block, depth of a contraction block
 
 PRELUDE = f"""
 #include <stdlib.h>
@@ -153,17 +153,20 @@ def kernel_source(kernel: ir.LoopKernel, gemm: GemmPlan, emitter_cls, head: list
         f"  const int64_t lm_NB = {_extent(shape, gemm.batch)}, lm_K = {c.extent.render_c()};",
         "  if (lm_M <= 0 || lm_N <= 0 || lm_NB <= 0) return 0;",
         f"  const int64_t lm_mt = (lm_M + {MCH - 1}) / {MCH}, lm_nt = (lm_N + {NC - 1}) / {NC};",
+        # Rows split evenly over the chunks (whole panels), so no task is a small remainder of the others.
+        f"  const int64_t lm_mc = ((lm_M + lm_mt - 1) / lm_mt + {MR - 1}) / {MR} * {MR};",
         "  const int64_t lm_tasks = lm_NB * lm_mt * lm_nt;",
         "  #pragma omp parallel reduction(|:lm_err) if (lm_tasks > 1 && lm_M * lm_N * (lm_K + 1) >= 65536)",
         "  {",
         "    float* lm_ap = lm_gemm_buffers();",
         f"    float* lm_bp = lm_ap + {MR * KC};",
         f"    float* lm_ct = lm_bp + {KC * NC};",
-        "    #pragma omp for schedule(static)",
+        "    #pragma omp for schedule(dynamic)",
         "    for (int64_t lm_t = 0; lm_t < lm_tasks; lm_t++) {",
         "      const int64_t lm_bt = lm_t / (lm_mt * lm_nt);",
-        f"      const int64_t lm_m0 = (lm_t / lm_nt) % lm_mt * {MCH}, lm_n0 = lm_t % lm_nt * {NC};",
-        f"      const int64_t lm_mlen = lm_M - lm_m0 < {MCH} ? lm_M - lm_m0 : {MCH};",
+        f"      const int64_t lm_m0 = (lm_t / lm_nt) % lm_mt * lm_mc, lm_n0 = lm_t % lm_nt * {NC};",
+        "      const int64_t lm_mlen = lm_M - lm_m0 < lm_mc ? lm_M - lm_m0 : lm_mc;",
+        "      if (lm_mlen <= 0) continue;",
         f"      const int64_t lm_nlen = lm_N - lm_n0 < {NC} ? lm_N - lm_n0 : {NC};",
         f"      const int64_t lm_np = (lm_nlen + {NR - 1}) / {NR}, lm_mp = (lm_mlen + {MR - 1}) / {MR};",
     ]

@@ -45,10 +45,28 @@ def compiler() -> str:
     return cc
 
 
+_VECTOR_MATH: dict[str, list[str]] = {}
+
+
+def vector_math_flags(cc: str) -> list[str]:
+    """["-DLM_VECTOR_MATH", "-lmvec"] where `cc` links glibc's vector math library, else [] (scalar libm)."""
+    if cc not in _VECTOR_MATH:
+        probe = '__attribute__((simd("notinbranch"))) float exp2f(float);\n'
+        probe += "void f(float* x, int n) { for (int i = 0; i < n; i++) x[i] = exp2f(x[i]); }\n"
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "probe.c").write_text(probe)
+            flags = ["-DLM_VECTOR_MATH", "-lmvec"]
+            cmd = [cc, *CFLAGS, "-o", str(Path(tmp) / "probe.so"), str(Path(tmp) / "probe.c"), "-lmvec", "-lm"]
+            ok = subprocess.run(cmd, capture_output=True).returncode == 0
+        _VECTOR_MATH[cc] = flags if ok else []
+    return _VECTOR_MATH[cc]
+
+
 def build_library(source: str) -> Path:
     """The shared library for `source`, compiled once and cached by the hash of source and flags."""
     cc = compiler()
-    key = hashlib.sha256("\0".join([cc, *CFLAGS, source]).encode()).hexdigest()[:32]
+    flags = CFLAGS + vector_math_flags(cc)
+    key = hashlib.sha256("\0".join([cc, *flags, source]).encode()).hexdigest()[:32]
     lib = cache_dir() / f"{key}.so"
     if lib.exists():
         return lib
@@ -56,7 +74,7 @@ def build_library(source: str) -> Path:
         src = Path(tmp) / "program.c"
         src.write_text(source)
         out = Path(tmp) / "program.so"
-        done = subprocess.run([cc, *CFLAGS, "-o", str(out), str(src), "-lm"], capture_output=True, text=True)
+        done = subprocess.run([cc, *flags, "-o", str(out), str(src), "-lm"], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"C compilation failed:\n{done.stderr[-4000:]}")
         staged = lib.with_suffix(f".{os.getpid()}.tmp")

@@ -186,14 +186,27 @@ def _frozen_arg(expr: Any) -> Any:
     return Ref(expr.value) if isinstance(expr.value, bindings.Value) else expr.value
 
 
-def extract_frozen(enc: Encoding, cost: Callable[[str, list], int] = unit_cost) -> Graph:
-    """Choose, per e-class, the e-node of least tree cost under `cost`, computed in Python."""
+def longest_path(costs: list) -> float:
+    """Children's costs combined as the costliest one: with `cost`, a longest-path (critical-path) cost.
+
+    A tree cost (the sum) counts a shared producer once per use; on a residual network it grows by an order
+    of magnitude per layer, and from a few layers on float rounding swamps the differences between the
+    alternatives of one e-class. The longest path grows linearly with depth, and alternatives over the same
+    children (MatMul against SumReduce of Mul) still differ by exactly their own costs.
+    """
+    return max(costs, default=0.0)
+
+
+def extract_frozen(enc: Encoding, cost: Callable[[str, list], int] = unit_cost, combine: Callable = sum) -> Graph:
+    """Choose, per e-class, the e-node of least cost under `cost`: own cost plus `combine` of its children's."""
     root, classes = frozen_choices(enc)
-    best = choose(classes, cost)
+    best = choose(classes, cost, combine)
     return _rebuild(enc, root, lambda cls: best[cls][1])
 
 
-def choose(classes: dict[Any, list[Choice]], cost: Callable[[str, list], int]) -> dict[Any, tuple[int, Choice]]:
+def choose(
+    classes: dict[Any, list[Choice]], cost: Callable[[str, list], int], combine: Callable = sum
+) -> dict[Any, tuple[int, Choice]]:
     """Least-cost e-node per e-class: a worklist fixpoint (costs only fall; cycles never win)."""
     parents: dict[Any, list[Any]] = {c: [] for c in classes}
     for cls, nodes in classes.items():
@@ -208,7 +221,9 @@ def choose(classes: dict[Any, list[Choice]], cost: Callable[[str, list], int]) -
         for name, args in classes[cls]:
             children = [a.key for a in args if isinstance(a, Ref)]
             if all(c in best for c in children):
-                total = cost(name, [a for a in args if not isinstance(a, Ref)]) + sum(best[c][0] for c in children)
+                total = cost(name, [a for a in args if not isinstance(a, Ref)]) + combine(
+                    [best[c][0] for c in children]
+                )
                 if cls not in best or total < best[cls][0]:
                     best[cls] = (total, (name, args))
                     work.extend(parents[cls])

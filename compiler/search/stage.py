@@ -29,7 +29,7 @@ from luminal.compiler.search import rules_algebra, rules_matmul
 from luminal.compiler.search import terms as T
 from luminal.compiler.search.costs import roofline_cost
 from luminal.compiler.search.encode import encode
-from luminal.compiler.search.extract import extract_frozen
+from luminal.compiler.search.extract import extract_frozen, longest_path
 from luminal.compiler.search.runner import Limits, run_bounded, run_isolated
 from luminal.compiler.targets import get_target
 from luminal.graph import Graph
@@ -85,7 +85,10 @@ def _search(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
     sizes = dict(enc.egraph.all_function_sizes())
     cost = roofline_cost(enc, get_target(target))
     no_gemm = roofline_cost(enc, get_target(target), exclude=("MatMul",))
-    candidates = {"search": extract_frozen(enc, cost), "search-no-gemm": extract_frozen(enc, no_gemm)}
+    candidates = {
+        "search": extract_frozen(enc, cost, longest_path),
+        "search-no-gemm": extract_frozen(enc, no_gemm, longest_path),
+    }
     report = {
         "graph_nodes": len(graph.nodes),
         "egraph_nodes": run.sizes,  # e-nodes before the first iteration and after each

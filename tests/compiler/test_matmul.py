@@ -152,3 +152,17 @@ def test_unknown_compile_options_are_named():
     g.input("x", (2,)).output("y")
     with pytest.raises(TypeError, match="profil"):
         lm.compile(g, "cpu", profil=True)
+
+
+def test_every_layer_of_a_deep_residual_stack_keeps_its_gemms():
+    # Tree costs grow ~10x per residual layer until float rounding hides the MatMul's advantage (it did from
+    # layer 4 of MiniLM); the longest-path cost keeps every layer's choice.
+    g = lm.Graph()
+    x = g.input("x", (16, 32))
+    for i in range(10):
+        h = F.layer_norm(x, (32,))
+        x = x + F.linear(F.gelu(F.linear(h, _weight(g, f"up{i}", (64, 32)))), _weight(g, f"down{i}", (32, 64)))
+    x.output("y")
+    report = check_every_candidate(g, {"x": RNG.standard_normal((16, 32)).astype(np.float32)}, "deep")
+    assert report["rulesets"]["matmul"]["MatMul"] == 20
+    assert len(report["gemm kernels"]) == 20
