@@ -64,7 +64,8 @@ def main() -> None:
         kernels = prog.report["kernels"]
         estimated = {c["name"]: c["estimated_s"] * 1e3 for c in prog.report["candidates"]}
         print(
-            f"{name}: compile {compile_s:.2f} s (search {found['seconds']:.2f} s, isolated={found['isolated']}), "
+            f"{name}: compile {compile_s:.2f} s (search {found['seconds']['total']:.2f} s, "
+            f"isolated={found['isolated']}), "
             f"e-graph {found['egraph_nodes'][0]} -> {found['egraph_nodes'][-1]} e-nodes in {found['iterations']} "
             f"iterations ({found['stop']}), matmul rules found {found['rulesets']['matmul']['MatMul']} MatMuls; "
             f"chosen {prog.report['choice']!r} of estimated "

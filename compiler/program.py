@@ -109,7 +109,8 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
         start = time.perf_counter()
         found = search(graph, target, options.get("search_options"))
         candidates.update(found.candidates)
-        report["stages"].append({"stage": "search", **found.report, "seconds": time.perf_counter() - start})
+        seconds = {**found.report["seconds"], "total": time.perf_counter() - start}  # encode, rules, extract
+        report["stages"].append({"stage": "search", **found.report, "seconds": seconds})
         _debug("search", found.candidates["search"])
     chosen, kernels, report["candidates"] = select(candidates, target, options)
     report["choice"] = chosen
