@@ -136,7 +136,11 @@ def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None) 
         text = bytes(raw[SOURCE]).decode("utf-8")
     except UnicodeDecodeError:
         raise ArtifactError(f"{SOURCE} is not UTF-8") from None
-    if text != ("" if kernels is None else c_source(kernels)):
+    try:
+        expected = "" if kernels is None else c_source(kernels)
+    except ValueError as e:  # an IR that decodes but cannot be code (a packed buffer that fits no GEMM)
+        raise ArtifactError(f"{KERNELS}: {e}") from None
+    if text != expected:
         raise ArtifactError(f"{SOURCE} is not the code this compiler generates from {KERNELS} (tampered or stale)")
     if kernels is not None:
         _check_signature(kernels, graph)

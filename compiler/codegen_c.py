@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from luminal import dtypes as dt
-from luminal.compiler import codegen_gemm, ir
+from luminal.compiler import codegen_gemm, ir, prepack
 from luminal.symbolic import Expr, c_prelude
 from luminal.view import ShapeTracker
 
@@ -257,15 +257,22 @@ def _flat(shape: tuple[Expr, ...]) -> str:
     return ShapeTracker.contiguous(shape).index.render_c()
 
 
-def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], slots: dict[str, int], symbols: list[str]) -> str:
-    used = ir.buffers_read(k) | {k.out}
-    ptrs = {name: f"_p{name}" for name in used}  # a leading _ never clashes with a symbol name
-    head = [f"static int {k.name}(void** B, const int64_t* D) {{"]
+def _head(function: str, used: set[str], out: str, buffers: dict[str, ir.Buffer], slots, symbols) -> list[str]:
+    """A kernel function's opening: its symbols from D and a typed pointer into B per buffer it uses."""
+    head = [f"static int {function}(void** B, const int64_t* D) {{"]
     head += [f"  const int64_t {s} = D[{j}]; (void){s};" for j, s in enumerate(symbols)]
     for name in sorted(used):
         t = STORAGE[buffers[name].dtype]
-        qualifier = "" if name == k.out else "const "
-        head.append(f"  {qualifier}{t}* restrict {ptrs[name]} = ({qualifier}{t}*)B[{slots[name]}];")
+        qualifier = "" if name == out else "const "
+        head.append(f"  {qualifier}{t}* restrict _p{name} = ({qualifier}{t}*)B[{slots[name]}];")
+    return head
+
+
+def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], slots: dict[str, int], symbols: list[str]) -> str:
+    packed = prepack.packed_buffer(k, buffers)
+    used = ir.buffers_read(k) | {k.out} | ({packed} if packed else set())
+    ptrs = {name: f"_p{name}" for name in used}  # a leading _ never clashes with a symbol name
+    head = _head(k.name, used, k.out, buffers, slots, symbols)
     out_ptr, out_dtype = ptrs[k.out], buffers[k.out].dtype
     gemm = codegen_gemm.plan(k)
     if gemm is not None:
@@ -273,7 +280,7 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], slots: dict[str, 
         def store(value: str) -> str:
             return f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};"
 
-        return "\n".join(codegen_gemm.kernel_source(k, gemm, Emitter, head, ptrs, store))
+        return "\n".join(codegen_gemm.kernel_source(k, gemm, Emitter, head, ptrs, store, packed))
     head.append("  int lm_err = 0;")
     e = Emitter(ptrs)
     if isinstance(k, ir.LoopKernel):
@@ -300,4 +307,15 @@ def program_source(p: ir.KernelProgram, slots: dict[str, int], symbols: list[str
     parts += [kernel_source(k, p.buffers, slots, symbols) for k in p.kernels]
     calls = [f"  if ({k.name}(B, D)) return 1;" for k in p.kernels]
     parts.append("int lm_run(void** B, const int64_t* D) {\n" + "\n".join(calls + ["  return 0;"]) + "\n}")
+    prepared = []
+    for k in p.kernels:
+        packed = prepack.packed_buffer(k, p.buffers)
+        if packed is not None:
+            used = ir.buffers_read(k) | {packed}
+            head = _head(f"{k.name}_prepare", used, packed, p.buffers, slots, symbols)
+            ptrs = {name: f"_p{name}" for name in used}
+            parts.append("\n".join(codegen_gemm.prepare_source(k, codegen_gemm.plan(k), Emitter, head, ptrs, packed)))
+            prepared.append(f"  if ({k.name}_prepare(B, D)) return 1;")
+    # Called once per loaded program, after the weights are bound: fills the packed buffers.
+    parts.append("int lm_prepare(void** B, const int64_t* D) {\n" + "\n".join(prepared + ["  return 0;"]) + "\n}")
     return "\n\n".join(parts) + "\n"

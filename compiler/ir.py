@@ -113,8 +113,8 @@ class Buffer:
     name: str
     dtype: DType
     size: Expr  # elements
-    role: str  # "input", "weight", "temp" or "output"
-    label: str = ""  # the input / weight / output name for those roles
+    role: str  # "input", "weight", "temp", "output" or "packed" (compiler/prepack.py)
+    label: str = ""  # the input / weight / output name for those roles; a packed buffer's kernel
 
 
 @dataclass(frozen=True)

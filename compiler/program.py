@@ -21,6 +21,7 @@ from luminal.compiler.cost import estimate_program
 from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.lower import lower
 from luminal.compiler.passes import PASSES
+from luminal.compiler.prepack import add_packed_buffers
 from luminal.compiler.targets import get_target
 from luminal.graph import Graph, GraphError
 
@@ -122,8 +123,8 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
 
 
 def kernel_program(graph: Graph, target: str) -> ir.KernelProgram:
-    """Lowering (one kernel per node) and fusion of one candidate graph."""
-    return fuse_single_consumers(lower(graph), get_target(target))
+    """Lowering (one kernel per node), fusion, and the buffers of weights packed at load, for one candidate."""
+    return add_packed_buffers(fuse_single_consumers(lower(graph), get_target(target)))
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:

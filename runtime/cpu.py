@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal import dtypes as dt
-from luminal.compiler import ir, memory
+from luminal.compiler import ir, memory, prepack
 from luminal.graph import Graph
 from luminal.runtime.reference import ExecutionError, bind_symbols
 
@@ -101,8 +101,16 @@ class CpuExecutable:
         self.fixed: dict[str, np.ndarray] = {}  # weights: bound once
         for label, buf in program.weights.items():
             self.fixed[buf] = np.ascontiguousarray(weights[label]).view(_np_storage(program.buffers[buf].dtype))
+        for name, buf in program.buffers.items():
+            if buf.role == prepack.ROLE:  # weight panels, filled once by lm_prepare below
+                self.fixed[name] = np.zeros(int(buf.size.evaluate({})), np.float32)
         for name, arr in self.fixed.items():
             self.table[self.slots[name]] = arr.ctypes.data
+        prepare = self.library.lm_prepare
+        prepare.argtypes, prepare.restype = self.entry.argtypes, ctypes.c_int
+        # No packed operand depends on a symbol; D only has to point at one value per symbol.
+        if prepare(self.table, (ctypes.c_int64 * max(len(self.symbols), 1))()):
+            raise IndexError("a gather index was out of range while packing weights")
         self.arenas: dict[tuple, dict[str, np.ndarray]] = {}  # symbol values -> views into that binding's arena
         self.plans: dict[tuple, memory.MemoryPlan] = {}
 

@@ -211,6 +211,10 @@ def blob() -> bytes:
     return program_to_bytes(lm.compile(g, "cpu", cache=False))
 
 
+def _packed(doc):
+    return next(b for b in doc["buffers"] if b["role"] == "packed")
+
+
 def _first(rows, kind):
     return next(r for r in rows if r["kind"] == kind)
 
@@ -231,6 +235,8 @@ def _first(rows, kind):
         ("kernels.json", _json_edit(lambda d: d["kernels"][0].update(kind="gpu")), "kernel kind"),
         ("kernels.json", _json_edit(lambda d: d["buffers"][0].update(role="root")), "role"),
         ("kernels.json", _json_edit(lambda d: d.pop("symbols")), "wrong keys"),
+        ("kernels.json", _json_edit(lambda d: _packed(d).update(label=d["kernels"][0]["name"])), "does not hold"),
+        ("kernels.json", _json_edit(lambda d: _packed(d).update(size=1)), "does not hold"),
         ("kernels.json", _json_edit(lambda d: d["kernels"].reverse()), "program.c"),  # IR no longer matches the C
         ("program.c", lambda s: s + b"\n__attribute__((constructor)) void evil(void) {}\n", "program.c"),
         ("graph.lgraph", lambda s: s[:100], "graph.lgraph"),
