@@ -4,11 +4,10 @@ A loop kernel whose body holds one float32 `ir.Contract` (reached from the root 
 only) is a GEMM: each output index either feeds operand A only (an M index), B only (an N index), or both /
 neither (a batch index). The kernel runs in two parallel phases:
 
-1. Packing. A is copied into panels of LM_MR rows and B into panels of LM_NR columns, each panel k-major over
-   the whole contraction, so the micro-kernel streams contiguous memory whatever the operands' views (their
-   index expressions are evaluated here, once per element). Rows and columns past the matrix edge are zeros,
-   so the micro-kernel always runs whole tiles. An operand that reads no batch index is packed once, not per
-   batch element (the weight of a linear layer under a batch of sequences).
+1. Operands (compiler/gemm_operands.py). A is read in place when it is a strided matrix, else copied into
+   k-major panels of LM_MR rows; B is copied into panels of LM_NR columns, or was copied once when the
+   program was loaded (compiler/prepack.py: a function of weights alone). An operand that reads no batch
+   index is packed once, not per batch element.
 2. Tiles. Tasks over (batch, a chunk of M rows, a chunk of N columns) accumulate the contraction in blocks of
    LM_KC into a per-thread C tile with the micro-kernel, then run the rest of the kernel body (bias,
    activation, residual, casts) on each accumulated value and store the output element.
@@ -24,6 +23,7 @@ from dataclasses import dataclass, replace
 
 from luminal import dtypes as dt
 from luminal.compiler import ir
+from luminal.compiler.gemm_operands import decode, direct_rows, extent, pack_phase
 from luminal.symbolic import Expr
 
 # A task's chunk is at most LM_MCP row panels by LM_NCP column panels; its C tile lives on the thread's stack.
@@ -39,7 +39,7 @@ PRELUDE = """
 #define LM_VBYTES 32
 #endif
 #define LM_VL (LM_VBYTES / 4)
-#define LM_MCP 8
+#define LM_MCP 16
 #define LM_NCP 4
 #define LM_MCH (LM_MCP * LM_MR)
 #define LM_NCH (LM_NCP * LM_NR)
@@ -57,31 +57,36 @@ static float* lm_gemm_pack_buffer(int64_t floats) {
   }
   return lm_pack_buffer;
 }
-/* c[0:MR, 0:NR] (row stride ldc) += a (MR x kc, k-major) times b (kc x NR, k-major). */
-static inline void lm_micro(int64_t kc, const float* restrict a, const float* restrict b, float* restrict c,
-                            int64_t ldc) {
-  lm_vf acc0[LM_MR], acc1[LM_MR];
-  #pragma GCC unroll 16
-  for (int i = 0; i < LM_MR; i++) { acc0[i] = (lm_vf){0}; acc1[i] = (lm_vf){0}; }
-  for (int64_t k = 0; k < kc; k++) {
-    lm_vf b0, b1;
-    memcpy(&b0, b + LM_NR * k, LM_VBYTES);
-    memcpy(&b1, b + LM_NR * k + LM_VL, LM_VBYTES);
-    const float* ak = a + LM_MR * k;
-    #pragma GCC unroll 16
-    for (int i = 0; i < LM_MR; i++) { acc0[i] += ak[i] * b0; acc1[i] += ak[i] * b1; }
+/* c[0:MR, 0:NR] (row stride ldc) += A (MR x kc, element (i, k) at A_AT) times b (kc x NR, k-major).
+   Two readings of A: packed panels (k-major, lm_micro) and rows of a matrix read in place (lm_micro_rows). */
+#define LM_MICRO(NAME, A_AT)                                                                                 \
+  static inline void NAME(int64_t kc, const float* restrict a, int64_t lda, const float* restrict b,        \
+                          float* restrict c, int64_t ldc) {                                                  \
+    (void)lda;                                                                                               \
+    lm_vf acc0[LM_MR], acc1[LM_MR];                                                                          \
+    _Pragma("GCC unroll 16") for (int i = 0; i < LM_MR; i++) { acc0[i] = (lm_vf){0}; acc1[i] = (lm_vf){0}; } \
+    for (int64_t k = 0; k < kc; k++) {                                                                       \
+      lm_vf b0, b1;                                                                                          \
+      memcpy(&b0, b + LM_NR * k, LM_VBYTES);                                                                 \
+      memcpy(&b1, b + LM_NR * k + LM_VL, LM_VBYTES);                                                         \
+      _Pragma("GCC unroll 16") for (int i = 0; i < LM_MR; i++) {                                             \
+        const float ai = A_AT;                                                                               \
+        acc0[i] += ai * b0;                                                                                  \
+        acc1[i] += ai * b1;                                                                                  \
+      }                                                                                                      \
+    }                                                                                                        \
+    _Pragma("GCC unroll 16") for (int i = 0; i < LM_MR; i++) {                                               \
+      lm_vf t0, t1;                                                                                          \
+      memcpy(&t0, c + i * ldc, LM_VBYTES);                                                                   \
+      memcpy(&t1, c + i * ldc + LM_VL, LM_VBYTES);                                                           \
+      t0 += acc0[i];                                                                                         \
+      t1 += acc1[i];                                                                                         \
+      memcpy(c + i * ldc, &t0, LM_VBYTES);                                                                   \
+      memcpy(c + i * ldc + LM_VL, &t1, LM_VBYTES);                                                           \
+    }                                                                                                        \
   }
-  #pragma GCC unroll 16
-  for (int i = 0; i < LM_MR; i++) {
-    lm_vf t0, t1;
-    memcpy(&t0, c + i * ldc, LM_VBYTES);
-    memcpy(&t1, c + i * ldc + LM_VL, LM_VBYTES);
-    t0 += acc0[i];
-    t1 += acc1[i];
-    memcpy(c + i * ldc, &t0, LM_VBYTES);
-    memcpy(c + i * ldc + LM_VL, &t1, LM_VBYTES);
-  }
-}
+LM_MICRO(lm_micro, a[LM_MR * k + i])
+LM_MICRO(lm_micro_rows, a[i * lda + k])
 """
 
 
@@ -156,25 +161,6 @@ def plan(kernel: ir.Kernel) -> GemmPlan | None:
     return GemmPlan(c, epilogue, batch, m, n)
 
 
-def _extent(shape: tuple[Expr, ...], axes: tuple[int, ...]) -> str:
-    return " * ".join(f"(int64_t)({shape[j].render_c()})" for j in axes) or "1"
-
-
-def _decode(flat: str, shape: tuple[Expr, ...], axes: tuple[int, ...]) -> list[str]:
-    """Declare the output index variables of `axes` from their row-major position `flat` (< their product:
-    the first axis needs no modulo, the last no division, so a single axis is the position itself)."""
-    lines = []
-    for pos, j in enumerate(axes):
-        value = f"({flat})"
-        inner = axes[pos + 1 :]
-        if inner:
-            value = f"{value} / ({_extent(shape, inner)})"
-        if pos > 0:
-            value = f"{value} % (int64_t)({shape[j].render_c()})"
-        lines.append(f"const int64_t _i{j} = {value}; (void)_i{j};")
-    return lines
-
-
 def _reads_any(operand: ir.Value, axes: tuple[int, ...]) -> bool:
     names = index_vars(operand)
     return any(f"_i{j}" in names for j in axes)
@@ -183,8 +169,8 @@ def _reads_any(operand: ir.Value, axes: tuple[int, ...]) -> bool:
 def _sizes(kernel: ir.LoopKernel, gemm: GemmPlan) -> list[str]:
     shape = kernel.shape
     return [
-        f"  const int64_t lm_M = {_extent(shape, gemm.m)}, lm_N = {_extent(shape, gemm.n)};",
-        f"  const int64_t lm_NB = {_extent(shape, gemm.batch)}, lm_K = {gemm.contract.extent.render_c()};",
+        f"  const int64_t lm_M = {extent(shape, gemm.m)}, lm_N = {extent(shape, gemm.n)};",
+        f"  const int64_t lm_NB = {extent(shape, gemm.batch)}, lm_K = {gemm.contract.extent.render_c()};",
         "  const int64_t lm_mp = (lm_M + LM_MR - 1) / LM_MR, lm_np = (lm_N + LM_NR - 1) / LM_NR;",
         "  const int64_t lm_asz = lm_mp * LM_MR * lm_K, lm_bsz = lm_np * LM_NR * lm_K;  /* floats per batch */",
         "  (void)lm_M; (void)lm_N; (void)lm_NB; (void)lm_mp; (void)lm_np; (void)lm_asz; (void)lm_bsz;",
@@ -196,7 +182,7 @@ def prepare_source(kernel: ir.LoopKernel, gemm: GemmPlan, emitter_cls, head: lis
     c = gemm.contract
     lines = head + ["  int lm_err = 0;"] + _sizes(kernel, gemm)
     lines += [f"  float* lm_pb = {ptrs[packed]};", "  #pragma omp parallel reduction(|:lm_err)", "  {"]
-    lines += _pack_phase(emitter_cls, ptrs, c.b, c.var, kernel.shape, (), gemm.n, "b")
+    lines += pack_phase(emitter_cls, ptrs, c.b, c.var, kernel.shape, (), gemm.n, "b")
     return lines + ["  }", "  return lm_err;", "}"]
 
 
@@ -207,6 +193,8 @@ def kernel_source(
     B's panels are read from that buffer (filled by the prepare function) instead of packed here."""
     c, shape = gemm.contract, kernel.shape
     a_batched, b_batched = _reads_any(c.a, gemm.batch), _reads_any(c.b, gemm.batch)
+    direct = direct_rows(c.a, c.var, gemm.m, shape)
+    a_floats = "LM_MR * lm_K" if direct else "lm_asz"  # in place: only the edge panel is copied
     lines = head + ["  int lm_err = 0;"] + _sizes(kernel, gemm)
     lines += [
         "  if (lm_M <= 0 || lm_N <= 0 || lm_NB <= 0) return 0;",
@@ -215,13 +203,13 @@ def kernel_source(
     if packed is None:
         lines += [
             f"  const int64_t lm_nbb = {'lm_NB' if b_batched else '1'};",
-            "  float* lm_pa = lm_gemm_pack_buffer(lm_nba * lm_asz + lm_nbb * lm_bsz + 1);",
+            f"  float* lm_pa = lm_gemm_pack_buffer(lm_nba * {a_floats} + lm_nbb * lm_bsz + 1);",
             "  if (!lm_pa) return 1;",
-            "  float* lm_pb = lm_pa + lm_nba * lm_asz;",
+            f"  float* lm_pb = lm_pa + lm_nba * {a_floats};",
         ]
     else:
         lines += [
-            "  float* lm_pa = lm_gemm_pack_buffer(lm_nba * lm_asz + 1);",
+            f"  float* lm_pa = lm_gemm_pack_buffer(lm_nba * {a_floats} + 1);",
             "  if (!lm_pa) return 1;",
             f"  const float* lm_pb = {ptrs[packed]};",
         ]
@@ -234,88 +222,68 @@ def kernel_source(
         "  {",
         "    float lm_ct[LM_MCH * LM_NCH] __attribute__((aligned(64)));",
     ]
-    lines += _pack_phase(emitter_cls, ptrs, c.a, c.var, shape, gemm.batch if a_batched else (), gemm.m, "a")
+    a_batch = gemm.batch if a_batched else ()
+    lines += pack_phase(emitter_cls, ptrs, c.a, c.var, shape, a_batch, gemm.m, "a", edge_only=direct is not None)
     if packed is None:
-        lines += _pack_phase(emitter_cls, ptrs, c.b, c.var, shape, gemm.batch if b_batched else (), gemm.n, "b")
+        lines += pack_phase(emitter_cls, ptrs, c.b, c.var, shape, gemm.batch if b_batched else (), gemm.n, "b")
     lines += [
         "    #pragma omp for schedule(dynamic)",
         "    for (int64_t lm_t = 0; lm_t < lm_tasks; lm_t++) {",
         "      const int64_t lm_bt = lm_t / (lm_mt * lm_nt);",
         "      const int64_t lm_p0 = (lm_t / lm_nt) % lm_mt * lm_mcp, lm_q0 = lm_t % lm_nt * lm_ncp;",
         "      if (lm_p0 >= lm_mp || lm_q0 >= lm_np) continue;",
+    ]
+    lines += ["      " + s for s in decode("lm_bt", shape, gemm.batch)]
+    lines += [
         "      const int64_t lm_mpl = lm_mp - lm_p0 < lm_mcp ? lm_mp - lm_p0 : lm_mcp;",
         "      const int64_t lm_npl = lm_np - lm_q0 < lm_ncp ? lm_np - lm_q0 : lm_ncp;",
         "      const int64_t lm_m0 = lm_p0 * LM_MR, lm_n0 = lm_q0 * LM_NR;",
         "      const int64_t lm_mlen = lm_M - lm_m0 < lm_mpl * LM_MR ? lm_M - lm_m0 : lm_mpl * LM_MR;",
         "      const int64_t lm_nlen = lm_N - lm_n0 < lm_npl * LM_NR ? lm_N - lm_n0 : lm_npl * LM_NR;",
-        f"      const float* lm_ab = lm_pa + {'lm_bt * lm_asz + ' if a_batched else ''}lm_p0 * LM_MR * lm_K;",
         f"      const float* lm_bb = lm_pb + {'lm_bt * lm_bsz + ' if b_batched else ''}lm_q0 * LM_NR * lm_K;",
         "      for (int64_t lm_i = 0; lm_i < lm_mpl * LM_MR; lm_i++)",
         "        memset(lm_ct + lm_i * LM_NCH, 0, sizeof(float) * lm_npl * LM_NR);",
+    ]
+    if direct is not None:
+        stride = direct.row_stride.render_c()
+        lines += [
+            f"      const int64_t lm_lda = {stride};",
+            f"      const float* lm_arow = {ptrs[direct.buffer]} + ({direct.offset.render_c()}) + lm_m0 * lm_lda;",
+            f"      const float* lm_aedge = lm_pa + {'lm_bt * LM_MR * lm_K' if a_batched else '0'};",
+        ]
+    else:
+        lines += [f"      const float* lm_ab = lm_pa + {'lm_bt * lm_asz + ' if a_batched else ''}lm_p0 * LM_MR * lm_K;"]
+    lines += [
         "      for (int64_t lm_k0 = 0; lm_k0 < lm_K; lm_k0 += LM_KC) {",
         "        const int64_t lm_kl = lm_K - lm_k0 < LM_KC ? lm_K - lm_k0 : LM_KC;",
-        # A B panel's block (kl x NR) stays in L1 while the chunk's A panels stream past it from L2.
-        "        for (int64_t lm_q = 0; lm_q < lm_npl; lm_q++)",
-        "          for (int64_t lm_p = 0; lm_p < lm_mpl; lm_p++)",
-        "            lm_micro(lm_kl, lm_ab + (lm_p * LM_MR * lm_K + lm_k0 * LM_MR),",
-        "                     lm_bb + (lm_q * LM_NR * lm_K + lm_k0 * LM_NR),",
-        "                     lm_ct + lm_p * LM_MR * LM_NCH + lm_q * LM_NR, LM_NCH);",
-        "      }",
+        # A B panel's block (kl x NR) stays in L1 while the chunk's A rows stream past it from L2.
+        "        for (int64_t lm_q = 0; lm_q < lm_npl; lm_q++) {",
+        "          const float* lm_bq = lm_bb + (lm_q * LM_NR * lm_K + lm_k0 * LM_NR);",
+        "          for (int64_t lm_p = 0; lm_p < lm_mpl; lm_p++) {",
+        "            float* lm_cq = lm_ct + lm_p * LM_MR * LM_NCH + lm_q * LM_NR;",
     ]
-    lines += ["      " + s for s in _decode("lm_bt", shape, gemm.batch)]
+    if direct is not None:
+        lines += [
+            "            if (lm_m0 + (lm_p + 1) * LM_MR <= lm_M)",
+            "              lm_micro_rows(lm_kl, lm_arow + lm_p * LM_MR * lm_lda + lm_k0, lm_lda, lm_bq, lm_cq,",
+            "                            LM_NCH);",
+            "            else",
+            "              lm_micro(lm_kl, lm_aedge + lm_k0 * LM_MR, 0, lm_bq, lm_cq, LM_NCH);",
+        ]
+    else:
+        lines += [
+            "            lm_micro(lm_kl, lm_ab + (lm_p * LM_MR * lm_K + lm_k0 * LM_MR), 0, lm_bq, lm_cq, LM_NCH);"
+        ]
+    lines += ["          }", "        }", "      }"]
     # Epilogue: the rest of the body, per output element of the tile.
     e = emitter_cls(ptrs)
     e.indent = 5
     value = e.emit(gemm.epilogue)
     lines += ["      for (int64_t lm_i = 0; lm_i < lm_mlen; lm_i++) {"]
-    lines += ["        " + s for s in _decode("lm_m0 + lm_i", shape, gemm.m)]
+    lines += ["        " + s for s in decode("lm_m0 + lm_i", shape, gemm.m)]
     lines += ["        for (int64_t lm_j = 0; lm_j < lm_nlen; lm_j++) {"]
-    lines += ["          " + s for s in _decode("lm_n0 + lm_j", shape, gemm.n)]
+    lines += ["          " + s for s in decode("lm_n0 + lm_j", shape, gemm.n)]
     lines += ["          const float lm_acc = lm_ct[lm_i * LM_NCH + lm_j];"]
     lines += ["    " + s for s in e.lines]
     lines += ["          " + out_store(value), "        }", "      }", "    }", "  }", "  return lm_err;", "}"]
-    return lines
-
-
-def _pack_phase(emitter_cls, ptrs, operand: ir.Value, r: str, shape, batch, rows, side: str) -> list[str]:
-    """Parallel loop packing one operand: for each (batch element it reads, panel), the panel's rows (M rows
-    of A, N columns of B) over the whole contraction, k-major. The row loop is innermost: the source is
-    then read along its rows' direction and the panel written contiguously (a weight read along k, column
-    by column, cost a cache miss per element). Rows past the edge pack as zeros."""
-    width, count, total, size, base = (
-        ("LM_MR", "lm_mp", "lm_M", "lm_asz", "lm_pa") if side == "a" else ("LM_NR", "lm_np", "lm_N", "lm_bsz", "lm_pb")
-    )
-    e = emitter_cls(ptrs)
-    e.indent = 0
-    value = e.emit(operand)
-    lines = [
-        "    #pragma omp for schedule(static)",
-        f"    for (int64_t lm_t = 0; lm_t < {'lm_NB' if batch else '1'} * {count}; lm_t++) {{",
-        f"      const int64_t lm_bt = lm_t / {count}, lm_panel = lm_t % {count}; (void)lm_bt;",
-    ]
-    lines += ["      " + s for s in _decode("lm_bt", shape, batch)]
-    # Each row's output indices, decoded once (a row past the edge reads row 0, then packs zero).
-    lines += [f"      int64_t lm_at{j}[{width}];" for j in rows]
-    lines += [
-        f"      uint8_t lm_inside[{width}];",
-        f"      for (int64_t lm_w = 0; lm_w < {width}; lm_w++) {{",
-        f"        const int64_t lm_row = lm_panel * {width} + lm_w;",
-        f"        lm_inside[lm_w] = lm_row < {total};",
-    ]
-    lines += ["        " + s for s in _decode(f"lm_row < {total} ? lm_row : 0", shape, rows)]
-    lines += [f"        lm_at{j}[lm_w] = _i{j};" for j in rows]
-    lines += [
-        "      }",
-        f"      float* lm_block = {base} + lm_bt * {size} + lm_panel * {width} * lm_K;",
-        f"      for (int64_t {r} = 0; {r} < lm_K; {r}++) {{",
-        f"        for (int64_t lm_w = 0; lm_w < {width}; lm_w++) {{",
-    ]
-    lines += [f"          const int64_t _i{j} = lm_at{j}[lm_w];" for j in rows]
-    lines += ["          " + s.strip() for s in e.lines]
-    lines += [
-        f"          lm_block[{r} * {width} + lm_w] = lm_inside[lm_w] ? {value} : 0.0f;",
-        "        }",
-        "      }",
-        "    }",
-    ]
     return lines

@@ -154,15 +154,9 @@ class ShapeTracker:
             )
         if new_shape == self.shape:
             return self
-        flat = const(0)
-        for k, (d, s) in enumerate(zip(new_shape, contiguous_strides(new_shape))):
-            flat = flat + idx(k, d) * s
-        old = []
-        for k, (d, s) in enumerate(zip(self.shape, contiguous_strides(self.shape))):
-            # A size that may be 0 means no element is ever read; max(., 1) keeps the arithmetic defined.
-            s, d = (s if s.lo >= 1 else s.max(1)), (as_expr(d) if as_expr(d).lo >= 1 else as_expr(d).max(1))
-            q = flat // s
-            old.append(q if k == 0 else q % d)  # the outermost index needs no wrap: flat < numel
+        old = _regrouped(self.shape, new_shape)
+        if old is None:
+            old = _unflatten(self.shape, new_shape, range(len(self.shape)), range(len(new_shape)))
         return self._remap(new_shape, old, const(1), ("reshape", [as_expr(d).to_json() for d in new_shape]))
 
     def expand(self, new_shape: Sequence[Dim]) -> ShapeTracker:
@@ -320,3 +314,56 @@ _REPLAY = {
     "pad": lambda st, a: st.pad([(expr_from_json(x), expr_from_json(y)) for x, y in a]),
     "flip": lambda st, a: st.flip([int(x) for x in a]),
 }
+
+
+def _unflatten(old_shape, new_shape, old_axes, new_axes) -> list[Expr]:
+    """The old indices of `old_axes` from the new ones of `new_axes`, through their row-major position (both
+    sets of axes span the same elements)."""
+    new_axes, old_axes = list(new_axes), list(old_axes)
+    flat = const(0)
+    for k, s in zip(new_axes, contiguous_strides([new_shape[k] for k in new_axes])):
+        flat = flat + idx(k, new_shape[k]) * s
+    old = []
+    for pos, s in enumerate(contiguous_strides([old_shape[k] for k in old_axes])):
+        d = as_expr(old_shape[old_axes[pos]])
+        # A size that may be 0 means no element is ever read; max(., 1) keeps the arithmetic defined.
+        s, d = (s if s.lo >= 1 else s.max(1)), (d if d.lo >= 1 else d.max(1))
+        q = flat // s
+        old.append(q if pos == 0 else q % d)  # the outermost index needs no wrap: flat < the group's size
+    return old
+
+
+def _regrouped(old_shape, new_shape) -> list[Expr] | None:
+    """Old indices for a reshape that splits and merges runs of adjacent axes, each run mapped on its own: axes
+    of size 1 come and go with index 0, an axis kept whole keeps its index, and no division reaches across
+    runs (the general form divides the whole flat position, which a simplifier cannot undo when a symbolic
+    batch axis lies outside the run). None when the runs cannot be matched by their sizes."""
+    old: list[Expr | None] = [None] * len(old_shape)
+    i = j = 0
+    while i < len(old_shape) or j < len(new_shape):
+        if i < len(old_shape) and as_expr(old_shape[i]) == 1:
+            old[i], i = const(0), i + 1
+            continue
+        if j < len(new_shape) and as_expr(new_shape[j]) == 1:
+            j += 1
+            continue
+        if i == len(old_shape) or j == len(new_shape):
+            return None
+        old_axes, new_axes = [i], [j]
+        have, want = as_expr(old_shape[i]), as_expr(new_shape[j])
+        i, j = i + 1, j + 1
+        while have != want:
+            if have.lo < 1 or want.lo < 1:
+                return None  # a size that may be 0 divides nothing
+            if (want // have) * have == want and i < len(old_shape):  # the old run is a factor short
+                have, old_axes, i = have * as_expr(old_shape[i]), old_axes + [i], i + 1
+            elif (have // want) * want == have and j < len(new_shape):
+                want, new_axes, j = want * as_expr(new_shape[j]), new_axes + [j], j + 1
+            else:
+                return None
+        if len(old_axes) == len(new_axes) == 1:
+            old[old_axes[0]] = idx(new_axes[0], new_shape[new_axes[0]])
+        else:
+            for k, e in zip(old_axes, _unflatten(old_shape, new_shape, old_axes, new_axes)):
+                old[k] = e
+    return old

@@ -132,6 +132,18 @@ def test_reshape_of_a_transposed_view_stays_a_view_through_div_mod():
     assert back.is_contiguous()  # the div/mod arithmetic simplifies away again
 
 
+def test_reshape_maps_runs_of_axes_on_their_own():
+    """Splitting a head axis out of a permuted tensor and dropping a size-1 axis keep every index plain: no
+    division over the whole (symbolic) size, which no simplifier could remove and which stops a GEMM from
+    reading its operand in place."""
+    b = lm.sym("batch", max=8)
+    qkv = ShapeTracker.contiguous((b, 128, 1152)).reshape((b, 128, 3, 12, 32)).permute((2, 0, 3, 1, 4))
+    q = qkv.slice([(0, 1, 1), (0, b, 1), (0, 12, 1), (0, 128, 1), (0, 32, 1)]).reshape((b, 12, 128, 32))
+    assert "//" not in str(q.index) and "%" not in str(q.index)
+    strides, offset = q.strides()
+    assert strides == [147456, 32, 1152, 1] and offset == 0
+
+
 def test_symbolic_round_trip_simplifies_back():
     n = lm.sym("n")
     v = ShapeTracker.contiguous((n, 3)).permute((1, 0)).reshape((3 * n,)).reshape((3, n)).permute((1, 0))
