@@ -25,8 +25,9 @@ from typing import IO, Any
 from luminal.compiler import COMPILER_VERSION
 from luminal.compiler.artifact_json import ArtifactError, program_from_json, program_to_json
 from luminal.compiler.program import TARGETS, CompiledProgram, c_source
+from luminal.graph import Graph
 from luminal.graph_file import MAX_FILE_BYTES as MAX_GRAPH_BYTES
-from luminal.graph_file import graph_to_bytes, load_graph
+from luminal.graph_file import graph_fingerprint, graph_to_bytes, load_graph
 from luminal.graph_json import GraphFileError, dump_json, parse_json
 from luminal.safezip import end_record, entry_info, read_entry, write_atomic
 
@@ -44,9 +45,9 @@ MANIFEST_KEYS = {"format", "format_version", "compiler_version", "target", "grap
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def graph_hash(graph_bytes: bytes) -> str:
-    """The source graph's identity: sha256 of its `.lgraph` bytes, which hold the structure and every weight."""
-    return hashlib.sha256(graph_bytes).hexdigest()
+def graph_hash(graph: Graph) -> str:
+    """The source graph's identity: its fingerprint (sha256 of its structure and every weight's bytes)."""
+    return graph_fingerprint(graph)
 
 
 # ---- writing -------------------------------------------------------------------------------------------
@@ -76,7 +77,7 @@ def program_to_bytes(prog: CompiledProgram, source_hash: str | None = None) -> b
         "format_version": FORMAT_VERSION,
         "compiler_version": COMPILER_VERSION,
         "target": prog.target,
-        "graph_hash": source_hash or graph_hash(graph_bytes),
+        "graph_hash": source_hash or graph_hash(prog.graph),
         "entries": {n: {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for n, b in entries.items()},
     }
     buf = io.BytesIO()
@@ -96,16 +97,22 @@ def save_program(prog: CompiledProgram, path: Any, source_hash: str | None = Non
 # ---- reading -------------------------------------------------------------------------------------------
 
 
-def load_program(source: Any, target: str | None = None, source_hash: str | None = None) -> CompiledProgram:
-    """Read an artifact (a path, or its bytes). `target` and `source_hash`, when given, must match the manifest."""
+def load_program(
+    source: Any, target: str | None = None, source_hash: str | None = None, *, check_source: bool = True
+) -> CompiledProgram:
+    """Read an artifact (a path, or its bytes). `target` and `source_hash`, when given, must match the manifest.
+
+    `check_source=False` skips regenerating the C from the kernel IR to compare it with the stored C (a third
+    of a cached compile's time). Only the compile cache passes it, for files in its own directory: that
+    directory is trusted as the C library cache beside it is, whose shared objects are loaded by name."""
     if isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
-        return _load(io.BytesIO(data), len(data), target, source_hash)
+        return _load(io.BytesIO(data), len(data), target, source_hash, check_source)
     with open(os.fspath(source), "rb") as f:
-        return _load(f, os.fstat(f.fileno()).st_size, target, source_hash)
+        return _load(f, os.fstat(f.fileno()).st_size, target, source_hash, check_source)
 
 
-def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None) -> CompiledProgram:
+def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None, check_source: bool = True):
     if size > MAX_FILE_BYTES:
         raise ArtifactError(f"the artifact is {size} bytes, over the limit of {MAX_FILE_BYTES}")
     _check_end_record(f, size)
@@ -137,7 +144,7 @@ def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None) 
     except UnicodeDecodeError:
         raise ArtifactError(f"{SOURCE} is not UTF-8") from None
     try:
-        expected = "" if kernels is None else c_source(kernels)
+        expected = text if not check_source else "" if kernels is None else c_source(kernels)
     except ValueError as e:  # an IR that decodes but cannot be code (a packed buffer that fits no GEMM)
         raise ArtifactError(f"{KERNELS}: {e}") from None
     if text != expected:

@@ -1,9 +1,9 @@
 """The compile cache: compiled programs on disk, keyed by (graph hash, target, compiler version).
 
-The graph hash is sha256 of the graph's `.lgraph` bytes, which include every weight: two graphs that differ
-only in a weight value get different programs (constant folding may have baked the weights into kernels, and
-the artifact carries the weights the program runs with). Hashing costs one pass over the weights, far less
-than a compile. Directory: `$LUMINAL_CACHE_DIR/programs`, else `~/.cache/luminal/programs`.
+The graph hash is sha256 of the graph's structure and every weight's bytes (what its `.lgraph` holds): two
+graphs that differ only in a weight value get different programs (constant folding may have baked the weights
+into kernels, and the artifact carries the weights the program runs with). Hashing costs one pass over the
+weights, far less than a compile. Directory: `$LUMINAL_CACHE_DIR/programs`, else `~/.cache/luminal/programs`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from luminal.compiler import COMPILER_VERSION
 from luminal.compiler.artifact import ArtifactError, graph_hash, load_program, save_program
 from luminal.compiler.program import CompiledProgram
 from luminal.graph import Graph
-from luminal.graph_file import graph_to_bytes
 
 
 def cache_dir() -> Path:
@@ -41,13 +40,13 @@ def compile_cached(
     miss that the fresh compile overwrites; a cache directory that cannot be written never fails a compile.
     """
     start = time.perf_counter()
-    source_hash = graph_hash(graph_to_bytes(graph))
+    source_hash = graph_hash(graph)
     key = cache_key(source_hash, target, options)
     path = cache_dir() / f"{key}.lprog"
     prog = None
     if path.is_file():
         try:
-            prog = load_program(path, target, source_hash)
+            prog = load_program(path, target, source_hash, check_source=False)
         except (ArtifactError, OSError):
             prog = None
     hit = prog is not None

@@ -82,6 +82,15 @@ def graph_to_bytes(graph: Graph) -> bytes:
     return buf.getvalue()
 
 
+def graph_fingerprint(graph: Graph) -> str:
+    """sha256 of what a `.lgraph` of `graph` holds (its structure and every weight's bytes), without building the
+    file: the compile cache's key for a graph (a third of the time of hashing the file's bytes)."""
+    digest = hashlib.sha256(dump_json(encode_graph(graph)))
+    for part in _safetensors_parts(graph):
+        digest.update(part)
+    return digest.hexdigest()
+
+
 def write_graph(graph: Graph, f: IO[bytes]) -> None:
     from luminal import __version__  # here, not at the top: luminal/__init__ may import this module early
 
