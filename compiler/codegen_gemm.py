@@ -28,6 +28,7 @@ from luminal.symbolic import Expr
 
 # A task's chunk is at most LM_MCP row panels by LM_NCP column panels; its C tile lives on the thread's stack.
 PRELUDE = """
+#include <omp.h>
 #include <stdlib.h>
 #if defined(__AVX512F__)
 #define LM_MR 12
@@ -56,6 +57,17 @@ static float* lm_gemm_pack_buffer(int64_t floats) {
     lm_pack_capacity = lm_pack_buffer ? floats : 0;
   }
   return lm_pack_buffer;
+}
+/* How many chunks of row and column panels: as large as LM_MCP x LM_NCP for reuse, smaller while there would be
+   fewer than four tasks per thread (a 128 x 384 output is 3 tasks at full size: one thread would do two). */
+static void lm_gemm_chunks(int64_t nb, int64_t mp, int64_t np, int64_t* mt, int64_t* nt) {
+  int64_t mcap = LM_MCP, ncap = LM_NCP, want = 4 * (int64_t)omp_get_max_threads();
+  while (nb * ((mp + mcap - 1) / mcap) * ((np + ncap - 1) / ncap) < want && (mcap > 1 || ncap > 1)) {
+    if (ncap == 1 || mcap >= 2 * ncap) mcap = (mcap + 1) / 2;
+    else ncap = (ncap + 1) / 2;
+  }
+  *mt = (mp + mcap - 1) / mcap;
+  *nt = (np + ncap - 1) / ncap;
 }
 /* c[0:MR, 0:NR] (row stride ldc) += A (MR x kc, element (i, k) at A_AT) times b (kc x NR, k-major).
    Two readings of A: packed panels (k-major, lm_micro) and rows of a matrix read in place (lm_micro_rows). */
@@ -214,8 +226,9 @@ def kernel_source(
             f"  const float* lm_pb = {ptrs[packed]};",
         ]
     lines += [
+        "  int64_t lm_mt, lm_nt;",
+        "  lm_gemm_chunks(lm_NB, lm_mp, lm_np, &lm_mt, &lm_nt);",
         # Rows and columns split evenly over the chunks (whole panels), so no task is a small remainder.
-        "  const int64_t lm_mt = (lm_mp + LM_MCP - 1) / LM_MCP, lm_nt = (lm_np + LM_NCP - 1) / LM_NCP;",
         "  const int64_t lm_mcp = (lm_mp + lm_mt - 1) / lm_mt, lm_ncp = (lm_np + lm_nt - 1) / lm_nt;",
         "  const int64_t lm_tasks = lm_NB * lm_mt * lm_nt;",
         "  #pragma omp parallel reduction(|:lm_err) if (lm_tasks > 1 && lm_NB * lm_M * lm_N * (lm_K + 1) >= 65536)",
