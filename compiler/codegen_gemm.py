@@ -69,11 +69,12 @@ static void lm_gemm_chunks(int64_t nb, int64_t mp, int64_t np, int64_t* mt, int6
   *mt = (mp + mcap - 1) / mcap;
   *nt = (np + ncap - 1) / ncap;
 }
-/* c[0:MR, 0:NR] (row stride ldc) += A (MR x kc, element (i, k) at A_AT) times b (kc x NR, k-major).
-   Two readings of A: packed panels (k-major, lm_micro) and rows of a matrix read in place (lm_micro_rows). */
+/* c[0:MR, 0:NR] (row stride ldc) = (first ? 0 : c) + A (MR x kc, element (i, k) at A_AT) times b (kc x NR,
+   k-major): the first contraction block stores, so the C tile needs no clearing. Two readings of A: packed
+   panels (k-major, lm_micro) and rows of a matrix read in place (lm_micro_rows). */
 #define LM_MICRO(NAME, A_AT)                                                                                 \
   static inline void NAME(int64_t kc, const float* restrict a, int64_t lda, const float* restrict b,        \
-                          float* restrict c, int64_t ldc) {                                                  \
+                          float* restrict c, int64_t ldc, int first) {                                       \
     (void)lda;                                                                                               \
     lm_vf acc0[LM_MR], acc1[LM_MR];                                                                          \
     _Pragma("GCC unroll 16") for (int i = 0; i < LM_MR; i++) { acc0[i] = (lm_vf){0}; acc1[i] = (lm_vf){0}; } \
@@ -88,11 +89,13 @@ static void lm_gemm_chunks(int64_t nb, int64_t mp, int64_t np, int64_t* mt, int6
       }                                                                                                      \
     }                                                                                                        \
     _Pragma("GCC unroll 16") for (int i = 0; i < LM_MR; i++) {                                               \
-      lm_vf t0, t1;                                                                                          \
-      memcpy(&t0, c + i * ldc, LM_VBYTES);                                                                   \
-      memcpy(&t1, c + i * ldc + LM_VL, LM_VBYTES);                                                           \
-      t0 += acc0[i];                                                                                         \
-      t1 += acc1[i];                                                                                         \
+      lm_vf t0 = acc0[i], t1 = acc1[i], old0, old1;                                                          \
+      if (!first) {                                                                                          \
+        memcpy(&old0, c + i * ldc, LM_VBYTES);                                                               \
+        memcpy(&old1, c + i * ldc + LM_VL, LM_VBYTES);                                                       \
+        t0 += old0;                                                                                          \
+        t1 += old1;                                                                                          \
+      }                                                                                                      \
       memcpy(c + i * ldc, &t0, LM_VBYTES);                                                                   \
       memcpy(c + i * ldc + LM_VL, &t1, LM_VBYTES);                                                           \
     }                                                                                                        \
@@ -231,6 +234,9 @@ def kernel_source(
         # Rows and columns split evenly over the chunks (whole panels), so no task is a small remainder.
         "  const int64_t lm_mcp = (lm_mp + lm_mt - 1) / lm_mt, lm_ncp = (lm_np + lm_nt - 1) / lm_nt;",
         "  const int64_t lm_tasks = lm_NB * lm_mt * lm_nt;",
+        # Contraction blocks of equal depth (384 is two of 192, not 256 and a short 128).
+        "  const int64_t lm_kblocks = (lm_K + LM_KC - 1) / LM_KC;",
+        "  const int64_t lm_kc = lm_kblocks ? (lm_K + lm_kblocks - 1) / lm_kblocks : 1;",
         "  #pragma omp parallel reduction(|:lm_err) if (lm_tasks > 1 && lm_NB * lm_M * lm_N * (lm_K + 1) >= 65536)",
         "  {",
         "    float lm_ct[LM_MCH * LM_NCH] __attribute__((aligned(64)));",
@@ -254,7 +260,7 @@ def kernel_source(
         "      const int64_t lm_mlen = lm_M - lm_m0 < lm_mpl * LM_MR ? lm_M - lm_m0 : lm_mpl * LM_MR;",
         "      const int64_t lm_nlen = lm_N - lm_n0 < lm_npl * LM_NR ? lm_N - lm_n0 : lm_npl * LM_NR;",
         f"      const float* lm_bb = lm_pb + {'lm_bt * lm_bsz + ' if b_batched else ''}lm_q0 * LM_NR * lm_K;",
-        "      for (int64_t lm_i = 0; lm_i < lm_mpl * LM_MR; lm_i++)",
+        "      for (int64_t lm_i = 0; lm_i < (lm_K > 0 ? 0 : lm_mpl * LM_MR); lm_i++)  /* no block to store */",
         "        memset(lm_ct + lm_i * LM_NCH, 0, sizeof(float) * lm_npl * LM_NR);",
     ]
     if direct is not None:
@@ -267,8 +273,8 @@ def kernel_source(
     else:
         lines += [f"      const float* lm_ab = lm_pa + {'lm_bt * lm_asz + ' if a_batched else ''}lm_p0 * LM_MR * lm_K;"]
     lines += [
-        "      for (int64_t lm_k0 = 0; lm_k0 < lm_K; lm_k0 += LM_KC) {",
-        "        const int64_t lm_kl = lm_K - lm_k0 < LM_KC ? lm_K - lm_k0 : LM_KC;",
+        "      for (int64_t lm_k0 = 0; lm_k0 < lm_K; lm_k0 += lm_kc) {",
+        "        const int64_t lm_kl = lm_K - lm_k0 < lm_kc ? lm_K - lm_k0 : lm_kc;",
         # A B panel's block (kl x NR) stays in L1 while the chunk's A rows stream past it from L2.
         "        for (int64_t lm_q = 0; lm_q < lm_npl; lm_q++) {",
         "          const float* lm_bq = lm_bb + (lm_q * LM_NR * lm_K + lm_k0 * LM_NR);",
@@ -279,13 +285,14 @@ def kernel_source(
         lines += [
             "            if (lm_m0 + (lm_p + 1) * LM_MR <= lm_M)",
             "              lm_micro_rows(lm_kl, lm_arow + lm_p * LM_MR * lm_lda + lm_k0, lm_lda, lm_bq, lm_cq,",
-            "                            LM_NCH);",
+            "                            LM_NCH, lm_k0 == 0);",
             "            else",
-            "              lm_micro(lm_kl, lm_aedge + lm_k0 * LM_MR, 0, lm_bq, lm_cq, LM_NCH);",
+            "              lm_micro(lm_kl, lm_aedge + lm_k0 * LM_MR, 0, lm_bq, lm_cq, LM_NCH, lm_k0 == 0);",
         ]
     else:
         lines += [
-            "            lm_micro(lm_kl, lm_ab + (lm_p * LM_MR * lm_K + lm_k0 * LM_MR), 0, lm_bq, lm_cq, LM_NCH);"
+            "            lm_micro(lm_kl, lm_ab + (lm_p * LM_MR * lm_K + lm_k0 * LM_MR), 0, lm_bq, lm_cq, LM_NCH,",
+            "                     lm_k0 == 0);",
         ]
     lines += ["          }", "        }", "      }"]
     # Epilogue: the rest of the body, per output element of the tile.
