@@ -72,6 +72,7 @@ class _Counter:
         self.env = env
         self.gemm = gemm  # the kernel runs as a GEMM: its one Contract is computed once, however often it appears
         self.seen: set[ir.Contract] = set()
+        self.applied: set[tuple[ir.Apply, int]] = set()
         self.reads: Counter[str] = Counter()
         self.gemm_flops = 0  # the multiply-adds of Contracts: they run as tiled GEMMs (matrix units on GPUs)
 
@@ -86,6 +87,11 @@ class _Counter:
         if isinstance(v, ir.Guard):  # a select on an index predicate: index arithmetic, not data FLOPs
             return self.flops(v.value, evals)
         if isinstance(v, ir.Apply):
+            # Equal subtrees at the same trip count are one computation: value trees repeat shared operands
+            # (an erf polynomial reads its argument eight times) and the C compiler evaluates them once.
+            if (v, evals) in self.applied:
+                return 0
+            self.applied.add((v, evals))
             return evals * OP_FLOPS.get(v.op, 1) + sum(self.flops(a, evals) for a in v.args)
         if isinstance(v, ir.Reduce):
             # The body runs `extent` times per evaluation, each followed by one fold (add or max): a
