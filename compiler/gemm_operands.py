@@ -67,14 +67,15 @@ def direct_rows(operand: ir.Value, k: str, rows: tuple[int, ...], shape: tuple[E
 
 
 def _k_inner(operand: ir.Value, k: str, rows: tuple[int, ...]) -> bool:
-    """Whether packing should walk the contraction innermost: when the source is contiguous along it and not
-    along the panel's rows (B = a transposed matrix, as attention's keys are)."""
-    if not isinstance(operand, ir.Load) or len(rows) != 1:
+    """Whether packing should walk the contraction innermost: when the source's next element along it lies
+    closer than the next row's (B = a transposed matrix, as attention's keys are; A = heads laid out apart,
+    where runs along the contraction are contiguous though the index is not affine)."""
+    if not isinstance(operand, ir.Load):
         return False
-    found = affine(operand.index, [f"_i{rows[0]}", k])
-    if found is None:
-        return False
-    along_k, along_row = found[1][k], found[1][f"_i{rows[0]}"]
+    row = f"_i{rows[-1]}"  # the innermost of the row axes: the next row
+    at = operand.index.substitute({row: 0, k: 0})
+    along_k = operand.index.substitute({row: 0, k: 1}) - at
+    along_row = operand.index.substitute({row: 1, k: 0}) - at
     return along_k.is_const and along_row.is_const and abs(along_k.value) < abs(along_row.value)
 
 
