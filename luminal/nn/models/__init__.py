@@ -1,0 +1,1 @@
+"""Whole models built from Hugging Face configs, with weights under Hugging Face names."""
