@@ -154,6 +154,16 @@ class ShapeTracker:
             )
         if new_shape == self.shape:
             return self
+        kept_old = [k for k, d in enumerate(self.shape) if as_dim(d) != 1]
+        kept_new = [k for k, d in enumerate(new_shape) if d != 1]
+        if [as_dim(self.shape[k]) for k in kept_old] == [new_shape[k] for k in kept_new]:
+            # Only unit dims inserted or dropped: each axis keeps its own index (unit axes read 0). The general
+            # flat-index route below would give (a * seq + b) // seq for symbolic sizes, which the simplifier
+            # cannot always prove equals a, and such a view then reads through index arithmetic, not strides.
+            old = [const(0)] * self.ndim
+            for k_old, k_new in zip(kept_old, kept_new):
+                old[k_old] = idx(k_new, new_shape[k_new])
+            return self._remap(new_shape, old, const(1), ("reshape", [as_expr(d).to_json() for d in new_shape]))
         flat = const(0)
         for k, (d, s) in enumerate(zip(new_shape, contiguous_strides(new_shape))):
             flat = flat + idx(k, d) * s
