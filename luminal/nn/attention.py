@@ -30,7 +30,12 @@ def split_heads(x: Tensor, heads: int) -> Tensor:
 def merge_heads(x: Tensor) -> Tensor:
     """[batch, heads, seq, head_dim] -> [batch, seq, heads * head_dim]."""
     b, h, s, d = x.shape
-    return x.transpose(1, 2).reshape(b, s, h * d)
+    merged = x.transpose(1, 2).reshape(b, s, h * d)
+    # Merging heads of a transposed buffer is not a strided view: every later read of it (the output
+    # projection reads it expanded over all its output features) would go through div/mod index arithmetic.
+    # Multiplying by 1 records a node, so the merged heads are laid out once, as torch's `.contiguous()` does
+    # at this point; the compiler's identity pass (x * 1 = x) removes it again where views are free.
+    return merged * 1.0
 
 
 def padding_mask(attention_mask: Tensor) -> Tensor:
