@@ -23,11 +23,15 @@ def state_dict_numpy(module: torch.nn.Module) -> dict[str, np.ndarray]:
 
 
 def randomize(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Every float parameter and buffer set to N(0, 0.5) (running variances to positive values)."""
+    """Every float parameter and saved buffer set to N(0, 0.5) (running variances to positive values).
+
+    Buffers outside the state dict (rotary inv_freq tables and the like) are derived from the config and kept.
+    """
     gen = torch.Generator().manual_seed(seed)
+    saved = set(module.state_dict())
     with torch.no_grad():
         for name, t in [*module.named_parameters(), *module.named_buffers()]:
-            if t.is_floating_point():
+            if t.is_floating_point() and name in saved:
                 t.copy_(torch.randn(t.shape, generator=gen) * 0.5)
                 if name.endswith("running_var"):
                     t.abs_().add_(0.1)
