@@ -42,3 +42,14 @@ def test_greedy_generation_matches_hugging_face(name):
     for k, logits in enumerate(steps):  # logits after prompt + k tokens
         assert max_error(logits, full[:, prompt.shape[1] - 1 + k]) < 1e-4
     assert len(steps) == NEW_TOKENS
+
+
+def test_compiled_decoding_generates_the_same_tokens():
+    """Both graphs through lm.compile(target="cpu"): the symbolic cache length survives compilation."""
+    ours, config = MODELS["llama"]
+    _, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, config)
+    graphs = decoder_graphs(ours(config.to_dict()), max_positions=32).bind(weights)
+    programs = {id(g): lm.compile(g, target="cpu", cache=False) for g in (graphs.prefill, graphs.step)}
+    prompt, _ = token_batch(40, 2, 5, seed=4)
+    compiled = greedy_generate(graphs, prompt, NEW_TOKENS, run=lambda g, feed: programs[id(g)].run(feed))
+    np.testing.assert_array_equal(compiled, greedy_generate(graphs, prompt, NEW_TOKENS))
