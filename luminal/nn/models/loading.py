@@ -10,11 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import luminal as lm
 from luminal.graph import GraphError
 from luminal.nn.models.bert import bert_graph
+from luminal.nn.models.checkpoint import align_names, read_checkpoint, widen_to_float32
 from luminal.nn.models.config import load_config
 from luminal.nn.models.gpt2 import GPT2LMHeadModel
 from luminal.nn.models.llama import LlamaForCausalLM
@@ -27,19 +26,6 @@ CAUSAL_LMS = {
     "mistral": LlamaForCausalLM,
     "qwen2": LlamaForCausalLM,
 }
-
-
-def read_checkpoint(folder: str | Path) -> dict[str, np.ndarray]:
-    """Every tensor of the folder's *.safetensors files (sharded checkpoints are several files)."""
-    from safetensors.numpy import load_file
-
-    files = sorted(Path(folder).glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no .safetensors file in {folder}")
-    weights: dict[str, np.ndarray] = {}
-    for f in files:
-        weights.update(load_file(f))
-    return weights
 
 
 def causal_lm(config: Any) -> Module:
@@ -71,31 +57,13 @@ def model_graph(config: Any, max_batch: int = 64, max_seq: int | None = None) ->
     return g
 
 
-def align_names(wanted: list[str], checkpoint: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Checkpoint tensors under the graph's names, where the checkpoint saved the model one level up or down:
-    a GPT2Model checkpoint (wte.weight) for GPT2LMHeadModel (transformer.wte.weight), or a BertForMaskedLM
-    one (bert.embeddings...) for BertModel. Only unambiguous matches are taken."""
-    out = {}
-    for name in wanted:
-        if name in checkpoint:
-            out[name] = checkpoint[name]
-            continue
-        inner = name.split(".", 1)[-1]
-        outer = [k for k in checkpoint if k.endswith("." + name)]
-        if "." in name and inner in checkpoint:
-            out[name] = checkpoint[inner]
-        elif len(outer) == 1:
-            out[name] = checkpoint[outer[0]]
-    return out
-
-
 def graph_from_folder(folder: str | Path, max_batch: int = 64, max_seq: int | None = None) -> lm.Graph:
     """The folder's model as a graph with its weights bound; raises GraphError naming any weight not found."""
     folder = Path(folder)
     if (folder / "modules.json").exists():
         return sentence_graph(folder, max_batch, max_seq)
     g = model_graph(folder / "config.json", max_batch, max_seq)
-    g.bind(align_names(list(g.weights), read_checkpoint(folder)))
+    g.bind(align_names(list(g.weights), widen_to_float32(read_checkpoint(folder))))
     missing = g.unbound_weights()
     if missing:
         raise GraphError(f"{len(missing)} weight(s) not in the checkpoint, e.g. {missing[:5]}")

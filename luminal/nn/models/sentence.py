@@ -15,7 +15,7 @@ from typing import Any
 import luminal as lm
 from luminal import functional as F
 from luminal.nn.models.bert import BertModel
-from luminal.nn.module import Module
+from luminal.nn.models.checkpoint import read_checkpoint, widen_to_float32
 from luminal.nn.pooling import mean_pool
 from luminal.tensor import Tensor
 
@@ -46,38 +46,33 @@ class SentenceConfig:
         return cls(pooling=chosen[0], normalize="Normalize" in kinds)
 
 
-class SentenceEncoder(Module):
-    """input_ids, attention_mask [batch, seq] -> sentence embeddings [batch, hidden]."""
+class SentenceEncoder(BertModel):
+    """input_ids, attention_mask [batch, seq] -> sentence embeddings [batch, hidden].
+
+    A BertModel itself (not a module holding one): the checkpoint is a bare BertModel state dict
+    (embeddings.*, encoder.*), so the encoder's paths must start at the root.
+    """
 
     def __init__(self, bert_config: Any, sentence: SentenceConfig = SentenceConfig()) -> None:
-        super().__init__()
+        super().__init__(bert_config, add_pooling_layer=False)
         if sentence.pooling not in POOLING_KEYS:
             raise ValueError(f"pooling must be one of {list(POOLING_KEYS)}, got {sentence.pooling!r}")
         self.sentence = sentence
-        # The checkpoint is a bare BertModel state dict (embeddings.*, encoder.*): the encoder sits at the root.
-        self.bert = BertModel(bert_config, add_pooling_layer=False)
-
-    def assign_names(self, prefix: str = "") -> Module:
-        object.__setattr__(self, "_path", prefix)
-        self.bert.assign_names(prefix)  # no "bert." level in the names
-        return self
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        hidden = self.bert(input_ids, attention_mask)
+        hidden = super().forward(input_ids, attention_mask)
         pooled = mean_pool(hidden, attention_mask) if self.sentence.pooling == "mean" else hidden[:, 0]
         return F.normalize(pooled, dim=-1) if self.sentence.normalize else pooled
 
 
 def sentence_graph(folder: str | Path, max_batch: int = 64, max_seq: int | None = None) -> lm.Graph:
     """The folder's sentence model as a graph: inputs input_ids and attention_mask ([batch, seq] int64,
-    symbolic), output sentence_embedding; weights bound from the folder's model.safetensors."""
-    from safetensors.numpy import load_file
-
+    symbolic), output sentence_embedding; weights bound from the folder's safetensors."""
     folder = Path(folder)
     encoder = SentenceEncoder(folder / "config.json", SentenceConfig.from_folder(folder))
     g = lm.Graph()
-    limit = max_seq or encoder.bert.config.max_position_embeddings
+    limit = max_seq or encoder.config.max_position_embeddings
     shape = (lm.sym("batch", max=max_batch), lm.sym("seq", max=limit))
     ids, mask = g.input("input_ids", shape, lm.int64), g.input("attention_mask", shape, lm.int64)
     encoder(ids, mask).output("sentence_embedding")
-    return g.bind(load_file(folder / "model.safetensors"))
+    return g.bind(widen_to_float32(read_checkpoint(folder)))
