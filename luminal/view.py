@@ -46,6 +46,43 @@ def contiguous_strides(shape: Sequence[Dim]) -> list[Expr]:
     return strides[::-1]
 
 
+def _reshape_indices(old_shape: tuple[Dim, ...], new_shape: tuple[Dim, ...]) -> list[Expr]:
+    """For a row-major reshape, each old axis's index in terms of the new axes' indices.
+
+    Axes that survive unchanged keep their own index: unit dims inserted or dropped, and the dims the two
+    shapes share at the front and back (reshaping [b, s, 384] to [b, s, 12, 32] only regroups the last axis).
+    Only what remains goes through the flat index, because with symbolic sizes that route gives
+    (a * seq + c) // seq, which the simplifier cannot always prove equals a, and such a view would then be
+    read through index arithmetic rather than strides.
+    """
+    kept_old = [k for k, d in enumerate(old_shape) if d != 1]
+    kept_new = [k for k, d in enumerate(new_shape) if d != 1]
+    if [old_shape[k] for k in kept_old] == [new_shape[k] for k in kept_new]:  # only unit dims moved
+        old: list[Expr] = [const(0)] * len(old_shape)
+        for k_old, k_new in zip(kept_old, kept_new):
+            old[k_old] = idx(k_new, new_shape[k_new])
+        return old
+    front = 0
+    while front < min(len(old_shape), len(new_shape)) and old_shape[front] == new_shape[front]:
+        front += 1
+    back = 0
+    while back < min(len(old_shape), len(new_shape)) - front and old_shape[-1 - back] == new_shape[-1 - back]:
+        back += 1
+    mid_old, mid_new = old_shape[front : len(old_shape) - back], new_shape[front : len(new_shape) - back]
+    if dims_product(mid_old) != dims_product(mid_new):  # not provably a regrouping of the middle alone
+        front, back, mid_old, mid_new = 0, 0, old_shape, new_shape
+    flat = const(0)
+    for k, (d, s) in enumerate(zip(mid_new, contiguous_strides(mid_new))):
+        flat = flat + idx(front + k, d) * s
+    old = [idx(k, new_shape[k]) for k in range(front)]
+    for k, (d, s) in enumerate(zip(mid_old, contiguous_strides(mid_old))):
+        # A size that may be 0 means no element is ever read; max(., 1) keeps the arithmetic defined.
+        s, d = (s if s.lo >= 1 else s.max(1)), (as_expr(d) if as_expr(d).lo >= 1 else as_expr(d).max(1))
+        q = flat // s
+        old.append(q if k == 0 else q % d)  # the outermost index needs no wrap: flat < numel
+    return old + [idx(len(new_shape) - back + j, new_shape[len(new_shape) - back + j]) for j in range(back)]
+
+
 def format_shape(shape: Sequence[Dim]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
@@ -154,25 +191,7 @@ class ShapeTracker:
             )
         if new_shape == self.shape:
             return self
-        kept_old = [k for k, d in enumerate(self.shape) if as_dim(d) != 1]
-        kept_new = [k for k, d in enumerate(new_shape) if d != 1]
-        if [as_dim(self.shape[k]) for k in kept_old] == [new_shape[k] for k in kept_new]:
-            # Only unit dims inserted or dropped: each axis keeps its own index (unit axes read 0). The general
-            # flat-index route below would give (a * seq + b) // seq for symbolic sizes, which the simplifier
-            # cannot always prove equals a, and such a view then reads through index arithmetic, not strides.
-            old = [const(0)] * self.ndim
-            for k_old, k_new in zip(kept_old, kept_new):
-                old[k_old] = idx(k_new, new_shape[k_new])
-            return self._remap(new_shape, old, const(1), ("reshape", [as_expr(d).to_json() for d in new_shape]))
-        flat = const(0)
-        for k, (d, s) in enumerate(zip(new_shape, contiguous_strides(new_shape))):
-            flat = flat + idx(k, d) * s
-        old = []
-        for k, (d, s) in enumerate(zip(self.shape, contiguous_strides(self.shape))):
-            # A size that may be 0 means no element is ever read; max(., 1) keeps the arithmetic defined.
-            s, d = (s if s.lo >= 1 else s.max(1)), (as_expr(d) if as_expr(d).lo >= 1 else as_expr(d).max(1))
-            q = flat // s
-            old.append(q if k == 0 else q % d)  # the outermost index needs no wrap: flat < numel
+        old = _reshape_indices(tuple(as_dim(d) for d in self.shape), new_shape)
         return self._remap(new_shape, old, const(1), ("reshape", [as_expr(d).to_json() for d in new_shape]))
 
     def expand(self, new_shape: Sequence[Dim]) -> ShapeTracker:

@@ -150,6 +150,17 @@ def test_unit_dim_reshapes_of_symbolic_views_stay_strided():
     np.testing.assert_array_equal(read_view(a, w, {}), a.transpose(2, 1, 0).reshape(3, 2))
 
 
+def test_regrouping_trailing_dims_keeps_symbolic_leading_axes_strided():
+    # [b, s, 24] -> [b, s, 2, 12] (attention heads): only the last axis is regrouped, b and s keep their index
+    b, s = lm.sym("b"), lm.sym("s")
+    heads = ShapeTracker.contiguous((b, s, 24)).slice([(0, b, 1), (0, s, 1), (8, 16, 1)]).reshape((b, s, 2, 4))
+    strides, offset = heads.permute((0, 2, 1, 3)).strides()
+    assert [str(x) for x in strides] == [str(as_expr(24 * s)), "4", "24", "1"] and offset == 8
+    a = np.arange(2 * 3 * 24).reshape(2, 3, 24)
+    want = a[:, :, 8:16].reshape(2, 3, 2, 4).transpose(0, 2, 1, 3)
+    np.testing.assert_array_equal(read_view(a, heads.permute((0, 2, 1, 3)), {"b": 2, "s": 3}), want)
+
+
 def test_strides_of_plain_views():
     v = ShapeTracker.contiguous((2, 3, 4)).permute((2, 0, 1))
     strides, offset = v.strides()
