@@ -110,10 +110,8 @@ class MultiheadAttention(Module):
             allowed = combine_masks(allowed, F.logical_not(attn_mask))
         elif attn_mask is not None:
             bias = attn_mask
-        if is_causal:
-            if attn_mask is None:
-                raise ValueError("MultiheadAttention: is_causal=True needs attn_mask as well, as in torch")
-            # torch treats the flag as a hint that attn_mask is the causal mask; the mask already says it
+        if is_causal and attn_mask is None:  # torch's flag only hints that attn_mask is causal; it needs the mask
+            raise ValueError("MultiheadAttention: is_causal=True needs attn_mask as well, as in torch")
         if bias is not None and allowed is not None:  # both kinds: turn the bool part into a bias as well
             bias = bias + F.log2(allowed.to(bias.dtype))  # log2(1) = 0 where allowed, -inf where not
             allowed = None

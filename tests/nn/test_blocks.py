@@ -54,6 +54,7 @@ def test_multihead_attention():
     )
 
 
+@pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask")  # torch's own deprecation notice
 def test_multihead_attention_masks():
     padding, blocked = _mha_masks(np.random.default_rng(0))
     rng = np.random.default_rng(1)
