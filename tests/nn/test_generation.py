@@ -53,3 +53,32 @@ def test_compiled_decoding_generates_the_same_tokens():
     prompt, _ = token_batch(40, 2, 5, seed=4)
     compiled = greedy_generate(graphs, prompt, NEW_TOKENS, run=lambda g, feed: programs[id(g)].run(feed))
     np.testing.assert_array_equal(compiled, greedy_generate(graphs, prompt, NEW_TOKENS))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_left_padded_batch_generates_as_hugging_face(name):
+    """Prompts of 6, 3 and 5 tokens in one batch, left-padded: positions count from each row's first token."""
+    ours, config = MODELS[name]
+    hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, config)
+    graphs = decoder_graphs(ours(config.to_dict()), max_positions=32, padded=True).bind(weights)
+    prompt, _ = token_batch(40, 3, 6, seed=6)
+    mask = np.ones_like(prompt)
+    for row, pad in ((1, 3), (2, 1)):
+        mask[row, :pad], prompt[row, :pad] = 0, 0
+    steps = []
+    got = greedy_generate(graphs, prompt, NEW_TOKENS, attention_mask=mask, run=lambda g, f: _kept(steps, g, f))
+    with torch.no_grad():
+        want = hf.generate(torch.from_numpy(prompt), attention_mask=torch.from_numpy(mask),
+                           max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)  # fmt: skip
+        full_mask = np.concatenate([mask, np.ones((3, NEW_TOKENS), np.int64)], axis=1)
+        positions = torch.from_numpy(np.maximum(full_mask.cumsum(-1) - 1, 0))  # from each row's first token
+        full = hf(want, attention_mask=torch.from_numpy(full_mask), position_ids=positions).logits.numpy()
+    np.testing.assert_array_equal(got, want.numpy())
+    for k, logits in enumerate(steps):  # the greedy tokens alone would hardly notice shifted positions
+        assert max_error(logits, full[:, prompt.shape[1] - 1 + k]) < 1e-4
+
+
+def _kept(steps, graph, feed):
+    out = lm.run(graph, feed)
+    steps.append(out["logits"])
+    return out

@@ -105,7 +105,8 @@ class GPT2Model(Module):
     """input_ids [batch, seq] -> (last hidden state [batch, seq, n_embd], per-layer KV caches).
 
     past: per layer (keys, values) [batch, heads, past, head_dim] of the earlier positions; attention_mask
-    [batch, past + seq] (1 = token). Positions continue from the cache: past, past + 1, ...
+    [batch, past + seq] (1 = token). position_ids [batch, seq] default to past, past + 1, ... (left-padded
+    rows pass their own, counted from their first token).
     """
 
     def __init__(self, config: Any) -> None:
@@ -117,10 +118,17 @@ class GPT2Model(Module):
         self.ln_f = LayerNorm(cfg.n_embd, cfg.layer_norm_epsilon)
 
     def forward(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, past: list[KVCache] | None = None
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        past: list[KVCache] | None = None,
+        position_ids: Tensor | None = None,
     ) -> tuple[Tensor, list[KVCache]]:
         start, seq = past_length(past), input_ids.shape[1]
-        positions = self.wpe.param(input_ids.graph, "weight").narrow(0, start, seq)  # rows start.. as a view
+        if position_ids is None:  # rows start, start + 1, ... of the table: a view, no gather
+            positions = self.wpe.param(input_ids.graph, "weight").narrow(0, start, seq)
+        else:
+            positions = self.wpe(position_ids)
         x = self.wte(input_ids) + positions
         mask = step_mask(input_ids, start, attention_mask)
         caches = []
@@ -139,7 +147,11 @@ class GPT2LMHeadModel(Module):
         self.config = self.transformer.config
 
     def forward(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, past: list[KVCache] | None = None
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        past: list[KVCache] | None = None,
+        position_ids: Tensor | None = None,
     ) -> tuple[Tensor, list[KVCache]]:
-        hidden, caches = self.transformer(input_ids, attention_mask, past)
+        hidden, caches = self.transformer(input_ids, attention_mask, past, position_ids)
         return self.transformer.wte.attend(hidden), caches

@@ -111,10 +111,15 @@ class LlamaModel(Module):
         self.rotary = RotaryEmbedding(cfg.head_size, cfg.rope_theta)
 
     def forward(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, past: list[KVCache] | None = None
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        past: list[KVCache] | None = None,
+        position_ids: Tensor | None = None,
     ) -> tuple[Tensor, list[KVCache]]:
         start = past_length(past)
-        rotary = self.rotary(step_positions(input_ids, start))
+        positions = step_positions(input_ids, start) if position_ids is None else position_ids
+        rotary = self.rotary(positions)
         masks: dict[int | None, Tensor] = {}  # one mask per distinct window, shared by the layers using it
         x, caches = self.embed_tokens(input_ids), []
         for k, layer in enumerate(self.layers):
@@ -128,7 +133,9 @@ class LlamaModel(Module):
 
 class LlamaForCausalLM(Module):
     """input_ids [batch, seq] -> (logits [batch, seq, vocab], per-layer (keys, values) [batch, kv_heads, past +
-    seq, head_dim]). past: the caches of earlier positions; attention_mask: [batch, past + seq], 1 = token.
+    seq, head_dim]). past: the caches of earlier positions; attention_mask: [batch, past + seq], 1 = token;
+    position_ids [batch, seq]: the rotary positions (default past, past + 1, ...; left-padded rows count from
+    their first token).
     With tie_word_embeddings the head reads model.embed_tokens.weight and no lm_head.weight is declared."""
 
     def __init__(self, config: Any) -> None:
@@ -139,9 +146,13 @@ class LlamaForCausalLM(Module):
             self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
 
     def forward(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, past: list[KVCache] | None = None
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        past: list[KVCache] | None = None,
+        position_ids: Tensor | None = None,
     ) -> tuple[Tensor, list[KVCache]]:
-        hidden, caches = self.model(input_ids, attention_mask, past)
+        hidden, caches = self.model(input_ids, attention_mask, past, position_ids)
         if self.config.tie_word_embeddings:
             return self.model.embed_tokens.attend(hidden), caches
         return self.lm_head(hidden), caches
