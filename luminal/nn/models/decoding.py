@@ -23,7 +23,8 @@ def step_positions(input_ids: Tensor, past: Dim) -> Tensor:
 
 
 def step_mask(input_ids: Tensor, past: Dim, attention_mask: Tensor | None, window: int | None = None) -> Tensor:
-    """bool [batch or 1, 1, seq, past + seq]: causal over the cache and this step, minus padding keys.
+    """bool, broadcastable to [batch, heads, seq, past + seq]: causal over the cache and this step, minus
+    padding keys ([seq, past + seq] without an attention_mask, [batch, 1, seq, past + seq] with one).
 
     attention_mask, when given, covers every key ([batch, past + seq], 1 = token); `window` keeps only the
     last `window` keys of each query (Mistral's sliding window: query i sees key j when i - j < window).
