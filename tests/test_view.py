@@ -150,6 +150,29 @@ def test_symbolic_round_trip_simplifies_back():
     assert v.is_contiguous()
 
 
+def test_unit_dim_reshapes_of_symbolic_views_stay_strided():
+    # inserting or dropping unit dims keeps every axis's own index: no (a * seq + b) // seq left behind
+    b, s = lm.sym("b"), lm.sym("s")
+    v = ShapeTracker.contiguous((b, s, 8)).reshape((b, s, 1, 8)).expand((b, s, 5, 8))
+    strides, offset = v.strides()
+    assert [str(x) for x in strides] == [str(as_expr(8 * s)), "8", "0", "1"] and offset == 0
+    w = ShapeTracker.contiguous((2, 1, 3)).permute((2, 1, 0)).reshape((3, 2))
+    assert [x.value for x in w.strides()[0]] == [1, 3]
+    a = np.arange(6).reshape(2, 1, 3)
+    np.testing.assert_array_equal(read_view(a, w, {}), a.transpose(2, 1, 0).reshape(3, 2))
+
+
+def test_regrouping_trailing_dims_keeps_symbolic_leading_axes_strided():
+    # [b, s, 24] -> [b, s, 2, 12] (attention heads): only the last axis is regrouped, b and s keep their index
+    b, s = lm.sym("b"), lm.sym("s")
+    heads = ShapeTracker.contiguous((b, s, 24)).slice([(0, b, 1), (0, s, 1), (8, 16, 1)]).reshape((b, s, 2, 4))
+    strides, offset = heads.permute((0, 2, 1, 3)).strides()
+    assert [str(x) for x in strides] == [str(as_expr(24 * s)), "4", "24", "1"] and offset == 8
+    a = np.arange(2 * 3 * 24).reshape(2, 3, 24)
+    want = a[:, :, 8:16].reshape(2, 3, 2, 4).transpose(0, 2, 1, 3)
+    np.testing.assert_array_equal(read_view(a, heads.permute((0, 2, 1, 3)), {"b": 2, "s": 3}), want)
+
+
 def test_strides_of_plain_views():
     v = ShapeTracker.contiguous((2, 3, 4)).permute((2, 0, 1))
     strides, offset = v.strides()

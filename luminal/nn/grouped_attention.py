@@ -1,0 +1,70 @@
+"""Grouped-query self-attention with Llama's parameter names (q_proj, k_proj, v_proj, o_proj), rotary
+positions and an optional KV cache.
+
+num_kv_heads divides num_heads; query head h reads kv head h // (num_heads / num_kv_heads) (multi-query
+when num_kv_heads == 1, plain multi-head when equal). With a cache, the keys and values of earlier positions
+come in as [batch, kv_heads, past, head_dim] tensors (past may be a symbol), the new ones are appended, and
+the grown cache is returned so a decode-step graph can output it for the next step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from luminal import dtypes as dt
+from luminal import functional as F
+from luminal.nn.attention import merge_heads, split_heads
+from luminal.nn.linear import Linear
+from luminal.nn.module import Module
+from luminal.nn.rotary import apply_rotary
+from luminal.tensor import Tensor
+
+KVCache = tuple[Tensor, Tensor]  # (keys, values), each [batch, kv_heads, seq, head_dim]
+
+
+class GroupedQueryAttention(Module):
+    def __init__(
+        self,
+        hidden_size: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        qkv_bias: bool = False,
+        out_bias: bool = False,
+        dtype: Any = dt.float32,
+    ) -> None:
+        super().__init__()
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_heads % num_kv_heads:
+            raise ValueError(f"GroupedQueryAttention: {num_kv_heads} kv heads must divide {num_heads} heads")
+        head_dim = hidden_size // num_heads if head_dim is None else head_dim
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        self.q_proj = Linear(hidden_size, num_heads * head_dim, qkv_bias, dtype)
+        self.k_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias, dtype)
+        self.v_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias, dtype)
+        self.o_proj = Linear(num_heads * head_dim, hidden_size, out_bias, dtype)
+
+    def forward(
+        self,
+        x: Tensor,
+        rotary: tuple[Tensor, Tensor] | None = None,
+        mask: Tensor | None = None,
+        past: KVCache | None = None,
+    ) -> tuple[Tensor, KVCache]:
+        """x [batch, seq, hidden] -> (out [batch, seq, hidden], (keys, values) including this step's).
+
+        rotary: (cos, sin) for the new positions; mask: bool, True where allowed, broadcast against
+        [batch, heads, seq, past + seq] (build it with `causal_mask` and `padding_mask`).
+        """
+        q = split_heads(self.q_proj(x), self.num_heads)
+        k = split_heads(self.k_proj(x), self.num_kv_heads)
+        v = split_heads(self.v_proj(x), self.num_kv_heads)
+        if rotary is not None:
+            q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+        if past is not None:
+            k, v = F.cat([past[0], k], dim=2), F.cat([past[1], v], dim=2)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        return self.o_proj(merge_heads(out)), (k, v)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.num_heads}, kv_heads={self.num_kv_heads}, head_dim={self.head_dim}"

@@ -1,0 +1,158 @@
+"""Llama-family decoders (Hugging Face's LlamaForCausalLM, and Mistral / Qwen2 configs, which differ only in
+data): RMSNorm pre-norm blocks, grouped-query attention with rotary positions, SwiGLU, an optional tied head,
+and a KV cache. Module paths are the checkpoint's: model.embed_tokens, model.layers.0.self_attn.q_proj, ...,
+model.norm, lm_head.
+
+What the config decides: kv heads (GQA), head_dim, rope theta, rms eps, tied embeddings, biases (Llama's
+attention_bias on all four projections, Qwen2's on q/k/v only), and sliding-window layers (Mistral's window
+on every layer, Qwen2's on the layers its layer_types name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from luminal.nn.grouped_attention import KVCache
+from luminal.nn.linear import Embedding, Linear
+from luminal.nn.models.config import load_config, pick
+from luminal.nn.models.decoding import past_length, step_mask, step_positions
+from luminal.nn.module import Module, ModuleList
+from luminal.nn.normalization import RMSNorm
+from luminal.nn.rotary import RotaryEmbedding
+from luminal.nn.transformer import DecoderLayer
+from luminal.tensor import Tensor
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    vocab_size: int = 32000
+    hidden_size: int = 4096
+    intermediate_size: int = 11008
+    num_hidden_layers: int = 32
+    num_attention_heads: int = 32
+    num_key_value_heads: int | None = None  # None: as many as query heads (no grouping)
+    head_dim: int | None = None  # None: hidden_size // num_attention_heads
+    hidden_act: str = "silu"
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    # Per layer, the sliding window (keys a query may see, itself included) or None for full attention.
+    windows: tuple[int | None, ...] = field(default=())
+
+    @classmethod
+    def from_hf(cls, config: Any) -> LlamaConfig:
+        raw = load_config(config)
+        kind = raw.get("model_type", "llama")
+        if kind not in ("llama", "mistral", "qwen2"):
+            raise NotImplementedError(f"Llama family: model_type {kind!r} is not built (llama, mistral, qwen2)")
+        rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}  # transformers 5 / 4 spellings
+        if rope.get("rope_type", rope.get("type", "default")) != "default":
+            raise NotImplementedError(f"rope type {rope.get('rope_type', rope.get('type'))!r}: only 'default'")
+        theta = rope.get("rope_theta", raw.get("rope_theta", 10000.0))
+        layers = raw.get("num_hidden_layers", 32)
+        if kind == "qwen2":  # q/k/v carry biases, o_proj does not
+            biases = dict(qkv_bias=True, out_bias=False)
+        else:
+            biases = dict(qkv_bias=bool(raw.get("attention_bias")), out_bias=bool(raw.get("attention_bias")))
+        return pick(cls, raw, rope_theta=float(theta), windows=_windows(kind, raw, layers), **biases)
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_attention_heads if self.num_key_value_heads is None else self.num_key_value_heads
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads if self.head_dim is None else self.head_dim
+
+
+def _windows(kind: str, raw: dict, layers: int) -> tuple[int | None, ...]:
+    window = raw.get("sliding_window")
+    if kind == "llama" or window is None:
+        return (None,) * layers
+    if kind == "mistral":
+        return (window,) * layers
+    if kind == "qwen2" and not raw.get("use_sliding_window", False):
+        return (None,) * layers
+    types = raw.get("layer_types") or [  # Qwen2's default: the layers from max_window_layers on slide
+        "sliding_attention" if k >= raw.get("max_window_layers", layers) else "full_attention" for k in range(layers)
+    ]
+    return tuple(window if t == "sliding_attention" else None for t in types)
+
+
+class LlamaModel(Module):
+    """input_ids [batch, seq] -> (final-normed hidden state, per-layer KV caches); see LlamaForCausalLM."""
+
+    def __init__(self, cfg: LlamaConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = ModuleList(
+            [
+                DecoderLayer(
+                    cfg.hidden_size,
+                    cfg.intermediate_size,
+                    cfg.num_attention_heads,
+                    cfg.kv_heads,
+                    cfg.head_size,
+                    cfg.rms_norm_eps,
+                    cfg.qkv_bias,
+                    cfg.out_bias,
+                    cfg.mlp_bias,
+                    cfg.hidden_act,
+                )
+                for _ in range(cfg.num_hidden_layers)
+            ]
+        )
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.rotary = RotaryEmbedding(cfg.head_size, cfg.rope_theta)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        past: list[KVCache] | None = None,
+        position_ids: Tensor | None = None,
+    ) -> tuple[Tensor, list[KVCache]]:
+        start = past_length(past)
+        positions = step_positions(input_ids, start) if position_ids is None else position_ids
+        rotary = self.rotary(positions)
+        masks: dict[int | None, Tensor] = {}  # one mask per distinct window, shared by the layers using it
+        x, caches = self.embed_tokens(input_ids), []
+        for k, layer in enumerate(self.layers):
+            window = self.config.windows[k] if self.config.windows else None
+            if window not in masks:
+                masks[window] = step_mask(input_ids, start, attention_mask, window)
+            x, cache = layer(x, rotary, masks[window], past[k] if past else None)
+            caches.append(cache)
+        return self.norm(x), caches
+
+
+class LlamaForCausalLM(Module):
+    """input_ids [batch, seq] -> (logits [batch, seq, vocab], per-layer (keys, values) [batch, kv_heads, past +
+    seq, head_dim]). past: the caches of earlier positions; attention_mask: [batch, past + seq], 1 = token;
+    position_ids [batch, seq]: the rotary positions (default past, past + 1, ...; left-padded rows count from
+    their first token).
+    With tie_word_embeddings the head reads model.embed_tokens.weight and no lm_head.weight is declared."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.config = cfg = config if isinstance(config, LlamaConfig) else LlamaConfig.from_hf(config)
+        self.model = LlamaModel(cfg)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        past: list[KVCache] | None = None,
+        position_ids: Tensor | None = None,
+    ) -> tuple[Tensor, list[KVCache]]:
+        hidden, caches = self.model(input_ids, attention_mask, past, position_ids)
+        if self.config.tie_word_embeddings:
+            return self.model.embed_tokens.attend(hidden), caches
+        return self.lm_head(hidden), caches

@@ -1,0 +1,78 @@
+"""Sentence embeddings as sentence-transformers computes them: a BERT encoder, a pooling of its token states,
+and optionally an L2 normalisation (all-MiniLM-L6-v2: mean pooling, then Normalize).
+
+A sentence-transformers folder says which modules it chains in modules.json and how it pools in
+1_Pooling/config.json; `sentence_graph(folder)` reads both, so the graph is the folder's model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import luminal as lm
+from luminal import functional as F
+from luminal.nn.models.bert import BertModel
+from luminal.nn.models.checkpoint import read_checkpoint, widen_to_float32
+from luminal.nn.pooling import mean_pool
+from luminal.tensor import Tensor
+
+# The pooling modes built, by the sentence-transformers flag that selects each.
+POOLING_KEYS = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token"}
+
+
+@dataclass(frozen=True)
+class SentenceConfig:
+    pooling: str = "mean"
+    normalize: bool = True
+
+    @classmethod
+    def from_folder(cls, folder: str | Path) -> SentenceConfig:
+        folder = Path(folder)
+        modules = json.loads((folder / "modules.json").read_text())
+        kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
+        if kinds[:2] != ["Transformer", "Pooling"] or any(k != "Normalize" for k in kinds[2:]):
+            raise NotImplementedError(f"sentence model: only Transformer, Pooling[, Normalize] is built, got {kinds}")
+        pooling_dir = folder / next(m["path"] for m in modules if m["type"].endswith("Pooling"))
+        flags = json.loads((pooling_dir / "config.json").read_text())
+        chosen = [mode for mode, key in POOLING_KEYS.items() if flags.get(key)]
+        others = [
+            k for k, on in flags.items() if k.startswith("pooling_mode") and on and k not in POOLING_KEYS.values()
+        ]
+        if len(chosen) != 1 or others:
+            raise NotImplementedError(f"sentence model: exactly one of mean / cls pooling is built, got {flags}")
+        return cls(pooling=chosen[0], normalize="Normalize" in kinds)
+
+
+class SentenceEncoder(BertModel):
+    """input_ids, attention_mask [batch, seq] -> sentence embeddings [batch, hidden].
+
+    A BertModel itself (not a module holding one): the checkpoint is a bare BertModel state dict
+    (embeddings.*, encoder.*), so the encoder's paths must start at the root.
+    """
+
+    def __init__(self, bert_config: Any, sentence: SentenceConfig = SentenceConfig()) -> None:
+        super().__init__(bert_config, add_pooling_layer=False)
+        if sentence.pooling not in POOLING_KEYS:
+            raise ValueError(f"pooling must be one of {list(POOLING_KEYS)}, got {sentence.pooling!r}")
+        self.sentence = sentence
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        hidden = super().forward(input_ids, attention_mask)
+        pooled = mean_pool(hidden, attention_mask) if self.sentence.pooling == "mean" else hidden[:, 0]
+        return F.normalize(pooled, dim=-1) if self.sentence.normalize else pooled
+
+
+def sentence_graph(folder: str | Path, max_batch: int = 64, max_seq: int | None = None) -> lm.Graph:
+    """The folder's sentence model as a graph: inputs input_ids and attention_mask ([batch, seq] int64,
+    symbolic), output sentence_embedding; weights bound from the folder's safetensors."""
+    folder = Path(folder)
+    encoder = SentenceEncoder(folder / "config.json", SentenceConfig.from_folder(folder))
+    g = lm.Graph()
+    limit = max_seq or encoder.config.max_position_embeddings
+    shape = (lm.sym("batch", max=max_batch), lm.sym("seq", max=limit))
+    ids, mask = g.input("input_ids", shape, lm.int64), g.input("attention_mask", shape, lm.int64)
+    encoder(ids, mask).output("sentence_embedding")
+    return g.bind(widen_to_float32(read_checkpoint(folder)))
