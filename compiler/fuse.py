@@ -18,11 +18,49 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from luminal.compiler import ir
+from luminal.compiler.affine import affine
 from luminal.symbolic import Expr, as_expr, var
 from luminal.view import ShapeTracker, contiguous_strides
 
 
-def _unflatten(flat: Expr, shape: tuple[Expr, ...]) -> dict[str, Expr]:
+def _variables(e: Expr) -> dict[str, Expr]:
+    """The variable nodes of `e` by name (with the ranges they were made with)."""
+    if e.op == "var":
+        return {e.args[0]: e}
+    found: dict[str, Expr] = {}
+    for a in e.args:
+        if isinstance(a, Expr):
+            found.update(_variables(a))
+    return found
+
+
+def _matched_axes(flat: Expr, shape: tuple[Expr, ...], extents: dict[str, Expr]) -> dict[str, Expr] | None:
+    """Each producer axis read by its own consumer loop variable: `flat` is the sum of those variables times the
+    producer's strides, each variable ranging over exactly that axis's extent. The index of the axis is then
+    the variable itself, which the general route through the flat position cannot always show when sizes are
+    symbolic ((384 * s + c) // (384 * seq) is 0 only because s < seq)."""
+    names = sorted(flat.symbols() & extents.keys())
+    found = affine(flat, names)
+    if found is None or found[0] != 0:
+        return None
+    coefficient, nodes = found[1], _variables(flat)
+    table, used = {}, set()
+    for k, (d, stride) in enumerate(zip(shape, contiguous_strides(shape))):
+        if as_expr(d) == 1:
+            table[f"_i{k}"] = as_expr(0)
+            continue
+        match = [n for n in names if n not in used and coefficient[n] == stride and extents[n] == as_expr(d)]
+        if len(match) != 1:
+            return None
+        used.add(match[0])
+        table[f"_i{k}"] = nodes[match[0]]
+    return table if all(n in used or coefficient[n] == 0 for n in names) else None
+
+
+def _unflatten(flat: Expr, shape: tuple[Expr, ...], extents: dict[str, Expr] | None = None) -> dict[str, Expr]:
+    matched = _matched_axes(flat, shape, extents) if extents else None
+    if matched is not None:
+        return matched
     table = {}
     for k, (d, s) in enumerate(zip(shape, contiguous_strides(shape))):
         s = s if s.lo >= 1 else s.max(1)
@@ -80,18 +118,19 @@ def _substitute(v: ir.Value, table: dict[str, Expr]) -> ir.Value:
     return v
 
 
-def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value) -> ir.Value:
-    """`v` with loads of the producer's buffer replaced by `body` (the producer's, renamed) at their indices."""
+def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value, extents: dict[str, Expr]) -> ir.Value:
+    """`v` with loads of the producer's buffer replaced by `body` (the producer's, renamed) at their indices.
+    `extents`: the range of every loop variable in scope (the consumer's axes, enclosing reductions)."""
     if isinstance(v, ir.Load) and v.buffer == producer.out:
-        return _substitute(body, _unflatten(v.index, producer.shape))
+        return _substitute(body, _unflatten(v.index, producer.shape, extents))
     if isinstance(v, ir.Guard):
-        return replace(v, value=_replace_loads(v.value, producer, body))
+        return replace(v, value=_replace_loads(v.value, producer, body, extents))
     if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(_replace_loads(a, producer, body) for a in v.args))
+        return replace(v, args=tuple(_replace_loads(a, producer, body, extents) for a in v.args))
     if isinstance(v, ir.Reduce):
-        return replace(v, body=_replace_loads(v.body, producer, body))
+        return replace(v, body=_replace_loads(v.body, producer, body, {**extents, v.var: v.extent}))
     if isinstance(v, ir.GatherLoad):
-        return replace(v, at=_replace_loads(v.at, producer, body))
+        return replace(v, at=_replace_loads(v.at, producer, body, extents))
     # A Contract's operands are never fused into: they stay loads a GEMM can pack (see _fusable).
     return v
 
@@ -105,7 +144,8 @@ def inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, names: Iterator[int
     # Renamed once: two reads of one element then inline equal values, which a GEMM epilogue computes once
     # (a reduction's variable is bound by its own loop, so equal copies cannot capture each other's).
     body = _rename_reductions(producer.body, names)
-    return replace(consumer, body=_replace_loads(consumer.body, producer, body))
+    extents = {f"_i{k}": as_expr(d) for k, d in enumerate(consumer.shape)}
+    return replace(consumer, body=_replace_loads(consumer.body, producer, body, extents))
 
 
 def _readers(program: ir.KernelProgram) -> dict[str, list[int]]:
