@@ -47,3 +47,23 @@ def test_padded_reads_of_a_fused_gather_stay_in_bounds():
     assert len(prog.kernels.kernels) == 1  # the gather's statements now sit inside the padding guard
     feed = {"ids": np.array([4, 0, 2, 1])}
     np.testing.assert_array_equal(prog.run(feed)["y"], lm.run(g, feed)["y"])
+
+
+def test_symbolic_batch_and_sequence_keep_a_fused_linear_a_gemm():
+    """A GEMM whose input was fused from an element-wise producer over [batch, seq, d], both symbolic: the
+    producer's axes are read straight off the consumer's loop variables. Through the flat position they came
+    out as (d * s + c) // (d * seq), which no simplifier reduces (it needs s < seq), and the GEMM's operand
+    then seemed to read an output column: it ran as a scalar loop."""
+    import luminal.functional as F
+    from luminal.compiler import codegen_gemm
+
+    g = lm.Graph()
+    x = g.input("x", (lm.sym("batch", max=4), lm.sym("seq", max=64), 24))
+    w, b = g.weight("w", (40, 24)), g.weight("b", (40,))
+    rng = np.random.default_rng(1)
+    g.bind({"w": rng.standard_normal((40, 24)).astype(np.float32), "b": rng.standard_normal(40).astype(np.float32)})
+    F.linear(F.gelu(x * 2.0 + 1.0), w, b).output("y")
+    prog = lm.compile(g, "cpu", cache=False)
+    assert sum(codegen_gemm.plan(k) is not None for k in prog.kernels.kernels) == 1
+    feed = {"x": rng.standard_normal((3, 17, 24)).astype(np.float32)}
+    np.testing.assert_allclose(prog.run(feed)["y"], lm.run(g, feed)["y"], rtol=1e-4, atol=1e-4)
