@@ -10,6 +10,7 @@ when a gather/scatter index was out of range.
 from __future__ import annotations
 
 import math
+import re
 
 from luminal import dtypes as dt
 from luminal.compiler import codegen_gemm, ir, prepack
@@ -257,22 +258,32 @@ def _flat(shape: tuple[Expr, ...]) -> str:
     return ShapeTracker.contiguous(shape).index.render_c()
 
 
-def _head(function: str, used: set[str], out: str, buffers: dict[str, ir.Buffer], slots, symbols) -> list[str]:
-    """A kernel function's opening: its symbols from D and a typed pointer into B per buffer it uses."""
-    head = [f"static int {function}(void** B, const int64_t* D) {{"]
+FUNCTION = "LM_FUNCTION"  # a kernel function's name in its text until kernels with equal text share one function
+_REDUCTION_VARIABLE = re.compile(r"\b_r\d+\b")
+
+
+def _head(used: list[str], out: str, buffers: dict[str, ir.Buffer], symbols: list[str]) -> list[str]:
+    """A kernel function's opening: its symbols from D and a typed pointer per buffer it uses, the buffers
+    named by position (`_q<j>` is B[S[j]]), so kernels that differ only in their buffers have equal text."""
+    head = [f"static int {FUNCTION}(void** B, const int64_t* D, const int32_t* S) {{"]
     head += [f"  const int64_t {s} = D[{j}]; (void){s};" for j, s in enumerate(symbols)]
-    for name in sorted(used):
+    for j, name in enumerate(used):
         t = STORAGE[buffers[name].dtype]
         qualifier = "" if name == out else "const "
-        head.append(f"  {qualifier}{t}* restrict _p{name} = ({qualifier}{t}*)B[{slots[name]}];")
+        head.append(f"  {qualifier}{t}* restrict _q{j} = ({qualifier}{t}*)B[S[{j}]];")
     return head
 
 
-def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], slots: dict[str, int], symbols: list[str]) -> str:
+def _pointers(used: list[str]) -> dict[str, str]:
+    return {name: f"_q{j}" for j, name in enumerate(used)}  # a leading _ never clashes with a symbol name
+
+
+def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str]) -> tuple[str, list[str]]:
+    """The kernel's function (named FUNCTION) and the buffers its pointers S[0], S[1], ... stand for."""
     packed = prepack.packed_buffer(k, buffers)
-    used = ir.buffers_read(k) | {k.out} | ({packed} if packed else set())
-    ptrs = {name: f"_p{name}" for name in used}  # a leading _ never clashes with a symbol name
-    head = _head(k.name, used, k.out, buffers, slots, symbols)
+    used = sorted(ir.buffers_read(k) | {k.out} | ({packed} if packed else set()))
+    ptrs = _pointers(used)
+    head = _head(used, k.out, buffers, symbols)
     out_ptr, out_dtype = ptrs[k.out], buffers[k.out].dtype
     gemm = codegen_gemm.plan(k)
     if gemm is not None:
@@ -280,7 +291,7 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], slots: dict[str, 
         def store(value: str) -> str:
             return f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};"
 
-        return "\n".join(codegen_gemm.kernel_source(k, gemm, Emitter, head, ptrs, store, packed))
+        return "\n".join(codegen_gemm.kernel_source(k, gemm, Emitter, head, ptrs, store, packed)), used
     head.append("  int lm_err = 0;")
     e = Emitter(ptrs)
     if isinstance(k, ir.LoopKernel):
@@ -297,25 +308,53 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], slots: dict[str, 
         store = f"{out_ptr}[_tat] = {_store(src, out_dtype)};"
         s.stmt(f"if (_tat < 0 || _tat >= {k.limit.render_c()}) lm_err = 1; else {store}")
         body += _loops(k.src_shape, s.lines, parallel=False)  # in order: the last write of a repeated index wins
-    return "\n".join(head + body + ["  return lm_err;", "}"])
+    return "\n".join(head + body + ["  return lm_err;", "}"]), used
+
+
+def prepare_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str]) -> tuple[str, list[str]] | None:
+    """The function that fills `k`'s packed weight panels (named FUNCTION), or None when it has none."""
+    packed = prepack.packed_buffer(k, buffers)
+    if packed is None:
+        return None
+    used = sorted(ir.buffers_read(k) | {packed})
+    head = _head(used, packed, buffers, symbols)
+    lines = codegen_gemm.prepare_source(k, codegen_gemm.plan(k), Emitter, head, _pointers(used), packed)
+    return "\n".join(lines), used
+
+
+class _Functions:
+    """Kernel functions by their text: one C function per distinct text (the layers of a transformer are the
+    same kernels over different buffers: six layers' worth of C would take the C compiler six times as long)."""
+
+    def __init__(self, slots: dict[str, int]):
+        self.slots = slots
+        self.names: dict[str, str] = {}  # canonical text -> function name
+
+    def call(self, text: str, used: list[str], kernel: str) -> str:
+        """The statement that runs the kernel: its function called with its buffers' slots."""
+        renamed: dict[str, str] = {}  # reduction variables numbered by first appearance
+        text = _REDUCTION_VARIABLE.sub(lambda m: renamed.setdefault(m.group(0), f"_r{len(renamed)}"), text)
+        name = self.names.setdefault(text, f"lm_f{len(self.names)}")
+        table = ", ".join(str(self.slots[u]) for u in used)
+        return f"  if ({name}(B, D, (const int32_t[]){{{table}}})) return 1;  /* {kernel} */"
+
+    def sources(self) -> list[str]:
+        return [text.replace(FUNCTION, name, 1) for text, name in self.names.items()]
 
 
 def program_source(p: ir.KernelProgram, slots: dict[str, int], symbols: list[str]) -> str:
     parts = [PRELUDE]
     if any(codegen_gemm.plan(k) for k in p.kernels):
         parts.append(codegen_gemm.PRELUDE)
-    parts += [kernel_source(k, p.buffers, slots, symbols) for k in p.kernels]
-    calls = [f"  if ({k.name}(B, D)) return 1;" for k in p.kernels]
-    parts.append("int lm_run(void** B, const int64_t* D) {\n" + "\n".join(calls + ["  return 0;"]) + "\n}")
+    functions = _Functions(slots)
+    calls = [functions.call(*kernel_source(k, p.buffers, symbols), k.name) for k in p.kernels]
     prepared = []
     for k in p.kernels:
-        packed = prepack.packed_buffer(k, p.buffers)
-        if packed is not None:
-            used = ir.buffers_read(k) | {packed}
-            head = _head(f"{k.name}_prepare", used, packed, p.buffers, slots, symbols)
-            ptrs = {name: f"_p{name}" for name in used}
-            parts.append("\n".join(codegen_gemm.prepare_source(k, codegen_gemm.plan(k), Emitter, head, ptrs, packed)))
-            prepared.append(f"  if ({k.name}_prepare(B, D)) return 1;")
+        source = prepare_source(k, p.buffers, symbols)
+        if source is not None:
+            prepared.append(functions.call(*source, f"{k.name}'s packed weights"))
+    parts += functions.sources()
+    parts.append("int lm_run(void** B, const int64_t* D) {\n" + "\n".join(calls + ["  return 0;"]) + "\n}")
     # Called once per loaded program, after the weights are bound: fills the packed buffers.
     parts.append("int lm_prepare(void** B, const int64_t* D) {\n" + "\n".join(prepared + ["  return 0;"]) + "\n}")
     return "\n\n".join(parts) + "\n"
