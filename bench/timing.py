@@ -20,3 +20,18 @@ def median_ms(fn: Callable[[], object], repeats: int = 10, warmup: int = 2, budg
         if time.perf_counter() > deadline and len(times) >= 3:
             break
     return statistics.median(times)
+
+
+def interleaved_ms(fns: dict[str, Callable[[], object]], repeats: int = 10, warmup: int = 2) -> dict[str, float]:
+    """Median wall time of each function in milliseconds, the functions called in turn within every repeat: on a
+    shared machine each sees the same background load, so their ratio holds even when the absolute times drift."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
