@@ -1,0 +1,13 @@
+"""The translators, one module per operator family; importing this package registers them all."""
+
+from luminal.onnx.ops import (  # noqa: F401
+    activation,
+    creation,
+    elementwise,
+    indexing,
+    logic,
+    nn,
+    normalization,
+    reduction,
+    shape,
+)

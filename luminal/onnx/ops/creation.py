@@ -1,0 +1,68 @@
+"""Values made from attributes or shapes: Constant, ConstantOfShape, Range, EyeLike. Their results are known
+at import (numpy arrays), except an EyeLike of a symbolic shape."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import luminal.functional as F
+from luminal import dtypes as dt
+from luminal.onnx import types
+from luminal.onnx.context import NodeContext
+from luminal.onnx.registry import translates
+from luminal.tensor import Tensor
+
+_CONSTANT_ATTRS = {
+    "value": None,
+    "value_float": np.float32,
+    "value_floats": np.float32,
+    "value_int": np.int64,
+    "value_ints": np.int64,
+}
+
+
+@translates("Constant", attrs={*_CONSTANT_ATTRS, "value_string", "value_strings", "sparse_value"})
+def constant(ctx: NodeContext) -> np.ndarray:
+    given = [name for name in ctx.attrs]
+    if len(given) != 1:
+        raise ctx.error(f"exactly one value attribute must be given, got {given}")
+    name = given[0]
+    if name not in _CONSTANT_ATTRS:
+        raise ctx.unsupported(f"{name} values are not supported (no string or sparse tensors in luminal)")
+    value = ctx.attr(name)
+    return value if _CONSTANT_ATTRS[name] is None else np.asarray(value, dtype=_CONSTANT_ATTRS[name])
+
+
+@translates("ConstantOfShape", attrs={"value"})
+def constant_of_shape(ctx: NodeContext) -> np.ndarray:
+    shape = ctx.ints(0, "shape")
+    if any(d < 0 for d in shape):
+        raise ctx.error(f"shape {shape} has a negative dim")
+    value = ctx.attr("value", np.zeros(1, np.float32))
+    return np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
+
+
+@translates("Range")
+def range_(ctx: NodeContext) -> np.ndarray:
+    """start, start + delta, ... up to limit: max(ceil((limit - start) / delta), 0) elements, in the inputs' type
+    (the length decides the output shape, so all three must be known at import)."""
+    start, limit, delta = (ctx.const(i, what).reshape(()) for i, what in enumerate(("start", "limit", "delta")))
+    if delta == 0:
+        raise ctx.error("delta must not be 0")
+    n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    wide = np.float64 if start.dtype.kind == "f" or start.dtype.itemsize == 2 else np.int64
+    # start + i * delta, not accumulated; in double precision and rounded once, as numpy's arange does
+    return (start.astype(wide) + np.arange(n, dtype=wide) * delta.astype(wide)).astype(start.dtype)
+
+
+@translates("EyeLike", attrs={"dtype", "k"})
+def eye_like(ctx: NodeContext) -> Tensor:
+    x = ctx.x(0)
+    if x.ndim != 2:
+        raise ctx.error(f"input must be 2-D, got shape {x.shape}")
+    d = types.to_luminal(int(ctx.attr("dtype")), "EyeLike dtype") if "dtype" in ctx.attrs else x.dtype
+    k = int(ctx.attr("k", 0))
+    rows, cols = x.shape
+    ones = F.ones_like(x, dtype=dt.int32)
+    mask = F.triu(F.tril(ones, k), k)  # the k-th diagonal: both triangles' common edge
+    return F.cast(mask, d)

@@ -1,0 +1,204 @@
+"""Indexing and joining: Gather, GatherElements, GatherND, Slice, Concat, Split, Trilu, ScatterElements,
+ScatterND, OneHot, CumSum. Negative indices count from the end, as ONNX says, and are wrapped at run time."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import luminal.functional as F
+from luminal import dtypes as dt
+from luminal.hl import prim
+from luminal.onnx.context import NodeContext
+from luminal.onnx.ops.common import axis
+from luminal.onnx.registry import translates
+from luminal.symbolic import as_expr
+from luminal.tensor import Tensor
+from luminal.view import idx
+
+_HUGE = 1 << 62  # ONNX writes "to the end" as INT64_MAX (or INT32_MAX); any bound past this means the same
+
+
+def _wrapped(index: Tensor, n) -> Tensor:
+    """index + n where index < 0: negative indices count from the end."""
+    index = F.cast(index, dt.int64)
+    return F.where(F.lt(index, 0), F.add(index, _size(index, n)), index)
+
+
+def _size(like: Tensor, n) -> Tensor:
+    """A dim size as an int64 scalar tensor (an Iota when the size is symbolic)."""
+    return prim.scalar(like.graph, n, dt.int64) if isinstance(n, int) else prim.iota(like.graph, as_expr(n), [])
+
+
+def _index_input(ctx: NodeContext, i: int) -> Tensor | np.ndarray:
+    """An index input as a known array (checked and fixed at import) when it is known, else a tensor."""
+    if ctx.is_const(i):
+        return ctx.const(i, "indices").astype(np.int64)
+    t = ctx.x(i)
+    if not t.dtype.is_int:
+        raise ctx.error(f"indices must be integers, got {t.dtype.name}")
+    return t
+
+
+@translates("Gather", attrs={"axis"})
+def gather(ctx: NodeContext) -> Tensor:
+    """out[i..., j..., k...] = data[i..., indices[j...], k...] along `axis` (numpy's take)."""
+    data = ctx.x(0)
+    a = axis(ctx, ctx.attr("axis", 0), data.ndim)
+    index = _index_input(ctx, 1)
+    return data[(slice(None),) * a + (index,)]
+
+
+@translates("GatherElements", attrs={"axis"})
+def gather_elements(ctx: NodeContext) -> Tensor:
+    data, index = ctx.x(0), ctx.x(1)
+    a = axis(ctx, ctx.attr("axis", 0), data.ndim)
+    return F.gather(data, a, _wrapped(index, data.shape[a]))
+
+
+@translates("GatherND", attrs={"batch_dims"})
+def gather_nd(ctx: NodeContext) -> Tensor:
+    """indices [..., k] address data's first k dims after `batch_dims` leading dims that data and indices share."""
+    data, index = ctx.x(0), ctx.x(1)
+    b = int(ctx.attr("batch_dims", 0))
+    k = index.shape[-1]
+    if not isinstance(k, int) or b + k > data.ndim:
+        raise ctx.error(f"indices {index.shape} do not fit data {data.shape} with batch_dims={b}")
+    lead = index.shape[:-1]
+    keys: list = []
+    for j in range(b):  # batch dim j reads its own position: an arange broadcast over the index shape
+        ramp = prim.iota(data.graph, idx(0, data.shape[j]), [data.shape[j]])
+        keys.append(F.reshape(ramp, [data.shape[j] if m == j else 1 for m in range(len(lead))]))
+    keys += [index[..., j] for j in range(k)]
+    return data[tuple(keys)]
+
+
+@translates("Slice", attrs={"starts", "ends", "axes"})
+def slice_(ctx: NodeContext) -> Tensor:
+    x = ctx.x(0)
+    if ctx.opset < 10:  # starts/ends/axes were attributes, steps did not exist
+        starts, ends = ctx.attr("starts"), ctx.attr("ends")
+        dims, steps = ctx.attr("axes", list(range(len(starts)))), [1] * len(starts)
+    else:
+        starts, ends = ctx.ints(1, "starts"), ctx.ints(2, "ends")
+        dims = ctx.ints(3, "axes") if ctx.has(3) else list(range(len(starts)))
+        steps = ctx.ints(4, "steps") if ctx.has(4) else [1] * len(starts)
+    if not len(starts) == len(ends) == len(dims) == len(steps):
+        raise ctx.error(f"starts {starts}, ends {ends}, axes {dims} and steps {steps} differ in length")
+    for start, end, d, step in zip(starts, ends, dims, steps):
+        x = _slice_axis(ctx, x, axis(ctx, d, x.ndim), start, end, step)
+    return x
+
+
+def _slice_axis(ctx: NodeContext, x: Tensor, d: int, start: int, end: int, step: int) -> Tensor:
+    if step == 0:
+        raise ctx.error("steps must not be 0")
+    n = x.shape[d]
+    if not isinstance(n, int):
+        if step < 0:
+            raise ctx.unsupported("negative steps along a symbolic dim are not supported")
+        key = slice(None if start <= -_HUGE else start, None if end >= _HUGE else end, step)
+        return x[(slice(None),) * d + (key,)]
+    lo, hi, step = slice(max(min(start, _HUGE), -_HUGE), max(min(end, _HUGE), -_HUGE), step).indices(n)
+    count = len(range(lo, hi, step))
+    if step > 0:
+        return x[(slice(None),) * d + (slice(lo, lo + max(count - 1, 0) * step + 1 if count else lo, step),)]
+    # a negative step walks the flipped axis forward: position i is n - 1 - i there
+    first, stride = n - 1 - lo, -step
+    flipped = F.flip(x, d)
+    end_ = first + (count - 1) * stride + 1 if count else first
+    return flipped[(slice(None),) * d + (slice(first, end_, stride),)]
+
+
+@translates("Concat", attrs={"axis"})
+def concat(ctx: NodeContext) -> Tensor:
+    xs = ctx.inputs()
+    a = axis(ctx, ctx.attr("axis"), xs[0].ndim)
+    kept = [t for t in xs if t.shape[a] != 0] or xs[:1]  # empty inputs add nothing
+    return F.cat(kept, a) if len(kept) > 1 else kept[0]
+
+
+@translates("Split", attrs={"axis", "split", "num_outputs"})
+def split(ctx: NodeContext) -> tuple[Tensor, ...]:
+    x = ctx.x(0)
+    a = axis(ctx, ctx.attr("axis", 0), x.ndim)
+    n = x.shape[a]
+    outputs = ctx.num_outputs
+    if ctx.opset < 13:
+        sizes = ctx.attr("split")
+    else:
+        sizes = ctx.ints(1, "split") if ctx.has(1) else None
+    if sizes is None:
+        if not isinstance(n, int):
+            raise ctx.unsupported(f"an even split of symbolic dim {n} is not supported")
+        if "num_outputs" in ctx.attrs:  # opset 18: ceil(n / k) each, the last one smaller
+            k = int(ctx.attr("num_outputs"))
+            chunk = -(-n // k)
+            sizes = [min(chunk, n - j * chunk) for j in range(k)]
+        else:
+            if n % outputs:
+                raise ctx.error(f"dim {n} does not split evenly into {outputs} outputs")
+            sizes = [n // outputs] * outputs
+    if len(sizes) != outputs:
+        raise ctx.error(f"split {sizes} does not give one size per output ({outputs})")
+    return tuple(F.split(x, list(sizes), a))
+
+
+@translates("Trilu", attrs={"upper"})
+def trilu(ctx: NodeContext) -> Tensor:
+    x = ctx.x(0)
+    k = int(ctx.ints(1, "k")[0]) if ctx.has(1) else 0
+    return F.triu(x, k) if ctx.attr("upper", 1) else F.tril(x, k)
+
+
+@translates("ScatterElements", "Scatter", attrs={"axis", "reduction"})
+def scatter_elements(ctx: NodeContext) -> Tensor:
+    data, index, updates = ctx.x(0), ctx.x(1), ctx.x(2)
+    a = axis(ctx, ctx.attr("axis", 0), data.ndim)
+    index = _wrapped(index, data.shape[a])
+    reduction = ctx.attr("reduction", "none")
+    if reduction == "none":
+        return F.scatter(data, a, index, updates)
+    if reduction == "add":
+        return F.scatter_add(data, a, index, updates)
+    raise ctx.unsupported(f"reduction={reduction!r} is not supported (none and add are)")
+
+
+@translates("ScatterND", attrs={"reduction"})
+def scatter_nd(ctx: NodeContext) -> Tensor:
+    data, index, updates = ctx.x(0), ctx.x(1), ctx.x(2)
+    k = index.shape[-1]
+    if not isinstance(k, int) or k > data.ndim:
+        raise ctx.error(f"indices {index.shape} do not fit data {data.shape}")
+    keys = [_wrapped(index[..., j], data.shape[j]) for j in range(k)]
+    reduction = ctx.attr("reduction", "none")
+    if reduction not in ("none", "add"):
+        raise ctx.unsupported(f"reduction={reduction!r} is not supported (none and add are)")
+    return F.index_put(data, keys, updates, accumulate=reduction == "add")
+
+
+@translates("OneHot", attrs={"axis"})
+def one_hot(ctx: NodeContext) -> Tensor:
+    indices = ctx.x(0)
+    depth = int(np.asarray(ctx.const(1, "depth")).reshape(-1)[0])
+    values = ctx.x(2)  # [off, on]
+    a = axis(ctx, ctx.attr("axis", -1), indices.ndim + 1)
+    index = F.cast(indices, dt.int64)  # (float indices are allowed and truncate)
+    index = F.where(F.lt(index, 0), F.add(index, depth), index)
+    outside = F.logical_or(F.lt(index, 0), F.ge(index, depth))
+    index = F.where(outside, F.full_like(index, depth), index)  # class `depth`, cut off below: no class is hot
+    hot = F.one_hot(index, depth + 1)[..., :depth]
+    hot = F.movedim(hot, -1, a)
+    off, on = values[0], values[1]
+    return F.where(F.cast(hot, dt.bool_), on, off)
+
+
+@translates("CumSum", attrs={"exclusive", "reverse"})
+def cumsum(ctx: NodeContext) -> Tensor:
+    x = ctx.x(0)
+    a = axis(ctx, int(np.asarray(ctx.const(1, "axis")).reshape(-1)[0]), x.ndim)
+    if ctx.attr("reverse", 0):
+        x = F.flip(x, a)
+    y = F.cast(F.cumsum(x, a), x.dtype)
+    if ctx.attr("exclusive", 0):  # shift by one: the sum of the elements strictly before
+        y = F.pad(y, [0, 0] * (x.ndim - 1 - a) + [1, -1])
+    return F.flip(y, a) if ctx.attr("reverse", 0) else y

@@ -1,0 +1,68 @@
+"""The values of one import: ONNX value name -> a luminal tensor, or an array known at import, or both.
+
+Known values (initializers, Constant nodes, and everything computed from them alone) stay numpy arrays so
+that shape-deciding inputs can be read; they enter the graph only when an op needs them as tensors: a
+single element as a Constant node, anything larger as a named weight bound to its data.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from luminal import dtypes as dt
+from luminal.graph import Graph
+from luminal.onnx.errors import OnnxImportError
+from luminal.onnx.types import check_array
+from luminal.tensor import Tensor
+
+_WEIGHT_NAME = re.compile(r"^.{1,256}$", re.S)
+
+
+class Scope:
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self._tensors: dict[str, Tensor] = {}
+        self._consts: dict[str, np.ndarray] = {}
+        self._sources: dict[str, frozenset[str]] = {}  # graph inputs each value depends on (for errors)
+
+    def set_tensor(self, name: str, t: Tensor, sources: frozenset[str]) -> None:
+        self._tensors[name] = t
+        self._sources[name] = sources
+
+    def set_const(self, name: str, value: np.ndarray) -> None:
+        self._consts[name] = check_array(np.asarray(value), f"value {name!r}")
+        self._sources[name] = frozenset()
+
+    def defined(self, name: str) -> bool:
+        return name in self._tensors or name in self._consts
+
+    def const(self, name: str) -> np.ndarray | None:
+        return self._consts.get(name)
+
+    def sources(self, name: str) -> frozenset[str]:
+        return self._sources.get(name, frozenset())
+
+    def tensor(self, name: str) -> Tensor:
+        if name in self._tensors:
+            return self._tensors[name]
+        if name not in self._consts:
+            raise OnnxImportError(f"value {name!r} is used before it is defined (or is never defined)")
+        t = self._materialize(name, self._consts[name])
+        self._tensors[name] = t
+        return t
+
+    def _materialize(self, name: str, value: np.ndarray) -> Tensor:
+        d = dt.dtype_of(value.dtype)
+        if value.size == 1:
+            v = value.reshape(()).item()
+            c = self.graph.constant(v, d)
+            return c.reshape(value.shape) if value.ndim else c
+        weight = name if _WEIGHT_NAME.match(name) and name not in self.graph.weights else None
+        k = len(self.graph.weights)
+        while weight is None or weight in self.graph.weights:
+            weight, k = f"onnx_const_{k}", k + 1
+        t = self.graph.weight(weight, value.shape, d)
+        self.graph.bind({weight: value})
+        return t
