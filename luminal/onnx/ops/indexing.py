@@ -202,3 +202,34 @@ def cumsum(ctx: NodeContext) -> Tensor:
     if ctx.attr("exclusive", 0):  # shift by one: the sum of the elements strictly before
         y = F.pad(y, [0, 0] * (x.ndim - 1 - a) + [1, -1])
     return F.flip(y, a) if ctx.attr("reverse", 0) else y
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
+
+
+@translates("Pad", attrs={"mode", "pads", "value"})
+def pad(ctx: NodeContext) -> Tensor:
+    """pads = [begin of each padded axis..., end of each...]; negative pads crop. Before opset 11 pads and value
+    were attributes; from opset 18 `axes` picks the padded axes."""
+    x = ctx.x(0)
+    mode = ctx.attr("mode", "constant")
+    if mode not in _PAD_MODES:
+        raise ctx.error(f"mode must be one of {sorted(_PAD_MODES)}, got {mode!r}")
+    if ctx.opset < 11:
+        pads, value = list(ctx.attr("pads")), float(ctx.attr("value", 0.0))
+        dims = list(range(x.ndim))
+    else:
+        pads = ctx.ints(1, "pads")
+        value = np.asarray(ctx.const(2, "constant_value")).reshape(-1)[0].item() if ctx.has(2) else 0
+        dims = [axis(ctx, a, x.ndim) for a in ctx.ints(3, "axes")] if ctx.has(3) else list(range(x.ndim))
+    if len(pads) != 2 * len(dims):
+        raise ctx.error(f"pads {pads} must hold a begin and an end for each of {len(dims)} axes")
+    widths = [0] * (2 * x.ndim)  # F.pad's order: (before, after) of the last axis first
+    for j, d in enumerate(dims):
+        widths[2 * (x.ndim - 1 - d)] = pads[j]
+        widths[2 * (x.ndim - 1 - d) + 1] = pads[len(dims) + j]
+    if mode != "constant" and any(w < 0 for w in widths):
+        raise ctx.unsupported(f"negative pads with mode={mode!r} are not supported")
+    if mode == "constant":
+        return F.pad(x, widths, value=value if x.dtype != dt.bool_ else bool(value))
+    return F.pad(x, widths, mode=_PAD_MODES[mode])
