@@ -2,6 +2,7 @@
 
 from luminal.onnx.ops import (  # noqa: F401
     activation,
+    attention,
     creation,
     elementwise,
     indexing,

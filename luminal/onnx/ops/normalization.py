@@ -25,14 +25,26 @@ def _along(ctx: NodeContext, fn) -> Tensor:
     return F.reshape(fn(flat, 1), x.shape)
 
 
+def _softmax(x: Tensor, a: int) -> Tensor:
+    """e / sum(e) with e = exp(x - max), each step in x's type: half-precision results then round where
+    ONNX's reference rounds (luminal's softmax keeps float32 throughout and rounds once)."""
+    e = F.exp(F.sub(x, F.amax(x, a, keepdim=True)))
+    return F.div(e, F.sum(e, a, keepdim=True))
+
+
+def _log_softmax(x: Tensor, a: int) -> Tensor:
+    shifted = F.sub(x, F.amax(x, a, keepdim=True))  # (x - max) - ln(sum(exp(x - max)))
+    return F.sub(shifted, F.log(F.sum(F.exp(shifted), a, keepdim=True)))
+
+
 @translates("Softmax", attrs={"axis"})
 def softmax(ctx: NodeContext) -> Tensor:
-    return _along(ctx, lambda x, a: F.softmax(x, a))
+    return _along(ctx, _softmax)
 
 
 @translates("LogSoftmax", attrs={"axis"})
 def log_softmax(ctx: NodeContext) -> Tensor:
-    return _along(ctx, lambda x, a: F.log_softmax(x, a))
+    return _along(ctx, _log_softmax)
 
 
 @translates("Hardmax", attrs={"axis"})

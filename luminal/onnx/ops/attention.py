@@ -1,0 +1,142 @@
+"""Attention (opset 23+): scaled dot-product attention with multi/grouped/multi-query heads, 3-D or 4-D inputs,
+a bool or additive mask, causal and sliding-window masks aligned bottom-right to a KV cache (past_key/value, or
+nonpad_kv_seqlen), softcap, and the optional QK output.
+
+A query row whose keys are all masked gives zeros, not nan: the softmax subtracts 0 instead of a -inf maximum,
+divides by 1 instead of a zero sum, and the row is zeroed where the bias alone masks everything.
+"""
+
+from __future__ import annotations
+
+import math
+
+import luminal.functional as F
+from luminal import dtypes as dt
+from luminal.onnx import types
+from luminal.onnx.context import NodeContext
+from luminal.onnx.registry import translates
+from luminal.tensor import Tensor
+
+NEG_INF = float("-inf")
+
+
+def _heads(ctx: NodeContext, x: Tensor, heads: int | None, what: str) -> Tensor:
+    """[B, S, H * E] -> [B, H, S, E] for 3-D inputs, which need the head count attribute."""
+    if x.ndim == 4:
+        return x
+    if x.ndim != 3 or not heads:
+        raise ctx.error(f"{what} must be 4-D, or 3-D with q_num_heads/kv_num_heads given (shape {x.shape})")
+    b, s, hidden = x.shape
+    return F.reshape(x, [b, s, heads, hidden // heads]).transpose(1, 2)
+
+
+def _offset(ctx: NodeContext, q_len, past: Tensor | None, nonpad: Tensor | None):
+    """The count of valid keys before the query block: the cache length, or nonpad - q_len per batch."""
+    if past is not None:
+        return past.shape[2]
+    if nonpad is not None:
+        return F.reshape(F.sub(F.cast(nonpad, dt.int64), q_len), [-1, 1, 1])  # [B, 1, 1]
+    return 0
+
+
+def _allowed_bias(allowed: Tensor, dtype: dt.DType) -> Tensor:
+    """0 where allowed, -inf elsewhere; a per-batch [B, Q, K] mask becomes [B, 1, Q, K] to broadcast over heads."""
+    bias = F.where(allowed, F.zeros_like(allowed, dtype=dtype), F.full_like(allowed, NEG_INF, dtype=dtype))
+    return F.unsqueeze(bias, 1) if bias.ndim == 3 else bias
+
+
+def _bias(ctx: NodeContext, q: Tensor, kv_len, past: Tensor | None, nonpad: Tensor | None) -> Tensor | None:
+    g, q_len, dtype = q.graph, q.shape[2], q.dtype
+    terms = []
+    if ctx.has(3):
+        mask = ctx.x(3)
+        short = kv_len - mask.shape[-1] if isinstance(kv_len, int) and isinstance(mask.shape[-1], int) else 0
+        if mask.dtype == dt.bool_:
+            if short > 0:  # a mask shorter than past + new keys leaves the extra keys masked
+                mask = F.pad(F.cast(mask, dt.int32), [0, short])
+                mask = F.cast(mask, dt.bool_)
+            terms.append(_allowed_bias(mask, dtype) if mask.ndim != 3 else F.where(mask, 0.0, NEG_INF))
+        else:
+            if short > 0:
+                mask = F.pad(mask, [0, short], value=NEG_INF)
+            terms.append(mask)
+    rows = F.reshape(F.arange(g, q_len), [q_len, 1])
+    cols = F.reshape(F.arange(g, kv_len), [1, kv_len])
+    offset = _offset(ctx, q_len, past, nonpad)
+    position = F.add(rows, offset)  # the absolute position of each query
+    if ctx.attr("is_causal", 0):
+        terms.append(_allowed_bias(F.le(cols, position), dtype))
+    left, right = int(ctx.attr("left_window_size", -1)), int(ctx.attr("right_window_size", -1))
+    if left >= 0:
+        terms.append(_allowed_bias(F.le(F.sub(position, cols), left), dtype))
+    if right >= 0:
+        terms.append(_allowed_bias(F.le(F.sub(cols, position), right), dtype))
+    if nonpad is not None:  # keys past each sample's valid length are padding
+        valid = F.lt(cols, F.reshape(F.cast(nonpad, dt.int64), [-1, 1]))  # [B, K]
+        terms.append(F.reshape(_allowed_bias(valid, dtype), [-1, 1, 1, kv_len]))
+    if not terms:
+        return None
+    out = terms[0]
+    for t in terms[1:]:
+        out = F.add(out, F.cast(t, dtype))
+    return F.cast(out, dtype)
+
+
+def _safe_softmax(x: Tensor) -> Tensor:
+    top = F.amax(x, -1, keepdim=True)
+    shift = F.where(F.eq(top, NEG_INF), F.zeros_like(top), top)
+    e = F.exp(F.sub(x, shift))
+    total = F.sum(e, -1, keepdim=True)
+    return F.div(e, F.where(F.eq(total, 0.0), F.ones_like(total), total))
+
+
+@translates(
+    "Attention",
+    attrs={
+        "is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode", "scale", "softcap",
+        "softmax_precision", "left_window_size", "right_window_size",
+    },
+)  # fmt: skip
+def attention(ctx: NodeContext) -> tuple[Tensor, ...]:
+    q3 = ctx.x(0)
+    if not q3.dtype.is_float:
+        raise ctx.error(f"Q must be floating-point, got {q3.dtype.name}")
+    q = _heads(ctx, q3, ctx.attr("q_num_heads"), "Q")
+    k = _heads(ctx, ctx.x(1), ctx.attr("kv_num_heads"), "K")
+    v = _heads(ctx, ctx.x(2), ctx.attr("kv_num_heads"), "V")
+    past = ctx.x(4) if ctx.has(4) else None
+    if past is not None:
+        k, v = F.cat([past, k], 2), F.cat([ctx.x(5), v], 2)
+    nonpad = ctx.x(6) if ctx.has(6) else None
+    present_k, present_v = k, v
+    hq, hk = q.shape[1], k.shape[1]
+    if hq != hk:  # grouped or multi-query: each kv head serves hq / hk query heads
+        k, v = F.repeat_interleave(k, hq // hk, 1), F.repeat_interleave(v, hq // hk, 1)
+    scale = ctx.attr("scale", 1 / math.sqrt(q.shape[3]))
+    root = math.sqrt(scale)  # Q and K are each scaled by sqrt(scale) (the spec's guard against overflow)
+    scores = F.matmul(F.mul(q, root), F.mul(k, root).transpose(2, 3))
+    softcap = ctx.attr("softcap", 0.0)
+    if softcap > 0:
+        scores = F.mul(F.tanh(F.div(scores, softcap)), softcap)
+    qk_out = scores
+    bias = _bias(ctx, q, k.shape[2], past, nonpad)
+    biased = F.add(scores, bias) if bias is not None else scores
+    mode = int(ctx.attr("qk_matmul_output_mode", 0))
+    if mode == 2:
+        qk_out = biased
+    if "softmax_precision" in ctx.attrs:
+        biased = F.cast(biased, types.to_luminal(int(ctx.attr("softmax_precision")), "Attention softmax_precision"))
+    probs = _safe_softmax(biased)
+    if bias is not None:  # rows the bias masks entirely attend nothing
+        masked = F.eq(F.amax(bias, -1, keepdim=True), NEG_INF)
+        probs = F.where(masked, F.zeros_like(probs), probs)
+    if mode == 3:
+        qk_out = probs
+    elif mode not in (0, 1, 2):
+        raise ctx.error(f"qk_matmul_output_mode must be 0 to 3, got {mode}")
+    probs = F.cast(probs, q.dtype)
+    y = F.matmul(probs, v)
+    if q3.ndim == 3:
+        b, h, s, e = y.shape
+        y = F.reshape(y.transpose(1, 2), [b, s, h * e])
+    return y, present_k, present_v, F.cast(qk_out, q.dtype)
