@@ -7,6 +7,7 @@ from luminal.onnx.ops import (  # noqa: F401
     elementwise,
     indexing,
     logic,
+    losses,
     nn,
     normalization,
     reduction,
