@@ -11,5 +11,6 @@ from luminal.onnx.ops import (  # noqa: F401
     nn,
     normalization,
     reduction,
+    selection,
     shape,
 )

@@ -115,3 +115,9 @@ def shrink(ctx: NodeContext) -> Tensor:
         raise ctx.unsupported(f"{x.dtype.name} inputs are not supported")
     zero = F.zeros_like(x)
     return F.where(F.lt(x, -lambd), F.add(x, bias), F.where(F.gt(x, lambd), F.sub(x, bias), zero))
+
+
+@translates("SwiGLU", attrs={"alpha"})
+def swiglu(ctx: NodeContext) -> Tensor:
+    a, b = _x(ctx), ctx.x(1)
+    return F.mul(F.mul(a, F.sigmoid(F.mul(a, ctx.attr("alpha", 1.0)))), b)  # swish(A) B

@@ -55,6 +55,34 @@ def range_(ctx: NodeContext) -> np.ndarray:
     return (start.astype(wide) + np.arange(n, dtype=wide) * delta.astype(wide)).astype(start.dtype)
 
 
+def _window(ctx: NodeContext, terms: list[tuple[float, float]]) -> Tensor:
+    """sum of c cos(m 2 pi n / N) over (c, m), for n in [0, size); N = size when periodic, else size - 1."""
+    size = int(np.asarray(ctx.const(0, "size")).reshape(-1)[0])
+    d = types.to_luminal(int(ctx.attr("output_datatype", 1)), f"{ctx.op_type} output_datatype")
+    period = size if ctx.attr("periodic", 1) else size - 1
+    n = F.cast(F.arange(ctx.graph, size), dt.float32)
+    out = None
+    for c, m in terms:
+        term = F.mul(F.cos(F.mul(n, 2 * np.pi * m / period)), c) if m else F.full_like(n, c)
+        out = term if out is None else F.add(out, term)
+    return F.cast(out, d)
+
+
+@translates("HannWindow", attrs={"periodic", "output_datatype"})
+def hann_window(ctx: NodeContext) -> Tensor:
+    return _window(ctx, [(0.5, 0), (-0.5, 1)])  # sin^2(pi n / N) = (1 - cos(2 pi n / N)) / 2
+
+
+@translates("HammingWindow", attrs={"periodic", "output_datatype"})
+def hamming_window(ctx: NodeContext) -> Tensor:
+    return _window(ctx, [(25 / 46, 0), (-21 / 46, 1)])  # alpha - beta cos(2 pi n / N), alpha = 25/46
+
+
+@translates("BlackmanWindow", attrs={"periodic", "output_datatype"})
+def blackman_window(ctx: NodeContext) -> Tensor:
+    return _window(ctx, [(0.42, 0), (-0.5, 1), (0.08, 2)])
+
+
 @translates("EyeLike", attrs={"dtype", "k"})
 def eye_like(ctx: NodeContext) -> Tensor:
     x = ctx.x(0)

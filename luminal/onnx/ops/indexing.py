@@ -192,18 +192,6 @@ def one_hot(ctx: NodeContext) -> Tensor:
     return F.where(F.cast(hot, dt.bool_), on, off)
 
 
-@translates("CumSum", attrs={"exclusive", "reverse"})
-def cumsum(ctx: NodeContext) -> Tensor:
-    x = ctx.x(0)
-    a = axis(ctx, int(np.asarray(ctx.const(1, "axis")).reshape(-1)[0]), x.ndim)
-    if ctx.attr("reverse", 0):
-        x = F.flip(x, a)
-    y = F.cast(F.cumsum(x, a), x.dtype)
-    if ctx.attr("exclusive", 0):  # shift by one: the sum of the elements strictly before
-        y = F.pad(y, [0, 0] * (x.ndim - 1 - a) + [1, -1])
-    return F.flip(y, a) if ctx.attr("reverse", 0) else y
-
-
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
 
 

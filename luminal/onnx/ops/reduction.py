@@ -6,6 +6,8 @@ attribute before). With no axes every axis is reduced, unless noop_with_empty_ax
 
 from __future__ import annotations
 
+import numpy as np
+
 import luminal.functional as F
 from luminal import dtypes as dt
 from luminal.onnx.context import NodeContext
@@ -130,3 +132,34 @@ def argmax(ctx: NodeContext) -> Tensor:
 @translates("ArgMin", attrs={"axis", "keepdims", "select_last_index"})
 def argmin(ctx: NodeContext) -> Tensor:
     return _arg(ctx, F.argmin)
+
+
+def _scan(ctx: NodeContext, fn, identity: int) -> Tensor:
+    x = ctx.x(0)
+    a = axis(ctx, int(np.asarray(ctx.const(1, "axis")).reshape(-1)[0]), x.ndim)
+    if ctx.attr("reverse", 0):
+        x = F.flip(x, a)
+    y = F.cast(fn(x, a), x.dtype)
+    if ctx.attr("exclusive", 0):  # shift by one: the sum of the elements strictly before
+        y = _shift_in(y, a, identity)
+    return F.flip(y, a) if ctx.attr("reverse", 0) else y
+
+
+def _shift_in(y: Tensor, a: int, identity: int) -> Tensor:
+    """y moved one step along axis a, `identity` coming in first: the exclusive scan from the inclusive one."""
+    widths = [0, 0] * (y.ndim - 1 - a) + [1, -1]
+    shifted = F.pad(y, widths)
+    if identity == 0:
+        return shifted
+    first = F.pad(F.ones_like(y[(slice(None),) * a + (slice(0, 1),)]), [0, 0] * (y.ndim - 1 - a) + [0, y.shape[a] - 1])
+    return F.add(shifted, F.mul(first, identity))
+
+
+@translates("CumSum", attrs={"exclusive", "reverse"})
+def cumsum(ctx: NodeContext) -> Tensor:
+    return _scan(ctx, F.cumsum, 0)
+
+
+@translates("CumProd", attrs={"exclusive", "reverse"})
+def cumprod(ctx: NodeContext) -> Tensor:
+    return _scan(ctx, F.cumprod, 1)
