@@ -49,20 +49,22 @@ class Scope:
             return self._tensors[name]
         if name not in self._consts:
             raise OnnxImportError(f"value {name!r} is used before it is defined (or is never defined)")
-        t = self._materialize(name, self._consts[name])
+        t = materialize(self.graph, name, self._consts[name])
         self._tensors[name] = t
         return t
 
-    def _materialize(self, name: str, value: np.ndarray) -> Tensor:
-        d = dt.dtype_of(value.dtype)
-        if value.size == 1:
-            v = value.reshape(()).item()
-            c = self.graph.constant(v, d)
-            return c.reshape(value.shape) if value.ndim else c
-        weight = name if _WEIGHT_NAME.match(name) and name not in self.graph.weights else None
-        k = len(self.graph.weights)
-        while weight is None or weight in self.graph.weights:
-            weight, k = f"onnx_const_{k}", k + 1
-        t = self.graph.weight(weight, value.shape, d)
-        self.graph.bind({weight: value})
-        return t
+
+def materialize(graph: Graph, name: str, value: np.ndarray) -> Tensor:
+    """A known value as a tensor of `graph`: one element as a Constant node, more as a weight bound to it,
+    named `name` when that name is free (else onnx_const_<k>)."""
+    d = dt.dtype_of(value.dtype)
+    if value.size == 1:
+        c = graph.constant(value.reshape(()).item(), d)
+        return c.reshape(value.shape) if value.ndim else c
+    weight = name if _WEIGHT_NAME.match(name) and name not in graph.weights else None
+    k = len(graph.weights)
+    while weight is None or weight in graph.weights:
+        weight, k = f"onnx_const_{k}", k + 1
+    t = graph.weight(weight, value.shape, d)
+    graph.bind({weight: value})
+    return t

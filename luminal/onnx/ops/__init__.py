@@ -11,6 +11,7 @@ from luminal.onnx.ops import (  # noqa: F401
     nn,
     normalization,
     reduction,
+    resize,
     selection,
     shape,
 )
