@@ -10,8 +10,10 @@ from luminal.onnx.ops import (  # noqa: F401
     losses,
     nn,
     normalization,
+    recurrent,
     reduction,
     resize,
     selection,
     shape,
+    spectral,
 )

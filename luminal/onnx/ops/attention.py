@@ -140,3 +140,40 @@ def attention(ctx: NodeContext) -> tuple[Tensor, ...]:
         b, h, s, e = y.shape
         y = F.reshape(y.transpose(1, 2), [b, s, h * e])
     return y, present_k, present_v, F.cast(qk_out, q.dtype)
+
+
+@translates("RotaryEmbedding", attrs={"interleaved", "rotary_embedding_dim", "num_heads"})
+def rotary_embedding(ctx: NodeContext) -> Tensor:
+    """Rotate the first rotary_embedding_dim features of each head by position: pairs (x1, x2), the two halves
+    (or the even and odd features when interleaved), become (cos x1 - sin x2, sin x1 + cos x2)."""
+    x = ctx.x(0)
+    cos, sin = ctx.x(1), ctx.x(2)
+    if x.ndim == 4:  # [B, H, S, D] -> [B, S, H, D]
+        work = x.transpose(1, 2)
+    elif x.ndim == 3:
+        heads = int(ctx.attr("num_heads", 0))
+        if not heads:
+            raise ctx.error("a 3-D input needs num_heads")
+        b, s, hidden = x.shape
+        work = F.reshape(x, [b, s, heads, hidden // heads])
+    else:
+        raise ctx.error(f"input must be 3-D or 4-D, got shape {x.shape}")
+    d = work.shape[3]
+    rd = int(ctx.attr("rotary_embedding_dim", 0)) or d
+    if ctx.has(3):  # the caches are tables indexed by position
+        ids = ctx.x(3)
+        cos, sin = cos[ids], sin[ids]
+    cos, sin = F.unsqueeze(cos, 2), F.unsqueeze(sin, 2)  # [B, S, 1, rd / 2]
+    turned = work[..., :rd]
+    if ctx.attr("interleaved", 0):
+        x1, x2 = turned[..., 0::2], turned[..., 1::2]
+    else:
+        x1, x2 = turned[..., : rd // 2], turned[..., rd // 2 :]
+    real = F.sub(F.mul(cos, x1), F.mul(sin, x2))
+    imag = F.add(F.mul(sin, x1), F.mul(cos, x2))
+    if ctx.attr("interleaved", 0):
+        turned = F.reshape(F.stack([real, imag], -1), turned.shape)
+    else:
+        turned = F.cat([real, imag], -1)
+    out = F.cat([turned, work[..., rd:]], -1) if rd < d else turned
+    return out.transpose(1, 2) if x.ndim == 4 else F.reshape(out, x.shape)
