@@ -17,15 +17,13 @@ if TYPE_CHECKING:
 
 
 def read_attributes(node: onnx.NodeProto) -> dict[str, Any]:
-    """Attribute values as Python values: strings decoded, tensors as arrays; graphs are not translated."""
+    """Attribute values as Python values: strings decoded, tensors as arrays, graphs as GraphProtos."""
     out: dict[str, Any] = {}
     for a in node.attribute:
         if a.ref_attr_name:
             raise OnnxImportError(f"{node.op_type}: attribute {a.name!r} refers to a function attribute")
-        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-            raise OnnxUnsupportedError(
-                f"{node.op_type}: subgraph attribute {a.name!r} is not supported", (node.op_type,)
-            )
+        if a.type == onnx.AttributeProto.GRAPHS:
+            raise OnnxUnsupportedError(f"{node.op_type}: attribute {a.name!r} holds several graphs", (node.op_type,))
         value = helper.get_attribute_value(a)
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
@@ -103,6 +101,12 @@ class NodeContext:
     def wants(self, k: int) -> bool:
         """Whether output k is used (ONNX leaves unused optional outputs out or names them "")."""
         return k < len(self.node.output) and self.node.output[k] != ""
+
+    def subgraph(self, name: str, inputs: list[Any]) -> list[Any]:
+        """Translate the graph attribute `name` with its inputs bound to `inputs`; its outputs' values."""
+        from luminal.onnx.importer import run_subgraph
+
+        return run_subgraph(self.attrs[name], self.scope, self.opset, inputs)
 
     def unsupported(self, message: str) -> OnnxUnsupportedError:
         """The error for a case of this operator that is not translated (raise it)."""

@@ -31,7 +31,7 @@ from onnx import numpy_helper
 
 import luminal as lm
 from luminal.onnx.errors import OnnxDynamicInputError, OnnxUnsupportedError
-from luminal.onnx.importer import DEFAULT_DOMAINS, load
+from luminal.onnx.importer import load, operator_types
 from luminal.onnx.registry import supported_operators
 
 
@@ -52,7 +52,7 @@ def node_cases() -> list[Any]:
 
 
 def operators_of(case: Any) -> set[str]:
-    return {n.op_type if n.domain in DEFAULT_DOMAINS else f"{n.domain}.{n.op_type}" for n in case.model.graph.node}
+    return operator_types(case.model.graph)
 
 
 def run_case(case: Any) -> Outcome:

@@ -97,11 +97,20 @@ def default_opset(proto: onnx.ModelProto) -> int:
 
 def check_operators(graph: onnx.GraphProto) -> None:
     """Refuse the model up front, naming every operator type it uses that the importer does not translate."""
-    missing = sorted(
-        {n.op_type if n.domain in DEFAULT_DOMAINS else f"{n.domain}.{n.op_type}" for n in graph.node} - set(OPS)
-    )
+    missing = sorted(operator_types(graph) - set(OPS))
     if missing:
         raise OnnxUnsupportedError(f"unsupported ONNX operator(s): {', '.join(missing)}", tuple(missing))
+
+
+def operator_types(graph: onnx.GraphProto) -> set[str]:
+    """Every operator type a graph uses, subgraphs (If branches, Loop and Scan bodies) included."""
+    found = set()
+    for n in graph.node:
+        found.add(n.op_type if n.domain in DEFAULT_DOMAINS else f"{n.domain}.{n.op_type}")
+        for a in n.attribute:
+            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                found |= operator_types(sub)
+    return found
 
 
 def _symbol_name(param: str, taken: dict[str, str]) -> str:
@@ -185,49 +194,65 @@ class _Import:
             raise OnnxImportError(f"graph output {value.name!r} is declared {dtype.name} but computes {t.dtype.name}")
         t.output(value.name)
 
-    # ---- nodes -------------------------------------------------------------------------------------------
     def _node(self, node: onnx.NodeProto) -> None:
-        entry = OPS[node.op_type]
-        attrs = read_attributes(node)
-        extra = sorted(set(attrs) - entry.attrs)
-        if extra:
-            raise OnnxUnsupportedError(
-                f"{node.op_type}: attribute(s) {', '.join(extra)} not supported", (node.op_type,)
-            )
-        present = [name for name in node.input if name]
-        for name in present:
-            if not self.scope.defined(name):
-                raise OnnxImportError(f"{node.op_type} (node {node.name or '?'}): input {name!r} is not defined")
-        foldable = all(self.scope.const(n) is not None for n in present) and (
-            sum(self.scope.const(n).size for n in present) <= FOLD_LIMIT
-        )
-        if foldable:
-            outs = self._fold(node, attrs)
-        else:
-            outs = _as_outputs(entry.translate(NodeContext(node, self.opset, self.scope, attrs)), node)
-        sources = frozenset().union(*(self.scope.sources(n) for n in present))
-        for name, out in zip(node.output, outs):
-            if not name:
-                continue
-            if out is None:
-                raise OnnxUnsupportedError(f"{node.op_type}: output {name!r} is not produced", (node.op_type,))
-            if isinstance(out, Tensor):
-                self.scope.set_tensor(name, out, sources)
-            else:
-                self.scope.set_const(name, out)
+        translate_node(node, self.scope, self.opset)
 
-    def _fold(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> list[Any]:
-        """Evaluate a node whose inputs are all known: translate it into a scratch graph and run that."""
-        scratch = Scope(Graph())
-        for name in node.input:
-            if name:
-                scratch.set_const(name, self.scope.const(name))
-        outs = _as_outputs(OPS[node.op_type].translate(NodeContext(node, self.opset, scratch, attrs)), node)
-        wanted = {f"out{k}": t for k, t in enumerate(outs) if isinstance(t, Tensor)}
-        for label, t in wanted.items():
-            t.output(label)
-        results = lm.run(scratch.graph, {}) if wanted else {}
-        return [results[f"out{k}"] if isinstance(t, Tensor) else t for k, t in enumerate(outs)]
+
+def translate_node(node: onnx.NodeProto, scope: Scope, opset: int) -> None:
+    """Translate (or fold) one node into `scope`, defining its outputs there."""
+    entry = OPS.get(node.op_type) if node.domain in DEFAULT_DOMAINS else None
+    if entry is None:  # (only reachable inside subgraphs, which check_operators also searched)
+        raise OnnxUnsupportedError(f"unsupported ONNX operator(s): {node.op_type}", (node.op_type,))
+    attrs = read_attributes(node)
+    extra = sorted(set(attrs) - entry.attrs)
+    if extra:
+        raise OnnxUnsupportedError(f"{node.op_type}: attribute(s) {', '.join(extra)} not supported", (node.op_type,))
+    present = [name for name in node.input if name]
+    for name in present:
+        if not scope.defined(name):
+            raise OnnxImportError(f"{node.op_type} (node {node.name or '?'}): input {name!r} is not defined")
+    has_subgraph = any(isinstance(v, onnx.GraphProto) for v in attrs.values())  # it may read outer values
+    foldable = not has_subgraph and all(scope.const(n) is not None for n in present)
+    if foldable and sum(scope.const(n).size for n in present) <= FOLD_LIMIT:
+        outs = _fold(node, attrs, scope, opset)
+    else:
+        outs = _as_outputs(entry.translate(NodeContext(node, opset, scope, attrs)), node)
+    sources = frozenset().union(*(scope.sources(n) for n in present))
+    for name, out in zip(node.output, outs):
+        if not name:
+            continue
+        if out is None:
+            raise OnnxUnsupportedError(f"{node.op_type}: output {name!r} is not produced", (node.op_type,))
+        scope.set(name, out, sources)
+
+
+def _fold(node: onnx.NodeProto, attrs: dict[str, Any], scope: Scope, opset: int) -> list[Any]:
+    """Evaluate a node whose inputs are all known: translate it into a scratch graph and run that."""
+    scratch = Scope(Graph())
+    for name in node.input:
+        if name:
+            scratch.set_const(name, scope.const(name))
+    outs = _as_outputs(OPS[node.op_type].translate(NodeContext(node, opset, scratch, attrs)), node)
+    wanted = {f"out{k}": t for k, t in enumerate(outs) if isinstance(t, Tensor)}
+    for label, t in wanted.items():
+        t.output(label)
+    results = lm.run(scratch.graph, {}) if wanted else {}
+    return [results[f"out{k}"] if isinstance(t, Tensor) else t for k, t in enumerate(outs)]
+
+
+def run_subgraph(body: onnx.GraphProto, parent: Scope, opset: int, inputs: list[Any]) -> list[Any]:
+    """Translate a subgraph (If branch, Scan or Loop body) once, its inputs bound to `inputs` (tensors or
+    known arrays); names it does not define resolve in the enclosing scope. Returns its outputs' values."""
+    child = Scope(parent.graph, parent)
+    if len(inputs) != len(body.input):
+        raise OnnxImportError(f"subgraph {body.name!r} takes {len(body.input)} inputs, got {len(inputs)}")
+    for value, given in zip(body.input, inputs):
+        child.set(value.name, given, frozenset())
+    for init in body.initializer:
+        child.set_const(init.name, types.tensor_to_array(init, f"initializer {init.name!r}"))
+    for node in body.node:
+        translate_node(node, child, opset)
+    return [child.value(v.name) for v in body.output]
 
 
 def _as_outputs(result: Any, node: onnx.NodeProto) -> list[Any]:

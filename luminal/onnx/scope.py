@@ -21,8 +21,11 @@ _WEIGHT_NAME = re.compile(r"^.{1,256}$", re.S)
 
 
 class Scope:
-    def __init__(self, graph: Graph) -> None:
+    """Values by name; a subgraph's scope falls back to its parent's for names it does not define."""
+
+    def __init__(self, graph: Graph, parent: Scope | None = None) -> None:
         self.graph = graph
+        self.parent = parent
         self._tensors: dict[str, Tensor] = {}
         self._consts: dict[str, np.ndarray] = {}
         self._sources: dict[str, frozenset[str]] = {}  # graph inputs each value depends on (for errors)
@@ -35,18 +38,38 @@ class Scope:
         self._consts[name] = check_array(np.asarray(value), f"value {name!r}")
         self._sources[name] = frozenset()
 
-    def defined(self, name: str) -> bool:
+    def set(self, name: str, value: Tensor | np.ndarray, sources: frozenset[str]) -> None:
+        if isinstance(value, Tensor):
+            self.set_tensor(name, value, sources)
+        else:
+            self.set_const(name, value)
+
+    def _own(self, name: str) -> bool:
         return name in self._tensors or name in self._consts
 
+    def defined(self, name: str) -> bool:
+        return self._own(name) or (self.parent is not None and self.parent.defined(name))
+
     def const(self, name: str) -> np.ndarray | None:
-        return self._consts.get(name)
+        if self._own(name) or self.parent is None:
+            return self._consts.get(name)
+        return self.parent.const(name)
 
     def sources(self, name: str) -> frozenset[str]:
-        return self._sources.get(name, frozenset())
+        if self._own(name) or self.parent is None:
+            return self._sources.get(name, frozenset())
+        return self.parent.sources(name)
+
+    def value(self, name: str) -> Tensor | np.ndarray:
+        """The known array when there is one, else the tensor."""
+        known = self.const(name)
+        return known if known is not None else self.tensor(name)
 
     def tensor(self, name: str) -> Tensor:
         if name in self._tensors:
             return self._tensors[name]
+        if name not in self._consts and self.parent is not None and self.parent.defined(name):
+            return self.parent.tensor(name)
         if name not in self._consts:
             raise OnnxImportError(f"value {name!r} is used before it is defined (or is never defined)")
         t = materialize(self.graph, name, self._consts[name])

@@ -177,3 +177,53 @@ def rotary_embedding(ctx: NodeContext) -> Tensor:
         turned = F.cat([real, imag], -1)
     out = F.cat([turned, work[..., rd:]], -1) if rd < d else turned
     return out.transpose(1, 2) if x.ndim == 4 else F.reshape(out, x.shape)
+
+
+def _split_heads(x: Tensor, heads: int) -> Tensor:
+    b, t, hidden = x.shape
+    return F.reshape(x, [b, t, heads, hidden // heads]).transpose(1, 2)  # [B, H, T, D]
+
+
+@translates(
+    "LinearAttention", attrs={"chunk_size", "kv_num_heads", "q_num_heads", "scale", "update_rule"}
+)  # fmt: skip
+def linear_attention(ctx: NodeContext) -> tuple[Tensor, Tensor]:
+    """Recurrent linear attention, unrolled over time in float32: a state S [B, H, dk, dv] decays by exp(g_t)
+    (gated rules), corrects v_t by beta_t (v_t - S^T k_t) (delta rules), gains k_t v_t^T, and is read by
+    scale q_t^T S. chunk_size only tunes kernels and changes nothing here."""
+    rule = ctx.attr("update_rule", "gated_delta")
+    if rule not in ("linear", "gated", "delta", "gated_delta"):
+        raise ctx.error(f"update_rule must be linear, gated, delta or gated_delta, got {rule!r}")
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    hq, hk = int(ctx.attr("q_num_heads")), int(ctx.attr("kv_num_heads"))
+    query = ctx.x(0)
+    out_dtype = query.dtype
+    q, k, v = (F.cast(_split_heads(ctx.x(i), h), dt.float32) for i, h in ((0, hq), (1, hk), (2, hk)))
+    b, _, steps, dk = q.shape
+    dv = v.shape[3]
+    if not isinstance(steps, int):
+        raise ctx.unsupported(f"a symbolic sequence length ({steps}) is not supported (the loop is unrolled)")
+    decay = beta = None
+    if gated:
+        g = ctx.x(4)
+        decay = F.cast(F.reshape(g, [b, steps, hk, 1]).transpose(1, 2) if g.shape[-1] == hk else _split_heads(g, hk),
+                       dt.float32)  # fmt: skip
+    if delta:
+        bt = ctx.x(5)
+        beta = F.cast(F.reshape(bt, [b, steps, bt.shape[-1], 1]).transpose(1, 2), dt.float32)
+    state_dtype = ctx.x(3).dtype if ctx.has(3) else out_dtype
+    state = F.cast(ctx.x(3), dt.float32) if ctx.has(3) else F.zeros_like(k[:, :, :1, :1]).expand(b, hk, dk, dv)
+    scale = ctx.attr("scale", 0.0) or 1 / math.sqrt(dk)
+    outs = []
+    for t in range(steps):
+        k_t, v_t = k[:, :, t, :], v[:, :, t, :]
+        if gated:
+            state = F.mul(state, F.unsqueeze(F.exp(decay[:, :, t, :]), -1))
+        if delta:
+            retrieved = F.sum(F.mul(state, F.unsqueeze(k_t, -1)), -2)  # S^T k: [B, H, dv]
+            v_t = F.mul(beta[:, :, t, :], F.sub(v_t, retrieved))
+        state = F.add(state, F.mul(F.unsqueeze(k_t, -1), F.unsqueeze(v_t, -2)))
+        read = F.repeat_interleave(state, hq // hk, 1) if hq != hk else state
+        outs.append(F.mul(F.sum(F.mul(F.unsqueeze(q[:, :, t, :], -1), read), -2), scale))
+    y = F.stack(outs, 2).transpose(1, 2)  # [B, T, Hq, dv]
+    return F.cast(F.reshape(y, [b, steps, hq * dv]), out_dtype), F.cast(state, state_dtype)

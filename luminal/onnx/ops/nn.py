@@ -152,6 +152,27 @@ def conv_transpose(ctx: NodeContext) -> Tensor:
     return y
 
 
+@translates("CausalConvWithState", attrs={"activation"})
+def causal_conv_with_state(ctx: NodeContext) -> tuple[Tensor, Tensor]:
+    """A depthwise causal 1-D convolution continuing from past_state (the previous k - 1 inputs, zeros when
+    absent); present_state is the last k - 1 inputs of the padded sequence, for the next call."""
+    x, w = require_float(ctx, ctx.x(0)), ctx.x(1)
+    activation = ctx.attr("activation", "none")
+    if activation not in ("none", "silu", "swish"):
+        raise ctx.error(f"activation must be none, silu or swish, got {activation!r}")
+    if x.ndim != 3 or w.ndim != 3:
+        raise ctx.error(f"input [B, C, L] and weight [C, 1, k] expected, got {x.shape} and {w.shape}")
+    b, c, _ = x.shape
+    k = w.shape[2]
+    past = ctx.x(3) if ctx.has(3) else F.pad(x[:, :, :0], [k - 1, 0])
+    padded = F.cat([past, x], 2) if k > 1 else x
+    y = F.conv1d(padded, w, ctx.x(2) if ctx.has(2) else None, groups=c)
+    if activation != "none":
+        y = F.silu(y)
+    n = padded.shape[2]
+    return y, padded[:, :, n - (k - 1) :] if isinstance(n, int) else padded[:, :, k - 1 :][:, :, : k - 1]
+
+
 # ---- pooling -------------------------------------------------------------------------------------------------
 
 
