@@ -217,7 +217,8 @@ def translate_node(node: onnx.NodeProto, scope: Scope, opset: int) -> None:
         outs = _fold(node, attrs, scope, opset)
     else:
         outs = _as_outputs(entry.translate(NodeContext(node, opset, scope, attrs)), node)
-    sources = frozenset().union(*(scope.sources(n) for n in present))
+    used = present + [n for g in attrs.values() if isinstance(g, onnx.GraphProto) for n in _names_used(g)]
+    sources = frozenset().union(*(scope.sources(n) for n in used if scope.defined(n)))
     for name, out in zip(node.output, outs):
         if not name:
             continue
@@ -238,6 +239,17 @@ def _fold(node: onnx.NodeProto, attrs: dict[str, Any], scope: Scope, opset: int)
         t.output(label)
     results = lm.run(scratch.graph, {}) if wanted else {}
     return [results[f"out{k}"] if isinstance(t, Tensor) else t for k, t in enumerate(outs)]
+
+
+def _names_used(graph: onnx.GraphProto) -> set[str]:
+    """Every value name a subgraph's nodes read (outer values among them), nested subgraphs included."""
+    names = set()
+    for n in graph.node:
+        names.update(i for i in n.input if i)
+        for a in n.attribute:
+            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                names |= _names_used(sub)
+    return names
 
 
 def run_subgraph(body: onnx.GraphProto, parent: Scope, opset: int, inputs: list[Any]) -> list[Any]:

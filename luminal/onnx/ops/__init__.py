@@ -14,6 +14,7 @@ from luminal.onnx.ops import (  # noqa: F401
     recurrent,
     reduction,
     resize,
+    sampling,
     selection,
     shape,
     spectral,
