@@ -1,4 +1,4 @@
-"""Sampling grids: AffineGrid (GridSample would read through them).
+"""Sampling grids: AffineGrid builds them, GridSample reads an input through them.
 
 AffineGrid maps the normalised coordinates of every output position, in [-1, 1] (pixel centres, or corners
 with align_corners), through theta: grid[n, (d,) h, w] = theta[n] @ (x, y, (z,) 1). The coordinate table
@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 import luminal.functional as F
+from luminal import dtypes as dt
 from luminal.onnx.context import NodeContext
 from luminal.onnx.ops.common import require_float
 from luminal.onnx.registry import translates
@@ -36,3 +37,96 @@ def affine_grid(ctx: NodeContext) -> Tensor:
     table = materialize(ctx.graph, "affine_grid_base", homogeneous.reshape(-1, len(spatial) + 1).astype(np.float32))
     grid = F.matmul(F.unsqueeze(F.cast(table, theta.dtype), 0), theta.transpose(1, 2))  # [N, positions, dims]
     return F.reshape(grid, [theta.shape[0], *spatial, len(spatial)])
+
+
+_MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest", "bicubic": "cubic", "cubic": "cubic"}
+CUBIC_A = -0.75  # Keys' kernel, as ONNX's GridSample fixes it
+
+
+def _reflect(x: Tensor, lo: float, hi: float) -> Tensor:
+    """Fold x back into [lo, hi] by reflecting off the borders as often as it takes."""
+    span = hi - lo
+    below, above = F.sub(lo, x), F.sub(x, hi)
+    out = x
+    for dist, near, far, outside in ((below, lo, hi, F.lt(x, lo)), (above, hi, lo, F.gt(x, hi))):
+        bounces = F.floor(F.div(dist, span))
+        rest = F.sub(dist, F.mul(bounces, span))
+        even = F.eq(F.remainder(bounces, 2.0), 0.0)
+        sign = 1.0 if near == lo else -1.0  # moving inward from the near border
+        folded = F.where(even, F.add(F.mul(rest, sign), near), F.add(F.mul(rest, -sign), far))
+        out = F.where(outside, folded, out)
+    return out
+
+
+def _cubic_weights(t: Tensor) -> list[Tensor]:
+    def near(s):  # |s| <= 1
+        return F.add(F.mul(F.mul(F.sub(F.mul(s, CUBIC_A + 2), CUBIC_A + 3), s), s), 1.0)
+
+    def far(s):  # 1 < |s| < 2
+        return F.sub(F.mul(F.add(F.mul(F.sub(F.mul(s, CUBIC_A), 5 * CUBIC_A), s), 8 * CUBIC_A), s), 4 * CUBIC_A)
+
+    return [far(F.add(t, 1.0)), near(t), near(F.sub(1.0, t)), far(F.sub(2.0, t))]
+
+
+@translates("GridSample", attrs={"align_corners", "mode", "padding_mode"})
+def grid_sample(ctx: NodeContext) -> Tensor:
+    """Y[n, c, p] = sum over taps of weight * X[n, c, tap] at the source coordinates grid[n, p] (x, y(, z)
+    normalised to [-1, 1]); one Gather of X per tap, the taps' weights from the coordinates' fractions."""
+    x, grid = require_float(ctx, ctx.x(0)), ctx.x(1)
+    mode = _MODES.get(ctx.attr("mode", "linear" if ctx.opset >= 20 else "bilinear"))
+    padding = ctx.attr("padding_mode", "zeros")
+    align = bool(ctx.attr("align_corners", 0))
+    if mode is None or padding not in ("zeros", "border", "reflection"):
+        raise ctx.error(f"mode {ctx.attr('mode')!r} or padding_mode {padding!r} is not one ONNX defines")
+    n, c, *dims = x.shape
+    nd = len(dims)
+    if not all(isinstance(d, int) for d in dims) or grid.shape[-1] != nd:
+        raise ctx.error(f"input {x.shape} and grid {grid.shape} do not fit (or have symbolic spatial dims)")
+    out = list(grid.shape[1:-1])
+    grid = F.cast(grid, dt.float32)
+    taps_per_dim = []
+    for d, size in enumerate(dims):
+        g = grid[..., nd - 1 - d]  # the grid lists x (the last axis) first
+        pos = F.mul(F.add(g, 1.0), (size - 1) / 2) if align else F.div(F.sub(F.mul(F.add(g, 1.0), size), 1.0), 2.0)
+        lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+        if mode == "nearest":
+            pos = F.round(pos)  # half to even, as C's rint
+        if padding == "border":
+            pos = F.where(F.logical_or(F.lt(pos, lo), F.gt(pos, hi)), F.clamp(pos, 0.0, size - 1.0), pos)
+        elif padding == "reflection":
+            pos = _reflect(pos, lo, hi)
+        if mode == "nearest":
+            taps = [(F.cast(pos, dt.int64), None)]
+        else:
+            first = F.floor(pos)
+            frac = F.sub(pos, first)
+            first = F.cast(first, dt.int64)
+            weights = [F.sub(1.0, frac), frac] if mode == "linear" else _cubic_weights(frac)
+            offsets = [0, 1] if mode == "linear" else [-1, 0, 1, 2]
+            taps = [(F.add(first, o), w) for o, w in zip(offsets, weights)]
+        fixed = []
+        for index, weight in taps:  # where a tap outside the input reads from, by padding_mode
+            if padding == "zeros":
+                inside = F.logical_and(F.ge(index, 0), F.lt(index, size))
+                zero = F.zeros_like(grid[..., 0])
+                weight = F.where(inside, weight if weight is not None else F.ones_like(zero), zero)
+            elif padding == "reflection":
+                index = F.cast(_reflect(F.cast(index, dt.float32), lo, hi), dt.int64)
+            fixed.append((F.clamp(index, 0, size - 1), weight))
+        taps_per_dim.append(fixed)
+    flat = F.reshape(x, [n, c, -1])
+    total = None
+    strides = [int(np.prod(dims[d + 1 :])) for d in range(nd)]
+    for combo in np.ndindex(*[len(t) for t in taps_per_dim]):
+        index, weight = None, None
+        for d, k in enumerate(combo):
+            i, w = taps_per_dim[d][k]
+            term = F.mul(i, strides[d]) if strides[d] != 1 else i
+            index = term if index is None else F.add(index, term)
+            weight = w if weight is None else (F.mul(weight, w) if w is not None else weight)
+        index = F.expand(F.reshape(index, [n, 1, -1]), [n, c, index.numel() // n])
+        picked = F.gather(flat, 2, index)
+        if weight is not None:
+            picked = F.mul(picked, F.cast(F.reshape(weight, [n, 1, -1]), x.dtype))
+        total = picked if total is None else F.add(total, picked)
+    return F.reshape(total, [n, c, *out])
