@@ -3,6 +3,8 @@ never promotes (both operands share a type), so luminal's broadcasting operators
 
 from __future__ import annotations
 
+import math
+
 import luminal.functional as F
 from luminal import dtypes as dt
 from luminal.onnx import types
@@ -129,6 +131,33 @@ def tanh(ctx: NodeContext) -> Tensor:
     e = F.expm1(F.mul(F.abs(x), -2.0))
     return F.mul(F.sign(x), F.div(F.neg(e), F.add(e, 2.0)))
 
+
+def _atan(x: Tensor) -> Tensor:
+    """atan by reduction and a series: for |x| > 1, atan x = sign(x) pi / 2 - atan(1 / x); then three halvings
+    atan y = 2 atan(y / (1 + sqrt(1 + y^2))) bring |y| below tan(pi / 16) ~ 0.2, where the odd Taylor series to
+    y^21 is exact in float32."""
+    big = F.gt(F.abs(x), 1.0)
+    y = F.where(big, F.reciprocal(x), x)
+    for _ in range(3):
+        y = F.div(y, F.add(F.sqrt(F.add(F.mul(y, y), 1.0)), 1.0))
+    y2, term, total = F.mul(y, y), y, y
+    for k in range(1, 11):
+        term = F.mul(term, F.neg(y2))
+        total = F.add(total, F.div(term, 2 * k + 1))
+    small = F.mul(total, 8.0)  # undo the three halvings
+    return F.where(big, F.sub(F.mul(F.sign(x), math.pi / 2), small), small)
+
+
+def _asin(x: Tensor) -> Tensor:
+    return _atan(F.div(x, F.sqrt(F.sub(1.0, F.mul(x, x)))))  # asin x = atan(x / sqrt(1 - x^2))
+
+
+for _op, _fn in {
+    "Atan": _atan,
+    "Asin": _asin,
+    "Acos": lambda x: F.sub(math.pi / 2, _asin(x)),  # acos x = pi / 2 - asin x
+}.items():
+    translates(_op)(_unary(_fn))
 
 translates("Abs")(_unary(F.abs, floats_only=False))
 translates("Neg")(_unary(F.neg, floats_only=False))
