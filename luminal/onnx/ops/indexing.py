@@ -176,6 +176,25 @@ def scatter_nd(ctx: NodeContext) -> Tensor:
     return F.index_put(data, keys, updates, accumulate=reduction == "add")
 
 
+@translates("TensorScatter", attrs={"axis", "mode"})
+def tensor_scatter(ctx: NodeContext) -> Tensor:
+    """A KV-cache write: update's positions along `axis` land at write_indices[b] + s in batch entry b (modulo
+    the cache length when circular)."""
+    past, update = ctx.x(0), ctx.x(1)
+    a = axis(ctx, ctx.attr("axis", -2), past.ndim)
+    mode = ctx.attr("mode", "linear")
+    if mode not in ("linear", "circular") or a == 0:
+        raise ctx.error(f"mode must be linear or circular and axis not the batch axis (got {mode!r}, {a})")
+    steps = update.shape[a]
+    start = F.cast(ctx.x(2), dt.int64) if ctx.has(2) else F.zeros_like(past[:, 0], dtype=dt.int64).reshape(-1)[:1]
+    start = F.reshape(start, [-1] + [1] * (past.ndim - 1))
+    offsets = F.reshape(F.arange(past.graph, steps), [steps if k == a else 1 for k in range(past.ndim)])
+    index = F.add(start, offsets)
+    if mode == "circular":
+        index = F.remainder(index, past.shape[a])
+    return F.scatter(past, a, F.expand(index, update.shape), update)
+
+
 @translates("OneHot", attrs={"axis"})
 def one_hot(ctx: NodeContext) -> Tensor:
     indices = ctx.x(0)

@@ -8,6 +8,7 @@ past the padded input excluded (never counted by an average).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -18,6 +19,7 @@ from luminal.hl.conv import _conv_transpose, _windows
 from luminal.onnx.context import NodeContext
 from luminal.onnx.ops.common import require_float
 from luminal.onnx.registry import translates
+from luminal.onnx.scope import materialize
 from luminal.tensor import Tensor
 
 
@@ -40,6 +42,24 @@ def gemm(ctx: NodeContext) -> Tensor:
         c = ctx.x(2)
         y = F.add(y, F.mul(c, beta) if beta != 1.0 else c)
     return y
+
+
+@translates("Det")
+def det(ctx: NodeContext) -> Tensor:
+    """The determinant of [..., n, n] by Leibniz's sum over permutations (n! terms: small matrices only)."""
+    x = require_float(ctx, ctx.x(0))
+    n = x.shape[-1]
+    if not isinstance(n, int) or x.shape[-2] != n or n > 6:
+        raise ctx.unsupported(f"matrices of shape {x.shape[-2:]} are not supported (square, at most 6 x 6)")
+    total = None
+    for perm in itertools.permutations(range(n)):
+        inversions = sum(1 for i in range(n) for j in range(i + 1, n) if perm[i] > perm[j])
+        term = x[..., 0, perm[0]]
+        for row in range(1, n):
+            term = F.mul(term, x[..., row, perm[row]])
+        term = F.neg(term) if inversions % 2 else term
+        total = term if total is None else F.add(total, term)
+    return total
 
 
 @translates("Einsum", attrs={"equation"})
@@ -171,6 +191,32 @@ def causal_conv_with_state(ctx: NodeContext) -> tuple[Tensor, Tensor]:
         y = F.silu(y)
     n = padded.shape[2]
     return y, padded[:, :, n - (k - 1) :] if isinstance(n, int) else padded[:, :, k - 1 :][:, :, : k - 1]
+
+
+@translates("Col2Im", attrs={"dilations", "pads", "strides"})
+def col2im(ctx: NodeContext) -> Tensor:
+    """Sum sliding blocks [N, C * prod(block), L] back into an image [N, C, *image_shape]: a transposed
+    convolution whose kernel routes block column j to kernel position j (an identity per channel)."""
+    x = require_float(ctx, ctx.x(0))
+    image, block = ctx.ints(1, "image_shape"), ctx.ints(2, "block_shape")
+    nd = len(image)
+    strides = list(ctx.attr("strides", [1] * nd))
+    dilations = list(ctx.attr("dilations", [1] * nd))
+    p = list(ctx.attr("pads", [0] * 2 * nd))
+    pads = [(p[j], p[nd + j]) for j in range(nd)]
+    k = math.prod(block)
+    n, ck, _ = x.shape
+    c = ck // k
+    outs = [
+        (i + lo + hi - d * (b - 1) - 1) // s + 1 for i, b, s, d, (lo, hi) in zip(image, block, strides, dilations, pads)
+    ]
+    cols = F.reshape(x, [n, ck, *outs])
+    route = np.zeros((ck, 1, k), dtype=np.float32)
+    route[np.arange(ck), 0, np.arange(ck) % k] = 1.0  # channel c * k + j feeds kernel position j of output c
+    weight = F.cast(materialize(x.graph, "col2im_route", route.reshape(ck, 1, *block)), x.dtype)
+    y = _conv_transpose(cols, weight, None, strides, 0, 0, c, dilations, nd, "Col2Im")
+    full = y.shape[2:]
+    return _pad_input(y, [(-lo, i - (f - lo)) for (lo, _), i, f in zip(pads, image, full)])
 
 
 # ---- pooling -------------------------------------------------------------------------------------------------
