@@ -34,6 +34,14 @@ from luminal.onnx.errors import OnnxDynamicInputError, OnnxUnsupportedError
 from luminal.onnx.importer import load, operator_types
 from luminal.onnx.registry import supported_operators
 
+# Cases that fail for a reason outside the importer, each with that reason. They still count as failures in
+# the table; tests/onnx/test_node_cases.py expects them to fail (strictly: one that starts passing is reported).
+KNOWN_DEVIATIONS = {
+    name: "the expected output carries complex64 FFT rounding noise (1.9e-7 where the exact value is 0) above "
+    "the case's atol of 1e-7; luminal's float32 DFT gives 5.5e-15 there"
+    for name in ("test_dft_inverse", "test_dft_inverse_opset19")
+}
+
 
 @dataclass
 class Outcome:
@@ -157,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = sorted((name, o.detail) for name, o in outcomes.items() if o.status == "fail")
     print(f"\nfailed cases ({len(failed)}):")
     for name, detail in failed:
-        print(f"  {name}: {detail[:300]}")
+        known = f"\n      known deviation: {KNOWN_DEVIATIONS[name]}" if name in KNOWN_DEVIATIONS else ""
+        print(f"  {name}: {detail[:300]}{known}")
     return 0
 
 

@@ -40,8 +40,8 @@ def load(model: Any, constant_inputs: Mapping[str, Any] | None = None) -> Graph:
     from luminal.onnx import ops  # noqa: F401  (importing the translator modules fills the registry)
 
     proto = read_model(model)
-    opset = default_opset(proto)
     check_operators(proto.graph)
+    opset = default_opset(proto)
     return _Import(proto.graph, opset, dict(constant_inputs or {})).run()
 
 
