@@ -10,6 +10,7 @@ from onnx import helper
 
 from luminal.onnx.errors import OnnxDynamicInputError, OnnxImportError, OnnxUnsupportedError
 from luminal.onnx.types import tensor_to_array
+from luminal.symbolic import Expr
 from luminal.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -84,8 +85,9 @@ class NodeContext:
             )
         return value
 
-    def ints(self, i: int, what: str) -> list[int]:
-        return [int(v) for v in np.asarray(self.const(i, what)).reshape(-1)]
+    def ints(self, i: int, what: str) -> list:
+        """Input i as a list of ints, or of luminal Exprs where it holds symbolic shape arithmetic."""
+        return [v if isinstance(v, Expr) else int(v) for v in np.asarray(self.const(i, what)).reshape(-1)]
 
     def is_const(self, i: int) -> bool:
         return self.has(i) and self.scope.const(self.node.input[i]) is not None

@@ -17,7 +17,7 @@ import onnx
 
 import luminal as lm
 from luminal.graph import Graph
-from luminal.onnx import types
+from luminal.onnx import symbolic, types
 from luminal.onnx.context import NodeContext, read_attributes
 from luminal.onnx.errors import OnnxImportError, OnnxUnsupportedError
 from luminal.onnx.registry import OPS
@@ -213,9 +213,13 @@ def translate_node(node: onnx.NodeProto, scope: Scope, opset: int) -> None:
             raise OnnxImportError(f"{node.op_type} (node {node.name or '?'}): input {name!r} is not defined")
     has_subgraph = any(isinstance(v, onnx.GraphProto) for v in attrs.values())  # it may read outer values
     foldable = not has_subgraph and all(scope.const(n) is not None for n in present)
-    if foldable and sum(scope.const(n).size for n in present) <= FOLD_LIMIT:
+    known = [scope.const(n) if n else None for n in node.input]
+    outs = None
+    if foldable and any(symbolic.is_symbolic(v) for v in known):
+        outs = symbolic.fold(node.op_type, attrs, known, opset)
+    elif foldable and sum(scope.const(n).size for n in present) <= FOLD_LIMIT:
         outs = _fold(node, attrs, scope, opset)
-    else:
+    if outs is None:
         outs = _as_outputs(entry.translate(NodeContext(node, opset, scope, attrs)), node)
     used = present + [n for g in attrs.values() if isinstance(g, onnx.GraphProto) for n in _names_used(g)]
     sources = frozenset().union(*(scope.sources(n) for n in used if scope.defined(n)))

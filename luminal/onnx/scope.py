@@ -11,10 +11,14 @@ import re
 
 import numpy as np
 
+import luminal.functional as F
 from luminal import dtypes as dt
 from luminal.graph import Graph
+from luminal.hl import prim
+from luminal.onnx import symbolic
 from luminal.onnx.errors import OnnxImportError
 from luminal.onnx.types import check_array
+from luminal.symbolic import as_expr
 from luminal.tensor import Tensor
 
 _WEIGHT_NAME = re.compile(r"^.{1,256}$", re.S)
@@ -35,7 +39,10 @@ class Scope:
         self._sources[name] = sources
 
     def set_const(self, name: str, value: np.ndarray) -> None:
-        self._consts[name] = check_array(np.asarray(value), f"value {name!r}")
+        value = np.asarray(value)
+        if value.dtype == object:  # shape arithmetic on symbolic dims (see symbolic.py)
+            value = symbolic.simplified(value)
+        self._consts[name] = value if value.dtype == object else check_array(value, f"value {name!r}")
         self._sources[name] = frozenset()
 
     def set(self, name: str, value: Tensor | np.ndarray, sources: frozenset[str]) -> None:
@@ -80,6 +87,10 @@ class Scope:
 def materialize(graph: Graph, name: str, value: np.ndarray) -> Tensor:
     """A known value as a tensor of `graph`: one element as a Constant node, more as a weight bound to it,
     named `name` when that name is free (else onnx_const_<k>)."""
+    if value.dtype == object:  # symbolic shape values: one Iota per expression
+        parts = [prim.iota(graph, as_expr(v), [1]) for v in value.reshape(-1)]
+        flat = F.cat(parts, 0) if len(parts) > 1 else parts[0]
+        return flat.reshape(value.shape)
     d = dt.dtype_of(value.dtype)
     if value.size == 1:
         c = graph.constant(value.reshape(()).item(), d)

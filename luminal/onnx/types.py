@@ -58,4 +58,4 @@ def tensor_to_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
         arr = numpy_helper.to_array(tensor)
     except Exception as e:  # a malformed tensor (wrong raw size, bad dims) is the model's defect
         raise OnnxImportError(f"{where}: tensor {tensor.name!r} cannot be read ({e})") from None
-    return np.ascontiguousarray(arr)
+    return np.array(arr, order="C")  # (np.ascontiguousarray would turn a 0-d array into a 1-d one)

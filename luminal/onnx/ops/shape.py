@@ -8,6 +8,7 @@ import numpy as np
 
 import luminal.functional as F
 from luminal.hl import prim
+from luminal.onnx import symbolic
 from luminal.onnx.context import NodeContext
 from luminal.onnx.ops.common import axes
 from luminal.onnx.registry import translates
@@ -16,12 +17,9 @@ from luminal.tensor import Tensor
 from luminal.view import dims_product
 
 
-def _dims_value(ctx: NodeContext, dims: list) -> np.ndarray | Tensor:
-    """int64 [len(dims)]: an array when every dim is a number, else one Iota per symbolic dim, concatenated."""
-    if all(isinstance(d, int) for d in dims):
-        return np.array(dims, dtype=np.int64)
-    parts = [prim.iota(ctx.graph, as_expr(d), [1]) for d in dims]
-    return F.cat(parts, 0)
+def _dims_value(ctx: NodeContext, dims: list) -> np.ndarray:
+    """int64 [len(dims)], known at import: numbers, or expressions of the symbols (see onnx/symbolic.py)."""
+    return symbolic.shape_value(dims)
 
 
 @translates("Shape", attrs={"start", "end"})
@@ -33,10 +31,7 @@ def shape(ctx: NodeContext) -> np.ndarray | Tensor:
 
 @translates("Size")
 def size(ctx: NodeContext) -> np.ndarray | Tensor:
-    n = as_dim(dims_product(ctx.x(0).shape))
-    if isinstance(n, int):
-        return np.array(n, dtype=np.int64)
-    return prim.iota(ctx.graph, as_expr(n), [])
+    return symbolic.shape_value([dims_product(ctx.x(0).shape)]).reshape(())
 
 
 @translates("Reshape", attrs={"allowzero"})
