@@ -61,11 +61,16 @@ class Block(torch.nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-def _export(model: torch.nn.Module, x: torch.Tensor, dynamo: bool, dynamic_batch: bool = False) -> bytes:
+def _export(model: torch.nn.Module, x: torch.Tensor, dynamo: bool, dynamic: dict[int, str] | None = None) -> bytes:
+    """The ONNX bytes of `model`; `dynamic` names the input dims exported as dynamic ({axis: name})."""
     f = io.BytesIO()
+    kwargs: dict = {}
+    if dynamic and dynamo:
+        kwargs["dynamic_shapes"] = {"x": {k: torch.export.Dim(v, min=2, max=64) for k, v in dynamic.items()}}
+    elif dynamic:
+        kwargs["dynamic_axes"] = {"x": dynamic, "y": {0: dynamic[0]}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        kwargs = {"dynamic_axes": {"x": {0: "batch"}, "y": {0: "batch"}}} if dynamic_batch else {}
         torch.onnx.export(model, (x,), f, input_names=["x"], output_names=["y"], dynamo=dynamo, **kwargs)
     return f.getvalue()
 
@@ -92,12 +97,28 @@ def test_exported_model_matches_torch(make, shape, dynamo):
     _check(model, x, _export(model, x, dynamo))
 
 
-def test_dynamic_batch_becomes_a_symbol():
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize(
+    "make, shape, dynamic",
+    [
+        (MLP, (3, 16), {0: "batch"}),
+        (ConvNet, (2, 3, 12, 12), {0: "batch"}),
+        (Block, (2, 7, 32), {0: "batch", 1: "seq"}),
+    ],
+    ids=["mlp", "convnet", "block"],
+)
+def test_dynamic_dims_become_symbols(make, shape, dynamic, dynamo):
+    """Dynamic axes import as symbols, the exporters' shape arithmetic (Shape -> Gather -> Concat -> Reshape)
+    folded into expressions of them, so one graph runs at every size."""
     torch.manual_seed(0)
-    model = MLP().eval()
-    graph = _check(model, torch.randn(3, 16), _export(model, torch.randn(3, 16), dynamo=False, dynamic_batch=True))
-    assert "batch" in graph.symbols
-    _check(model, torch.randn(11, 16), _export(model, torch.randn(3, 16), dynamo=False, dynamic_batch=True))
+    model = make().eval()
+    data = _export(model, torch.randn(*shape), dynamo, dynamic)
+    graph = _check(model, torch.randn(*shape), data)
+    assert set(dynamic.values()) <= set(graph.symbols)
+    other = [n + 3 if k in dynamic else n for k, n in enumerate(shape)]
+    got = lm.run(graph, {"x": (x := torch.randn(*other)).numpy()})["y"]
+    with torch.no_grad():
+        np.testing.assert_allclose(got, model(x).numpy(), rtol=TOLERANCE, atol=TOLERANCE)
 
 
 def test_weights_are_named_and_bound():

@@ -10,6 +10,7 @@ from luminal import dtypes as dt
 from luminal.onnx import types
 from luminal.onnx.context import NodeContext
 from luminal.onnx.registry import translates
+from luminal.symbolic import Expr
 from luminal.tensor import Tensor
 
 _CONSTANT_ATTRS = {
@@ -34,19 +35,25 @@ def constant(ctx: NodeContext) -> np.ndarray:
 
 
 @translates("ConstantOfShape", attrs={"value"})
-def constant_of_shape(ctx: NodeContext) -> np.ndarray:
+def constant_of_shape(ctx: NodeContext) -> np.ndarray | Tensor:
     shape = ctx.ints(0, "shape")
     if any(d < 0 for d in shape):
         raise ctx.error(f"shape {shape} has a negative dim")
     value = ctx.attr("value", np.zeros(1, np.float32))
+    if any(isinstance(d, Expr) for d in shape):  # a symbolic shape: a constant expanded by a view
+        return F.full(ctx.graph, shape, value.reshape(-1)[0].item(), dt.dtype_of(value.dtype))
     return np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
 
 
 @translates("Range")
-def range_(ctx: NodeContext) -> np.ndarray:
+def range_(ctx: NodeContext) -> np.ndarray | Tensor:
     """start, start + delta, ... up to limit: max(ceil((limit - start) / delta), 0) elements, in the inputs' type
     (the length decides the output shape, so all three must be known at import)."""
     start, limit, delta = (ctx.const(i, what).reshape(()) for i, what in enumerate(("start", "limit", "delta")))
+    if any(isinstance(v.item(), Expr) for v in (start, limit, delta)):  # a symbolic bound: an Iota
+        if isinstance(delta.item(), Expr):
+            raise ctx.unsupported("a symbolic delta is not supported")
+        return F.arange(ctx.graph, start.item(), limit.item(), int(delta.item()), dtype=dt.int64)
     if delta == 0:
         raise ctx.error("delta must not be 0")
     n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
