@@ -22,7 +22,7 @@ from luminal.onnx.context import NodeContext, read_attributes
 from luminal.onnx.errors import OnnxImportError, OnnxUnsupportedError
 from luminal.onnx.registry import OPS
 from luminal.onnx.scope import Scope
-from luminal.symbolic import Dim
+from luminal.symbolic import Dim, as_dim
 from luminal.tensor import Tensor
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -231,14 +231,20 @@ def translate_node(node: onnx.NodeProto, scope: Scope, opset: int) -> None:
         scope.set(name, out, sources)
 
 
-def _fold(node: onnx.NodeProto, attrs: dict[str, Any], scope: Scope, opset: int) -> list[Any]:
-    """Evaluate a node whose inputs are all known: translate it into a scratch graph and run that."""
+def _fold(node: onnx.NodeProto, attrs: dict[str, Any], scope: Scope, opset: int) -> list[Any] | None:
+    """Evaluate a node whose inputs are all known: translate it into a scratch graph and run that. None (the
+    node then goes into the graph) when an output would exceed FOLD_LIMIT elements, so that a hostile or
+    merely large Expand/Tile of a constant never allocates at import."""
     scratch = Scope(Graph())
     for name in node.input:
         if name:
             scratch.set_const(name, scope.const(name))
     outs = _as_outputs(OPS[node.op_type].translate(NodeContext(node, opset, scratch, attrs)), node)
     wanted = {f"out{k}": t for k, t in enumerate(outs) if isinstance(t, Tensor)}
+    for t in wanted.values():
+        size = as_dim(t.numel())
+        if not isinstance(size, int) or size > FOLD_LIMIT:
+            return None
     for label, t in wanted.items():
         t.output(label)
     results = lm.run(scratch.graph, {}) if wanted else {}

@@ -131,3 +131,23 @@ def test_structurally_broken_models_raise_a_clear_error(tmp_path):
         luminal.onnx.load(tmp_path / "missing.onnx")
     with pytest.raises(TypeError):
         luminal.onnx.load(12)
+
+
+def test_huge_constants_are_not_allocated_at_import():
+    """An Expand or ConstantOfShape of a constant to 2^40 elements stays a view: import neither folds nor
+    allocates it (a hostile model cannot exhaust memory by its constants' shapes)."""
+    huge = numpy_helper.from_array(np.array([1 << 20, 1 << 20], dtype=np.int64), "huge")
+    one = numpy_helper.from_array(np.array([1.0], dtype=np.float32), "one")
+    model = _model(
+        [
+            helper.make_node("Expand", ["one", "huge"], ["big"]),
+            helper.make_node("ConstantOfShape", ["huge"], ["zeros"]),
+            helper.make_node("Add", ["big", "zeros"], ["sum"]),
+            helper.make_node("ReduceMax", ["sum"], ["y"], keepdims=0),
+        ],
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+        [huge, one],
+    )
+    graph = luminal.onnx.load(model)
+    assert list(graph.outputs) == ["y"] and not graph.inputs

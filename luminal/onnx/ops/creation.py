@@ -3,6 +3,8 @@ at import (numpy arrays), except an EyeLike of a symbolic shape."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 import luminal.functional as F
@@ -12,6 +14,8 @@ from luminal.onnx.context import NodeContext
 from luminal.onnx.registry import translates
 from luminal.symbolic import Expr
 from luminal.tensor import Tensor
+
+VALUE_LIMIT = 1 << 24  # elements computed at import; a larger constant stays a view of one value
 
 _CONSTANT_ATTRS = {
     "value": None,
@@ -40,7 +44,7 @@ def constant_of_shape(ctx: NodeContext) -> np.ndarray | Tensor:
     if any(d < 0 for d in shape):
         raise ctx.error(f"shape {shape} has a negative dim")
     value = ctx.attr("value", np.zeros(1, np.float32))
-    if any(isinstance(d, Expr) for d in shape):  # a symbolic shape: a constant expanded by a view
+    if any(isinstance(d, Expr) for d in shape) or math.prod(shape) > VALUE_LIMIT:  # a constant expanded by a view
         return F.full(ctx.graph, shape, value.reshape(-1)[0].item(), dt.dtype_of(value.dtype))
     return np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
 
@@ -57,6 +61,8 @@ def range_(ctx: NodeContext) -> np.ndarray | Tensor:
     if delta == 0:
         raise ctx.error("delta must not be 0")
     n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    if n > VALUE_LIMIT:
+        raise ctx.unsupported(f"a range of {n} elements is more than the {VALUE_LIMIT} computed at import")
     wide = np.float64 if start.dtype.kind == "f" or start.dtype.itemsize == 2 else np.int64
     # start + i * delta, not accumulated; in double precision and rounded once, as numpy's arange does
     return (start.astype(wide) + np.arange(n, dtype=wide) * delta.astype(wide)).astype(start.dtype)

@@ -57,9 +57,14 @@ def hardmax(ctx: NodeContext) -> Tensor:
 
 
 def _stash(ctx: NodeContext, x: Tensor) -> Tensor:
+    """x in the statistics' type: float32, the only stash_type supported."""
+    _check_stash(ctx)
+    return F.cast(x, dt.float32)
+
+
+def _check_stash(ctx: NodeContext) -> None:
     if ctx.attr("stash_type", 1) != 1:
         raise ctx.unsupported(f"stash_type={ctx.attr('stash_type')} is not supported (1, float32, is)")
-    return F.cast(x, dt.float32)
 
 
 @translates("LayerNormalization", attrs={"axis", "epsilon", "stash_type"})
@@ -128,7 +133,7 @@ def group_norm(ctx: NodeContext) -> Tensor:
     x = require_float(ctx, ctx.x(0))
     g = int(ctx.attr("num_groups"))
     n, c, *spatial = x.shape
-    _stash(ctx, x)
+    _check_stash(ctx)
     grouped = F.reshape(x, [n, g, -1])
     y = F.reshape(_standardize(grouped, [2], ctx.attr("epsilon", 1e-5)), x.shape)
     scale, bias = ctx.x(1), ctx.x(2)
