@@ -131,3 +131,13 @@ def test_weights_are_named_and_bound():
         if name in graph.weights:
             np.testing.assert_array_equal(graph.weight_data[name], value)
     assert set(graph.weights) & set(state)
+
+
+def test_imported_graph_compiles_for_the_cpu():
+    torch.manual_seed(0)
+    model = MLP().eval()
+    graph = luminal.onnx.load(_export(model, torch.randn(3, 16), dynamo=False, dynamic={0: "batch"}))
+    program = lm.compile(graph, "cpu", cache=False)
+    x = torch.randn(6, 16)
+    with torch.no_grad():
+        np.testing.assert_allclose(program.run({"x": x.numpy()})["y"], model(x).numpy(), rtol=1e-4, atol=1e-4)
