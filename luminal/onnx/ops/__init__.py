@@ -3,6 +3,7 @@
 from luminal.onnx.ops import (  # noqa: F401
     activation,
     attention,
+    bitwise,
     control,
     creation,
     elementwise,
