@@ -200,9 +200,10 @@ class _Import:
 
 def translate_node(node: onnx.NodeProto, scope: Scope, opset: int) -> None:
     """Translate (or fold) one node into `scope`, defining its outputs there."""
-    entry = OPS.get(node.op_type) if node.domain in DEFAULT_DOMAINS else None
-    if entry is None:  # (only reachable inside subgraphs, which check_operators also searched)
-        raise OnnxUnsupportedError(f"unsupported ONNX operator(s): {node.op_type}", (node.op_type,))
+    op = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+    entry = OPS.get(op)
+    if entry is None:  # (check_operators refuses these up front; kept for subgraphs translated directly)
+        raise OnnxUnsupportedError(f"unsupported ONNX operator(s): {op}", (op,))
     attrs = read_attributes(node)
     extra = sorted(set(attrs) - entry.attrs)
     if extra:

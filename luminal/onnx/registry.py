@@ -25,7 +25,8 @@ OPS: dict[str, Entry] = {}
 
 
 def translates(*op_types: str, attrs: Iterable[str] = ()) -> Callable[[Translator], Translator]:
-    """Register the decorated function as the translator of `op_types` (ONNX's default domain)."""
+    """Register the decorated function as the translator of `op_types`: a bare name is in ONNX's default
+    domain, another domain's operator is written "domain.Name" (as "ai.onnx.preview.FlexAttention")."""
 
     def register(fn: Translator) -> Translator:
         for op in op_types:

@@ -227,3 +227,30 @@ def linear_attention(ctx: NodeContext) -> tuple[Tensor, Tensor]:
         outs.append(F.mul(F.sum(F.mul(F.unsqueeze(q[:, :, t, :], -1), read), -2), scale))
     y = F.stack(outs, 2).transpose(1, 2)  # [B, T, Hq, dv]
     return F.cast(F.reshape(y, [b, steps, hq * dv]), out_dtype), F.cast(state, state_dtype)
+
+
+@translates("ai.onnx.preview.FlexAttention", attrs={"scale", "score_mod", "prob_mod", "softmax_precision"})
+def flex_attention(ctx: NodeContext) -> Tensor:
+    """softmax(score_mod(sqrt(s) Q (sqrt(s) K)^T)) then prob_mod, times V: the two mods are subgraphs called on
+    the scores and the probabilities. Half-precision inputs compute the softmax in float32 unless
+    softmax_precision says otherwise."""
+    q, k, v = (ctx.x(i) for i in range(3))
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or not q.dtype.is_float:
+        raise ctx.error(f"Q, K and V must be 4-D floating-point, got {q.shape}, {k.shape}, {v.shape}")
+    hq, hk = q.shape[1], k.shape[1]
+    if hq != hk:
+        k, v = F.repeat_interleave(k, hq // hk, 1), F.repeat_interleave(v, hq // hk, 1)
+    root = math.sqrt(ctx.attr("scale", 1 / math.sqrt(q.shape[3])))
+    scores = F.matmul(F.mul(q, root), F.mul(k, root).transpose(2, 3))
+    if "softmax_precision" in ctx.attrs:
+        compute = types.to_luminal(int(ctx.attr("softmax_precision")), "FlexAttention softmax_precision")
+    else:
+        compute = dt.float32 if q.dtype in (dt.float16, dt.bfloat16) else q.dtype
+    scores = F.cast(scores, compute)
+    if "score_mod" in ctx.attrs:
+        scores = F.cast(ctx.subgraph("score_mod", [scores])[0], compute)
+    e = F.exp(F.sub(scores, F.amax(scores, -1, keepdim=True)))
+    probs = F.div(e, F.sum(e, -1, keepdim=True))
+    if "prob_mod" in ctx.attrs:
+        probs = F.cast(ctx.subgraph("prob_mod", [probs])[0], compute)
+    return F.cast(F.matmul(probs, F.cast(v, compute)), v.dtype)
