@@ -9,6 +9,11 @@ weights, graph inputs luminal inputs with `dim_param` dims as symbols. Anything 
 `OnnxUnsupportedError` naming it. `python -m luminal.onnx.coverage` runs ONNX's node test cases.
 """
 
+try:
+    import onnx  # noqa: F401
+except ImportError as e:  # an optional dependency: say how to get it
+    raise ImportError("luminal.onnx needs the onnx package: pip install 'luminal-cloud[onnx]'") from e
+
 from luminal.onnx.errors import OnnxDynamicInputError, OnnxImportError, OnnxUnsupportedError
 from luminal.onnx.importer import load
 from luminal.onnx.registry import supported_operators
