@@ -240,3 +240,30 @@ def pad(ctx: NodeContext) -> Tensor:
     if mode == "constant":
         return F.pad(x, widths, value=value if x.dtype != dt.bool_ else bool(value))
     return F.pad(x, widths, mode=_PAD_MODES[mode])
+
+
+@translates("MaxUnpool", attrs={"kernel_shape", "pads", "strides"})
+def max_unpool(ctx: NodeContext) -> Tensor:
+    """Values X written at their flat positions `indices` (as MaxPool's Indices gives them) in a zero tensor of
+    the pooled input's size, (i - 1) s - pads + k per spatial axis, then zero-padded to output_shape."""
+    x, index = ctx.x(0), ctx.x(1)
+    kernel = list(ctx.attr("kernel_shape"))
+    nd = len(kernel)
+    strides = list(ctx.attr("strides", [1] * nd))
+    p = list(ctx.attr("pads", [0] * 2 * nd))
+    n, c, *sizes = x.shape
+    inferred = [
+        n,
+        c,
+        *((i - 1) * s - (p[j] + p[nd + j]) + k for j, (i, k, s) in enumerate(zip(sizes, kernel, strides))),
+    ]
+    total = 1
+    for d in inferred:
+        total *= d
+    flat = F.scatter(F.zeros(x.graph, [total], x.dtype), 0, F.cast(F.flatten(index), dt.int64), F.flatten(x))
+    y = F.reshape(flat, inferred)
+    if ctx.has(2):
+        target = ctx.ints(2, "output_shape")
+        widths = [w for d in reversed(range(x.ndim)) for w in (0, target[d] - inferred[d])]
+        y = F.pad(y, widths)
+    return y
