@@ -71,7 +71,8 @@ def einsum(ctx: NodeContext) -> Tensor:
 def dropout(ctx: NodeContext) -> tuple[Tensor, Tensor]:
     """The identity at inference (its mask all True); training mode would draw random numbers."""
     training = bool(np.asarray(ctx.const(2, "training_mode")).reshape(-1)[0]) if ctx.has(2) else False
-    if training:
+    ratio = float(np.asarray(ctx.const(1, "ratio")).reshape(-1)[0]) if ctx.has(1) else 0.5
+    if training and ratio != 0:  # with ratio 0 training drops nothing: the identity again
         raise ctx.unsupported("training_mode=True is not supported (a graph has no random numbers)")
     x = ctx.x(0)
     mask = F.ones_like(x, dtype=dt.bool_) if ctx.wants(1) else None

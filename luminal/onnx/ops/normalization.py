@@ -100,15 +100,27 @@ def _per_channel(t: Tensor, rank: int) -> Tensor:
 
 
 @translates("BatchNormalization", attrs={"epsilon", "momentum", "training_mode", "spatial", "is_test"})
-def batch_norm(ctx: NodeContext) -> Tensor:
-    if ctx.attr("training_mode", 0):
-        raise ctx.unsupported("training_mode=1 is not supported (inference only)")
+def batch_norm(ctx: NodeContext) -> Tensor | tuple[Tensor, Tensor, Tensor]:
+    """(x - mean) / sqrt(var + eps) * scale + B per channel. In training mode the statistics are the batch's
+    (variance biased), and the running ones come out updated: running * momentum + batch * (1 - momentum)."""
     if ctx.attr("spatial", 1) != 1:
         raise ctx.unsupported("spatial=0 is not supported")
     x = require_float(ctx, ctx.x(0))
     scale, bias, mean, var = (_per_channel(ctx.x(i), x.ndim) for i in range(1, 5))
-    inv = F.rsqrt(F.add(var, ctx.attr("epsilon", 1e-5)))
-    return F.add(F.mul(F.mul(F.sub(x, mean), inv), scale), bias)  # (x - mean) / sqrt(var + eps) * scale + B
+    eps = ctx.attr("epsilon", 1e-5)
+    if not ctx.attr("training_mode", 0):
+        return F.add(F.mul(F.mul(F.sub(x, mean), F.rsqrt(F.add(var, eps))), scale), bias)
+    dims = [0, *range(2, x.ndim)]
+    batch_mean = F.mean(x, dims, keepdim=True)
+    centered = F.sub(x, batch_mean)
+    batch_var = F.mean(F.mul(centered, centered), dims, keepdim=True)
+    y = F.add(F.mul(F.mul(centered, F.rsqrt(F.add(batch_var, eps))), scale), bias)
+    momentum = ctx.attr("momentum", 0.9)
+
+    def running(old: Tensor, batch: Tensor) -> Tensor:
+        return F.reshape(F.add(F.mul(old, momentum), F.mul(batch, 1 - momentum)), [-1])
+
+    return y, running(mean, batch_mean), running(var, batch_var)
 
 
 def _standardize(x: Tensor, dims: list[int], eps: float) -> Tensor:

@@ -136,10 +136,15 @@ def depth_to_space(ctx: NodeContext) -> Tensor:
     return F.reshape(y, [n, c // (b * b), as_dim(as_expr(h) * b), as_dim(as_expr(w) * b)])
 
 
-@translates("SpaceToDepth", attrs={"blocksize"})
+@translates("SpaceToDepth", attrs={"blocksize", "mode"})
 def space_to_depth(ctx: NodeContext) -> Tensor:
+    """The inverse of DepthToSpace: each b x b block becomes channels, ordered (row, column, channel) in DCR
+    mode and (channel, row, column) in CRD."""
     x = ctx.x(0)
-    b = int(ctx.attr("blocksize"))
+    b, mode = int(ctx.attr("blocksize")), ctx.attr("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise ctx.error(f"mode must be DCR or CRD, got {mode!r}")
     n, c, h, w = x.shape
-    y = F.reshape(x, [n, c, as_dim(as_expr(h) // b), b, as_dim(as_expr(w) // b), b]).permute(0, 3, 5, 1, 2, 4)
+    y = F.reshape(x, [n, c, as_dim(as_expr(h) // b), b, as_dim(as_expr(w) // b), b])
+    y = y.permute(0, 3, 5, 1, 2, 4) if mode == "DCR" else y.permute(0, 1, 3, 5, 2, 4)
     return F.reshape(y, [n, c * b * b, as_dim(as_expr(h) // b), as_dim(as_expr(w) // b)])
