@@ -160,7 +160,35 @@ def scatter_elements(ctx: NodeContext) -> Tensor:
         return F.scatter(data, a, index, updates)
     if reduction == "add":
         return F.scatter_add(data, a, index, updates)
-    raise ctx.unsupported(f"reduction={reduction!r} is not supported (none and add are)")
+    if reduction in ("mul", "max", "min"):
+        return _scatter_reduce(data, a, index, updates, reduction)
+    raise ctx.error(f"reduction must be none, add, mul, max or min, got {reduction!r}")
+
+
+def _scatter_reduce(data: Tensor, a: int, index: Tensor, updates: Tensor, reduction: str) -> Tensor:
+    """data combined with every update aimed at each position (repeats included) by *, max or min: a one-hot
+    comparison index.shape + (n,) picks the updates, the identity of the reduction fills the rest."""
+    n = data.shape[a]
+    shape = [*index.shape, n]
+    hits = F.eq(F.expand(F.unsqueeze(index, -1), shape), prim.iota(data.graph, idx(index.ndim, n), shape))
+    values = F.unsqueeze(updates[tuple(slice(0, m) for m in index.shape)], -1)
+    if reduction == "mul":
+        identity = 1
+    elif data.dtype.is_float:
+        identity = float("-inf") if reduction == "max" else float("inf")
+    else:
+        info = np.iinfo(data.dtype.np)
+        identity = int(info.min) if reduction == "max" else int(info.max)
+    picked = F.where(hits, values, F.full_like(values, identity))
+    reduce = {"mul": lambda t: F.prod(t, a), "max": lambda t: F.amax(t, a), "min": lambda t: F.amin(t, a)}[reduction]
+    combined = F.movedim(reduce(picked), -1, a)  # index.shape with axis a now n
+    aimed = F.movedim(F.gt(F.sum(F.cast(hits, dt.int32), a), 0), -1, a)
+    widths = [w for d in reversed(range(data.ndim)) for w in (0, data.shape[d] - combined.shape[d])]
+    combined, aimed = F.pad(combined, widths, value=identity), F.pad(aimed, widths)
+    if reduction == "mul":
+        return F.mul(data, combined)
+    merged = F.maximum(data, combined) if reduction == "max" else F.minimum(data, combined)
+    return F.where(aimed, merged, data)
 
 
 @translates("ScatterND", attrs={"reduction"})
@@ -171,9 +199,23 @@ def scatter_nd(ctx: NodeContext) -> Tensor:
         raise ctx.error(f"indices {index.shape} do not fit data {data.shape}")
     keys = [_wrapped(index[..., j], data.shape[j]) for j in range(k)]
     reduction = ctx.attr("reduction", "none")
-    if reduction not in ("none", "add"):
-        raise ctx.unsupported(f"reduction={reduction!r} is not supported (none and add are)")
-    return F.index_put(data, keys, updates, accumulate=reduction == "add")
+    if reduction in ("none", "add"):
+        return F.index_put(data, keys, updates, accumulate=reduction == "add")
+    if reduction not in ("mul", "max", "min"):
+        raise ctx.error(f"reduction must be none, add, mul, max or min, got {reduction!r}")
+    # as a scatter along axis 0 of data viewed [prod(first k dims), rest]: flat row = sum_j key_j stride_j
+    rows, rest = data.shape[:k], list(data.shape[k:])
+    flat = None
+    for j, key in enumerate(keys):
+        stride = int(np.prod(rows[j + 1 :]))
+        term = F.mul(key, stride) if stride != 1 else key
+        flat = term if flat is None else F.add(flat, term)
+    lead = list(index.shape[:-1])
+    table = F.reshape(data, [int(np.prod(rows)), *rest])
+    flat = F.reshape(flat, [-1, *([1] * len(rest))])
+    flat = F.expand(flat, [flat.shape[0], *rest])
+    moved = F.reshape(updates, [flat.shape[0], *rest]) if lead else F.reshape(updates, [1, *rest])
+    return F.reshape(_scatter_reduce(table, 0, flat, moved, reduction), data.shape)
 
 
 @translates("TensorScatter", attrs={"axis", "mode"})
