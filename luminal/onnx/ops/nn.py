@@ -15,12 +15,14 @@ import numpy as np
 
 import luminal.functional as F
 from luminal import dtypes as dt
+from luminal.hl import prim
 from luminal.hl.conv import _conv_transpose, _windows
 from luminal.onnx.context import NodeContext
 from luminal.onnx.ops.common import require_float
 from luminal.onnx.registry import translates
 from luminal.onnx.scope import materialize
 from luminal.tensor import Tensor
+from luminal.view import idx
 
 
 @translates("MatMul")
@@ -255,7 +257,7 @@ def _pool(ctx: NodeContext, kind: str) -> Tensor:
     win = win[(slice(None), slice(None), *(slice(0, o) for o in outs))]
     flat = F.reshape(win, [*win.shape[: 2 + nd], math.prod(kernel)])
     if kind == "max":
-        return F.amax(flat, -1)
+        return (F.amax(flat, -1), _argmax_positions(ctx, x, flat, kernel, strides, dilations, pads))
     total = F.sum(flat, -1)
     if kind == "lp":
         return F.pow(total, 1.0 / int(ctx.attr("p", 2)))
@@ -274,10 +276,35 @@ _POOL_ATTRS = {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "st
 
 
 @translates("MaxPool", attrs=_POOL_ATTRS | {"storage_order"})
-def max_pool(ctx: NodeContext) -> Tensor:
-    if ctx.wants(1):
-        raise ctx.unsupported("the Indices output is not supported")
-    return _pool(ctx, "max")
+def max_pool(ctx: NodeContext) -> tuple[Tensor, Tensor | None]:
+    values, positions = _pool(ctx, "max")
+    return values, positions() if ctx.wants(1) else None
+
+
+def _argmax_positions(ctx: NodeContext, x: Tensor, flat: Tensor, kernel, strides, dilations, pads):
+    """MaxPool's Indices, built only when asked for: the flat input position of each window's first maximum,
+    row-major over [N, C, *spatial] (storage_order 1: the spatial axes column-major)."""
+
+    def build() -> Tensor:
+        nd = len(kernel)
+        which = F.argmax(flat, -1)  # [N, C, *outs]: the kernel position, row-major over the kernel
+        n, c, *sizes = x.shape
+        shape = list(which.shape)
+        coords = []
+        rest = which
+        for j in reversed(range(nd)):  # kernel offset on axis j, from the last axis
+            kk = F.remainder(rest, kernel[j]) if j else rest
+            rest = F.floor_divide(rest, kernel[j])
+            start = prim.iota(x.graph, idx(2 + j, shape[2 + j]) * strides[j] - pads[j][0], shape)
+            coords.insert(0, F.add(start, F.mul(kk, dilations[j])))
+        spatial = None
+        order = range(nd) if not ctx.attr("storage_order", 0) else reversed(range(nd))
+        for j in order:
+            spatial = coords[j] if spatial is None else F.add(F.mul(spatial, sizes[j]), coords[j])
+        plane = prim.iota(x.graph, (idx(0, n) * c + idx(1, c)) * math.prod(sizes), shape)
+        return F.add(plane, spatial)
+
+    return build
 
 
 @translates("AveragePool", attrs=_POOL_ATTRS | {"count_include_pad"})
