@@ -74,14 +74,15 @@ def test_unsupported_operators_are_all_named_at_once():
 
 
 def test_unsupported_attribute_and_dtype_are_named():
-    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2])
+    ratio = numpy_helper.from_array(np.array(0.5, dtype=np.float32), "ratio")
+    training = numpy_helper.from_array(np.array(True), "training")
     model = _model(
-        [node],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3]),
-         helper.make_tensor_value_info("i", TensorProto.INT64, [1, 1, 3])],
-    )  # fmt: skip
-    with pytest.raises(OnnxUnsupportedError, match="MaxPool: the Indices output"):
+        [helper.make_node("Dropout", ["x", "ratio", "training"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [ratio, training],
+    )
+    with pytest.raises(OnnxUnsupportedError, match="Dropout: training_mode=True is not supported"):
         luminal.onnx.load(model)
     double = _model(
         [helper.make_node("Relu", ["x"], ["y"])],
