@@ -130,3 +130,94 @@ def grid_sample(ctx: NodeContext) -> Tensor:
             picked = F.mul(picked, F.cast(F.reshape(weight, [n, 1, -1]), x.dtype))
         total = picked if total is None else F.add(total, picked)
     return F.reshape(total, [n, c, *out])
+
+
+def _roi_samples(roi, height: int, width: int, out_h: int, out_w: int, ratio: int, half_pixel: bool):
+    """For one region: the 4 bilinear taps (flat positions, weights) of every sample point of every output
+    bin, [out_h, out_w, samples, 4] each, and the sample count. A point outside the input reads nothing."""
+    shift = 0.5 if half_pixel else 0.0
+    x0, y0, x1, y1 = (float(v) for v in roi)
+    start_w, start_h, end_w, end_h = x0 - shift, y0 - shift, x1 - shift, y1 - shift
+    roi_w, roi_h = end_w - start_w, end_h - start_h
+    if not half_pixel:
+        roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
+    bin_h, bin_w = roi_h / out_h, roi_w / out_w
+    grid_h = ratio if ratio > 0 else int(np.ceil(roi_h / out_h))
+    grid_w = ratio if ratio > 0 else int(np.ceil(roi_w / out_w))
+    samples = grid_h * grid_w
+    pos = np.zeros((out_h, out_w, samples, 4), dtype=np.int64)
+    weight = np.zeros((out_h, out_w, samples, 4), dtype=np.float64)
+    for ph in range(out_h):
+        for pw in range(out_w):
+            for iy in range(grid_h):
+                y = start_h + ph * bin_h + (iy + 0.5) * bin_h / grid_h
+                for ix in range(grid_w):
+                    x = start_w + pw * bin_w + (ix + 0.5) * bin_w / grid_w
+                    s = iy * grid_w + ix
+                    if y < -1.0 or y > height or x < -1.0 or x > width:
+                        continue
+                    y, x = max(y, 0.0), max(x, 0.0)
+                    y_lo, x_lo = int(y), int(x)
+                    if y_lo >= height - 1:
+                        y_lo = y_hi = height - 1
+                        y = float(y_lo)
+                    else:
+                        y_hi = y_lo + 1
+                    if x_lo >= width - 1:
+                        x_lo = x_hi = width - 1
+                        x = float(x_lo)
+                    else:
+                        x_hi = x_lo + 1
+                    ly, lx = y - y_lo, x - x_lo
+                    pos[ph, pw, s] = [
+                        y_lo * width + x_lo,
+                        y_lo * width + x_hi,
+                        y_hi * width + x_lo,
+                        y_hi * width + x_hi,
+                    ]
+                    weight[ph, pw, s] = [(1 - ly) * (1 - lx), (1 - ly) * lx, ly * (1 - lx), ly * lx]
+    return pos, weight, samples
+
+
+@translates(
+    "RoiAlign",
+    attrs={"coordinate_transformation_mode", "mode", "output_height", "output_width", "sampling_ratio",
+           "spatial_scale"},
+)  # fmt: skip
+def roi_align(ctx: NodeContext) -> Tensor:
+    """Each region's bins averaged (or maxed) over bilinear samples. Where the samples fall depends on the
+    regions (and their count too, with sampling_ratio 0), so rois and batch_indices must be known at import;
+    the taps and weights are then tables, and X is read by one Gather."""
+    x = require_float(ctx, ctx.x(0))
+    rois = np.asarray(ctx.const(1, "rois"), dtype=np.float64) * float(ctx.attr("spatial_scale", 1.0))
+    batch = np.asarray(ctx.const(2, "batch_indices")).astype(np.int64).reshape(-1)
+    n, c, height, width = x.shape
+    out_h, out_w = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
+    half_pixel = ctx.attr("coordinate_transformation_mode", "half_pixel") == "half_pixel"
+    mode = ctx.attr("mode", "avg")
+    if mode not in ("avg", "max"):
+        raise ctx.error(f"mode must be avg or max, got {mode!r}")
+    ratio = int(ctx.attr("sampling_ratio", 0))
+    per_roi = [_roi_samples(r, height, width, out_h, out_w, ratio, half_pixel) for r in rois]
+    most = max((s for _, _, s in per_roi), default=1)
+    r_count = len(per_roi)
+    pos = np.zeros((r_count, out_h, out_w, most, 4), dtype=np.int64)
+    weight = np.zeros((r_count, out_h, out_w, most, 4), dtype=np.float64)
+    real = np.zeros((r_count, out_h, out_w, most), dtype=bool)  # samples a region really has (not padding)
+    count = np.ones((r_count, 1, 1), dtype=np.float64)
+    for k, (p, w, s) in enumerate(per_roi):
+        pos[k, :, :, :s], weight[k, :, :, :s], real[k, :, :, :s] = p, w, True
+        count[k] = max(s, 1)
+    images = F.reshape(x[batch], [r_count, c, height * width])
+    taps = F.reshape(materialize(x.graph, "roi_align_taps", pos), [r_count, 1, -1])
+    values = F.gather(images, 2, F.expand(taps, [r_count, c, taps.shape[2]]))
+    values = F.reshape(values, [r_count, c, out_h, out_w, most, 4])
+    weighted = F.mul(values, F.unsqueeze(F.cast(materialize(x.graph, "roi_align_weights", weight.astype(np.float32)),
+                                                x.dtype), 1))  # fmt: skip
+    if mode == "avg":
+        total = F.sum(weighted, [4, 5])
+        return F.div(total, F.unsqueeze(F.cast(materialize(x.graph, "roi_align_count", count.astype(np.float32)),
+                                               x.dtype), 1))  # fmt: skip
+    best = F.amax(weighted, -1)  # [R, C, out_h, out_w, samples]
+    kept = F.unsqueeze(materialize(x.graph, "roi_align_real", real), 1)
+    return F.amax(F.where(kept, best, F.full_like(best, float("-inf"))), -1)
