@@ -241,7 +241,12 @@ def _loops(shape: tuple[Expr, ...], body: list[str], parallel: bool) -> list[str
     """Nested loops over `shape` around `body` (already indented for the innermost level)."""
     lines = []
     if parallel and shape:
-        lines.append(f"  #pragma omp parallel for reduction(|:lm_err) if ({_numel(shape)} >= {PARALLEL_MIN_ELEMENTS})")
+        # All loops but the innermost (kept whole for SIMD) share the threads: the outermost alone is often the
+        # batch, 1 for a single request, which left the second core idle.
+        collapse = f" collapse({len(shape) - 1})" if len(shape) > 2 else ""
+        lines.append(
+            f"  #pragma omp parallel for{collapse} reduction(|:lm_err) if ({_numel(shape)} >= {PARALLEL_MIN_ELEMENTS})"
+        )
     for k, d in enumerate(shape):
         lines.append("  " * (k + 1) + f"for (int64_t _i{k} = 0; _i{k} < {d.render_c()}; _i{k}++) {{")
     lines += ["  " * len(shape) + line for line in body]
