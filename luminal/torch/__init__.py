@@ -9,7 +9,7 @@ Both translate torch's ATen graph (core ATen after decomposition) into luminal's
 primitives. Anything not translated raises `TorchUnsupportedError` naming every such operator at once.
 """
 
-from luminal.torch.backend import backend
+from luminal.torch.dynamo_backend import backend
 from luminal.torch.errors import TorchImportError, TorchUnsupportedError
 from luminal.torch.exporter import export, from_exported_program
 from luminal.torch.registry import supported_operators
