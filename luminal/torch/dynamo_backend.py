@@ -58,15 +58,18 @@ class LuminalForward:
 
     def __call__(self, *args: Any) -> list[Any]:
         key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else ("int", int(a)) for a in args)
-        program = self.programs.get(key)
-        if program is None:
-            program = self.programs[key] = self._compile(args)
+        compiled = self.programs.get(key)
+        if compiled is None:
+            compiled = self.programs[key] = self._compile(args)
+        program, outputs = compiled
         arrays = {f"arg{i}": to_numpy(a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
         results = program.run(arrays)
-        return [from_numpy(results[f"output{i}"]) for i in range(len(results))]
+        return [from_numpy(results[o]) if isinstance(o, str) else o for o in outputs]
 
-    def _compile(self, args: Sequence[Any]):
-        """A graph for these concrete shapes: tensor arguments become inputs, size arguments plain ints."""
+    def _compile(self, args: Sequence[Any]) -> tuple[Any, list[Any]]:
+        """A program for these concrete shapes (tensor arguments become inputs, size arguments plain ints),
+        and what each output is: a tensor output's name, or the int of a size output (AOT autograd returns
+        the sizes of a graph dynamo made dynamic)."""
         graph = Graph()
         values: dict[str, Any] = {}
         for i, (name, a) in enumerate(zip(self.placeholders, args)):
@@ -76,8 +79,13 @@ class LuminalForward:
                 values[name] = int(a)
             else:
                 raise TorchImportError(f"argument {i}: {type(a).__name__} arguments are not supported")
+        outputs: list[Any] = []
         for i, value in enumerate(translate(self.fx_graph, graph, values)):
-            if not isinstance(value, Tensor):
-                raise TorchImportError(f"output {i} is {type(value).__name__}, not a tensor")
-            value.output(f"output{i}")
-        return lm.compile(graph, target="cpu", **self.compile_options)
+            if isinstance(value, Tensor):
+                value.output(f"output{i}")
+                outputs.append(f"output{i}")
+            elif isinstance(value, int):  # every size is concrete here
+                outputs.append(value)
+            else:
+                raise TorchImportError(f"output {i} is {type(value).__name__}, not a tensor or a size")
+        return lm.compile(graph, target="cpu", **self.compile_options), outputs
