@@ -30,7 +30,7 @@ from luminal.torch.translate import check_operators, translate
 
 def backend(gm: fx.GraphModule, example_inputs: Sequence[Any], **compile_options: Any):
     """A torch.compile backend: `torch.compile(model, backend=luminal.torch.backend)`. Extra keyword
-    arguments (`options=` of torch.compile) are passed to `lm.compile`."""
+    arguments go to `lm.compile`: `backend=functools.partial(luminal.torch.backend, search=False)`."""
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 
