@@ -9,5 +9,6 @@ from luminal.torch.ops import (  # noqa: F401
     movement,
     nn,
     reduction,
+    resize,
     sizes,
 )

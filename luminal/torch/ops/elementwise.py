@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import luminal.functional as F
-from luminal.torch.call import Call
+from luminal.torch.call import Call, Unavailable
 from luminal.torch.registry import translates
 
 # ATen unary operators whose luminal function has the same meaning and takes the tensor alone.
@@ -31,6 +31,7 @@ _UNARY = {
     "mish": F.mish,
     "hardsigmoid": F.hardsigmoid,
     "hardswish": F.hardswish,
+    "log_sigmoid": F.logsigmoid,
     "sign": F.sign,
     "floor": F.floor,
     "ceil": F.ceil,
@@ -168,3 +169,8 @@ def round_(c: Call):
 @translates("aten.round.decimals")
 def round_decimals(c: Call):
     return F.round(c["self"], decimals=c["decimals"])
+
+
+@translates("aten.log_sigmoid_forward")
+def log_sigmoid_forward(c: Call):
+    return F.logsigmoid(c["self"]), Unavailable("log_sigmoid_forward's buffer")

@@ -53,3 +53,18 @@ def scatter_add(c: Call):
 @translates("aten.one_hot")
 def one_hot(c: Call):
     return F.one_hot(c["self"], c["num_classes"])
+
+
+@translates("aten.index_put")
+def index_put(c: Call):
+    indices = list(c["indices"])
+    if any(i is None for i in indices):
+        raise c.unsupported("an index list with whole-axis (None) entries is not supported")
+    return F.index_put(c["self"], indices, c["values"], accumulate=bool(c["accumulate"]))
+
+
+@translates("aten.scatter.src", "aten.scatter.value")
+def scatter(c: Call):
+    if "src" in c.args:
+        return F.scatter(c["self"], c["dim"], c["index"], c["src"])
+    return F.scatter(c["self"], c["dim"], c["index"], value=c["value"])

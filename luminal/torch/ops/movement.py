@@ -139,3 +139,30 @@ def to_copy(c: Call):
 @translates("aten.type_as")
 def type_as(c: Call):
     return F.cast(c["self"], c["other"].dtype)
+
+
+@translates("aten.copy")
+def copy(c: Call):
+    """`self` overwritten by `src` (broadcast and cast to self's shape and dtype): a functional copy_."""
+    x = c["self"]
+    return F.cast(F.expand(c["src"], list(x.shape)), x.dtype)
+
+
+@translates("aten.pad")
+def pad(c: Call):
+    mode = c.get("mode", "constant")
+    if mode == "constant":
+        return F.pad(c["self"], list(c["pad"]), value=float(c.get("value", 0.0)))
+    return F.pad(c["self"], list(c["pad"]), mode=mode)
+
+
+def _padding_mode(mode: str):
+    def translate(c: Call):
+        return F.pad(c["self"], list(c["padding"]), mode=mode)
+
+    return translate
+
+
+for _nd in (1, 2, 3):
+    translates(f"aten.reflection_pad{_nd}d")(_padding_mode("reflect"))
+    translates(f"aten.replication_pad{_nd}d")(_padding_mode("replicate"))

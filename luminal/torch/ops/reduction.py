@@ -83,10 +83,16 @@ def all_(c: Call):
     return F.all(c["self"], _dims(c), keepdim=bool(c.get("keepdim", False)))
 
 
-@translates("aten.var.correction")
+def _correction(c: Call):
+    """Bessel's correction from either form: `correction=` (None means 1) or the older `unbiased=`."""
+    if "unbiased" in c.args:
+        return 1 if c.get("unbiased", True) else 0
+    return c.get("correction", 1)
+
+
+@translates("aten.var")
 def var(c: Call):
-    correction = c.get("correction", 1)
-    return F.var(c["self"], _dims(c), keepdim=bool(c["keepdim"]), correction=correction)
+    return F.var(c["self"], _dims(c), keepdim=bool(c.get("keepdim", False)), correction=_correction(c))
 
 
 @translates("aten.cumsum")
@@ -120,3 +126,24 @@ def log_softmax(c: Call):
     if c["half_to_float"]:
         raise c.unsupported("half_to_float=True is not supported")
     return F.log_softmax(c["self"], c["dim"])
+
+
+@translates("aten.var_mean")
+def var_mean(c: Call):
+    v, m = F.var_mean(c["self"], _dims(c), keepdim=bool(c.get("keepdim", False)), correction=_correction(c))
+    return v, m
+
+
+@translates("aten.std")
+def std(c: Call):
+    return F.std(c["self"], _dims(c), keepdim=bool(c.get("keepdim", False)), correction=_correction(c))
+
+
+@translates("aten.linalg_vector_norm")
+def vector_norm(c: Call):
+    return F.norm(c["self"], c["ord"], _dims(c), keepdim=bool(c["keepdim"]), dtype=optional(c.get("dtype"), c.name))
+
+
+@translates("aten.cumprod")
+def cumprod(c: Call):
+    return F.cumprod(c["self"], c["dim"], dtype=optional(c.get("dtype"), c.name))
