@@ -50,7 +50,11 @@ def translate(fx_graph: fx.Graph, graph: Graph, placeholders: Mapping[str, Any])
             _check(node, name, value)
             env[node.name] = value
         elif node.op == "output":
-            return list(_flatten(fx.node.map_arg(node.args[0], lambda n: env[n.name])))
+            outputs = list(_flatten(fx.node.map_arg(node.args[0], lambda n: env[n.name])))
+            for i, value in enumerate(outputs):
+                if isinstance(value, Unavailable):
+                    raise TorchUnsupportedError(f"output {i} is {value.what}, which is not translated")
+            return outputs
         else:  # get_attr / call_module / call_method never appear in an ATen graph whose parameters are lifted
             raise TorchImportError(f"FX node {node.name}: {node.op} nodes are not translated (expected an ATen graph)")
     raise TorchImportError("the FX graph has no output node")

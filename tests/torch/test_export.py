@@ -103,3 +103,18 @@ def test_unsupported_operators_are_named_all_at_once():
         luminal.torch.export(Unsupported(), (_floats((2, 5)),))
     assert set(err.value.operators) == {"aten.sort.default", "aten.topk.default"}
     assert "aten.sort.default" in str(err.value) and "aten.topk.default" in str(err.value)
+
+
+def test_an_unsupported_dtype_is_named():
+    with pytest.raises(luminal.torch.TorchImportError, match="float64"):
+        luminal.torch.export(seeded(MLP).double(), (_floats((3, 16)).double(),))
+
+
+class LayerNormStatistics(torch.nn.Module):
+    def forward(self, x):
+        return torch.native_layer_norm(x, [4], None, None, 1e-5)[1]  # the saved mean, not translated
+
+
+def test_an_untranslated_output_of_a_multi_output_op_is_an_error_when_used():
+    with pytest.raises(luminal.torch.TorchImportError, match="layer norm's saved mean"):
+        luminal.torch.export(LayerNormStatistics(), (_floats((2, 4)),))
