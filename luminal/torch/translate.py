@@ -69,21 +69,26 @@ def _flatten(value: Any):
 
 
 def _check(node: fx.Node, name: str, value: Any) -> None:
-    """The translated value agrees with torch's metadata for the node: dtype, rank and concrete sizes."""
+    """The translated value agrees with torch's metadata for the node: dtype, rank and concrete sizes, output
+    by output for multi-output ops (untranslated outputs, such as saved statistics, are skipped)."""
     meta = node.meta.get("val")
-    if isinstance(value, Tensor) and isinstance(meta, torch.Tensor):
-        want = from_torch(meta.dtype, f"{node.name} ({name})")
-        shape = [as_dim(d) for d in value.shape]
-        sizes = [d if isinstance(d, int) else None for d in meta.shape]  # SymInts: symbolic in torch, skip
-        if value.dtype != want or len(shape) != len(sizes):
-            raise TorchImportError(
-                f"{node.name} ({name}): translated to {value.dtype.name}{list(shape)}, torch has {meta.dtype}"
-                f"{list(meta.shape)}"
-            )
-        for got, size in zip(shape, sizes):
-            if size is not None and isinstance(got, int) and got != size:
-                raise TorchImportError(
-                    f"{node.name} ({name}): translated shape {list(shape)}, torch has {list(meta.shape)}"
-                )
-    elif isinstance(value, Unavailable) or value is None:
+    if isinstance(value, (tuple, list)) and isinstance(meta, (tuple, list)) and len(value) == len(meta):
+        for v, m in zip(value, meta):
+            _check_tensor(node, name, v, m)
+    else:
+        _check_tensor(node, name, value, meta)
+
+
+def _check_tensor(node: fx.Node, name: str, value: Any, meta: Any) -> None:
+    if not (isinstance(value, Tensor) and isinstance(meta, torch.Tensor)):
         return
+    want = from_torch(meta.dtype, f"{node.name} ({name})")
+    shape = [as_dim(d) for d in value.shape]
+    sizes = [d if isinstance(d, int) else None for d in meta.shape]  # SymInts: symbolic in torch, skip
+    mismatch = value.dtype != want or len(shape) != len(sizes)
+    mismatch = mismatch or any(s is not None and isinstance(g, int) and g != s for g, s in zip(shape, sizes))
+    if mismatch:
+        raise TorchImportError(
+            f"{node.name} ({name}): translated to {value.dtype.name}{list(shape)}, torch has {meta.dtype}"
+            f"{list(meta.shape)}"
+        )
