@@ -118,3 +118,14 @@ class LayerNormStatistics(torch.nn.Module):
 def test_an_untranslated_output_of_a_multi_output_op_is_an_error_when_used():
     with pytest.raises(luminal.torch.TorchImportError, match="layer norm's saved mean"):
         luminal.torch.export(LayerNormStatistics(), (_floats((2, 4)),))
+
+
+def test_exported_graph_with_a_symbolic_batch_compiles_for_the_cpu():
+    model = seeded(ConvNet)
+    batch = torch.export.Dim("batch", min=1, max=16)
+    graph = luminal.torch.export(model, (_floats((2, 3, 8, 8)),), dynamic_shapes=({0: batch},))
+    program = lm.compile(graph, target="cpu")
+    for n in (1, 4):
+        x = _floats((n, 3, 8, 8))
+        got = program.run({"x": x.numpy()})["output0"]
+        np.testing.assert_allclose(got, _eager(model, x)[0], rtol=RTOL, atol=ATOL)
