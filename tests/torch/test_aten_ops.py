@@ -122,6 +122,10 @@ CASES = [
     ("aten.pad.default", lambda a: TF.pad(a, (2, 1), mode="replicate"), (_x(2, 3, 5),)),
     ("aten.upsample_nearest2d.vec", lambda a: TF.interpolate(a, size=(10, 4)), (IMG,)),
     ("aten.upsample_nearest2d.vec", lambda a: TF.interpolate(a, scale_factor=2.0), (IMG,)),
+    ("aten.upsample_bilinear2d.vec", lambda a: TF.interpolate(a, size=(10, 4), mode="bilinear"), (IMG,)),
+    ("aten.upsample_bilinear2d.vec", lambda a: TF.interpolate(a, scale_factor=1.5, mode="bilinear"), (IMG,)),
+    ("aten.upsample_bilinear2d.vec", lambda a: TF.interpolate(a, (3, 9), mode="bilinear", align_corners=True), (IMG,)),
+    ("aten.upsample_linear1d.vec", lambda a: TF.interpolate(a, 1, mode="linear"), (_x(2, 3, 5),)),
     (
         "aten.scaled_dot_product_attention.default",
         lambda q: TF.scaled_dot_product_attention(q, q, q, is_causal=True),

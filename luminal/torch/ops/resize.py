@@ -42,3 +42,28 @@ def upsample_nearest_vec(c: Call):
 def upsample_nearest2d(c: Call):
     scales = [c.get("scales_h"), c.get("scales_w")]
     return _upsample(c, 2, c["output_size"], scales if all(scales) else None)
+
+
+@translates("aten.upsample_bilinear2d.vec", "aten.upsample_linear1d.vec")
+def upsample_linear_vec(c: Call):
+    """(Bi)linear resizing as one interpolation matrix per axis, built by the ONNX importer's Resize helpers:
+    torch's source coordinate is (o + 0.5) / scale - 0.5 clamped at 0 (ONNX "half_pixel", whose edge taps
+    clamp the same way) or o (in - 1) / (out - 1) with align_corners. torch's scale is the scale factor when
+    one was given, else out / in."""
+    try:
+        from luminal.onnx.ops.resize import interpolation_matrix, resize_axis
+    except ImportError as e:  # luminal.onnx needs the onnx package
+        raise c.unsupported(f"linear interpolation reuses luminal.onnx, which cannot be imported ({e})") from None
+    x = c["input"]
+    spatial = 2 if "bilinear2d" in c.name else 1
+    sizes = list(x.shape[-spatial:])
+    if not all(isinstance(n, int) for n in sizes):
+        raise c.unsupported(f"symbolic spatial sizes {sizes} are not supported")
+    factors = list(c["scale_factors"]) if c.get("scale_factors") else [None] * spatial
+    outs = list(c["output_size"]) if c.get("output_size") else [int(np.floor(n * f)) for n, f in zip(sizes, factors)]
+    mode = "align_corners" if c["align_corners"] else "half_pixel"
+    for k, (n, out, factor) in enumerate(zip(sizes, outs, factors)):
+        scale = out / n if mode == "align_corners" or not factor else factor
+        w, outside = interpolation_matrix(n, out, scale, {"mode": "linear", "coordinate_transformation_mode": mode})
+        x = resize_axis(x, x.ndim - spatial + k, w, outside, 0.0)
+    return x
