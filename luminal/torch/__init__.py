@@ -9,6 +9,13 @@ Both translate torch's ATen graph (core ATen after decomposition) into luminal's
 primitives. Anything not translated raises `TorchUnsupportedError` naming every such operator at once.
 """
 
+try:
+    import torch  # noqa: F401
+except ImportError as e:  # not a dependency of luminal itself: say how to get it
+    raise ImportError(
+        "luminal.torch needs PyTorch 2.6 or newer (torch.export's decomposition tables): pip install torch"
+    ) from e
+
 from luminal.torch.dynamo_backend import backend
 from luminal.torch.errors import TorchImportError, TorchUnsupportedError
 from luminal.torch.exporter import export, from_exported_program
