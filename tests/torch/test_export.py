@@ -129,3 +129,19 @@ def test_exported_graph_with_a_symbolic_batch_compiles_for_the_cpu():
         x = _floats((n, 3, 8, 8))
         got = program.run({"x": x.numpy()})["output0"]
         np.testing.assert_allclose(got, _eager(model, x)[0], rtol=RTOL, atol=ATOL)
+
+
+def test_bert_with_a_padding_mask_and_dynamic_batch_and_sequence():
+    model = seeded(tiny_bert)
+    batch, seq = torch.export.Dim("batch", max=8), torch.export.Dim("seq", max=32)
+    example = (_tokens((2, 6)), torch.ones(2, 6, dtype=torch.int64))
+    graph = luminal.torch.export(model, example, dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}))
+    assert list(graph.inputs) == ["input_ids", "attention_mask"]
+    assert {name: (s.lo, s.hi) for name, s in graph.symbols.items()} == {"batch": (1, 8), "seq": (1, 32)}
+    for b, s in ((2, 6), (3, 9)):
+        ids, mask = _tokens((b, s)), torch.ones(b, s, dtype=torch.int64)
+        mask[-1, s // 2 :] = 0  # the last sequence is padded
+        got = lm.run(graph, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})["output0"]
+        with torch.no_grad():
+            want = model(ids, mask).last_hidden_state.numpy()
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
