@@ -72,6 +72,8 @@ static void lm_gemm_chunks(int64_t nb, int64_t mp, int64_t np, int64_t* mt, int6
 /* c[0:MR, 0:NR] (row stride ldc) = (first ? 0 : c) + A (MR x kc, element (i, k) at A_AT) times b (kc x NR,
    k-major): the first contraction block stores, so the C tile needs no clearing. Two readings of A: packed
    panels (k-major, lm_micro) and rows of a matrix read in place (lm_micro_rows). */
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast") /* the program is built with contraction off; a GEMM needs its FMAs */
 #define LM_MICRO(NAME, A_AT)                                                                                 \
   static inline void NAME(int64_t kc, const float* restrict a, int64_t lda, const float* restrict b,        \
                           float* restrict c, int64_t ldc, int first) {                                       \
@@ -102,6 +104,7 @@ static void lm_gemm_chunks(int64_t nb, int64_t mp, int64_t np, int64_t* mt, int6
   }
 LM_MICRO(lm_micro, a[LM_MR * k + i])
 LM_MICRO(lm_micro_rows, a[i * lda + k])
+#pragma GCC pop_options
 """
 
 

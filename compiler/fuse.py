@@ -173,11 +173,39 @@ def _read_by_contract(buffer: str, consumer: ir.LoopKernel) -> bool:
     )
 
 
+MAX_TREE_NODES = 4096  # a fused body's nodes counted with repetition: what the C generator writes out
+
+
+def _tree_within(v: ir.Value, limit: int) -> bool:
+    """Whether the value tree, shared subtrees counted each time they occur, has at most `limit` nodes. The cost
+    model counts a repeated subtree once (the C compiler computes it once), but the C text repeats it: a chain
+    of ops that each read their input twice would double it per link. Stops counting at the limit."""
+    stack, count = [v], 0
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > limit:
+            return False
+        if isinstance(node, ir.Apply):
+            stack.extend(node.args)
+        elif isinstance(node, ir.Guard):
+            stack.append(node.value)
+        elif isinstance(node, ir.Reduce):
+            stack.append(node.body)
+        elif isinstance(node, ir.GatherLoad):
+            stack.append(node.at)
+        elif isinstance(node, ir.Contract):
+            stack.extend((node.a, node.b))
+    return True
+
+
 def _fusable(producer: ir.LoopKernel, consumer: ir.LoopKernel, fused: ir.LoopKernel) -> bool:
-    """Whether inlining keeps every GEMM a GEMM: a GEMM's operands stay buffers (packing reads them once
-    per tile; a fused producer would be recomputed per output column), and one kernel holds at most one
-    GEMM, whose epilogue is the rest of the kernel."""
-    return not _read_by_contract(producer.out, consumer) and len(contracts(fused.body)) <= 1
+    """Whether inlining keeps every GEMM a GEMM (a GEMM's operands stay buffers: packing reads them once per
+    tile, a fused producer would be recomputed per output column; one kernel holds at most one GEMM, whose
+    epilogue is the rest of the kernel) and keeps the kernel's C text bounded."""
+    if _read_by_contract(producer.out, consumer) or not _tree_within(fused.body, MAX_TREE_NODES):
+        return False
+    return len(contracts(fused.body)) <= 1
 
 
 def _reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:

@@ -24,7 +24,13 @@ from luminal.compiler import ir, memory, prepack
 from luminal.graph import Graph
 from luminal.runtime.reference import ExecutionError, bind_symbols
 
-CFLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fopenmp", "-fwrapv", "-fno-math-errno", "-std=gnu11"]
+# -ffp-contract=off: every operation rounds as the reference interpreter's numpy does; GCC's default under gnu11
+# fuses a*b+c into one FMA, which breaks compensated formulas (expm1 of 3e-8 came out 2x off). Only the GEMM
+# micro-kernels, whose sums are reordered anyway, opt back in (compiler/codegen_gemm.py).
+CFLAGS = [
+    "-O3", "-march=native", "-fPIC", "-shared", "-fopenmp", "-fwrapv", "-fno-math-errno", "-ffp-contract=off",
+    "-std=gnu11",
+]  # fmt: skip
 
 
 class CompilerMissing(RuntimeError):

@@ -13,6 +13,7 @@ instead of the reference interpreter, against the same torch results and toleran
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Callable, Sequence
 
@@ -59,12 +60,11 @@ def _as_list(x: Any) -> list:
     return list(x) if isinstance(x, (tuple, list)) else [x]
 
 
-def _run_lm(lm_fn, arrays, decl_shapes, permuted: bool) -> list[np.ndarray]:
-    g = lm.Graph()
-    feed = {}
+def _record(g: lm.Graph, prefix: str, lm_fn, arrays, decl_shapes, permuted: bool, feed: dict) -> list[str]:
+    """Record `lm_fn` on inputs named `<prefix>in<k>` into `g` (their values into `feed`); the output names."""
     tensors = []
     for k, (a, decl) in enumerate(zip(arrays, decl_shapes)):
-        name = f"in{k}"
+        name = f"{prefix}in{k}"
         if permuted and a.ndim >= 2:
             order = list(range(a.ndim))[::-1]
             t = g.input(name, [decl[o] for o in order], dtype=lm.dtypes.dtype_of(a.dtype)).permute(order)
@@ -74,19 +74,86 @@ def _run_lm(lm_fn, arrays, decl_shapes, permuted: bool) -> list[np.ndarray]:
             feed[name] = a
         tensors.append(t)
     outs = _as_list(lm_fn(*tensors))
-    for k, o in enumerate(outs):
-        o.output(f"out{k}")
+    names = [f"{prefix}out{k}" for k in range(len(outs))]
+    for o, name in zip(outs, names):
+        o.output(name)
+    return names
+
+
+def _run_lm(lm_fn, arrays, decl_shapes, permuted: bool) -> list[np.ndarray]:
+    g, feed = lm.Graph(), {}
+    names = _record(g, "", lm_fn, arrays, decl_shapes, permuted, feed)
     result = lm.compile(g, target="cpu").run(feed) if TARGET == "cpu" else lm.run(g, feed)
-    return [result[f"out{k}"] for k in range(len(outs))]
+    return [result[name] for name in names]
 
 
-def _symbolic_shapes(arrays: list[np.ndarray]) -> list[list[Any]] | None:
+class CompiledBatch:
+    """The variants checked during one test, recorded into shared graphs compiled once each (opcheck target cpu).
+
+    A program per variant is ~3,600 runs of the C compiler for the suite (15 minutes on 2 cores); one per test
+    is a few hundred. A graph holds at most LIMIT variants: tests that sweep many ops or dtypes would otherwise
+    hand the C compiler megabytes at once. Variants keep their own input, output and symbol names, so they
+    cannot interact; each failing variant is reported by op and variant name when the test ends."""
+
+    LIMIT = 48
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+        self.count = 0  # variants recorded so far: numbers their names
+        self._start()
+
+    def _start(self) -> None:
+        self.graph, self.feed = lm.Graph(), {}
+        self.checks: list[tuple[list[str], list[np.ndarray], str, float, float, str]] = []
+
+    def add(self, name, lm_fn, arrays, decl, permuted, want, rtol, atol, variant) -> None:
+        self.count += 1
+        outputs = _record(self.graph, f"v{self.count}_", lm_fn, arrays, decl, permuted, self.feed)
+        assert len(outputs) == len(want), f"{name} ({variant}): {len(outputs)} outputs, torch gives {len(want)}"
+        self.checks.append((outputs, want, name, rtol, atol, variant))
+        if len(self.checks) >= self.LIMIT:
+            self._run()
+
+    def _run(self) -> None:
+        if self.checks:
+            result = lm.compile(self.graph, target="cpu").run(self.feed)
+            for outputs, want, name, rtol, atol, variant in self.checks:
+                for out, w in zip(outputs, want):
+                    try:
+                        compare(name, result[out], w, rtol, atol, variant)
+                    except AssertionError as e:
+                        self.failures.append(str(e))
+        self._start()
+
+    def finish(self) -> None:
+        self._run()
+        assert not self.failures, f"{len(self.failures)} compiled check(s) failed:\n" + "\n".join(self.failures)
+
+
+_batch: CompiledBatch | None = None  # the current test's, while tests/ops/conftest.py has one open
+
+
+@contextlib.contextmanager
+def compiled_batch():
+    """Collect the checks of the enclosed code into one compiled program, run and compared at the end."""
+    global _batch
+    _batch = CompiledBatch()
+    try:
+        yield
+    except BaseException:
+        _batch = None
+        raise
+    batch, _batch = _batch, None
+    batch.finish()
+
+
+def _symbolic_shapes(arrays: list[np.ndarray], symbol: str = "n0") -> list[list[Any]] | None:
     """Replace the leading dim of the highest-rank inputs (when > 1) by one symbol; None if none fits."""
     rank = max((a.ndim for a in arrays), default=0)
     lead = [a.shape[0] for a in arrays if a.ndim == rank and rank > 0]
     if not lead or lead[0] <= 1 or any(n != lead[0] for n in lead):
         return None
-    n0 = lm.sym("n0", max=4096)
+    n0 = lm.sym(symbol, max=4096)
     return [[n0, *a.shape[1:]] if a.ndim == rank else list(a.shape) for a in arrays]
 
 
@@ -134,10 +201,15 @@ def check(
     variants = [("contiguous", [list(a.shape) for a in arrays], False)]
     if noncontiguous and any(a.ndim >= 2 for a in arrays):
         variants.append(("non-contiguous", [list(a.shape) for a in arrays], True))
-    sym_shapes = _symbolic_shapes(arrays) if symbolic else None
+    batch = _batch
+    symbol = f"n0_{batch.count}" if batch is not None else "n0"  # variants in one graph bind their own
+    sym_shapes = _symbolic_shapes(arrays, symbol) if symbolic else None
     if sym_shapes is not None:
         variants.append(("symbolic", sym_shapes, False))
     for variant, decl, permuted in variants:
+        if batch is not None:
+            batch.add(name, lm_fn, arrays, decl, permuted, want, rtol, atol, variant)
+            continue
         got = _run_lm(lm_fn, arrays, decl, permuted)
         assert len(got) == len(want), f"{name} ({variant}): {len(got)} outputs, torch gives {len(want)}"
         for g_, w_ in zip(got, want):

@@ -1,0 +1,14 @@
+"""With LUMINAL_OPCHECK_TARGET=cpu, each test's op checks compile into one program (tests/opcheck.py)."""
+
+import pytest
+
+from tests import opcheck
+
+
+@pytest.fixture(autouse=True)
+def _one_program_per_test():
+    if opcheck.TARGET != "cpu":
+        yield
+        return
+    with opcheck.compiled_batch():
+        yield
