@@ -18,6 +18,7 @@ from fastapi import Request
 from sqlalchemy.exc import IntegrityError
 
 from luminal.gateway.errors import ApiError
+from luminal.gateway.request_body import declared_length
 from luminal.gateway.store import models as model_store
 from luminal.gateway.store.artifacts import ArtifactStore
 from luminal.gateway.store.database import Database
@@ -32,31 +33,6 @@ class SpooledUpload:
     path: Path
     sha256: str
     size_bytes: int
-
-
-def declared_length(request: Request) -> int | None:
-    raw = request.headers.get("content-length")
-    if raw is None:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ApiError(400, f"Content-Length {raw!r:.40} is not an integer") from None
-
-
-async def read_capped_body(request: Request, max_bytes: int) -> bytes:
-    """The whole body, refused with 413 as soon as it passes `max_bytes` (before reading it when the
-    Content-Length already says so); for requests small enough to hold in memory."""
-    length = declared_length(request)
-    if length is not None and length > max_bytes:
-        raise ApiError(413, f"the request body is {length} bytes, over the limit of {max_bytes}")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise ApiError(413, f"the request body exceeds the limit of {max_bytes} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 async def spool_upload(request: Request, spool_dir: Path, max_bytes: int) -> SpooledUpload:

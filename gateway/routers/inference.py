@@ -14,12 +14,12 @@ from starlette.concurrency import run_in_threadpool
 from luminal.gateway.dependencies import BackendDep, DatabaseDep, SettingsDep, TenantDep
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import DeploymentRef
+from luminal.gateway.request_body import read_capped_body
 from luminal.gateway.schemas import tensor_specs
 from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import Tenant
 from luminal.gateway.tensor_codec import encode_infer_response, parse_infer_request, split_body
-from luminal.gateway.uploads import read_capped_body
 
 router = APIRouter(prefix="/v2/models", tags=["inference"])
 PLATFORM = "luminal_cpu"

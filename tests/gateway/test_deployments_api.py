@@ -49,12 +49,15 @@ def test_compiler_error_is_the_deployments_error(server, model_bytes, monkeypatc
         ({"model": "tiny", "max_batch_size": 0}, 422, "max_batch_size"),
         ({"model": "tiny", "min_replicas": 3, "max_replicas": 2}, 422, "exceeds max_replicas"),
         ({"model": "tiny", "replicas": 3}, 422, "replicas"),
+        ({"model": "tiny", "pad": "x" * 100_000}, 413, "over the limit of 65536"),
+        ("not an object", 422, "Input should be an object"),
+        (b"{", 422, "Invalid JSON"),
     ],
 )
 def test_bad_deployments(server, model_bytes, body, status, message):
     c = server.client()
     upload(c, "tiny", model_bytes)
-    r = c.post("/v1/deployments", json=body)
+    r = c.post("/v1/deployments", **({"content": body} if isinstance(body, bytes) else {"json": body}))
     assert r.status_code == status and message in r.json()["error"], r.text
     assert c.get("/v1/deployments").json() == []
 
