@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -39,12 +39,19 @@ def stop_platform(platform: Platform) -> None:
     platform.db.dispose()
 
 
-def create_app(settings: Settings | None = None, backend: InferenceBackend | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    backend: InferenceBackend | None = None,
+    on_start: Callable[[Platform], None] | None = None,
+) -> FastAPI:
+    """`on_start` sees the started platform before the first request (the CLI prints the first key there)."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.platform = start_platform(settings, backend)
+        if on_start is not None:
+            on_start(app.state.platform)
         try:
             yield
         finally:
