@@ -58,8 +58,6 @@ class ApiKey(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    # The first characters, so a tenant can tell its keys apart in a listing without the key being stored.
-    prefix: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[dt.datetime] = _now()
     revoked_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 

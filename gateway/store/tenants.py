@@ -36,7 +36,7 @@ def create_tenant(session: Session, name: str, key: str | None = None) -> tuple[
 
 def add_key(session: Session, tenant: Tenant, key: str | None = None) -> str:
     key = key or new_key()
-    session.add(ApiKey(tenant_id=tenant.id, key_hash=hash_key(key), prefix=key[:10]))
+    session.add(ApiKey(tenant_id=tenant.id, key_hash=hash_key(key)))
     session.flush()
     return key
 

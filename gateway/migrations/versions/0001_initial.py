@@ -29,7 +29,6 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer, primary_key=True),
         sa.Column("tenant_id", sa.Integer, sa.ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False),
         sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
-        sa.Column("prefix", sa.String(16), nullable=False),
         _created_at(),
         sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
     )
