@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from luminal.gateway.tensor_codec import InferRequest, TensorError, encode_infer_response, parse_infer_request
 
@@ -113,3 +115,38 @@ def test_response_json_and_binary_parts():
     assert doc["outputs"][1]["parameters"] == {"binary_data_size": 2} and payload[json_length:] == b"\x01\x00"
     payload, json_length = encode_infer_response("m", "1", InferRequest(None, {}, ["y"]), results, SIG)
     assert json_length is None and json.loads(payload)["outputs"][0]["data"] == [0.5, 1.5]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    max_leaves=20,
+)
+field_names = st.sampled_from(["name", "shape", "datatype", "data", "parameters", "binary_data_size", "x", "ids"])
+loose_tensor = st.dictionaries(field_names, json_values | st.sampled_from(["x", "ids", "FP32", "INT64"]), max_size=5)
+# Near-valid tensors reach the deeper checks (counts, binary sizes, element types).
+small_ints = st.integers(-2, 40)
+near_valid_tensor = st.fixed_dictionaries(
+    {"name": st.sampled_from(["x", "ids"]), "datatype": st.sampled_from(["FP32", "INT64", "BOOL"])},
+    optional={
+        "shape": st.lists(small_ints, max_size=3),
+        "data": st.lists(st.integers(-(2**65), 2**65) | st.floats() | st.booleans(), max_size=8) | json_values,
+        "parameters": st.fixed_dictionaries({}, optional={"binary_data_size": small_ints, "x": json_values}),
+    },
+)
+tensor_like = loose_tensor | near_valid_tensor
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    doc=st.fixed_dictionaries({"inputs": st.lists(tensor_like, max_size=3)}, optional={"outputs": json_values}),
+    blob=st.binary(max_size=32),
+    header=st.none() | st.integers(-5, 400).map(str),
+)
+def test_hostile_bodies_raise_only_tensor_errors(doc, blob, header):
+    """Whatever the JSON and bytes, parsing either succeeds or raises TensorError (a 400), never anything else."""
+    raw = json.dumps(doc).encode() + blob
+    try:
+        parse_infer_request(raw, header, SIG)
+    except TensorError:
+        pass
