@@ -12,6 +12,7 @@ from tritonclient.utils import InferenceServerException
 
 import luminal as lm
 from luminal.gateway.store.tenants import create_tenant
+from luminal.graph_file import graph_to_bytes
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, tiny_graph, upload
 
 
@@ -129,3 +130,39 @@ def test_oversized_request_is_413(deployed):
     limit = deployed.platform.settings.max_request_bytes
     r = deployed.client().post("/v2/models/tiny/infer", content=b" " * (limit + 1))
     assert r.status_code == 413 and "over the limit" in r.json()["error"]
+
+
+def mixed_dtype_graph() -> lm.Graph:
+    """Two inputs and three outputs of FP32, INT64 and BOOL: every datatype path of the codec."""
+    g = lm.Graph()
+    n = lm.sym("n", 1, 16)
+    a, b = g.input("a", (n,)), g.input("b", (n,), dtype="int64")
+    (a + b.cast("float32")).output("sum")
+    (a < b.cast("float32")).output("mask")
+    (b * 2).output("twice")
+    return g
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_several_inputs_and_outputs_of_each_datatype(server, binary):
+    c = server.client()
+    assert upload(c, "mixed", graph_to_bytes(mixed_dtype_graph())).status_code == 201
+    assert deploy_and_wait(c, "mixed")["status"] == "ready"
+    client = triton.InferenceServerClient(url=server.host_port)
+    a, b = np.array([1, 5, 3], np.float32), np.array([2, 2, 2**40], np.int64)
+    inputs = [triton.InferInput("a", [3], "FP32"), triton.InferInput("b", [3], "INT64")]
+    inputs[0].set_data_from_numpy(a, binary_data=binary)
+    inputs[1].set_data_from_numpy(b, binary_data=not binary)
+    outputs = [triton.InferRequestedOutput(name, binary_data=binary) for name in ("mask", "twice")]
+    result = client.infer("mixed", inputs, outputs=outputs, headers=auth())
+    want = lm.run(mixed_dtype_graph(), {"a": a, "b": b})
+    assert result.get_output("sum") is None  # only the requested outputs come back
+    for name in ("mask", "twice"):
+        got = result.as_numpy(name)
+        assert got.dtype == want[name].dtype and np.array_equal(got, want[name]), name
+    meta = client.get_model_metadata("mixed", headers=auth())
+    assert [(t["name"], t["datatype"]) for t in meta["outputs"]] == [
+        ("sum", "FP32"),
+        ("mask", "BOOL"),
+        ("twice", "INT64"),
+    ]
