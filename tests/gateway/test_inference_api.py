@@ -175,13 +175,14 @@ def test_concurrent_requests_each_get_their_own_answer(deployed):
     rng = np.random.default_rng(7)
     batches = [rng.standard_normal((int(rng.integers(1, 9)), 4)).astype(np.float32) for _ in range(48)]
 
-    def call(x: np.ndarray) -> np.ndarray:
-        with deployed.client() as c:
-            body = {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()}]}
-            out = c.post("/v2/models/tiny/infer", json=body).json()["outputs"][0]
-            return np.array(out["data"], np.float32).reshape(out["shape"])
+    client = deployed.client()  # httpx clients are thread-safe; one pool of connections for all threads
 
-    with ThreadPoolExecutor(16) as pool:
+    def call(x: np.ndarray) -> np.ndarray:
+        body = {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()}]}
+        out = client.post("/v2/models/tiny/infer", json=body).json()["outputs"][0]
+        return np.array(out["data"], np.float32).reshape(out["shape"])
+
+    with client, ThreadPoolExecutor(16) as pool:
         answers = list(pool.map(call, batches))
     for x, got in zip(batches, answers, strict=True):
         np.testing.assert_allclose(got, expected(x), rtol=1e-5, atol=1e-6)

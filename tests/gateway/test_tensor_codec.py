@@ -137,7 +137,7 @@ near_valid_tensor = st.fixed_dictionaries(
 tensor_like = loose_tensor | near_valid_tensor
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     doc=st.fixed_dictionaries({"inputs": st.lists(tensor_like, max_size=3)}, optional={"outputs": json_values}),
     blob=st.binary(max_size=32),
