@@ -36,22 +36,11 @@ def graph(sha: str) -> UploadedGraph:
 
 def test_alembic_upgrade_head_creates_the_schema(database_url: str):
     # The command-line path operators use, not only the app's call at start.
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "alembic",
-            "-c",
-            str(ROOT / "alembic.ini"),
-            "-x",
-            f"url={database_url}",
-            "upgrade",
-            "head",
-        ],
-        check=True,
-        cwd=ROOT,
-        capture_output=True,
-    )
+    alembic = [sys.executable, "-m", "alembic", "-c", str(ROOT / "alembic.ini"), "-x", f"url={database_url}"]
+    subprocess.run([*alembic, "upgrade", "head"], check=True, cwd=ROOT, capture_output=True)
+    # `alembic check` compares the migrated schema with the ORM tables: they must agree (no pending migration).
+    check = subprocess.run([*alembic, "check"], cwd=ROOT, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
     database = Database(database_url)
     assert TABLES <= set(inspect(database.engine).get_table_names())
     migrate(database.engine)  # a second run at start is a no-op
