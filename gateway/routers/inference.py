@@ -13,13 +13,13 @@ from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.dependencies import BackendDep, DatabaseDep, SettingsDep, TenantDep
 from luminal.gateway.errors import ApiError
-from luminal.gateway.inference_backend import DeploymentRef
+from luminal.gateway.inference_backend import DeploymentRef, InferenceBackend
 from luminal.gateway.request_body import read_capped_body
 from luminal.gateway.schemas import tensor_specs
 from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import Tenant
-from luminal.gateway.tensor_codec import encode_infer_response, parse_infer_request, split_body
+from luminal.gateway.tensor_codec import encode_infer_response, parse_infer_request
 
 router = APIRouter(prefix="/v2/models", tags=["inference"])
 PLATFORM = "luminal_cpu"
@@ -76,17 +76,25 @@ def _not_ready_message(name: str, d: dict[str, Any]) -> str:
 
 
 async def _infer(
-    request: Request, name: str, version: str | None, tenant: Tenant, db: Database, backend, max_bytes: int
+    request: Request,
+    name: str,
+    version: str | None,
+    tenant: Tenant,
+    db: Database,
+    backend: InferenceBackend,
+    max_bytes: int,
 ) -> Response:
     d = await run_in_threadpool(_resolve, db, tenant, name, version)
     if d["status"] != deployment_store.READY:
         raise ApiError(400, _not_ready_message(name, d))
     body = await read_capped_body(request, max_bytes)
     header_length = request.headers.get(HEADER_LENGTH)
-    split_body(body, header_length)  # a bad header is reported before any decoding work
     parsed = await run_in_threadpool(parse_infer_request, body, header_length, d["signature"])
     ref = DeploymentRef(deployment_id=d["id"], tenant_id=tenant.id, program_key=d["program_key"])
     results = await backend.infer(ref, parsed.inputs)
+    missing = [n for n in parsed.outputs if n not in results]
+    if missing:  # a backend bug, never the caller's: a 500, logged with the names
+        raise RuntimeError(f"deployment {ref.deployment_id}: the backend returned no output(s) {missing}")
     payload, json_length = encode_infer_response(name, d["version"], parsed, results, d["signature"])
     if json_length is None:
         return Response(payload, media_type="application/json")
