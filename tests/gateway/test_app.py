@@ -46,3 +46,19 @@ def test_inference_goes_through_the_backend_interface(settings, model_bytes):
     ((ref, inputs),) = backend.calls
     assert (ref.deployment_id, ref.tenant_id, len(ref.program_key)) == (deployment["id"], tenant_id, 64)
     np.testing.assert_array_equal(inputs["x"], np.arange(8, dtype=np.float32).reshape(2, 4))
+
+
+class ForgetfulBackend:
+    async def infer(self, deployment, inputs):
+        return {}  # a broken backend: no outputs at all
+
+
+def test_a_backend_that_drops_outputs_is_a_500_not_a_wrong_answer(settings, model_bytes):
+    with TestClient(create_app(settings, backend=ForgetfulBackend()), raise_server_exceptions=False) as client:
+        client.headers["Authorization"] = f"Bearer {BOOTSTRAP_KEY}"
+        client.post("/v1/models", params={"name": "tiny"}, content=model_bytes)
+        client.post("/v1/deployments", json={"model": "tiny"})
+        client.app.state.platform.compiles.drain(timeout=120)
+        x = {"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0, 0, 0, 0]}
+        r = client.post("/v2/models/tiny/infer", json={"inputs": [x]})
+    assert r.status_code == 500 and r.json() == {"error": "internal error"}
