@@ -1,0 +1,71 @@
+"""The management API as the CLI uses it: one method per call, every non-2xx answer raised as `ClientError`
+carrying the server's `{"error": ...}` message."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+CHUNK = 1 << 20
+
+
+class ClientError(Exception):
+    pass
+
+
+class PlatformClient:
+    def __init__(self, url: str, api_key: str | None, timeout: float = 60):
+        if not api_key:
+            raise ClientError("no API key: pass --api-key or set LUMINAL_API_KEY")
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as e:
+            raise ClientError(f"cannot reach {self.url}: {e}") from None
+        if response.is_success:
+            return response.json() if response.content else None
+        try:
+            message = response.json()["error"]
+        except (ValueError, KeyError, TypeError):
+            message = response.text[:200] or response.reason_phrase
+        raise ClientError(f"{response.status_code}: {message}")
+
+    def upload_model(self, path: Path, name: str, on_progress: Callable[[int], None] = lambda n: None) -> dict:
+        """Streams the file (never read whole into memory); `on_progress` gets each chunk's size."""
+
+        def chunks() -> Iterator[bytes]:
+            with open(path, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    on_progress(len(chunk))
+                    yield chunk
+
+        size = path.stat().st_size
+        return self._call(
+            "POST", "/v1/models", params={"name": name}, content=chunks(), headers={"Content-Length": str(size)}
+        )
+
+    def create_deployment(self, **spec: Any) -> dict:
+        return self._call("POST", "/v1/deployments", json=spec)
+
+    def get_deployment(self, deployment_id: int) -> dict:
+        return self._call("GET", f"/v1/deployments/{deployment_id}")
+
+    def wait_for_compile(self, deployment_id: int, timeout: float, poll_s: float = 0.25) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            deployment = self.get_deployment(deployment_id)
+            if deployment["status"] != "compiling":
+                return deployment
+            if time.monotonic() > deadline:
+                raise ClientError(f"deployment {deployment_id} still compiling after {timeout:.0f} s")
+            time.sleep(poll_s)

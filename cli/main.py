@@ -1,0 +1,125 @@
+"""The `luminal` command: `serve` runs the embedded platform; `deploy` uploads a model and waits for its compile.
+
+Client commands read the server from --url / $LUMINAL_URL and the key from --api-key / $LUMINAL_API_KEY.
+Errors print one line and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+from luminal.cli.client import ClientError, PlatformClient
+
+app = typer.Typer(help="Luminal Cloud: serve the platform, deploy .lgraph models.", no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+UrlOption = Annotated[str, typer.Option("--url", envvar="LUMINAL_URL", help="the platform's address")]
+KeyOption = Annotated[str | None, typer.Option("--api-key", envvar="LUMINAL_API_KEY", help="your API key")]
+
+
+def fail(message: str) -> None:
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="platform state (default $LUMINAL_DATA_DIR or ~/.luminal)")
+    ] = None,
+) -> None:
+    """Run the gateway, compile jobs and inference in one process. The first start creates a tenant and prints
+    its API key once ($LUMINAL_BOOTSTRAP_KEY chooses the key instead)."""
+    import uvicorn
+    from pydantic import ValidationError
+
+    from luminal.gateway.app import create_app
+    from luminal.gateway.settings import Settings
+
+    try:
+        settings = Settings(**({"data_dir": data_dir} if data_dir else {}))
+    except ValidationError as e:
+        fail(f"invalid LUMINAL_* setting: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}")
+
+    def announce(platform) -> None:
+        if platform.bootstrap_key and settings.bootstrap_key:
+            out.print("Created the first tenant with the key from LUMINAL_BOOTSTRAP_KEY.")
+        elif platform.bootstrap_key:
+            out.print("Created the first tenant. Its API key, shown only this once:")
+            out.print(platform.bootstrap_key, highlight=False, soft_wrap=True)
+        out.print(f"Serving on http://{host}:{port} (data in {settings.data_dir})", highlight=False)
+
+    uvicorn.run(create_app(settings, on_start=announce), host=host, port=port, log_level="warning")
+
+
+def _default_name(path: Path) -> str:
+    # Model names are path-safe (see gateway/schemas.py); a file name may not be.
+    name = re.sub(r"[^A-Za-z0-9_.\-]", "-", path.stem).lstrip("-_.")
+    return name[:128] or "model"
+
+
+@app.command()
+def deploy(
+    file: Annotated[Path, typer.Argument(help="the .lgraph file")],
+    url: UrlOption = "http://127.0.0.1:8000",
+    api_key: KeyOption = None,
+    name: Annotated[str | None, typer.Option(help="model name (default: the file's name)")] = None,
+    gpu: Annotated[str, typer.Option(help="GPU type to run on")] = "cpu",
+    max_batch_size: Annotated[int, typer.Option(help="largest batch the scheduler forms")] = 8,
+    max_delay_ms: Annotated[int, typer.Option(help="longest a request waits for its batch")] = 5,
+    min_replicas: Annotated[int, typer.Option(help="workers kept warm")] = 0,
+    max_replicas: Annotated[int, typer.Option(help="most workers")] = 1,
+    timeout: Annotated[float, typer.Option(help="seconds to wait for the compile")] = 600,
+) -> None:
+    """Upload FILE (with a progress bar), deploy it, wait for the compile and print the endpoint."""
+    if not file.is_file():
+        fail(f"{file}: no such file")
+    name = name or _default_name(file)
+    try:
+        client = PlatformClient(url, api_key)
+        try:
+            with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                          TransferSpeedColumn(), console=err, transient=True) as progress:  # fmt: skip
+                task = progress.add_task(f"uploading {file.name}", total=file.stat().st_size)
+                version = client.upload_model(file, name, lambda n: progress.advance(task, n))
+            spec = dict(model=name, version=version["version"], gpu_type=gpu, max_batch_size=max_batch_size)
+            spec |= dict(max_queue_delay_ms=max_delay_ms, min_replicas=min_replicas, max_replicas=max_replicas)
+            deployment = client.create_deployment(**spec)
+            with err.status(f"compiling {name} version {version['version']}"):
+                deployment = client.wait_for_compile(deployment["id"], timeout)
+        finally:
+            client.close()
+    except ClientError as e:
+        fail(str(e))
+    if deployment["status"] == "failed":
+        fail(f"the compile failed: {deployment['error']}")
+    endpoint = client.url + deployment["endpoint"]
+    out.print(f"Deployed {name} version {version['version']} (deployment {deployment['id']}).", highlight=False)
+    out.print(f"Endpoint: {endpoint}", highlight=False, soft_wrap=True)
+    example = {"inputs": [{"name": t["name"], "shape": t["shape"], "datatype": t["datatype"], "data": ["..."]}
+                          for t in version["inputs"]]}  # fmt: skip
+    out.print(
+        f"curl -H 'Authorization: Bearer $LUMINAL_API_KEY' {endpoint} -d '{_json(example)}'",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
+
+
+def _json(doc: object) -> str:
+    import json
+
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,142 @@
+"""OIP model endpoints: `/v2/models/{name}[/versions/{version}]` metadata, `.../ready` and `.../infer`.
+
+A name is the tenant's model name; without a version the newest deployed version answers. Another tenant's
+model is reported exactly like a missing one (404), so names cannot be probed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from luminal.gateway.dependencies import BackendDep, DatabaseDep, SettingsDep, TenantDep
+from luminal.gateway.errors import ApiError
+from luminal.gateway.inference_backend import DeploymentRef, InferenceBackend
+from luminal.gateway.request_body import read_capped_body
+from luminal.gateway.schemas import tensor_specs
+from luminal.gateway.store import deployments as deployment_store
+from luminal.gateway.store.database import Database
+from luminal.gateway.store.tables import Tenant
+from luminal.gateway.tensor_codec import encode_infer_response, parse_infer_request
+
+router = APIRouter(prefix="/v2/models", tags=["inference"])
+PLATFORM = "luminal_cpu"
+HEADER_LENGTH = "Inference-Header-Content-Length"
+
+
+def _parse_version(version: str | None) -> int | None:
+    if version is None:
+        return None
+    if not version.isdigit() or len(version) > 9:
+        raise ApiError(400, f"model version {version!r:.40} is not a positive integer")
+    return int(version)
+
+
+def _resolve(db: Database, tenant: Tenant, name: str, version: str | None) -> dict[str, Any]:
+    """The deployment's facts as plain values (read in one short transaction)."""
+    with db.session() as session:
+        row = deployment_store.deployment_for_model(session, tenant, name, _parse_version(version))
+        mv = row.model_version
+        all_versions = [str(v.version) for v in mv.model.versions if v.deployment is not None]
+        return {
+            "id": row.id,
+            "status": row.status,
+            "error": row.error,
+            "program_key": row.program_key,
+            "version": str(mv.version),
+            "versions": all_versions,
+            "signature": mv.signature,
+        }
+
+
+def _metadata(db: Database, tenant: Tenant, name: str, version: str | None) -> dict[str, Any]:
+    d = _resolve(db, tenant, name, version)
+    return {
+        "name": name,
+        "versions": d["versions"] if version is None else [d["version"]],
+        "platform": PLATFORM,
+        "inputs": [s.model_dump() for s in tensor_specs(d["signature"]["inputs"])],
+        "outputs": [s.model_dump() for s in tensor_specs(d["signature"]["outputs"])],
+    }
+
+
+def _ready(db: Database, tenant: Tenant, name: str, version: str | None) -> dict[str, Any]:
+    d = _resolve(db, tenant, name, version)
+    if d["status"] != deployment_store.READY:
+        raise ApiError(400, _not_ready_message(name, d))
+    return {"name": name, "ready": True}
+
+
+def _not_ready_message(name: str, d: dict[str, Any]) -> str:
+    if d["status"] == deployment_store.FAILED:
+        return f"model {name!r} version {d['version']} failed to compile: {d['error']}"
+    return f"model {name!r} version {d['version']} is not ready ({d['status']})"
+
+
+async def _infer(
+    request: Request,
+    name: str,
+    version: str | None,
+    tenant: Tenant,
+    db: Database,
+    backend: InferenceBackend,
+    max_bytes: int,
+) -> Response:
+    d = await run_in_threadpool(_resolve, db, tenant, name, version)
+    if d["status"] != deployment_store.READY:
+        raise ApiError(400, _not_ready_message(name, d))
+    body = await read_capped_body(request, max_bytes)
+    header_length = request.headers.get(HEADER_LENGTH)
+    parsed = await run_in_threadpool(parse_infer_request, body, header_length, d["signature"])
+    ref = DeploymentRef(deployment_id=d["id"], tenant_id=tenant.id, program_key=d["program_key"])
+    results = await backend.infer(ref, parsed.inputs)
+    missing = [n for n in parsed.outputs if n not in results]
+    if missing:  # a backend bug, never the caller's: a 500, logged with the names
+        raise RuntimeError(f"deployment {ref.deployment_id}: the backend returned no output(s) {missing}")
+    payload, json_length = encode_infer_response(name, d["version"], parsed, results, d["signature"])
+    if json_length is None:
+        return Response(payload, media_type="application/json")
+    return Response(payload, media_type="application/octet-stream", headers={HEADER_LENGTH: str(json_length)})
+
+
+@router.get("/{name}")
+def model_metadata(name: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
+    return _metadata(db, tenant, name, None)
+
+
+@router.get("/{name}/versions/{version}")
+def model_version_metadata(name: str, version: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
+    return _metadata(db, tenant, name, version)
+
+
+@router.get("/{name}/ready")
+def model_ready(name: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
+    return _ready(db, tenant, name, None)
+
+
+@router.get("/{name}/versions/{version}/ready")
+def model_version_ready(name: str, version: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
+    return _ready(db, tenant, name, version)
+
+
+@router.post("/{name}/infer")
+async def infer(
+    request: Request, name: str, tenant: TenantDep, db: DatabaseDep, backend: BackendDep, settings: SettingsDep
+) -> Response:
+    """JSON tensors, or JSON followed by binary tensors (Triton's extension); see gateway/tensor_codec.py."""
+    return await _infer(request, name, None, tenant, db, backend, settings.max_request_bytes)
+
+
+@router.post("/{name}/versions/{version}/infer")
+async def infer_version(
+    request: Request,
+    name: str,
+    version: str,
+    tenant: TenantDep,
+    db: DatabaseDep,
+    backend: BackendDep,
+    settings: SettingsDep,
+) -> Response:
+    return await _infer(request, name, version, tenant, db, backend, settings.max_request_bytes)

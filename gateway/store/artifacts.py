@@ -1,0 +1,93 @@
+"""Where uploaded graphs and compiled programs live: a content-addressed blob store behind a small Protocol.
+
+Keys are the sha256 of the content, so identical uploads share one blob and a key can never name different
+bytes. The local-directory backend is the embedded default; an S3 backend implements the same four methods.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Protocol
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+CHUNK = 1 << 20
+
+
+class ArtifactStore(Protocol):
+    def put_file(self, path: Path, sha256: str) -> str:
+        """Move the finished file at `path` (whose content hashes to `sha256`) into the store; return its key."""
+        ...
+
+    def put_bytes(self, data: bytes) -> str:
+        """Store `data` atomically; return its key."""
+        ...
+
+    def local_path(self, key: str) -> Path:
+        """A readable local file holding the blob (a download into a cache for remote stores)."""
+        ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class LocalArtifactStore:
+    """Blobs at root/ab/abcdef... ; a blob appears by an atomic rename, so a reader never sees a partial one."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        if not _SHA256.fullmatch(key):  # keys come from our database, but never let one escape the root
+            raise ValueError(f"not an artifact key: {key!r:.80}")
+        return self.root / key[:2] / key
+
+    def put_file(self, path: Path, sha256: str) -> str:
+        target = self._path(sha256)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            Path(path).unlink(missing_ok=True)  # same content already stored
+            return sha256
+        os.replace(path, target)  # atomic on one filesystem; callers spool beside the store
+        return sha256
+
+    def put_bytes(self, data: bytes) -> str:
+        key = hashlib.sha256(data).hexdigest()
+        target = self._path(key)
+        if target.exists():
+            return key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{key}.{os.getpid()}.{id(data)}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return key
+
+    def local_path(self, key: str) -> Path:
+        path = self._path(key)
+        if not path.is_file():
+            raise FileNotFoundError(f"artifact {key} is missing from {self.root}")
+        return path
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)

@@ -1,0 +1,116 @@
+"""Deployments: created `compiling`, moved to `ready` (with the compiled program's artifact) or `failed` (with the
+compiler's message) by the compile job. Every read is scoped to one tenant."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, joinedload
+
+from luminal.gateway.store.errors import Conflict, NotFound
+from luminal.gateway.store.models import get_version, unreferenced
+from luminal.gateway.store.tables import Deployment, Model, ModelVersion, Tenant
+
+COMPILING, READY, FAILED = "compiling", "ready", "failed"
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    model: str
+    version: int | None
+    gpu_type: str
+    target: str
+    max_batch_size: int
+    max_queue_delay_ms: int
+    min_replicas: int
+    max_replicas: int
+
+
+def _query():
+    return select(Deployment).options(joinedload(Deployment.model_version).joinedload(ModelVersion.model))
+
+
+def create_deployment(session: Session, tenant: Tenant, spec: DeploymentSpec) -> Deployment:
+    version = get_version(session, tenant, spec.model, spec.version)
+    if version.deployment is not None:
+        raise Conflict(
+            f"model {spec.model!r} version {version.version} is already deployed (deployment {version.deployment.id})"
+        )
+    row = Deployment(
+        tenant_id=tenant.id,
+        model_version_id=version.id,
+        gpu_type=spec.gpu_type,
+        target=spec.target,
+        max_batch_size=spec.max_batch_size,
+        max_queue_delay_ms=spec.max_queue_delay_ms,
+        min_replicas=spec.min_replicas,
+        max_replicas=spec.max_replicas,
+        status=COMPILING,
+    )
+    session.add(row)
+    session.flush()
+    session.refresh(row)
+    return row
+
+
+def list_deployments(session: Session, tenant: Tenant) -> list[Deployment]:
+    return list(session.scalars(_query().where(Deployment.tenant_id == tenant.id).order_by(Deployment.id)))
+
+
+def get_deployment(session: Session, tenant: Tenant, deployment_id: int) -> Deployment:
+    row = session.scalars(
+        _query().where(Deployment.tenant_id == tenant.id, Deployment.id == deployment_id)
+    ).one_or_none()
+    if row is None:
+        raise NotFound(f"deployment {deployment_id} not found")
+    return row
+
+
+def deployment_for_model(session: Session, tenant: Tenant, name: str, version: int | None) -> Deployment:
+    """The deployment serving `name` (at `version`, else the newest deployed version): what `/v2/models/{name}`
+    addresses."""
+    stmt = (
+        _query()
+        .join(Deployment.model_version)
+        .join(ModelVersion.model)
+        .where(Deployment.tenant_id == tenant.id, Model.tenant_id == tenant.id, Model.name == name)
+    )
+    if version is not None:
+        stmt = stmt.where(ModelVersion.version == version)
+    row = session.scalars(stmt.order_by(ModelVersion.version.desc()).limit(1)).unique().one_or_none()
+    if row is None:
+        what = f"model {name!r}" + (f" version {version}" if version is not None else "")
+        raise NotFound(f"{what} is not deployed")
+    return row
+
+
+def delete_deployment(session: Session, tenant: Tenant, deployment_id: int) -> list[str]:
+    """Delete the deployment; return its compiled program's key when nothing else uses it."""
+    row = get_deployment(session, tenant, deployment_id)
+    key = row.program_key
+    session.delete(row)
+    session.flush()
+    return unreferenced(session, {key}) if key else []
+
+
+def pending_compiles(session: Session) -> list[Deployment]:
+    """Deployments still `compiling`: after a restart their jobs are gone and must be submitted again."""
+    return list(session.scalars(_query().where(Deployment.status == COMPILING).order_by(Deployment.id)))
+
+
+def load_for_compile(session: Session, deployment_id: int) -> Deployment | None:
+    return session.scalars(_query().where(Deployment.id == deployment_id)).one_or_none()
+
+
+def finish_compile(session: Session, deployment_id: int, program_key: str | None, error: str | None) -> bool:
+    """Record a compile's outcome; False when the deployment was deleted meanwhile (the result is discarded)."""
+    row = session.get(Deployment, deployment_id)
+    if row is None:
+        return False
+    row.status = READY if error is None else FAILED
+    row.program_key = program_key
+    row.error = error
+    row.updated_at = dt.datetime.now(dt.UTC)
+    return True

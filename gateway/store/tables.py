@@ -1,0 +1,121 @@
+"""The metadata tables (SQLAlchemy 2 typed ORM). Alembic's migrations under gateway/migrations create them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class UtcDateTime(TypeDecorator):
+    """Timestamps are UTC everywhere: SQLite keeps no time zone, so one read back from it gets UTC attached
+    (PostgreSQL's timestamptz already carries it)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_result_value(self, value, dialect):
+        return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _now() -> Mapped[dt.datetime]:
+    # Set in Python too, so a new row knows its time without a round trip to read the server default back.
+    return mapped_column(UtcDateTime(), default=utcnow, server_default=func.now())
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    created_at: Mapped[dt.datetime] = _now()
+
+
+class ApiKey(Base):
+    """A key is stored only as its sha256: the key itself is shown once, when it is created."""
+
+    __tablename__ = "api_keys"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = _now()
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+
+
+class Model(Base):
+    """A tenant's named model; its uploads are its versions. Names are unique per tenant, not globally."""
+
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("tenant_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[dt.datetime] = _now()
+    versions: Mapped[list[ModelVersion]] = relationship(
+        back_populates="model", cascade="all, delete-orphan", passive_deletes=True, order_by="ModelVersion.version"
+    )
+
+
+class ModelVersion(Base):
+    """One uploaded `.lgraph`: the file lives in the artifact store under its sha256."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (UniqueConstraint("model_id", "version"), UniqueConstraint("model_id", "sha256"))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int] = mapped_column(Integer)  # 1, 2, ... per model
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    artifact_key: Mapped[str] = mapped_column(String(256))
+    # The graph's inputs and outputs as the graph file's manifest states them (names, dtypes, JSON shapes).
+    signature: Mapped[dict[str, Any]] = mapped_column(JSON)
+    symbols: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[dt.datetime] = _now()
+    model: Mapped[Model] = relationship(back_populates="versions")
+    deployment: Mapped[Deployment | None] = relationship(
+        back_populates="model_version", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Deployment(Base):
+    """A model version compiled for a target and served. One per model version, so `/v2/models/{name}/versions/
+    {v}` names exactly one deployment."""
+
+    __tablename__ = "deployments"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    model_version_id: Mapped[int] = mapped_column(
+        ForeignKey("model_versions.id", ondelete="CASCADE"), unique=True, index=True
+    )
+    gpu_type: Mapped[str] = mapped_column(String(32))
+    target: Mapped[str] = mapped_column(String(32))
+    max_batch_size: Mapped[int] = mapped_column(Integer)
+    max_queue_delay_ms: Mapped[int] = mapped_column(Integer)
+    min_replicas: Mapped[int] = mapped_column(Integer)
+    max_replicas: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))  # compiling | ready | failed
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the compiler's message when failed
+    program_key: Mapped[str | None] = mapped_column(String(256), nullable=True)  # the compiled .lprog artifact
+    created_at: Mapped[dt.datetime] = _now()
+    updated_at: Mapped[dt.datetime] = _now()
+    model_version: Mapped[ModelVersion] = relationship(back_populates="deployment")

@@ -1,0 +1,147 @@
+"""Gateway fixtures: the metadata store on SQLite and on PostgreSQL (every store-backed test runs on both), a
+real uvicorn server on a free port, and a tiny model file.
+
+PostgreSQL gets a fresh database per test run (dropped at the end) and a fresh schema per test; when the
+server at LUMINAL_TEST_POSTGRES_URL (default 127.0.0.1:5432, database `test`) is unreachable those cases skip
+with that reason."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+
+import luminal as lm
+from luminal.gateway.app import create_app
+from luminal.gateway.settings import Settings
+from luminal.graph_file import graph_to_bytes
+
+ADMIN_URL = os.environ.get("LUMINAL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+BOOTSTRAP_KEY = "lm_test-bootstrap-key-0123456789abcdef"
+
+
+def tiny_graph(features: int = 4, classes: int = 3) -> lm.Graph:
+    """softmax(x @ w + b) over a symbolic batch: small enough to compile in about a second."""
+    g = lm.Graph()
+    x = g.input("x", (lm.sym("batch", 1, 64), features))
+    w, b = g.weight("w", (features, classes)), g.weight("b", (classes,))
+    (x @ w + b).softmax(-1).output("probs")
+    rng = np.random.default_rng(0)
+    g.bind({"w": rng.standard_normal((features, classes)).astype(np.float32), "b": np.ones(classes, np.float32)})
+    return g
+
+
+@pytest.fixture(scope="session")
+def model_bytes() -> bytes:
+    return graph_to_bytes(tiny_graph())
+
+
+@pytest.fixture(scope="session")
+def postgres_database():
+    """A database created for this test run on the local PostgreSQL, dropped at the end."""
+    try:
+        import psycopg
+
+        admin = psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=3)
+    except Exception as e:  # any failure to reach the server means these cases cannot run here
+        pytest.skip(f"PostgreSQL is unreachable at {ADMIN_URL}: {e}")
+    name = f"luminal_test_{uuid.uuid4().hex[:12]}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    base = ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
+    try:
+        yield f"{base}/{name}"
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+def _fresh_postgres_schema(url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE"))
+        conn.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'meta.db'}"
+    url = request.getfixturevalue("postgres_database")
+    _fresh_postgres_schema(url)
+    return url
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data", database_url=database_url, bootstrap_key=BOOTSTRAP_KEY, max_upload_bytes=2**20
+    )
+
+
+@dataclass
+class RunningServer:
+    url: str
+    host_port: str  # what tritonclient takes
+    app: object
+
+    @property
+    def platform(self):
+        return self.app.state.platform
+
+    def client(self, key: str | None = BOOTSTRAP_KEY) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(settings: Settings):
+    """The gateway under uvicorn in a thread, on a free port; stopped (and its compile jobs drained) after."""
+    app = create_app(settings)
+    port = _free_port()
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not uv.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the gateway did not start")
+        time.sleep(0.02)
+    try:
+        yield RunningServer(f"http://127.0.0.1:{port}", f"127.0.0.1:{port}", app)
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=30)
+
+
+def upload(client: httpx.Client, name: str, data: bytes) -> httpx.Response:
+    return client.post("/v1/models", params={"name": name}, content=data)
+
+
+def deploy_and_wait(client: httpx.Client, name: str, timeout: float = 120, **settings) -> dict:
+    created = client.post("/v1/deployments", json={"model": name, **settings})
+    assert created.status_code == 202, created.text
+    deployment = created.json()
+    deadline = time.monotonic() + timeout
+    while deployment["status"] == "compiling":
+        assert time.monotonic() < deadline, "the compile did not finish"
+        time.sleep(0.1)
+        deployment = client.get(f"/v1/deployments/{deployment['id']}").json()
+    return deployment
