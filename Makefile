@@ -19,9 +19,10 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -n 2 tests
+	$(MAKE) --no-print-directory test-compiled
 
-# The op suite again through lm.compile(target="cpu"): one C program per check variant (~3,600), so a cold
-# cache takes over 15 minutes on 2 cores; kept out of `make test`, the cache under .cache/ makes reruns warm.
+# The op suite again through lm.compile(target="cpu"), against the same torch results: each test's checks
+# compile into one C program (tests/opcheck.py), a few minutes cold on 2 cores; .cache/ keeps reruns warm.
 test-compiled: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=cpu $(PY) -m pytest -q -n 2 tests/ops
 
