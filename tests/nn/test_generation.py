@@ -7,7 +7,7 @@ import torch
 import transformers
 
 import luminal as lm
-from luminal.nn.models.generation import decoder_graphs, greedy_generate
+from luminal.nn.models.generation import allowed_probabilities, decoder_graphs, greedy_generate, sample_generate
 from luminal.nn.models.gpt2 import GPT2LMHeadModel
 from luminal.nn.models.llama import LlamaForCausalLM
 from tests.nn.hf import max_error, tiny_model, token_batch
@@ -82,3 +82,53 @@ def _kept(steps, graph, feed):
     out = lm.run(graph, feed)
     steps.append(out["logits"])
     return out
+
+
+LONG_MODELS = {
+    "gpt2": (GPT2LMHeadModel, transformers.GPT2Config(vocab_size=40, n_positions=64, n_embd=24, n_layer=2, n_head=3)),
+    "llama": MODELS["llama"],
+}
+
+
+def _compiled(graphs):
+    programs = {id(g): lm.compile(g, target="cpu") for g in (graphs.prefill, graphs.step)}
+    return lambda g, feed: programs[id(g)].run(feed)
+
+
+@pytest.mark.parametrize("name", LONG_MODELS)
+def test_thirty_two_greedy_tokens_match_hugging_face(name):
+    """32 new tokens, token for token with generate(), the graphs compiled for the CPU (the interpreter would
+    take minutes: it materialises every matmul product)."""
+    ours, config = LONG_MODELS[name]
+    hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, config)
+    graphs = decoder_graphs(ours(config.to_dict()), max_positions=64).bind(weights)
+    prompt, _ = token_batch(40, 2, 5, seed=8)
+    got = greedy_generate(graphs, prompt, 32, run=_compiled(graphs), eos_token_id=config.eos_token_id)
+    with torch.no_grad():
+        want = hf.generate(torch.from_numpy(prompt), max_new_tokens=32, do_sample=False,
+                           attention_mask=torch.ones(prompt.shape, dtype=torch.int64), pad_token_id=0)  # fmt: skip
+    np.testing.assert_array_equal(got, want.numpy())
+
+
+def test_sampling_draws_only_allowed_tokens_repeatably():
+    """Each sampled token lies in the top-k / top-p set of the model's own distribution at that step (from
+    transformers' forward pass over the sequence), one seed gives one sequence, and top_k=1 is greedy."""
+    ours, config = LONG_MODELS["gpt2"]
+    hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, config)
+    graphs = decoder_graphs(ours(config.to_dict()), max_positions=64).bind(weights)
+    run = _compiled(graphs)
+    prompt, _ = token_batch(40, 3, 4, seed=9)
+    options = {"temperature": 1.5, "top_k": 8, "top_p": 0.8}
+    tokens = sample_generate(graphs, prompt, 12, seed=1, run=run, **options)
+    assert (tokens == sample_generate(graphs, prompt, 12, seed=1, run=run, **options)).all()
+    with torch.no_grad():
+        logits = hf(torch.from_numpy(tokens)).logits.numpy()
+    for k in range(12):
+        at = prompt.shape[1] - 1 + k  # the logits that chose token at + 1
+        allowed = allowed_probabilities(logits[:, at], **options) > 0
+        assert allowed[np.arange(3), tokens[:, at + 1]].all(), f"step {k}"
+        assert (allowed.sum(-1) <= 8).all()
+    greedy = greedy_generate(graphs, prompt, 6, run=run)
+    np.testing.assert_array_equal(sample_generate(graphs, prompt, 6, top_k=1, seed=2, run=run), greedy)
+    with pytest.raises(ValueError, match="temperature"):
+        sample_generate(graphs, prompt, 1, temperature=0.0)
