@@ -66,6 +66,26 @@ def tiny_gpt2() -> torch.nn.Module:
     return GPT2Model(config)
 
 
+def tiny_llama() -> torch.nn.Module:
+    """Grouped-query attention, RMSNorm, SwiGLU and rotary embeddings."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=60, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                         use_cache=False)  # fmt: skip
+    return LlamaForCausalLM(config)
+
+
+def tiny_mistral() -> torch.nn.Module:
+    """Llama's layers with a sliding attention window shorter than the sequence."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    config = MistralConfig(vocab_size=60, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                           sliding_window=3, use_cache=False)  # fmt: skip
+    return MistralForCausalLM(config)
+
+
 def seeded(factory) -> torch.nn.Module:
     torch.manual_seed(0)
     return factory().eval()

@@ -9,7 +9,7 @@ import torch
 
 import luminal as lm
 import luminal.torch
-from tests.torch.models import MLP, ConvNet, encoder_layer, seeded, tiny_bert, tiny_gpt2
+from tests.torch.models import MLP, ConvNet, encoder_layer, seeded, tiny_bert, tiny_gpt2, tiny_llama, tiny_mistral
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -28,6 +28,8 @@ CASES = {
     "encoder_layer": (encoder_layer, lambda: _floats((2, 5, 16))),
     "bert": (tiny_bert, lambda: _tokens((2, 6))),
     "gpt2": (tiny_gpt2, lambda: _tokens((2, 6))),
+    "llama": (tiny_llama, lambda: _tokens((2, 6))),
+    "mistral": (tiny_mistral, lambda: _tokens((2, 6))),
 }
 
 
