@@ -87,7 +87,9 @@ def _kept(steps, graph, feed):
 LONG_MODELS = {
     "gpt2": (GPT2LMHeadModel, transformers.GPT2Config(vocab_size=40, n_positions=64, n_embd=24, n_layer=2, n_head=3)),
     "llama": MODELS["llama"],
-}
+    "mistral": (LlamaForCausalLM, transformers.MistralConfig(vocab_size=40, hidden_size=24, intermediate_size=36,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, sliding_window=8)),
+}  # fmt: skip
 
 
 def _compiled(graphs):
