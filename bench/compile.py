@@ -3,7 +3,8 @@
     .venv/bin/python bench/compile.py [--compile-only]
 
 Models: an MLP, a transformer encoder block and a 6-layer MiniLM-shaped encoder (dim 384, 12 heads, ffn 1536),
-sequence 128, batch 1 and 8; then all-MiniLM-L6-v2 itself (luminal.nn, real weights) against transformers.
+sequence 128, batch 1 and 8; then all-MiniLM-L6-v2 itself (luminal.nn, real weights) against transformers, and
+single linear layers of its shapes against torch's.
 Outputs are compared with torch before timing; compiled and torch runs alternate within each repeat (the
 machine is shared: both see the same load) and medians are printed. The interpreter row is skipped where its
 materialised matmul products would not fit comfortably in memory.
@@ -38,6 +39,7 @@ from blocks import (  # noqa: E402
 from timing import interleaved_ms, median_ms  # noqa: E402
 
 import luminal as lm  # noqa: E402
+import luminal.functional as F  # noqa: E402
 from luminal.compiler import memory  # noqa: E402
 
 REFERENCE_LIMIT_BYTES = 2 * 2**30  # the interpreter materialises [batch, seq, out, in] products
@@ -102,6 +104,31 @@ def main() -> None:
             )
             plan = memory.plan(prog.kernels, {"batch": batch})
             print(f"{'':<20} arena {plan.arena_bytes / 2**20:.1f} MiB vs naive {plan.naive_bytes / 2**20:.1f} MiB")
+
+
+def linears() -> None:
+    """Single linear layers of MiniLM's shapes (rows = batch x sequence): the GEMM kernel alone against
+    torch.nn.functional.linear. The compiled run includes copying its output into a fresh array; torch's does not."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    for rows, k, n in ((128, 384, 1152), (128, 384, 1536), (128, 1536, 384), (1024, 384, 1536)):
+        g = lm.Graph()
+        x = g.input("x", (rows, k))
+        weight = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
+        F.linear(x, g.weight("w", (n, k))).output("y")
+        prog = lm.compile(g.bind({"w": weight}), target="cpu", cache=False)
+        xs = rng.standard_normal((rows, k)).astype(np.float32)
+        tx, tw = torch.from_numpy(xs), torch.from_numpy(weight)
+        np.testing.assert_allclose(prog.run({"x": xs})["y"], xs @ weight.T, rtol=1e-3, atol=1e-3)
+        both = interleaved_ms({"compiled": lambda p=prog, a=xs: p.run({"x": a}),
+                               "torch": lambda a=tx, b=tw: torch.nn.functional.linear(a, b)}, repeats=30)  # fmt: skip
+        mflop = 2 * rows * k * n / 1e6  # per ms: GFLOP/s
+        compiled, eager = both["compiled"], both["torch"]
+        print(
+            f"linear {rows}x{k} -> {n}: compiled {compiled:.3f} ms ({mflop / compiled:.0f} GFLOP/s), "
+            f"torch {eager:.3f} ms ({mflop / eager:.0f} GFLOP/s), {compiled / eager:.2f}x"
+        )
 
 
 def real_minilm() -> None:
@@ -179,4 +206,5 @@ if __name__ == "__main__":
     if "--compile-only" not in sys.argv:
         main()
         real_minilm()
+        linears()
     compile_times()
