@@ -12,19 +12,9 @@ import torch
 
 import luminal as lm
 import luminal.onnx
+from tests.torch.models import MLP  # the same MLP the torch.export tests use
 
 TOLERANCE = 1e-4
-
-
-class MLP(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = torch.nn.Sequential(
-            torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)
-        )
-
-    def forward(self, x):
-        return torch.log_softmax(self.net(x), -1)
 
 
 class ConvNet(torch.nn.Module):
