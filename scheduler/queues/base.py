@@ -1,0 +1,75 @@
+"""The request queue interface: per-deployment bounded queues between the gateway and the workers.
+
+Gateway side: `submit` (admission: raises `QueueFull` instead of waiting) and `wait_result`. Worker side:
+`take` (a batch's worth, most urgent first, expired requests answered 504 and never returned), `complete`
+(store the result, then acknowledge), `reclaim` (take over what a dead worker took and never completed).
+Backends: `MemoryQueue` (the embedded default, one process) and `RedisStreamsQueue` (`LUMINAL_QUEUE_URL=
+redis://...`: consumer groups, acknowledgement after the result is stored). The same tests run on both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from luminal.scheduler.work import InferenceRequest, InferenceResult
+
+
+class QueueFull(Exception):
+    """Admission refused: the deployment's queue holds `max_depth` requests. The gateway answers 429."""
+
+    def __init__(self, deployment_id: int, depth: int, retry_after_s: float):
+        super().__init__(
+            f"deployment {deployment_id} has {depth} requests queued, its limit; retry in {retry_after_s:g} s"
+        )
+        self.deployment_id, self.depth, self.retry_after_s = deployment_id, depth, retry_after_s
+
+
+class ResultTimeout(Exception):
+    """No result arrived in time (the gateway answers 504)."""
+
+
+@dataclass
+class Delivery:
+    """A request handed to one consumer; `tag` identifies the delivery for acknowledgement."""
+
+    request: InferenceRequest
+    tag: str
+    attempts: int = 1  # deliveries so far, reclaims included
+
+
+class RequestQueue(Protocol):
+    # --- gateway side ---
+    def submit(self, request: InferenceRequest, max_depth: int) -> None:
+        """Queue the request or raise QueueFull; never blocks on a full queue."""
+        ...
+
+    async def wait_result(self, request_id: str, timeout: float) -> InferenceResult:
+        """The request's result, once; raises ResultTimeout after `timeout` seconds."""
+        ...
+
+    def depth(self, deployment_id: int) -> int:
+        """Requests queued and not yet taken by a worker."""
+        ...
+
+    def in_flight(self, deployment_id: int) -> int:
+        """Requests taken by a worker and not yet completed."""
+        ...
+
+    # --- worker side ---
+    def take(self, deployment_id: int, consumer: str, max_items: int, wait_s: float) -> list[Delivery]:
+        """Up to `max_items` requests, most urgent first and FIFO within a level, waiting up to `wait_s` for
+        the first; requests whose deadline has passed are completed with EXPIRED here and never returned."""
+        ...
+
+    def complete(self, delivery: Delivery, result: InferenceResult) -> None:
+        """Store the result where `wait_result` finds it, then acknowledge the delivery (in that order, so a
+        crash between the two re-delivers instead of losing the request)."""
+        ...
+
+    def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:
+        """Deliveries another consumer took at least `min_idle_s` ago and never completed, now owned by
+        `consumer`."""
+        ...
+
+    def close(self) -> None: ...
