@@ -10,10 +10,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from luminal.gateway.inference_backend import InvalidInput
 from luminal.gateway.store.errors import Conflict, NotFound
 from luminal.gateway.tensor_codec import TensorError
 from luminal.graph_json import GraphFileError
+from luminal.scheduler.programs import InvalidInput
 
 log = logging.getLogger(__name__)
 

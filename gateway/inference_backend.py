@@ -1,23 +1,23 @@
-"""Where the gateway sends an inference: behind one small Protocol, so the scheduler and batcher of the next
-slice replace the direct call without touching the routers.
+"""Where the gateway sends an inference: behind one small Protocol, so the direct call and the scheduler
+(queues, batching, workers) are interchangeable without touching the routers.
 
-`DirectBackend` runs the deployment's compiled program in a worker thread of this process. Loaded programs are
-cached by their artifact key (content-addressed, so a key always names the same program).
+`DirectBackend` runs the deployment's compiled program in a thread of this process, one request at a time
+(no batching, no queue): the anchor `bench/serve.py` compares the platform against.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
 import anyio.to_thread
-import numpy as np
 
-from luminal.compiler.artifact import load_program
 from luminal.gateway.store.artifacts import ArtifactStore
-from luminal.runtime.reference import ExecutionError
+from luminal.scheduler.programs import InvalidInput, ProgramCache
+from luminal.scheduler.work import EXPIRED, INVALID_INPUT, OK, InferenceRequest, InferenceResult
+
+__all__ = ["DeploymentRef", "DirectBackend", "InferenceBackend", "InvalidInput"]
 
 
 @dataclass(frozen=True)
@@ -27,52 +27,40 @@ class DeploymentRef:
     deployment_id: int
     tenant_id: int
     program_key: str
-
-
-class InvalidInput(ValueError):
-    """The inputs do not fit the program (shape, symbol range, index out of range): the caller's error."""
+    gpu_type: str = "cpu"
+    max_batch_size: int = 1
+    max_queue_delay_ms: int = 0
 
 
 class InferenceBackend(Protocol):
-    async def infer(self, deployment: DeploymentRef, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
-
-
-class _LoadedProgram:
-    def __init__(self, program):
-        self.program = program
-        # A CPU executable reuses one arena and one pointer table across calls, so calls must not overlap.
-        self.lock = threading.Lock()
+    async def infer(self, deployment: DeploymentRef, request: InferenceRequest) -> InferenceResult:
+        """The request's result; a failure the caller should see is a result with its status and error."""
+        ...
 
 
 class DirectBackend:
-    """Runs the program in-process, one call at a time per program (no batching)."""
-
     def __init__(self, artifacts: ArtifactStore, max_loaded: int = 16):
-        self.artifacts = artifacts
-        self.max_loaded = max_loaded  # each loaded program holds its weights and arena in memory
-        self._loaded: OrderedDict[str, _LoadedProgram] = OrderedDict()
-        self._loading = threading.Lock()
+        self.programs = ProgramCache(artifacts.local_path, max_loaded)
 
-    def _program(self, key: str) -> _LoadedProgram:
-        with self._loading:
-            if key in self._loaded:
-                self._loaded.move_to_end(key)
-                return self._loaded[key]
-            loaded = _LoadedProgram(load_program(self.artifacts.local_path(key)))
-            self._loaded[key] = loaded
-            while len(self._loaded) > self.max_loaded:
-                self._loaded.popitem(last=False)
-            return loaded
+    def _run(self, key: str, request: InferenceRequest) -> InferenceResult:
+        started = time.time()
+        if request.expired(started):
+            return InferenceResult(request.id, EXPIRED, error="the request's timeout passed before it ran")
+        try:
+            outputs = self.programs.get(key).run(request.inputs)
+        except InvalidInput as e:
+            return InferenceResult(request.id, INVALID_INPUT, error=str(e))
+        elapsed = time.time() - started
+        return InferenceResult(
+            request.id,
+            OK,
+            outputs,
+            batch_size=1,
+            batch_leader=True,
+            queue_seconds=started - request.enqueued_at,
+            compute_seconds=elapsed,
+            billed_seconds=elapsed,
+        )
 
-    def _run(self, key: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        loaded = self._program(key)
-        with loaded.lock:
-            try:
-                return loaded.program.run(inputs)
-            except ExecutionError as e:
-                raise InvalidInput(str(e)) from None
-            except IndexError as e:  # the runtime's report of a gather/scatter index outside its tensor
-                raise InvalidInput(str(e)) from None
-
-    async def infer(self, deployment: DeploymentRef, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return await anyio.to_thread.run_sync(self._run, deployment.program_key, inputs)
+    async def infer(self, deployment: DeploymentRef, request: InferenceRequest) -> InferenceResult:
+        return await anyio.to_thread.run_sync(self._run, deployment.program_key, request)

@@ -41,6 +41,10 @@ class InferRequest:
     inputs: dict[str, np.ndarray]
     outputs: list[str]
     binary_outputs: set[str] = field(default_factory=set)
+    # Triton's request parameters: `priority` (1 most urgent, 0 the default level) and `timeout` in
+    # microseconds (how long the request may wait before its execution starts).
+    priority: int = 0
+    timeout_us: int | None = None
 
 
 def oip_datatype(luminal_dtype: str) -> str:
@@ -184,7 +188,23 @@ def parse_infer_request(body: bytes, header_length: str | None, signature: dict[
     request_id = doc.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise TensorError("id must be a string")
-    return InferRequest(request_id, inputs, outputs, binary_outputs)
+    priority, timeout_us = _scheduling(_params(doc, "request"))
+    return InferRequest(request_id, inputs, outputs, binary_outputs, priority, timeout_us)
+
+
+MAX_TIMEOUT_US = 24 * 3600 * 10**6
+
+
+def _scheduling(params: dict[str, Any]) -> tuple[int, int | None]:
+    priority = params.get("priority", 0)
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 10:
+        raise TensorError("priority must be an integer from 1 (most urgent) to 10, or 0 for the default")
+    timeout = params.get("timeout")
+    if timeout is not None and (
+        not isinstance(timeout, int) or isinstance(timeout, bool) or not 0 < timeout <= MAX_TIMEOUT_US
+    ):
+        raise TensorError(f"timeout must be a positive integer of microseconds, at most {MAX_TIMEOUT_US}")
+    return priority, timeout
 
 
 def _requested_outputs(doc: dict[str, Any], names: list[str]) -> tuple[list[str], set[str]]:

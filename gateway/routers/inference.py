@@ -6,6 +6,7 @@ model is reported exactly like a missing one (404), so names cannot be probed.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -19,7 +20,8 @@ from luminal.gateway.schemas import tensor_specs
 from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import Tenant
-from luminal.gateway.tensor_codec import encode_infer_response, parse_infer_request
+from luminal.gateway.tensor_codec import InferRequest, encode_infer_response, parse_infer_request
+from luminal.scheduler.work import InferenceRequest, effective_priority
 
 router = APIRouter(prefix="/v2/models", tags=["inference"])
 PLATFORM = "luminal_cpu"
@@ -45,6 +47,9 @@ def _resolve(db: Database, tenant: Tenant, name: str, version: str | None) -> di
             "status": row.status,
             "error": row.error,
             "program_key": row.program_key,
+            "gpu_type": row.gpu_type,
+            "max_batch_size": row.max_batch_size,
+            "max_queue_delay_ms": row.max_queue_delay_ms,
             "version": str(mv.version),
             "versions": all_versions,
             "signature": mv.signature,
@@ -90,15 +95,37 @@ async def _infer(
     body = await read_capped_body(request, max_bytes)
     header_length = request.headers.get(HEADER_LENGTH)
     parsed = await run_in_threadpool(parse_infer_request, body, header_length, d["signature"])
-    ref = DeploymentRef(deployment_id=d["id"], tenant_id=tenant.id, program_key=d["program_key"])
-    results = await backend.infer(ref, parsed.inputs)
-    missing = [n for n in parsed.outputs if n not in results]
+    ref = DeploymentRef(
+        deployment_id=d["id"],
+        tenant_id=tenant.id,
+        program_key=d["program_key"],
+        gpu_type=d["gpu_type"],
+        max_batch_size=d["max_batch_size"],
+        max_queue_delay_ms=d["max_queue_delay_ms"],
+    )
+    result = await backend.infer(ref, _queued_request(ref, parsed))
+    if not result.ok:
+        raise ApiError(result.status, result.error or "inference failed")
+    missing = [n for n in parsed.outputs if n not in result.outputs]
     if missing:  # a backend bug, never the caller's: a 500, logged with the names
         raise RuntimeError(f"deployment {ref.deployment_id}: the backend returned no output(s) {missing}")
-    payload, json_length = encode_infer_response(name, d["version"], parsed, results, d["signature"])
+    payload, json_length = encode_infer_response(name, d["version"], parsed, result.outputs, d["signature"])
     if json_length is None:
         return Response(payload, media_type="application/json")
     return Response(payload, media_type="application/octet-stream", headers={HEADER_LENGTH: str(json_length)})
+
+
+def _queued_request(ref: DeploymentRef, parsed: InferRequest) -> InferenceRequest:
+    now = time.time()
+    deadline = None if parsed.timeout_us is None else now + parsed.timeout_us / 1e6
+    return InferenceRequest(
+        deployment_id=ref.deployment_id,
+        tenant_id=ref.tenant_id,
+        inputs=parsed.inputs,
+        priority=effective_priority(parsed.priority),
+        deadline=deadline,
+        enqueued_at=now,
+    )
 
 
 @router.get("/{name}")

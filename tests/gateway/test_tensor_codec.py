@@ -38,6 +38,22 @@ def test_json_tensors_nested_or_flat():
     assert req.inputs["x"].dtype == np.float32 and req.inputs["ids"].dtype == np.int64
 
 
+def test_scheduling_parameters_as_triton_names_them():
+    plain = parse_infer_request(*body({"inputs": inputs()}), SIG)
+    assert plain.priority == 0 and plain.timeout_us is None
+    doc = {"inputs": inputs(), "parameters": {"priority": 2, "timeout": 1500}}
+    req = parse_infer_request(*body(doc), SIG)
+    assert req.priority == 2 and req.timeout_us == 1500
+    for params, message in [
+        ({"priority": 11}, "priority must be"),
+        ({"priority": True}, "priority must be"),
+        ({"timeout": 0}, "timeout must be"),
+        ({"timeout": 1.5}, "timeout must be"),
+    ]:
+        with pytest.raises(TensorError, match=message):
+            parse_infer_request(*body({"inputs": inputs(), "parameters": params}), SIG)
+
+
 def test_binary_tensors_follow_the_json_in_input_order():
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     ids = np.array([7, 8, 9], np.int64)

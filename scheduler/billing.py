@@ -1,0 +1,43 @@
+"""The billing ledger's interface: one usage record per executed batch, written by the worker that ran it.
+
+A record is keyed by its batch id, so writing it again (a retried write, a re-delivered batch reporting twice)
+is a no-op: each executed batch is billed exactly once. Each request of the batch is billed its share,
+`(ended_at - started_at) * rows / total rows` (rows: the request's extent along the batch dimension).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    batch_id: str
+    deployment_id: int
+    tenant_id: int
+    worker_id: str
+    gpu_type: str
+    started_at: float  # wall-clock seconds (time.time()) when execution started
+    ended_at: float
+    request_ids: tuple[str, ...]
+    request_rows: tuple[int, ...]  # each request's rows, in the order of request_ids
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.request_ids)
+
+    @property
+    def seconds(self) -> float:
+        return self.ended_at - self.started_at
+
+    def shares(self) -> dict[str, float]:
+        """Each request's billed seconds; they sum to the batch's execution time."""
+        total = sum(self.request_rows) or 1
+        return {rid: self.seconds * rows / total for rid, rows in zip(self.request_ids, self.request_rows)}
+
+
+class UsageLedger(Protocol):
+    def record(self, record: UsageRecord) -> bool:
+        """Write the record once; False when a record with its batch id already exists."""
+        ...
