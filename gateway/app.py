@@ -4,23 +4,37 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
 from fastapi import FastAPI
 
 from luminal.gateway.errors import install_error_handlers
-from luminal.gateway.inference_backend import DirectBackend, InferenceBackend
+from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.platform import Platform
-from luminal.gateway.routers import deployments, inference, models, server
+from luminal.gateway.routers import deployments, inference, models, server, workers
+from luminal.gateway.scheduler_backend import SchedulerBackend
 from luminal.gateway.settings import Settings
 from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.artifacts import LocalArtifactStore
 from luminal.gateway.store.database import Database, migrate
 from luminal.gateway.store.tenants import ensure_bootstrap_tenant
+from luminal.provisioner.backends import ThreadWorkers
+from luminal.provisioner.local_processes import LocalProcessWorkers
+from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
 from luminal.scheduler.compile_jobs import ThreadCompileRunner
+from luminal.scheduler.ledger import SqlUsageLedger
+from luminal.scheduler.programs import ProgramCache
+from luminal.scheduler.queues import open_queue
+from luminal.scheduler.registry import open_registry
+from luminal.scheduler.worker_spec import WorkerSpec, ready_specs
 
 
 def start_platform(settings: Settings, backend: InferenceBackend | None = None) -> Platform:
-    """Migrate the schema, create the first tenant on a first start, and resubmit compiles a restart cut off."""
+    """Migrate the schema, create the first tenant on a first start, resubmit compiles a restart cut off, and
+    start the scheduler's side: the queues, the worker registry and the provisioner with its workers.
+
+    A backend passed in (a DirectBackend) replaces the scheduler: `bench/serve.py` measures the platform's
+    overhead against that anchor."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.resolved_database_url)
     migrate(db.engine)
@@ -31,10 +45,46 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
         pending = [d.id for d in deployment_store.pending_compiles(session)]
     for deployment_id in pending:
         compiles.submit(deployment_id)
-    return Platform(settings, db, artifacts, compiles, backend or DirectBackend(artifacts), bootstrap_key)
+    platform = Platform(settings, db, artifacts, compiles, backend, bootstrap_key)
+    if backend is None:
+        _start_scheduler(platform)
+    return platform
+
+
+def _start_scheduler(platform: Platform) -> None:
+    settings = platform.settings
+    queue = open_queue(settings.queue_url)
+    registry = open_registry(settings.queue_url)
+    if settings.worker_backend == "process":
+        worker_backend = LocalProcessWorkers(settings, registry)
+    else:
+        programs = ProgramCache(platform.artifacts.local_path)
+        ledger = SqlUsageLedger(platform.db, settings.gpu_prices_per_second)
+        worker_backend = ThreadWorkers(queue, programs, ledger, registry)
+    scaling = ProvisionerSettings(
+        target_per_replica=settings.scale_target_per_replica,
+        idle_to_zero_s=settings.scale_to_zero_after_s,
+        scale_up_cooldown_s=settings.scale_up_cooldown_s,
+        scale_down_cooldown_s=settings.scale_down_cooldown_s,
+    )
+    provisioner = Provisioner(partial(_ready_specs, platform.db), queue, registry, worker_backend, scaling)
+    provisioner.start()
+    platform.queue, platform.registry, platform.provisioner = queue, registry, provisioner
+    platform.backend = SchedulerBackend(
+        queue, provisioner, settings.max_queue_depth, settings.request_timeout_s, settings.execution_timeout_s
+    )
+
+
+def _ready_specs(db: Database) -> list[WorkerSpec]:
+    with db.session() as session:
+        return ready_specs(session)
 
 
 def stop_platform(platform: Platform) -> None:
+    if platform.provisioner is not None:
+        platform.provisioner.close()
+    if platform.queue is not None:
+        platform.queue.close()
     platform.compiles.shutdown()
     platform.db.dispose()
 
@@ -61,6 +111,6 @@ def create_app(
     # expects, never by what a header claims.
     app = FastAPI(title="Luminal Cloud", version="0.1.0", lifespan=lifespan, strict_content_type=False)
     install_error_handlers(app)
-    for router in (server.router, inference.router, models.router, deployments.router):
+    for router in (server.router, inference.router, models.router, deployments.router, workers.router):
         app.include_router(router)
     return app

@@ -36,6 +36,25 @@ class Settings(BaseSettings):
     # Compiles are CPU-heavy and run beside request handling; one at a time keeps inference responsive.
     compile_workers: int = Field(default=1, ge=1, le=64, description="concurrent compile jobs")
 
+    # Admission control: a deployment's queue holds at most this many waiting requests; more are answered 429.
+    max_queue_depth: int = Field(default=512, ge=1, le=1_000_000, description="queued requests per deployment")
+    # A request with no `timeout` of its own must start executing within this many seconds, or it is answered
+    # 504 without being executed; a client's own timeout is capped by it.
+    request_timeout_s: float = Field(default=60.0, gt=0, le=3600, description="longest wait before execution")
+    # How long the gateway waits for a batch to run once it has started, before it answers 504.
+    execution_timeout_s: float = Field(default=300.0, gt=0, le=86400, description="longest batch execution")
+    # A delivery left unacknowledged this long is taken over by another worker (its worker died or hung).
+    reclaim_idle_s: float = Field(default=30.0, gt=0, description="seconds before a stuck delivery is reclaimed")
+    # Where workers run: "thread" (in the serving process; the embedded default) or "process" (local worker
+    # processes; needs LUMINAL_QUEUE_URL=redis://...).
+    worker_backend: str = Field(default="thread", pattern="^(thread|process)$", description="thread or process")
+    # Autoscaling: requests (queued + executing) per replica before another starts; idle time before a
+    # deployment with min_replicas 0 scales to zero; the cooldowns between scaling steps.
+    scale_target_per_replica: float = Field(default=16.0, gt=0, description="requests per replica")
+    scale_to_zero_after_s: float = Field(default=300.0, ge=0, description="idle seconds before zero replicas")
+    scale_up_cooldown_s: float = Field(default=2.0, ge=0, description="seconds between scale-ups")
+    scale_down_cooldown_s: float = Field(default=30.0, ge=0, description="seconds between scale-downs")
+
     @cached_property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'luminal.db'}"

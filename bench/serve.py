@@ -1,0 +1,201 @@
+"""The platform's serving overhead and the gain from dynamic batching, measured in one run on this machine.
+
+(a) Latency of one small-model request, sequential, p50/p99: through the platform (`luminal serve`: auth,
+    metadata lookup, admission, queue, batcher, worker, metrics) against a plain FastAPI endpoint that calls
+    the same compiled program directly (bench/plain_server.py). The two servers are called in turn, request by
+    request, so both see the same background load; the difference is the overhead the platform adds.
+(b) Throughput of a memory-bound MLP (its weights are read once per batch, so batching pays) at client
+    concurrency 1, 16 and 64, deployed twice on the same platform: batching on (max batch 64, 2 ms delay) and
+    off (max batch 1).
+
+Both servers run as their own processes; the client is asyncio httpx. `python bench/serve.py [--quick]`.
+Goals (issue 4): overhead under 1 ms at p50; at concurrency 64 batching gives >= 5x the throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+import luminal as lm
+import luminal.functional as F
+from luminal.cli.client import PlatformClient
+
+HERE = Path(__file__).resolve().parent
+
+
+def small_model() -> lm.Graph:
+    """A two-layer classifier on 32 features: microseconds of compute, so latency is all serving overhead."""
+    g = lm.Graph()
+    x = g.input("x", (lm.sym("batch", max=256), 32))
+    h = F.relu(F.linear(x, g.weight("w1", (64, 32)), g.weight("b1", (64,))))
+    F.linear(h, g.weight("w2", (10, 64)), g.weight("b2", (10,))).softmax(-1).output("probs")
+    rng = np.random.default_rng(0)
+    shapes = {"w1": (64, 32), "b1": (64,), "w2": (10, 64), "b2": (10,)}
+    g.bind({k: (rng.standard_normal(s) * 0.1).astype(np.float32) for k, s in shapes.items()})
+    return g
+
+
+def wide_model(width: int = 2048, depth: int = 3) -> lm.Graph:
+    """`depth` square layers of `width`: 48 MB of float32 weights at the defaults, read once per execution."""
+    g = lm.Graph()
+    h = g.input("x", (lm.sym("batch", max=256), width))
+    rng = np.random.default_rng(0)
+    weights = {}
+    for i in range(depth):
+        w, b = g.weight(f"w{i}", (width, width)), g.weight(f"b{i}", (width,))
+        weights[f"w{i}"] = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        weights[f"b{i}"] = np.zeros(width, np.float32)
+        h = F.relu(F.linear(h, w, b))
+    h.output("y")
+    g.bind(weights)
+    return g
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(url: str, process: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            sys.exit(f"{process.args} exited with status {process.returncode}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    sys.exit(f"nothing answered at {url}")
+
+
+def deploy(client: PlatformClient, path: Path, name: str, max_batch_size: int, delay_ms: int) -> None:
+    client.upload_model(path, name)
+    spec = dict(model=name, gpu_type="cpu", max_batch_size=max_batch_size, max_queue_delay_ms=delay_ms)
+    deployment = client.create_deployment(**spec, min_replicas=1, max_replicas=1)
+    deployment = client.wait_for_compile(deployment["id"], timeout=600)
+    if deployment["status"] != "ready":
+        sys.exit(f"{name}: {deployment['error']}")
+
+
+def body(rows: np.ndarray, name: str = "x") -> dict:
+    return {"inputs": [{"name": name, "shape": list(rows.shape), "datatype": "FP32", "data": rows.ravel().tolist()}]}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def latency(platform_url: str, key: str, plain_url: str, requests: int) -> None:
+    payload = body(np.random.default_rng(1).standard_normal((1, 32)).astype(np.float32))
+    targets = {
+        "platform": (httpx.Client(headers={"Authorization": f"Bearer {key}"}), f"{platform_url}/v2/models/small/infer"),
+        "plain FastAPI": (httpx.Client(), f"{plain_url}/infer"),
+    }
+    times: dict[str, list[float]] = {name: [] for name in targets}
+    for i in range(requests + 50):
+        for name, (client, url) in targets.items():
+            start = time.perf_counter()
+            response = client.post(url, json=payload)
+            elapsed = (time.perf_counter() - start) * 1e3
+            if response.status_code != 200:
+                sys.exit(f"{name}: {response.status_code} {response.text[:200]}")
+            if i >= 50:  # the first requests warm connections, caches and the workers
+                times[name].append(elapsed)
+    print(f"\n(a) one small-model request, sequential, {requests} each, interleaved")
+    print(f"    {'server':<16}{'p50 ms':>9}{'p99 ms':>9}")
+    for name, t in times.items():
+        print(f"    {name:<16}{statistics.median(t):>9.3f}{percentile(t, 0.99):>9.3f}")
+    overhead = statistics.median(times["platform"]) - statistics.median(times["plain FastAPI"])
+    p99 = percentile(times["platform"], 0.99) - percentile(times["plain FastAPI"], 0.99)
+    print(f"    platform overhead: p50 {overhead:+.3f} ms, p99 {p99:+.3f} ms (goal: p50 under 1 ms)")
+
+
+async def _load(url: str, key: str, payload: dict, concurrency: int, seconds: float) -> tuple[float, int]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, limits=limits, timeout=120) as client:
+        done = 0
+        stop_at = time.perf_counter() + seconds
+
+        async def one_client() -> None:
+            nonlocal done
+            while time.perf_counter() < stop_at:
+                response = await client.post(url, json=payload)
+                if response.status_code != 200:
+                    raise RuntimeError(f"{response.status_code} {response.text[:200]}")
+                done += 1
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one_client() for _ in range(concurrency)))
+        return done / (time.perf_counter() - start), done
+
+
+def throughput(platform_url: str, key: str, width: int, seconds: float) -> None:
+    payload = body(np.random.default_rng(2).standard_normal((1, width)).astype(np.float32))
+    print(f"\n(b) throughput of a {width}-wide 3-layer MLP, requests/s over {seconds:g} s per cell")
+    print(f"    {'concurrency':<13}{'batching off':>14}{'batching on':>13}{'ratio':>8}")
+    for concurrency in (1, 16, 64):
+        rates = {}
+        for mode in ("off", "on"):
+            url = f"{platform_url}/v2/models/wide-batching-{mode}/infer"
+            asyncio.run(_load(url, key, payload, concurrency, min(1.0, seconds)))  # warm
+            rates[mode], _ = asyncio.run(_load(url, key, payload, concurrency, seconds))
+        ratio = rates["on"] / rates["off"]
+        print(f"    {concurrency:<13}{rates['off']:>14.1f}{rates['on']:>13.1f}{ratio:>7.2f}x")
+    print("    goal: at concurrency 64, batching on >= 5x batching off")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="serving overhead and batching throughput")
+    parser.add_argument("--quick", action="store_true", help="fewer requests, shorter load phases")
+    args = parser.parse_args()
+    requests, seconds = (200, 3.0) if args.quick else (1000, 8.0)
+    key = "lm_" + secrets.token_urlsafe(32)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        small, wide = tmp / "small.lgraph", tmp / "wide.lgraph"
+        lm.save(small_model(), small)
+        lm.save(wide_model(), wide)
+        platform_port, plain_port = free_port(), free_port()
+        env = dict(os.environ, LUMINAL_DATA_DIR=str(tmp / "data"), LUMINAL_BOOTSTRAP_KEY=key)
+        env["LUMINAL_MAX_QUEUE_DEPTH"] = "4096"
+        platform = subprocess.Popen(
+            [sys.executable, "-m", "luminal.cli", "serve", "--port", str(platform_port)], env=env,
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        plain = subprocess.Popen([sys.executable, str(HERE / "plain_server.py"), str(small), str(plain_port)])
+        try:
+            platform_url, plain_url = f"http://127.0.0.1:{platform_port}", f"http://127.0.0.1:{plain_port}"
+            wait_for(f"{platform_url}/v2/health/live", platform)
+            wait_for(f"{plain_url}/live", plain)
+            client = PlatformClient(platform_url, key, timeout=600)
+            deploy(client, small, "small", max_batch_size=64, delay_ms=0)
+            deploy(client, wide, "wide-batching-off", max_batch_size=1, delay_ms=0)
+            deploy(client, wide, "wide-batching-on", max_batch_size=64, delay_ms=2)
+            client.close()
+            print(f"machine: {os.cpu_count()} CPUs; platform and anchor each in their own process")
+            latency(platform_url, key, plain_url, requests)
+            throughput(platform_url, key, 2048, seconds)
+        finally:
+            for process in (platform, plain):
+                process.terminate()
+                process.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    main()

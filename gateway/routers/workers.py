@@ -1,0 +1,34 @@
+"""`/v1/deployments/{id}/workers`: the deployment's replicas as the provisioner sees them (running, ready, the
+recent cold-start times) and the worker registry's records (host, pid, heartbeats)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from luminal.gateway.dependencies import DatabaseDep, PlatformDep, TenantDep
+from luminal.gateway.store import deployments as deployment_store
+
+router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
+
+
+@router.get("/{deployment_id}/workers")
+def deployment_workers(deployment_id: int, tenant: TenantDep, db: DatabaseDep, platform: PlatformDep) -> dict[str, Any]:
+    with db.session() as session:
+        deployment_store.get_deployment(session, tenant, deployment_id)  # 404 for another tenant's id
+    if platform.provisioner is None:  # a backend without workers (the direct anchor of bench/serve.py)
+        return {"replicas": 0, "ready_replicas": 0, "cold_start_seconds": [], "workers": []}
+    status = platform.provisioner.status(deployment_id)
+    workers = [
+        {
+            "worker_id": w.worker_id,
+            "host": w.host,
+            "pid": w.pid,
+            "started_at": w.started_at,
+            "ready_at": w.ready_at,
+            "last_heartbeat": w.last_heartbeat,
+        }
+        for w in platform.registry.workers(deployment_id)
+    ]
+    return {**status, "workers": workers}

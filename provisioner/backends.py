@@ -1,0 +1,86 @@
+"""Where workers run, behind one interface: threads of this process (the embedded default, with the in-memory
+queue) or local worker processes (with a shared queue: Redis Streams). Kubernetes and cloud VMs come later as
+further backends of the same shape.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+from luminal.scheduler.billing import UsageLedger
+from luminal.scheduler.programs import ProgramCache
+from luminal.scheduler.queues.base import RequestQueue
+from luminal.scheduler.registry import WorkerRegistry
+from luminal.scheduler.worker import Worker, new_worker_id
+from luminal.scheduler.worker_spec import WorkerSpec
+
+
+class WorkerHandle(Protocol):
+    worker_id: str
+    deployment_id: int
+    started_at: float  # monotonic
+
+    def alive(self) -> bool: ...
+
+    def cold_start_seconds(self) -> float | None:
+        """From start to ready (program loaded), once ready; None before."""
+        ...
+
+    def stop(self) -> None:
+        """Ask for a graceful stop: the worker finishes the batch it is executing, then exits. Non-blocking."""
+        ...
+
+    def join(self, timeout: float) -> bool: ...
+
+
+class WorkerBackend(Protocol):
+    def start(self, spec: WorkerSpec) -> WorkerHandle: ...
+
+
+class _ThreadHandle:
+    def __init__(self, worker: Worker, spec: WorkerSpec):
+        self.worker_id, self.deployment_id = worker.worker_id, spec.deployment_id
+        self.started_at = time.monotonic()
+        self._worker, self._stop = worker, threading.Event()
+        self._ready_at: float | None = None
+        self._thread = threading.Thread(target=self._run, name=f"worker-{worker.worker_id}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        watcher = threading.Thread(target=self._note_ready, daemon=True)
+        watcher.start()
+        try:
+            self._worker.run(self._stop)
+        finally:
+            self._worker.ready.set()  # release the watcher if loading failed
+
+    def _note_ready(self) -> None:
+        self._worker.ready.wait()
+        self._ready_at = time.monotonic()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def cold_start_seconds(self) -> float | None:
+        return None if self._ready_at is None else self._ready_at - self.started_at
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+
+class ThreadWorkers:
+    """Workers as threads sharing this process's queue and loaded programs. The compiled C releases the GIL
+    while it runs, so a batch executing does not stall the gateway's event loop."""
+
+    def __init__(self, queue: RequestQueue, programs: ProgramCache, ledger: UsageLedger, registry: WorkerRegistry):
+        self.queue, self.programs, self.ledger, self.registry = queue, programs, ledger, registry
+
+    def start(self, spec: WorkerSpec) -> WorkerHandle:
+        worker = Worker(spec, self.queue, self.programs, self.ledger, self.registry, new_worker_id(spec.deployment_id))
+        return _ThreadHandle(worker, spec)

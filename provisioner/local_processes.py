@@ -1,0 +1,75 @@
+"""Workers as local processes (`python -m luminal.scheduler.worker_process`), one per replica.
+
+They share nothing with the gateway but the metadata database, the artifact directory and the queue, so this
+backend needs a queue other processes can reach: Redis Streams (`LUMINAL_QUEUE_URL=redis://...`). A process
+learns its deployment from the database and its settings from the same `LUMINAL_*` environment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from luminal.gateway.settings import Settings
+from luminal.provisioner.backends import WorkerHandle
+from luminal.scheduler.registry import WorkerRegistry
+from luminal.scheduler.worker import new_worker_id
+from luminal.scheduler.worker_spec import WorkerSpec
+
+
+class _ProcessHandle:
+    def __init__(self, process: subprocess.Popen, worker_id: str, deployment_id: int, registry: WorkerRegistry):
+        self.worker_id, self.deployment_id = worker_id, deployment_id
+        self.started_at = time.monotonic()
+        self._spawned_at = time.time()  # wall clock, comparable with the ready time the process registers
+        self._process, self._registry = process, registry
+        self._cold_start: float | None = None
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def cold_start_seconds(self) -> float | None:
+        if self._cold_start is None:
+            info = next((w for w in self._registry.workers(self.deployment_id) if w.worker_id == self.worker_id), None)
+            if info is not None and info.ready_at is not None:
+                # From the spawn, so the interpreter's start-up and imports count as the cold start they are.
+                self._cold_start = info.ready_at - self._spawned_at
+        return self._cold_start
+
+    def stop(self) -> None:
+        if self.alive():
+            self._process.send_signal(signal.SIGTERM)
+
+    def join(self, timeout: float) -> bool:
+        try:
+            self._process.wait(timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+            return False
+
+
+class LocalProcessWorkers:
+    def __init__(self, settings: Settings, registry: WorkerRegistry):
+        if not settings.queue_url.startswith(("redis://", "rediss://")):
+            raise ValueError(
+                "local worker processes need a queue they can reach: set LUMINAL_QUEUE_URL=redis://... "
+                "(the in-memory queue serves thread workers only)"
+            )
+        self.settings, self.registry = settings, registry
+
+    def start(self, spec: WorkerSpec) -> WorkerHandle:
+        worker_id = new_worker_id(spec.deployment_id)
+        env = dict(os.environ)
+        env.update(
+            LUMINAL_DATA_DIR=str(self.settings.data_dir),
+            LUMINAL_DATABASE_URL=self.settings.resolved_database_url,
+            LUMINAL_QUEUE_URL=self.settings.queue_url,
+        )
+        command = [sys.executable, "-m", "luminal.scheduler.worker_process", str(spec.deployment_id), worker_id]
+        process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
+        return _ProcessHandle(process, worker_id, spec.deployment_id, self.registry)

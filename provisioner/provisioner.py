@@ -1,0 +1,193 @@
+"""The provisioner: keeps each ready deployment's workers between its min and max replicas, following its load.
+
+A loop thread reconciles every deployment each tick: dead workers are dropped (what they held is reclaimed
+from the queue by the survivors), the autoscaler's decision is applied (start workers, or stop the newest),
+and cold-start times are recorded. The gateway calls `notify` on every request, which also wakes the loop at
+once, so a deployment scaled to zero starts its first worker without waiting for the next tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from luminal.provisioner.autoscaler import Load, ScalingPolicy, desired_replicas
+from luminal.provisioner.backends import WorkerBackend, WorkerHandle
+from luminal.scheduler.queues.base import RequestQueue
+from luminal.scheduler.registry import WorkerRegistry
+from luminal.scheduler.worker_spec import WorkerSpec
+
+log = logging.getLogger(__name__)
+COLD_STARTS_KEPT = 32
+
+
+@dataclass(frozen=True)
+class ProvisionerSettings:
+    tick_s: float = 0.25
+    refresh_s: float = 2.0  # how often the list of ready deployments is re-read from the database
+    target_per_replica: float = 16.0  # queued + in-flight requests per replica before another one starts
+    idle_to_zero_s: float = 300.0
+    scale_up_cooldown_s: float = 2.0
+    scale_down_cooldown_s: float = 30.0
+    stop_grace_s: float = 30.0
+
+
+@dataclass
+class _State:
+    last_activity: float
+    last_scale_up: float = float("-inf")
+    last_scale_down: float = float("-inf")
+
+
+class Provisioner:
+    def __init__(
+        self,
+        ready_specs: Callable[[], list[WorkerSpec]],
+        queue: RequestQueue,
+        registry: WorkerRegistry,
+        backend: WorkerBackend,
+        settings: ProvisionerSettings | None = None,
+    ):
+        # Every deployment that can serve, read fresh (from the metadata store) each `refresh_s`.
+        self.ready_specs = ready_specs
+        self.queue, self.registry, self.backend = queue, registry, backend
+        self.settings = settings or ProvisionerSettings()
+        self._workers: dict[int, list[WorkerHandle]] = defaultdict(list)
+        self._states: dict[int, _State] = {}
+        self._cold_starts: dict[int, deque[float]] = defaultdict(lambda: deque(maxlen=COLD_STARTS_KEPT))
+        self._noted: set[str] = set()  # workers whose cold start is recorded
+        self._specs: dict[int, WorkerSpec] = {}
+        self._specs_read_at = float("-inf")
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="provisioner", daemon=True)
+
+    # --- called by the gateway ---
+    def start(self) -> None:
+        self._thread.start()
+
+    def notify(self, deployment_id: int) -> None:
+        """A request arrived for the deployment: it is active, and may need its first worker now."""
+        with self._lock:
+            state = self._states.get(deployment_id)
+            if state is not None:
+                state.last_activity = time.monotonic()
+            if deployment_id not in self._specs:
+                self._specs_read_at = float("-inf")  # deployed since the last read: re-read at once
+        self._wake.set()
+
+    def status(self, deployment_id: int) -> dict:
+        with self._lock:
+            workers = [w for w in self._workers.get(deployment_id, []) if w.alive()]
+            return {
+                "replicas": len(workers),
+                "ready_replicas": sum(w.cold_start_seconds() is not None for w in workers),
+                "cold_start_seconds": list(self._cold_starts.get(deployment_id, ())),
+            }
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        with self._lock:
+            handles = [h for hs in self._workers.values() for h in hs]
+            self._workers.clear()
+        for handle in handles:
+            handle.stop()
+        for handle in handles:
+            handle.join(self.settings.stop_grace_s)
+
+    # --- the loop ---
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.tick()
+            except Exception:  # a database hiccup must not end provisioning for the whole platform
+                log.exception("provisioner tick failed")
+            self._wake.wait(self.settings.tick_s)
+            self._wake.clear()
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now - self._specs_read_at >= self.settings.refresh_s:
+            specs = {s.deployment_id: s for s in self.ready_specs()}
+            with self._lock:
+                self._specs, self._specs_read_at = specs, now
+        with self._lock:
+            specs = dict(self._specs)
+            gone = [d for d in self._workers if d not in specs]
+        for deployment_id in gone:  # deleted (or no longer ready): its workers go
+            self._scale_to(deployment_id, None, 0, now)
+        for deployment_id, spec in specs.items():
+            self._reconcile(spec, now)
+
+    def _reconcile(self, spec: WorkerSpec, now: float) -> None:
+        d = spec.deployment_id
+        with self._lock:
+            state = self._states.setdefault(d, _State(last_activity=now))
+            workers = self._live_workers(d)
+            for handle in workers:
+                cold_start = handle.cold_start_seconds()
+                if cold_start is not None and handle.worker_id not in self._noted:
+                    self._noted.add(handle.worker_id)
+                    self._cold_starts[d].append(cold_start)
+        queued, in_flight = self.queue.depth(d), self.queue.in_flight(d)
+        if queued or in_flight:
+            state.last_activity = now
+        policy = ScalingPolicy(
+            min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas,
+            target_per_replica=self.settings.target_per_replica,
+            idle_to_zero_s=self.settings.idle_to_zero_s,
+            scale_up_cooldown_s=self.settings.scale_up_cooldown_s,
+            scale_down_cooldown_s=self.settings.scale_down_cooldown_s,
+        )
+        load = Load(
+            queued=queued,
+            in_flight=in_flight,
+            replicas=len(workers),
+            idle_s=now - state.last_activity,
+            since_scale_up_s=now - state.last_scale_up,
+            since_scale_down_s=now - state.last_scale_down,
+        )
+        self._scale_to(d, spec, desired_replicas(policy, load), now)
+
+    def _live_workers(self, deployment_id: int) -> list[WorkerHandle]:
+        """The deployment's workers still running; dead ones are dropped and deregistered (lock held)."""
+        alive, dead = [], []
+        for handle in self._workers.get(deployment_id, []):
+            (alive if handle.alive() else dead).append(handle)
+        for handle in dead:
+            log.warning("worker %s of deployment %s exited", handle.worker_id, deployment_id)
+            self.registry.deregister(handle.worker_id)
+            self._noted.discard(handle.worker_id)
+        self._workers[deployment_id] = alive
+        return alive
+
+    def _scale_to(self, deployment_id: int, spec: WorkerSpec | None, want: int, now: float) -> None:
+        with self._lock:
+            workers = self._live_workers(deployment_id)
+            state = self._states.setdefault(deployment_id, _State(last_activity=now))
+            stopping: list[WorkerHandle] = []
+            if want > len(workers) and spec is not None:
+                for _ in range(want - len(workers)):
+                    workers.append(self.backend.start(spec))
+                state.last_scale_up = now
+                log.info("deployment %s: scaled up to %d", deployment_id, want)
+            elif want < len(workers):
+                # The newest go first: the oldest have warm caches and are certainly ready.
+                stopping, workers[:] = workers[want:], workers[:want]
+                self._noted.difference_update(h.worker_id for h in stopping)
+                state.last_scale_down = now
+                log.info("deployment %s: scaled down to %d", deployment_id, want)
+            if spec is None and not workers:
+                self._workers.pop(deployment_id, None)
+                self._states.pop(deployment_id, None)
+        for handle in stopping:
+            handle.stop()  # graceful: it finishes its batch; the thread or process ends on its own

@@ -1,0 +1,112 @@
+"""One formed batch through the compiled program: grouped, concatenated, run, split, billed, answered.
+
+Order matters for exactly-once billing and for clients: the usage record is written before any result is
+released, so a client that has its answer always finds the batch in its usage report; each delivery is
+completed (result stored, then acknowledged) last.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from luminal.batching.assemble import assemble, compatible_groups, split
+from luminal.batching.layout import BatchLayout
+from luminal.batching.policy import BatchPolicy
+from luminal.scheduler.billing import UsageLedger, UsageRecord
+from luminal.scheduler.programs import InvalidInput
+from luminal.scheduler.queues.base import Delivery, RequestQueue
+from luminal.scheduler.work import FAILED, INVALID_INPUT, OK, InferenceRequest, InferenceResult
+from luminal.scheduler.worker_spec import WorkerSpec
+
+log = logging.getLogger(__name__)
+MAX_ERROR_CHARS = 2000
+
+RunProgram = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+@dataclass
+class BatchExecutor:
+    spec: WorkerSpec
+    worker_id: str
+    queue: RequestQueue
+    ledger: UsageLedger
+    layout: BatchLayout | None
+    policy: BatchPolicy
+
+    def execute(self, run: RunProgram, deliveries: list[Delivery]) -> None:
+        by_id = {d.request.id: d for d in deliveries}
+        requests = [d.request for d in deliveries]
+        groups = compatible_groups(requests) if self.layout is not None else [[r] for r in requests]
+        for group in groups:
+            for request, result in self._run_group(run, group):
+                self.queue.complete(by_id[request.id], result)
+
+    def _runs_alone(self, request: InferenceRequest) -> bool:
+        """Not batchable: the program has no batch axis, or the request's inputs disagree on their rows (the
+        program itself then says what is wrong with them)."""
+        return self.layout is None or self.layout.rows_of(request) is None
+
+    def _rows(self, request: InferenceRequest) -> int:
+        rows = None if self.layout is None else self.layout.rows_of(request)
+        return 1 if rows is None else rows
+
+    def _run_group(
+        self, run: RunProgram, group: list[InferenceRequest]
+    ) -> list[tuple[InferenceRequest, InferenceResult]]:
+        alone = [r for r in group if self._runs_alone(r)]
+        if alone and len(group) > 1:
+            return [pair for request in group for pair in self._run_group(run, [request])]
+        started, t0 = time.time(), time.perf_counter()
+        try:
+            if alone:
+                per_request = [run(group[0].inputs)]
+            else:
+                batch = assemble(group, self.layout, self.policy.buckets)
+                per_request = split(batch, run(batch.inputs))
+        except InvalidInput as e:
+            if len(group) > 1:
+                # One request's bad values (an index out of range) must not fail its neighbours: run each alone.
+                return [pair for request in group for pair in self._run_group(run, [request])]
+            return [(group[0], InferenceResult(group[0].id, INVALID_INPUT, error=str(e)[:MAX_ERROR_CHARS]))]
+        except Exception as e:  # the program or the batch contract broke: every request of the batch learns why
+            log.exception("deployment %s: batch of %d failed", self.spec.deployment_id, len(group))
+            reason = f"the batch failed: {type(e).__name__}: {e}"[:MAX_ERROR_CHARS]
+            return [(r, InferenceResult(r.id, FAILED, error=reason)) for r in group]
+        seconds = time.perf_counter() - t0
+        record = UsageRecord(
+            batch_id=uuid.uuid4().hex,
+            deployment_id=self.spec.deployment_id,
+            tenant_id=self.spec.tenant_id,
+            worker_id=self.worker_id,
+            gpu_type=self.spec.gpu_type,
+            started_at=started,
+            ended_at=started + seconds,
+            request_ids=tuple(r.id for r in group),
+            request_rows=tuple(self._rows(r) for r in group),
+        )
+        self.ledger.record(record)
+        shares = record.shares()
+        return [
+            (
+                request,
+                InferenceResult(
+                    request.id,
+                    OK,
+                    outputs,
+                    batch_id=record.batch_id,
+                    batch_size=len(group),
+                    batch_leader=i == 0,
+                    queue_seconds=max(0.0, started - request.enqueued_at),
+                    compute_seconds=seconds,
+                    billed_seconds=shares[request.id],
+                    worker_id=self.worker_id,
+                ),
+            )
+            for i, (request, outputs) in enumerate(zip(group, per_request))
+        ]

@@ -1,0 +1,52 @@
+"""`python -m luminal.scheduler.worker_process DEPLOYMENT_ID WORKER_ID`: one worker as its own process, started
+by the local provisioner. Settings come from the `LUMINAL_*` environment; SIGTERM stops it after the batch it
+is executing."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+from luminal.gateway.settings import Settings
+from luminal.gateway.store.artifacts import LocalArtifactStore
+from luminal.gateway.store.database import Database
+from luminal.scheduler.ledger import SqlUsageLedger
+from luminal.scheduler.programs import ProgramCache
+from luminal.scheduler.queues import open_queue
+from luminal.scheduler.registry import open_registry
+from luminal.scheduler.worker import Worker
+from luminal.scheduler.worker_spec import spec_for
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
+    if len(argv) != 2 or not argv[0].isdigit():
+        print("usage: python -m luminal.scheduler.worker_process DEPLOYMENT_ID WORKER_ID", file=sys.stderr)
+        return 2
+    deployment_id, worker_id = int(argv[0]), argv[1]
+    settings = Settings()
+    db = Database(settings.resolved_database_url)
+    with db.session() as session:
+        spec = spec_for(session, deployment_id)
+    if spec is None:
+        print(f"deployment {deployment_id} is not ready to serve", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    queue = open_queue(settings.queue_url)
+    registry = open_registry(settings.queue_url)
+    programs = ProgramCache(LocalArtifactStore(settings.artifacts_dir).local_path, max_loaded=1)
+    ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)
+    try:
+        Worker(spec, queue, programs, ledger, registry, worker_id, settings.reclaim_idle_s).run(stop)
+    finally:
+        queue.close()
+        db.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,122 @@
+"""The provisioner's reconcile loop with a fake worker backend and a queue whose load the test sets: replicas
+follow the queue between min and max, a request wakes a deployment at zero, idle deployments go back to zero,
+dead workers are replaced, deleted deployments lose their workers, cold starts are recorded."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
+from luminal.scheduler.registry import open_registry
+from luminal.scheduler.worker_spec import WorkerSpec
+
+SPEC = WorkerSpec(
+    deployment_id=1, tenant_id=1, model="m", version=1, program_key="k", gpu_type="cpu", max_batch_size=8,
+    max_queue_delay_ms=1, min_replicas=0, max_replicas=3, signature={}, symbols={},
+)  # fmt: skip
+
+
+class FakeHandle:
+    def __init__(self, spec: WorkerSpec, n: int):
+        self.worker_id, self.deployment_id = f"w{n}", spec.deployment_id
+        self.started_at = time.monotonic()
+        self.running, self.stopped = True, False
+
+    def alive(self) -> bool:
+        return self.running
+
+    def cold_start_seconds(self):
+        return 0.25
+
+    def stop(self) -> None:
+        self.stopped, self.running = True, False
+
+    def join(self, timeout: float) -> bool:
+        return True
+
+
+class FakeBackend:
+    def __init__(self):
+        self.started: list[FakeHandle] = []
+
+    def start(self, spec: WorkerSpec) -> FakeHandle:
+        self.started.append(FakeHandle(spec, len(self.started)))
+        return self.started[-1]
+
+    def running(self) -> list[FakeHandle]:
+        return [h for h in self.started if h.running]
+
+
+class FakeQueue:
+    def __init__(self):
+        self.queued = self.executing = 0
+
+    def depth(self, deployment_id: int) -> int:
+        return self.queued
+
+    def in_flight(self, deployment_id: int) -> int:
+        return self.executing
+
+
+@pytest.fixture
+def world():
+    specs = [SPEC]
+    queue, backend = FakeQueue(), FakeBackend()
+    settings = ProvisionerSettings(target_per_replica=4, idle_to_zero_s=0.2, scale_up_cooldown_s=0,
+                                   scale_down_cooldown_s=0, refresh_s=0)  # fmt: skip
+    provisioner = Provisioner(lambda: list(specs), queue, open_registry(None), backend, settings)
+    return provisioner, specs, queue, backend
+
+
+def test_replicas_follow_the_queue_within_the_bounds(world):
+    provisioner, _, queue, backend = world
+    provisioner.tick()
+    assert backend.running() == []  # min 0, nothing queued
+    queue.queued = 5
+    provisioner.tick()
+    assert len(backend.running()) == 2  # ceil(5 / 4)
+    queue.queued = 100
+    provisioner.tick()
+    assert len(backend.running()) == 3  # max_replicas
+    assert provisioner.status(1)["replicas"] == 3
+    assert provisioner.status(1)["cold_start_seconds"] == [0.25] * 3
+
+
+def test_idle_deployments_scale_down_to_zero_and_a_request_wakes_them(world):
+    provisioner, _, queue, backend = world
+    queue.queued = 4
+    provisioner.tick()
+    assert len(backend.running()) == 1
+    queue.queued = 0
+    provisioner.tick()
+    assert len(backend.running()) == 1  # active a moment ago: one stays warm
+    time.sleep(0.25)
+    provisioner.tick()
+    assert backend.running() == [] and backend.started[0].stopped
+    provisioner.notify(1)
+    queue.queued = 1
+    provisioner.tick()
+    assert len(backend.running()) == 1
+
+
+def test_min_replicas_stay_warm_and_dead_workers_are_replaced(world):
+    provisioner, specs, _, backend = world
+    specs[0] = dataclasses.replace(SPEC, min_replicas=2)
+    provisioner.tick()
+    assert len(backend.running()) == 2
+    backend.started[0].running = False  # the worker died
+    provisioner.tick()
+    assert len(backend.running()) == 2 and len(backend.started) == 3
+
+
+def test_a_deleted_deployment_loses_its_workers(world):
+    provisioner, specs, _, backend = world
+    specs[0] = dataclasses.replace(SPEC, min_replicas=1)
+    provisioner.tick()
+    assert len(backend.running()) == 1
+    specs.clear()
+    provisioner.tick()
+    assert backend.running() == [] and provisioner.status(1)["replicas"] == 0
