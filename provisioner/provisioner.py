@@ -124,7 +124,7 @@ class Provisioner:
             gone = [d for d in self._workers if d not in specs]
         for deployment_id in gone:  # deleted (or no longer ready): its workers go
             self._scale_to(deployment_id, None, 0, now)
-        for deployment_id, spec in specs.items():
+        for spec in specs.values():
             self._reconcile(spec, now)
 
     def _reconcile(self, spec: WorkerSpec, now: float) -> None:
