@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from luminal.gateway.errors import install_error_handlers
 from luminal.gateway.inference_backend import DirectBackend, InferenceBackend
 from luminal.gateway.platform import Platform
-from luminal.gateway.routers import deployments, inference, models, server
+from luminal.gateway.routers import deployments, inference, models, server, usage
 from luminal.gateway.settings import Settings
 from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.artifacts import LocalArtifactStore
@@ -61,6 +61,6 @@ def create_app(
     # expects, never by what a header claims.
     app = FastAPI(title="Luminal Cloud", version="0.1.0", lifespan=lifespan, strict_content_type=False)
     install_error_handlers(app)
-    for router in (server.router, inference.router, models.router, deployments.router):
+    for router in (server.router, inference.router, models.router, deployments.router, usage.router):
         app.include_router(router)
     return app

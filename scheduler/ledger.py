@@ -2,7 +2,7 @@
 
 Exactly once rests on the database, not on the writer: `batch_id` is unique and the insert is
 `ON CONFLICT (batch_id) DO NOTHING RETURNING id` (SQLite >= 3.35 and PostgreSQL), so two workers or a retry racing
-on one batch leave one row, and the loser learns it from the row count, with no error to tell apart from a real
+on one batch leave one row, and the loser learns it from the empty RETURNING, with no error to tell apart from a real
 one (such as an unknown tenant).
 """
 
