@@ -1,1 +1,2 @@
-"""Placeholder: this component is built by a later issue (see README)."""
+"""Dynamic batching: `policy` (size, queue delay, buckets), `layout` (whether and how a program batches),
+`assemble` (requests into one padded batch and its outputs back), `former` (batches taken from a queue)."""

@@ -69,3 +69,7 @@ class PlatformClient:
             if time.monotonic() > deadline:
                 raise ClientError(f"deployment {deployment_id} still compiling after {timeout:.0f} s")
             time.sleep(poll_s)
+
+    def usage(self, **params: Any) -> dict:
+        """The usage report (`since`, `until`, `by`, `deployment_id`; None leaves a parameter out)."""
+        return self._call("GET", "/v1/usage", params={k: v for k, v in params.items() if v is not None})

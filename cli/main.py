@@ -123,3 +123,6 @@ def _json(doc: object) -> str:
 
 def main() -> None:
     app()
+
+
+from luminal.cli import usage as _usage  # noqa: E402, F401  (registers `luminal usage` on app)

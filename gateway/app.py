@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from luminal.gateway.errors import install_error_handlers
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.platform import Platform
-from luminal.gateway.routers import deployments, inference, models, server, workers
+from luminal.gateway.routers import deployments, inference, models, server, usage, workers
 from luminal.gateway.scheduler_backend import SchedulerBackend
 from luminal.gateway.settings import Settings
 from luminal.gateway.store import deployments as deployment_store
@@ -111,6 +111,6 @@ def create_app(
     # expects, never by what a header claims.
     app = FastAPI(title="Luminal Cloud", version="0.1.0", lifespan=lifespan, strict_content_type=False)
     install_error_handlers(app)
-    for router in (server.router, inference.router, models.router, deployments.router, workers.router):
-        app.include_router(router)
+    for module in (server, inference, models, deployments, workers, usage):
+        app.include_router(module.router)
     return app

@@ -22,6 +22,9 @@ class UsageRecord:
     ended_at: float
     request_ids: tuple[str, ...]
     request_rows: tuple[int, ...]  # each request's rows, in the order of request_ids
+    # The deployment's model, copied into the record; None: the ledger looks them up by deployment_id.
+    model_name: str | None = None
+    model_version: int | None = None
 
     @property
     def batch_size(self) -> int:

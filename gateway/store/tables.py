@@ -9,7 +9,9 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     DateTime,
+    Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -119,3 +121,28 @@ class Deployment(Base):
     created_at: Mapped[dt.datetime] = _now()
     updated_at: Mapped[dt.datetime] = _now()
     model_version: Mapped[ModelVersion] = relationship(back_populates="deployment")
+
+
+class UsageRecordRow(Base):
+    """One executed batch, billed once (`batch_id` is unique). Times are wall-clock epoch seconds as floats, so a
+    report buckets them by floor division alike on SQLite and PostgreSQL. The deployment is not a foreign key,
+    and its model's name and version are copied in: billing history outlives a deleted deployment."""
+
+    __tablename__ = "usage_records"
+    __table_args__ = (Index("ix_usage_records_tenant_started", "tenant_id", "started_at"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    batch_id: Mapped[str] = mapped_column(String(64), unique=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    deployment_id: Mapped[int] = mapped_column(Integer)
+    model_name: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    model_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    worker_id: Mapped[str] = mapped_column(String(128))
+    gpu_type: Mapped[str] = mapped_column(String(32))
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float] = mapped_column(Float)
+    seconds: Mapped[float] = mapped_column(Float)  # ended_at - started_at: the billed GPU-seconds
+    batch_size: Mapped[int] = mapped_column(Integer)  # requests in the batch
+    request_ids: Mapped[list[str]] = mapped_column(JSON)
+    request_rows: Mapped[list[int]] = mapped_column(JSON)  # each request's rows, in the order of request_ids
+    price_per_second: Mapped[float] = mapped_column(Float)  # the price when recorded; later changes bill new work
+    cost: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,151 @@
+"""SqlUsageLedger on SQLite and PostgreSQL: each batch billed exactly once (retries and racing writers
+included), shares summing to the batch time, the model snapshot, and the tenant foreign key."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+from sqlalchemy import delete, select
+
+from luminal.gateway.store import deployments as deployment_store
+from luminal.gateway.store import models as model_store
+from luminal.gateway.store.database import Database, migrate
+from luminal.gateway.store.models import UploadedGraph
+from luminal.gateway.store.tables import Tenant, UsageRecordRow
+from luminal.gateway.store.tenants import create_tenant
+from luminal.scheduler.billing import UsageRecord
+from luminal.scheduler.ledger import LedgerError, SqlUsageLedger
+
+PRICES = {"cpu": 0.5, "h100": 2.0}
+SIGNATURE = {"inputs": [{"name": "x", "shape": [4], "dtype": "float32"}], "outputs": []}
+
+
+@pytest.fixture
+def world(database_url: str):
+    """A migrated database with tenant `acme` whose model `tiny` version 1 is deployed."""
+    db = Database(database_url)
+    migrate(db.engine)
+    spec = deployment_store.DeploymentSpec("tiny", None, "h100", "cpu", 8, 5, 0, 1)
+    with db.session() as s:
+        tenant, _ = create_tenant(s, "acme")
+        model_store.add_version(s, tenant, "tiny", UploadedGraph("ab" * 32, 10, "k", SIGNATURE, {}))
+        deployment_id = deployment_store.create_deployment(s, tenant, spec).id
+    yield db, tenant.id, deployment_id
+    db.dispose()
+
+
+def usage(tenant_id: int, deployment_id: int, **changes) -> UsageRecord:
+    fields = dict(
+        batch_id=uuid.uuid4().hex,
+        deployment_id=deployment_id,
+        tenant_id=tenant_id,
+        worker_id="worker-1",
+        gpu_type="h100",
+        started_at=1_700_000_000.25,
+        ended_at=1_700_000_001.75,
+        request_ids=("r1", "r2", "r3"),
+        request_rows=(1, 4, 3),
+    )
+    return UsageRecord(**{**fields, **changes})
+
+
+def rows(db: Database) -> list[UsageRecordRow]:
+    with db.session() as s:
+        return list(s.scalars(select(UsageRecordRow).order_by(UsageRecordRow.id)))
+
+
+def test_a_record_is_written_once_with_its_price_and_model(world):
+    db, tenant_id, deployment_id = world
+    ledger = SqlUsageLedger(db, PRICES)
+    record = usage(tenant_id, deployment_id)
+    assert ledger.record(record) is True
+    # A retry, even one carrying other numbers, changes nothing: the first write of a batch is its bill.
+    assert ledger.record(record) is False
+    assert ledger.record(usage(tenant_id, deployment_id, batch_id=record.batch_id, ended_at=1_700_000_099.0)) is False
+    [row] = rows(db)
+    assert (row.batch_id, row.tenant_id, row.deployment_id) == (record.batch_id, tenant_id, deployment_id)
+    assert (row.model_name, row.model_version, row.gpu_type, row.worker_id) == ("tiny", 1, "h100", "worker-1")
+    assert (row.seconds, row.batch_size, row.price_per_second, row.cost) == (1.5, 3, 2.0, 3.0)
+    assert (row.request_ids, row.request_rows) == (["r1", "r2", "r3"], [1, 4, 3])
+
+
+def test_racing_writers_of_one_batch_leave_one_row(world):
+    db, tenant_id, deployment_id = world
+    ledger = SqlUsageLedger(db, PRICES)
+    record = usage(tenant_id, deployment_id)
+    results: list[bool] = []
+    start = threading.Barrier(6)
+
+    def write() -> None:
+        start.wait()
+        results.append(ledger.record(record))
+
+    threads = [threading.Thread(target=write) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False] * 5 + [True]
+    assert len(rows(db)) == 1
+
+
+def test_shares_sum_to_the_batch_time_and_follow_the_rows(world):
+    db, tenant_id, deployment_id = world
+    record = usage(tenant_id, deployment_id)
+    shares = record.shares()
+    assert sum(shares.values()) == pytest.approx(record.seconds) == pytest.approx(1.5)
+    assert shares == pytest.approx({"r1": 1.5 / 8, "r2": 1.5 * 4 / 8, "r3": 1.5 * 3 / 8})
+    SqlUsageLedger(db, PRICES).record(record)
+    [row] = rows(db)
+    assert row.seconds == pytest.approx(row.ended_at - row.started_at)
+
+
+def test_the_model_snapshot_outlives_the_deployment(world):
+    db, tenant_id, deployment_id = world
+    ledger = SqlUsageLedger(db, PRICES)
+    ledger.record(usage(tenant_id, deployment_id))
+    with db.session() as s:
+        tenant = s.get(Tenant, tenant_id)
+        deployment_store.delete_deployment(s, tenant, deployment_id)
+    # Billed after the deletion: no model to look up, unless the worker carried it in the record.
+    ledger.record(usage(tenant_id, deployment_id))
+    ledger.record(usage(tenant_id, deployment_id, model_name="tiny", model_version=1))
+    assert [(r.deployment_id, r.model_name, r.model_version) for r in rows(db)] == [
+        (deployment_id, "tiny", 1),
+        (deployment_id, None, None),
+        (deployment_id, "tiny", 1),
+    ]
+
+
+def test_an_unknown_tenant_is_refused_and_a_deleted_tenant_takes_its_records(world):
+    db, tenant_id, deployment_id = world
+    ledger = SqlUsageLedger(db, PRICES)
+    with pytest.raises(LedgerError, match="tenant 9999 does not exist"):
+        ledger.record(usage(9999, deployment_id))
+    assert rows(db) == []
+    ledger.record(usage(tenant_id, deployment_id))
+    with db.session() as s:
+        s.execute(delete(Tenant).where(Tenant.id == tenant_id))
+    assert rows(db) == []
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        (dict(batch_id=""), "batch_id must be 1 to 64 characters"),
+        (dict(batch_id="x" * 65), "batch_id must be 1 to 64 characters"),
+        (dict(ended_at=1_699_999_999.0), "ended .* before it started"),
+        (dict(started_at=float("nan")), "must be epoch seconds"),
+        (dict(request_rows=(1, 2)), "3 request ids but 2 row counts"),
+        (dict(request_ids=(), request_rows=()), "at least one request"),
+        (dict(request_rows=(1, -1, 2)), "non-negative integers"),
+        (dict(gpu_type="tpu"), "no price for GPU type 'tpu'"),
+    ],
+)
+def test_records_that_cannot_be_billed_are_refused_by_name(world, changes, message):
+    db, tenant_id, deployment_id = world
+    with pytest.raises(LedgerError, match=message):
+        SqlUsageLedger(db, PRICES).record(usage(tenant_id, deployment_id, **changes))
+    assert rows(db) == []
