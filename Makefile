@@ -1,10 +1,11 @@
-# Two commands: `make test` (set up, lint, run every test) and `make run` (set up, run the example).
+# Two commands: `make test` (set up, lint, run every test) and `make run` (set up, run the platform locally with an
+# example model deployed; it keeps serving until Ctrl-C).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test test-compiled run lint format bench clean
+.PHONY: test test-compiled run quickstart lint format bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -27,6 +28,10 @@ test-compiled: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=cpu $(PY) -m pytest -q -n 2 tests/ops
 
 run: $(STAMP)
+	$(PY) examples/platform_demo.py
+
+# The core alone: build a model, save and load it, run it in the interpreter and compiled.
+quickstart: $(STAMP)
 	$(PY) examples/quickstart.py
 
 bench: $(STAMP)

@@ -21,11 +21,13 @@ from luminal.batching.policy import BatchPolicy
 from luminal.scheduler.billing import UsageLedger, UsageRecord
 from luminal.scheduler.programs import InvalidInput
 from luminal.scheduler.queues.base import Delivery, RequestQueue
+from luminal.scheduler.queues.memory import expired_result
 from luminal.scheduler.work import FAILED, INVALID_INPUT, OK, InferenceRequest, InferenceResult
 from luminal.scheduler.worker_spec import WorkerSpec
 
 log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 2000
+LEDGER_ATTEMPTS = 3
 
 RunProgram = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
@@ -41,11 +43,31 @@ class BatchExecutor:
 
     def execute(self, run: RunProgram, deliveries: list[Delivery]) -> None:
         by_id = {d.request.id: d for d in deliveries}
-        requests = [d.request for d in deliveries]
+        now = time.time()
+        for delivery in deliveries:
+            # A request held for a later batch (or reclaimed) may have passed its deadline since it was taken.
+            if delivery.request.expired(now):
+                self.queue.complete(delivery, expired_result(delivery.request))
+        requests = [d.request for d in deliveries if not d.request.expired(now)]
         groups = compatible_groups(requests) if self.layout is not None else [[r] for r in requests]
         for group in groups:
             for request, result in self._run_group(run, group):
                 self.queue.complete(by_id[request.id], result)
+
+    def _bill(self, record: UsageRecord) -> None:
+        """Write the batch's usage record, retrying a failing database briefly (the batch id keeps a retry from
+        billing twice). If it still fails the answers are released anyway: the requests were served, and a
+        client must not lose its result to a billing outage; the loss is logged loudly for reconciliation."""
+        for attempt in range(LEDGER_ATTEMPTS):
+            try:
+                self.ledger.record(record)
+                return
+            except Exception:
+                if attempt == LEDGER_ATTEMPTS - 1:
+                    log.exception("deployment %s: usage record of batch %s NOT written: %r",
+                                  self.spec.deployment_id, record.batch_id, record)  # fmt: skip
+                    return
+                time.sleep(0.05 * 2**attempt)
 
     def _runs_alone(self, request: InferenceRequest) -> bool:
         """Not batchable: the program has no batch axis, or the request's inputs disagree on their rows (the
@@ -90,7 +112,7 @@ class BatchExecutor:
             request_ids=tuple(r.id for r in group),
             request_rows=tuple(self._rows(r) for r in group),
         )
-        self.ledger.record(record)
+        self._bill(record)
         shares = record.shares()
         return [
             (

@@ -5,6 +5,7 @@ from fastapi.testclient import TestClient
 
 from luminal.gateway.app import create_app
 from luminal.gateway.store.tenants import tenant_for_key
+from luminal.scheduler.work import OK, InferenceResult
 from tests.gateway.conftest import BOOTSTRAP_KEY
 
 
@@ -21,14 +22,14 @@ def test_openapi_documents_every_resource(settings):
 
 
 class RecordingBackend:
-    """A stand-in for the scheduler of the next slice: what the router hands an InferenceBackend."""
+    """A stand-in for the scheduler: what the router hands an InferenceBackend."""
 
     def __init__(self):
         self.calls = []
 
-    async def infer(self, deployment, inputs):
-        self.calls.append((deployment, inputs))
-        return {"probs": np.full((inputs["x"].shape[0], 3), 0.5, np.float32)}
+    async def infer(self, deployment, request):
+        self.calls.append((deployment, request))
+        return InferenceResult(request.id, OK, {"probs": np.full((request.inputs["x"].shape[0], 3), 0.5, np.float32)})
 
 
 def test_inference_goes_through_the_backend_interface(settings, model_bytes):
@@ -43,14 +44,15 @@ def test_inference_goes_through_the_backend_interface(settings, model_bytes):
         with client.app.state.platform.db.session() as session:
             tenant_id = tenant_for_key(session, BOOTSTRAP_KEY).id
     assert r.status_code == 200 and r.json()["outputs"][0]["data"] == [0.5] * 6
-    ((ref, inputs),) = backend.calls
+    ((ref, request),) = backend.calls
     assert (ref.deployment_id, ref.tenant_id, len(ref.program_key)) == (deployment["id"], tenant_id, 64)
-    np.testing.assert_array_equal(inputs["x"], np.arange(8, dtype=np.float32).reshape(2, 4))
+    assert (request.deployment_id, request.tenant_id, request.priority) == (deployment["id"], tenant_id, 5)
+    np.testing.assert_array_equal(request.inputs["x"], np.arange(8, dtype=np.float32).reshape(2, 4))
 
 
 class ForgetfulBackend:
-    async def infer(self, deployment, inputs):
-        return {}  # a broken backend: no outputs at all
+    async def infer(self, deployment, request):
+        return InferenceResult(request.id, OK, {})  # a broken backend: no outputs at all
 
 
 def test_a_backend_that_drops_outputs_is_a_500_not_a_wrong_answer(settings, model_bytes):
