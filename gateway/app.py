@@ -10,7 +10,8 @@ from fastapi import FastAPI
 from luminal.gateway.errors import install_error_handlers
 from luminal.gateway.inference_backend import DirectBackend, InferenceBackend
 from luminal.gateway.platform import Platform
-from luminal.gateway.routers import deployments, inference, models, server
+from luminal.gateway.predictions import fail_interrupted
+from luminal.gateway.routers import deployments, inference, metrics, models, predictions, server
 from luminal.gateway.settings import Settings
 from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.artifacts import LocalArtifactStore
@@ -31,6 +32,7 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
         pending = [d.id for d in deployment_store.pending_compiles(session)]
     for deployment_id in pending:
         compiles.submit(deployment_id)
+    fail_interrupted(db)
     return Platform(settings, db, artifacts, compiles, backend or DirectBackend(artifacts), bootstrap_key)
 
 
@@ -55,12 +57,17 @@ def create_app(
         try:
             yield
         finally:
-            stop_platform(app.state.platform)
+            try:
+                await app.state.platform.predictions.shutdown()
+            finally:
+                stop_platform(app.state.platform)
 
     # strict_content_type=False: clients (curl, SDKs) often omit Content-Type; a body is parsed as what the route
     # expects, never by what a header claims.
     app = FastAPI(title="Luminal Cloud", version="0.1.0", lifespan=lifespan, strict_content_type=False)
     install_error_handlers(app)
     for router in (server.router, inference.router, models.router, deployments.router):
+        app.include_router(router)
+    for router in (predictions.router, metrics.router):
         app.include_router(router)
     return app
