@@ -7,11 +7,11 @@ import datetime as dt
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from luminal.gateway.schemas import MODEL_NAME_PATTERN
 from luminal.gateway.store.tables import Prediction
-from luminal.gateway.webhooks import MAX_URL_CHARS, check_webhook_url
+from luminal.gateway.webhooks import check_webhook_url
 
 MAX_TENSORS = 256  # far above any model's inputs or outputs; keeps a hostile list from being walked for long
 
@@ -25,15 +25,8 @@ class PredictionCreate(BaseModel):
     # tensor codec checks them against the model's signature.
     inputs: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_TENSORS)
     outputs: list[dict[str, Any]] | None = Field(default=None, max_length=MAX_TENSORS)
-    # Checked by hand (not pydantic's HttpUrl), so the 400 names the rule the URL breaks.
+    # Checked by `checked_webhook` (not pydantic's HttpUrl), so the 400 names the rule the URL breaks.
     webhook: str | None = Field(default=None, description="http(s) URL that receives the finished prediction")
-
-    @field_validator("webhook")
-    @classmethod
-    def _webhook_length(cls, url: str | None) -> str | None:
-        if url is not None and len(url) > MAX_URL_CHARS:
-            raise ValueError(f"at most {MAX_URL_CHARS} characters")
-        return url
 
     def infer_body(self) -> bytes:
         """The equivalent OIP infer request body, for the same decoding and checks as `/v2/.../infer`."""
