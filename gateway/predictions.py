@@ -123,11 +123,14 @@ class PredictionRunner:
         task.add_done_callback(lambda _t: self._tasks.pop(prediction_id, None))
         return prediction_id
 
-    async def shutdown(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+    async def shutdown(self, grace_s: float | None = None) -> None:
+        """Give running predictions `grace_s` (default SHUTDOWN_GRACE_S) to finish, then cancel the rest and mark
+        them failed, so no client polls forever."""
         tasks = dict(self._tasks)
         if not tasks:
             return
-        _, still_running = await asyncio.wait(tasks.values(), timeout=grace_s)
+        grace = SHUTDOWN_GRACE_S if grace_s is None else grace_s
+        _, still_running = await asyncio.wait(tasks.values(), timeout=grace)
         for task in still_running:
             task.cancel()
         await asyncio.gather(*still_running, return_exceptions=True)

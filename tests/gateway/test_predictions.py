@@ -4,6 +4,7 @@ webhook arrives signed, tenants are isolated, and a restart fails what it cut of
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -12,15 +13,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from luminal.gateway import predictions as predictions_module
-from luminal.gateway.app import start_platform, stop_platform
+from luminal.gateway.app import create_app, start_platform, stop_platform
 from luminal.gateway.store import predictions as prediction_store
 from luminal.gateway.store.tables import Prediction, Tenant
 from luminal.gateway.store.tenants import create_tenant
 from luminal.gateway.webhooks import SIGNATURE_HEADER, verify_signature
-from tests.gateway.conftest import deploy_and_wait, upload
+from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 
 ASYNC = {"Prefer": "respond-async"}
 
@@ -276,5 +278,35 @@ def test_the_generated_webhook_secret_survives_a_restart(settings):
     platform = start_platform(configured)
     try:
         assert platform.predictions.webhook_secret == "s" * 32
+    finally:
+        stop_platform(platform)
+
+
+class StuckBackend:
+    """Never answers within a test's patience: a prediction that is still running when the gateway stops."""
+
+    def __init__(self):
+        self.started = threading.Event()
+
+    async def infer(self, deployment, request):
+        self.started.set()
+        await asyncio.sleep(3600)
+
+
+def test_a_shutdown_fails_the_predictions_still_running(settings, model_bytes, monkeypatch):
+    monkeypatch.setattr(predictions_module, "SHUTDOWN_GRACE_S", 0.1)
+    backend = StuckBackend()
+    with TestClient(create_app(settings, backend=backend)) as client:
+        client.headers["Authorization"] = f"Bearer {BOOTSTRAP_KEY}"
+        assert upload(client, "tiny", model_bytes).status_code == 201
+        assert client.post("/v1/deployments", json={"model": "tiny"}).status_code == 202
+        client.app.state.platform.compiles.drain(timeout=120)
+        r = client.post("/v1/predictions", json={"model": "tiny", "inputs": [tensor(rows(1))]})
+        assert r.status_code == 202 and backend.started.wait(10)
+    platform = start_platform(settings)  # the shutdown's mark, not the restart's, must be on it
+    try:
+        with platform.db.session() as s:
+            row = s.get(Prediction, r.json()["id"])
+            assert row.status == "failed" and row.error == predictions_module.SHUTDOWN_MESSAGE
     finally:
         stop_platform(platform)
