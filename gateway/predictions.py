@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import DeploymentRef, InferenceBackend
-from luminal.gateway.metrics import InferenceMetrics, ModelLabels, observed_infer
+from luminal.gateway.metrics import REJECTED, InferenceMetrics, ModelLabels, observed_infer
 from luminal.gateway.prediction_schemas import PredictionAccepted, PredictionPublic
 from luminal.gateway.store import predictions as store
 from luminal.gateway.store.artifacts import ArtifactStore
@@ -115,6 +115,7 @@ class PredictionRunner:
     async def submit(self, job: PredictionJob, tenant_id: int) -> str:
         """Store the prediction `queued` and start its task; returns its id."""
         if len(self._tasks) >= MAX_UNFINISHED:
+            self.metrics.record_failure(job.labels, REJECTED)
             raise ApiError(429, f"this gateway runs {MAX_UNFINISHED} predictions already; retry shortly")
         spec = store.PredictionSpec(tenant_id, job.ref.deployment_id, job.model, int(job.version), job.webhook_url)
         prediction_id = await anyio.to_thread.run_sync(self._create, spec)
@@ -171,8 +172,8 @@ class PredictionRunner:
     async def _notify(self, prediction_id: str, url: str, document: PredictionPublic) -> None:
         delivery = await deliver(url, document.model_dump_json().encode(), self.webhook_secret)
         if not delivery.delivered:
-            log.info("prediction %s: webhook failed after %d attempt(s): %s", prediction_id, delivery.attempts,
-                     delivery.error)  # fmt: skip
+            attempts, error = delivery.attempts, delivery.error
+            log.info("prediction %s: webhook failed after %d attempt(s): %s", prediction_id, attempts, error)
         await anyio.to_thread.run_sync(self._record_webhook, prediction_id, delivery.delivered, delivery.error)
 
     @staticmethod

@@ -21,7 +21,7 @@ from luminal.gateway.app import create_app, start_platform, stop_platform
 from luminal.gateway.store import predictions as prediction_store
 from luminal.gateway.store.tables import Prediction, Tenant
 from luminal.gateway.store.tenants import create_tenant
-from luminal.gateway.webhooks import SIGNATURE_HEADER, verify_signature
+from luminal.gateway.webhooks import SIGNATURE_HEADER, deliver, verify_signature
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 
 ASYNC = {"Prefer": "respond-async"}
@@ -310,3 +310,23 @@ def test_a_shutdown_fails_the_predictions_still_running(settings, model_bytes, m
             assert row.status == "failed" and row.error == predictions_module.SHUTDOWN_MESSAGE
     finally:
         stop_platform(platform)
+
+
+def test_too_many_unfinished_predictions_is_429(deployed, monkeypatch):
+    monkeypatch.setattr(predictions_module, "MAX_UNFINISHED", 0)
+    r = deployed.client().post("/v1/predictions", json={"model": "tiny", "inputs": [tensor(rows(1))]})
+    assert r.status_code == 429 and "retry shortly" in r.json()["error"]
+    assert deployed.client().get("/v1/predictions").json()["predictions"] == []
+    metrics = deployed.client(key=None).get("/metrics").text
+    assert 'nv_inference_request_failure{deployment="1",model="tiny",reason="rejected",version="1"} 1.0' in metrics
+
+
+@pytest.mark.parametrize("status,attempts", [(400, 1), (301, 1), (500, 3)])
+def test_deliver_retries_only_what_may_recover(status, attempts):
+    receiver = Receiver(statuses=[status] * 3)
+    try:
+        delivery = asyncio.run(deliver(receiver.url, b"{}", "s" * 32, backoff_s=0.01))
+    finally:
+        receiver.close()
+    assert not delivery.delivered and delivery.attempts == attempts == len(receiver.deliveries)
+    assert f"HTTP {status}" in delivery.error
