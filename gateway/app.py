@@ -11,7 +11,8 @@ from fastapi import FastAPI
 from luminal.gateway.errors import install_error_handlers
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.platform import Platform
-from luminal.gateway.routers import deployments, inference, models, server, usage, workers
+from luminal.gateway.predictions import fail_interrupted
+from luminal.gateway.routers import deployments, inference, metrics, models, predictions, server, usage, workers
 from luminal.gateway.scheduler_backend import SchedulerBackend
 from luminal.gateway.settings import Settings
 from luminal.gateway.store import deployments as deployment_store
@@ -25,7 +26,8 @@ from luminal.scheduler.compile_jobs import ThreadCompileRunner
 from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
-from luminal.scheduler.registry import open_registry
+from luminal.scheduler.queues.base import RequestQueue
+from luminal.scheduler.registry import WorkerRegistry, open_registry
 from luminal.scheduler.worker_spec import WorkerSpec, ready_specs
 
 
@@ -45,21 +47,26 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
         pending = [d.id for d in deployment_store.pending_compiles(session)]
     for deployment_id in pending:
         compiles.submit(deployment_id)
-    platform = Platform(settings, db, artifacts, compiles, backend, bootstrap_key)
-    if backend is None:
-        _start_scheduler(platform)
-    return platform
+    fail_interrupted(db)
+    if backend is not None:
+        return Platform(settings, db, artifacts, compiles, backend, bootstrap_key)
+    queue, registry, provisioner = _start_scheduler(settings, db, artifacts)
+    backend = SchedulerBackend(
+        queue, provisioner, settings.max_queue_depth, settings.request_timeout_s, settings.execution_timeout_s
+    )
+    return Platform(settings, db, artifacts, compiles, backend, bootstrap_key, queue, registry, provisioner)
 
 
-def _start_scheduler(platform: Platform) -> None:
-    settings = platform.settings
+def _start_scheduler(
+    settings: Settings, db: Database, artifacts: LocalArtifactStore
+) -> tuple[RequestQueue, WorkerRegistry, Provisioner]:
     queue = open_queue(settings.queue_url)
     registry = open_registry(settings.queue_url)
     if settings.worker_backend == "process":
         worker_backend = LocalProcessWorkers(settings, registry)
     else:
-        programs = ProgramCache(platform.artifacts.local_path)
-        ledger = SqlUsageLedger(platform.db, settings.gpu_prices_per_second)
+        programs = ProgramCache(artifacts.local_path)
+        ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)
         worker_backend = ThreadWorkers(queue, programs, ledger, registry)
     scaling = ProvisionerSettings(
         target_per_replica=settings.scale_target_per_replica,
@@ -67,12 +74,9 @@ def _start_scheduler(platform: Platform) -> None:
         scale_up_cooldown_s=settings.scale_up_cooldown_s,
         scale_down_cooldown_s=settings.scale_down_cooldown_s,
     )
-    provisioner = Provisioner(partial(_ready_specs, platform.db), queue, registry, worker_backend, scaling)
+    provisioner = Provisioner(partial(_ready_specs, db), queue, registry, worker_backend, scaling)
     provisioner.start()
-    platform.queue, platform.registry, platform.provisioner = queue, registry, provisioner
-    platform.backend = SchedulerBackend(
-        queue, provisioner, settings.max_queue_depth, settings.request_timeout_s, settings.execution_timeout_s
-    )
+    return queue, registry, provisioner
 
 
 def _ready_specs(db: Database) -> list[WorkerSpec]:
@@ -105,12 +109,15 @@ def create_app(
         try:
             yield
         finally:
-            stop_platform(app.state.platform)
+            try:
+                await app.state.platform.predictions.shutdown()
+            finally:
+                stop_platform(app.state.platform)
 
     # strict_content_type=False: clients (curl, SDKs) often omit Content-Type; a body is parsed as what the route
     # expects, never by what a header claims.
     app = FastAPI(title="Luminal Cloud", version="0.1.0", lifespan=lifespan, strict_content_type=False)
     install_error_handlers(app)
-    for module in (server, inference, models, deployments, workers, usage):
+    for module in (server, inference, models, deployments, workers, usage, predictions, metrics):
         app.include_router(module.router)
     return app

@@ -4,6 +4,7 @@ shape the Open Inference Protocol prescribes, used by the management API too so 
 from __future__ import annotations
 
 import logging
+import math
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -14,6 +15,7 @@ from luminal.gateway.store.errors import Conflict, NotFound
 from luminal.gateway.tensor_codec import TensorError
 from luminal.graph_json import GraphFileError
 from luminal.scheduler.programs import InvalidInput
+from luminal.scheduler.queues.base import QueueFull
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GraphFileError)
     async def _graph_file(_r: Request, e: GraphFileError) -> JSONResponse:
         return error_response(400, f"invalid .lgraph file: {e}")
+
+    @app.exception_handler(QueueFull)
+    async def _queue_full(_r: Request, e: QueueFull) -> JSONResponse:
+        return error_response(429, str(e), {"Retry-After": str(max(1, math.ceil(e.retry_after_s)))})
 
     @app.exception_handler(ApiError)
     async def _api(_r: Request, e: ApiError) -> JSONResponse:

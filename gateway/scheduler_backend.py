@@ -8,13 +8,11 @@ never executed. The gateway's own wait adds `execution_timeout_s` for the batch 
 
 from __future__ import annotations
 
-import math
 import time
 
-from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import DeploymentRef
 from luminal.provisioner.provisioner import Provisioner
-from luminal.scheduler.queues.base import QueueFull, RequestQueue, ResultTimeout
+from luminal.scheduler.queues.base import RequestQueue, ResultTimeout
 from luminal.scheduler.work import EXPIRED, InferenceRequest, InferenceResult
 
 
@@ -34,10 +32,7 @@ class SchedulerBackend:
     async def infer(self, deployment: DeploymentRef, request: InferenceRequest) -> InferenceResult:
         latest = request.enqueued_at + self.request_timeout_s
         request.deadline = latest if request.deadline is None else min(request.deadline, latest)
-        try:
-            self.queue.submit(request, self.max_queue_depth)
-        except QueueFull as e:
-            raise ApiError(429, str(e), {"Retry-After": str(max(1, math.ceil(e.retry_after_s)))}) from None
+        self.queue.submit(request, self.max_queue_depth)  # QueueFull: a 429 with Retry-After (gateway/errors.py)
         self.provisioner.notify(deployment.deployment_id)
         wait = max(0.0, request.deadline - time.time()) + self.execution_timeout_s
         try:

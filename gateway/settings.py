@@ -35,6 +35,12 @@ class Settings(BaseSettings):
     bootstrap_key: str | None = Field(default=None, min_length=20, description="API key of the first tenant")
     # Compiles are CPU-heavy and run beside request handling; one at a time keeps inference responsive.
     compile_workers: int = Field(default=1, ge=1, le=64, description="concurrent compile jobs")
+    # /metrics names every tenant's models, so a reachable gateway should guard it; unset, it is open (the
+    # embedded single-user default). At least 16 characters: it is a shared secret, not a password to remember.
+    metrics_token: str | None = Field(default=None, min_length=16, description="bearer token that /metrics requires")
+    # Signs webhook deliveries (Luminal-Signature). Unset, one is generated on the first start and kept under
+    # data_dir, so receivers keep verifying across restarts; replicas that share no data_dir must all set it.
+    webhook_secret: str | None = Field(default=None, min_length=16, description="HMAC key of webhook signatures")
 
     # Admission control: a deployment's queue holds at most this many waiting requests; more are answered 429.
     max_queue_depth: int = Field(default=512, ge=1, le=1_000_000, description="queued requests per deployment")

@@ -7,20 +7,24 @@ model is reported exactly like a missing one (404), so names cannot be probed.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from luminal.gateway.dependencies import BackendDep, DatabaseDep, SettingsDep, TenantDep
+from luminal.gateway.dependencies import BackendDep, DatabaseDep, PlatformDep, SettingsDep, TenantDep
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import DeploymentRef, InferenceBackend
+from luminal.gateway.metrics import INVALID, InferenceMetrics, ModelLabels, observed_infer
+from luminal.gateway.platform import Platform
+from luminal.gateway.predictions import PredictionJob, accepted_response, prefers_async
 from luminal.gateway.request_body import read_capped_body
 from luminal.gateway.schemas import tensor_specs
 from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import Tenant
-from luminal.gateway.tensor_codec import InferRequest, encode_infer_response, parse_infer_request
+from luminal.gateway.tensor_codec import InferRequest, TensorError, encode_infer_response, parse_infer_request
 from luminal.scheduler.work import InferenceRequest, effective_priority
 
 router = APIRouter(prefix="/v2/models", tags=["inference"])
@@ -80,21 +84,42 @@ def _not_ready_message(name: str, d: dict[str, Any]) -> str:
     return f"model {name!r} version {d['version']} is not ready ({d['status']})"
 
 
-async def _infer(
-    request: Request,
-    name: str,
-    version: str | None,
-    tenant: Tenant,
-    db: Database,
-    backend: InferenceBackend,
-    max_bytes: int,
-) -> Response:
+async def resolve_ready(db: Database, tenant: Tenant, name: str, version: str | None) -> dict[str, Any]:
+    """The deployment serving `name` (at `version`), refused with 400 unless it is ready."""
     d = await run_in_threadpool(_resolve, db, tenant, name, version)
     if d["status"] != deployment_store.READY:
         raise ApiError(400, _not_ready_message(name, d))
-    body = await read_capped_body(request, max_bytes)
-    header_length = request.headers.get(HEADER_LENGTH)
-    parsed = await run_in_threadpool(parse_infer_request, body, header_length, d["signature"])
+    return d
+
+
+@dataclass(frozen=True)
+class PreparedInference:
+    """A checked request for a ready deployment: what both the synchronous and the asynchronous paths run."""
+
+    name: str
+    deployment: dict[str, Any]
+    labels: ModelLabels
+    parsed: InferRequest
+    ref: DeploymentRef
+    request: InferenceRequest
+
+    def prediction_job(self, webhook_url: str | None = None) -> PredictionJob:
+        d = self.deployment
+        return PredictionJob(
+            self.ref, self.labels, self.request, self.parsed, self.name, d["version"], d["signature"], webhook_url
+        )
+
+
+async def prepare(
+    metrics: InferenceMetrics, tenant: Tenant, name: str, d: dict[str, Any], body: bytes, header_length: str | None
+) -> PreparedInference:
+    """Decode the body against the deployment's signature; a bad one is counted as an invalid request."""
+    labels = ModelLabels.of(name, d["version"], d["id"])
+    try:
+        parsed = await run_in_threadpool(parse_infer_request, body, header_length, d["signature"])
+    except TensorError:
+        metrics.record_failure(labels, INVALID)
+        raise
     ref = DeploymentRef(
         deployment_id=d["id"],
         tenant_id=tenant.id,
@@ -103,7 +128,31 @@ async def _infer(
         max_batch_size=d["max_batch_size"],
         max_queue_delay_ms=d["max_queue_delay_ms"],
     )
-    result = await backend.infer(ref, _queued_request(ref, parsed))
+    return PreparedInference(name, d, labels, parsed, ref, _queued_request(ref, parsed))
+
+
+async def _infer(
+    request: Request,
+    name: str,
+    version: str | None,
+    tenant: Tenant,
+    db: Database,
+    backend: InferenceBackend,
+    max_bytes: int,
+    platform: Platform,
+) -> Response:
+    d = await resolve_ready(db, tenant, name, version)
+    try:
+        body = await read_capped_body(request, max_bytes)
+    except ApiError:
+        platform.metrics.record_failure(ModelLabels.of(name, d["version"], d["id"]), INVALID)
+        raise
+    prepared = await prepare(platform.metrics, tenant, name, d, body, request.headers.get(HEADER_LENGTH))
+    if prefers_async(request.headers.getlist("prefer")):  # answer 202 now; the result is polled or pushed
+        prediction_id = await platform.predictions.submit(prepared.prediction_job(), tenant.id)
+        return accepted_response(prediction_id, preference_applied=True)
+    parsed, ref = prepared.parsed, prepared.ref
+    result = await observed_infer(platform.metrics, prepared.labels, backend, ref, prepared.request)
     if not result.ok:
         raise ApiError(result.status, result.error or "inference failed")
     missing = [n for n in parsed.outputs if n not in result.outputs]
@@ -150,10 +199,17 @@ def model_version_ready(name: str, version: str, tenant: TenantDep, db: Database
 
 @router.post("/{name}/infer")
 async def infer(
-    request: Request, name: str, tenant: TenantDep, db: DatabaseDep, backend: BackendDep, settings: SettingsDep
+    request: Request,
+    name: str,
+    tenant: TenantDep,
+    db: DatabaseDep,
+    backend: BackendDep,
+    settings: SettingsDep,
+    platform: PlatformDep,
 ) -> Response:
-    """JSON tensors, or JSON followed by binary tensors (Triton's extension); see gateway/tensor_codec.py."""
-    return await _infer(request, name, None, tenant, db, backend, settings.max_request_bytes)
+    """JSON tensors, or JSON followed by binary tensors (Triton's extension); see gateway/tensor_codec.py. With
+    `Prefer: respond-async`: 202 and a prediction to poll at /v1/predictions/{id} (gateway/predictions.py)."""
+    return await _infer(request, name, None, tenant, db, backend, settings.max_request_bytes, platform)
 
 
 @router.post("/{name}/versions/{version}/infer")
@@ -165,5 +221,6 @@ async def infer_version(
     db: DatabaseDep,
     backend: BackendDep,
     settings: SettingsDep,
+    platform: PlatformDep,
 ) -> Response:
-    return await _infer(request, name, version, tenant, db, backend, settings.max_request_bytes)
+    return await _infer(request, name, version, tenant, db, backend, settings.max_request_bytes, platform)

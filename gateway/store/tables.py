@@ -146,3 +146,31 @@ class UsageRecordRow(Base):
     request_rows: Mapped[list[int]] = mapped_column(JSON)  # each request's rows, in the order of request_ids
     price_per_second: Mapped[float] = mapped_column(Float)  # the price when recorded; later changes bill new work
     cost: Mapped[float] = mapped_column(Float)
+
+
+class Prediction(Base):
+    """An asynchronous inference: queued, running, then succeeded (with the OIP response document) or failed
+    (with the reason). Its inputs are never stored: they live in the gateway task that runs it, which is why a
+    restart fails the predictions it cut off instead of resuming them."""
+
+    __tablename__ = "predictions"
+    # Listing is "a tenant's newest first", paged by (created_at, id).
+    __table_args__ = (Index("ix_predictions_tenant_created", "tenant_id", "created_at"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)  # random hex: ids are not guessable
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    # Kept when the deployment is deleted: the prediction's outcome is still the tenant's record.
+    deployment_id: Mapped[int | None] = mapped_column(ForeignKey("deployments.id", ondelete="SET NULL"), nullable=True)
+    model: Mapped[str] = mapped_column(String(128))
+    version: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # queued | running | succeeded | failed
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    billed_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    # The OIP response document as JSON text, or (when large) the artifact holding it; see gateway/predictions.py.
+    output: Mapped[str | None] = mapped_column(Text, nullable=True)
+    output_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    webhook_url: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    webhook_status: Mapped[str | None] = mapped_column(String(16), nullable=True)  # pending | delivered | failed
+    webhook_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = _now()
+    started_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    completed_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)

@@ -1,0 +1,206 @@
+"""Inference metrics in Prometheus' text format, with Triton Inference Server's names and meanings, so dashboards
+and alerts written for Triton read a Luminal gateway unchanged.
+
+Every series is labelled `model` and `version` (as Triton) plus `deployment` (its id: two tenants may both name
+a model "tiny"). Counters and durations count requests that reached a backend; a request refused before that
+(unknown model, bad key) belongs to no model and is not counted. `nv_inference_count / nv_inference_exec_count`
+is the average batch size: each executed request is one inference, and each batch is one execution, counted
+once through the result that carries `batch_leader`.
+
+The registry belongs to one `InferenceMetrics` (one per app), never prometheus_client's global one: tests build
+many apps in one process, and a second app would otherwise find the names taken.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from luminal.scheduler.queues.base import QueueFull
+from luminal.scheduler.work import EXPIRED, INVALID_INPUT, InferenceRequest, InferenceResult
+
+if TYPE_CHECKING:  # the backend module imports nothing of ours; the annotation only names its types
+    from luminal.gateway.inference_backend import DeploymentRef, InferenceBackend
+
+# The version-0.0.4 text format: OpenMetrics would require counters to end in `_total`, Triton's names do not.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+LABELS = ("model", "version", "deployment")
+TRITON_COUNTERS = frozenset(
+    {
+        "nv_inference_request_success",
+        "nv_inference_request_failure",
+        "nv_inference_count",
+        "nv_inference_exec_count",
+        "nv_inference_request_duration_us",
+        "nv_inference_queue_duration_us",
+        "nv_inference_compute_infer_duration_us",
+    }
+)
+
+# Why a request failed, the `reason` label of nv_inference_request_failure.
+REJECTED = "rejected"  # admission refused it: the deployment's queue was full (429)
+EXPIRED_REASON = "expired"  # its timeout passed before it ran (504)
+INVALID = "invalid"  # its body or inputs were wrong (4xx)
+FAILED = "failed"  # the execution failed for a reason that is not the caller's (5xx)
+
+# Latency buckets in seconds, from a small model on a warm worker (~1 ms) to a cold start (~1 min).
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+@dataclass(frozen=True)
+class ModelLabels:
+    model: str
+    version: str
+    deployment: str  # the deployment's id
+
+    @classmethod
+    def of(cls, model: str, version: int | str, deployment_id: int) -> ModelLabels:
+        return cls(model, str(version), str(deployment_id))
+
+    def values(self) -> tuple[str, str, str]:
+        return self.model, self.version, self.deployment
+
+
+def failure_reason(status: int) -> str:
+    """The failure reason of a request answered with HTTP `status`."""
+    if status == 429:
+        return REJECTED
+    if status == EXPIRED:
+        return EXPIRED_REASON
+    if status == INVALID_INPUT or 400 <= status < 500:
+        return INVALID
+    return FAILED
+
+
+class InferenceMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r, labels = self.registry, LABELS
+        self.success = Counter(
+            "nv_inference_request_success",
+            "Number of successful inference requests, all batch sizes",
+            labels,
+            registry=r,
+        )
+        self.failure = Counter(
+            "nv_inference_request_failure",
+            "Number of failed inference requests, all batch sizes, by reason",
+            (*labels, "reason"),
+            registry=r,
+        )
+        self.inferences = Counter("nv_inference_count", "Number of inferences performed", labels, registry=r)
+        self.executions = Counter(
+            "nv_inference_exec_count", "Number of model executions performed (batches)", labels, registry=r
+        )
+        self.request_us = Counter(
+            "nv_inference_request_duration_us",
+            "Cumulative end-to-end duration of successful inference requests, in microseconds",
+            labels,
+            registry=r,
+        )
+        self.queue_us = Counter(
+            "nv_inference_queue_duration_us",
+            "Cumulative time successful requests waited in a queue before execution, in microseconds",
+            labels,
+            registry=r,
+        )
+        self.compute_us = Counter(
+            "nv_inference_compute_infer_duration_us",
+            "Cumulative execution time of the batches that served successful requests, in microseconds",
+            labels,
+            registry=r,
+        )
+        self.latency = Histogram(
+            "luminal_inference_request_latency_seconds",
+            "End-to-end latency of successful inference requests, in seconds",
+            labels,
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.pending = Gauge(
+            "nv_inference_pending_request_count",
+            "Requests this gateway has handed to a backend and not yet had answered (queued or executing)",
+            labels,
+            registry=r,
+        )
+
+    def record_result(self, labels: ModelLabels, result: InferenceResult, seconds: float) -> None:
+        """Count a backend's answer; `seconds` is the request's end-to-end duration."""
+        values = labels.values()
+        if not result.ok:
+            self.failure.labels(*values, failure_reason(result.status)).inc()
+            return
+        self.success.labels(*values).inc()
+        self.inferences.labels(*values).inc()
+        if result.batch_leader:
+            self.executions.labels(*values).inc()
+        self.request_us.labels(*values).inc(max(seconds, 0.0) * 1e6)
+        self.queue_us.labels(*values).inc(max(result.queue_seconds, 0.0) * 1e6)
+        self.compute_us.labels(*values).inc(max(result.compute_seconds, 0.0) * 1e6)
+        self.latency.labels(*values).observe(max(seconds, 0.0))
+
+    def record_failure(self, labels: ModelLabels, reason: str) -> None:
+        self.failure.labels(*labels.values(), reason).inc()
+
+    @contextmanager
+    def pending_request(self, labels: ModelLabels) -> Iterator[None]:
+        gauge = self.pending.labels(*labels.values())
+        gauge.inc()
+        try:
+            yield
+        finally:
+            gauge.dec()
+
+    def exposition(self) -> bytes:
+        return _triton_counter_names(generate_latest(self.registry).decode()).encode()
+
+
+def _triton_counter_names(text: str, counters: frozenset[str] = TRITON_COUNTERS) -> str:
+    """prometheus_client writes a counter `x` as `x_total` (OpenMetrics' convention) where Triton writes `x`, and
+    adds an `x_created` gauge per counter and histogram, which Triton has not: rename the first, drop the second.
+    No family of this registry is named `..._created` on purpose, so every such line is one of those gauges."""
+    lines = []
+    for line in text.splitlines():
+        comment = line.startswith("# ")
+        if comment:
+            kind, name, rest = (line[2:].split(" ", 2) + [""])[:3]
+        else:
+            name, sep, rest = line.partition("{") if "{" in line else line.partition(" ")
+        if name.endswith("_created"):
+            continue
+        base = name.removesuffix("_total")
+        if base not in counters:
+            lines.append(line)
+        elif comment:
+            lines.append(f"# {kind} {base} {rest}")
+        else:
+            lines.append(base + sep + rest)
+    return "\n".join(lines) + "\n"
+
+
+async def observed_infer(
+    metrics: InferenceMetrics,
+    labels: ModelLabels,
+    backend: InferenceBackend,
+    deployment: DeploymentRef,
+    request: InferenceRequest,
+) -> InferenceResult:
+    """`backend.infer`, counted: the pending gauge while it runs, then its result (or the admission refusal,
+    re-raised). The duration runs from the request's `enqueued_at`, so an asynchronous prediction's includes
+    the time it waited for its background task."""
+    with metrics.pending_request(labels):
+        try:
+            result = await backend.infer(deployment, request)
+        except QueueFull:
+            metrics.record_failure(labels, REJECTED)
+            raise
+        except Exception:  # a backend bug or a lost worker: the caller gets a 500, the operator sees a failure
+            metrics.record_failure(labels, FAILED)
+            raise
+    metrics.record_result(labels, result, time.time() - request.enqueued_at)
+    return result
