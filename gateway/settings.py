@@ -35,6 +35,13 @@ class Settings(BaseSettings):
     bootstrap_key: str | None = Field(default=None, min_length=20, description="API key of the first tenant")
     # Compiles are CPU-heavy and run beside request handling; one at a time keeps inference responsive.
     compile_workers: int = Field(default=1, ge=1, le=64, description="concurrent compile jobs")
+    # Empty means the embedded default: in-memory queues inside this process. Several gateway replicas and
+    # workers on other machines share requests through Redis Streams instead (the worker registry too).
+    queue_url: str = Field(
+        default="",
+        description="request queues: empty = in-memory queues of the embedded platform; "
+        "redis://host:port/db = Redis Streams",
+    )
 
     @cached_property
     def resolved_database_url(self) -> str:
