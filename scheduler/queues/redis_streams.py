@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import threading
 import time
 
 import redis
@@ -55,11 +54,6 @@ class RedisStreamsQueue:
         self._complete = self._redis.register_script(redis_lua.COMPLETE)
         # redis.asyncio clients belong to the event loop they were made on: one per loop that waits for results.
         self._async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
-        # A blocking read can deliver more than a take asked for; the surplus is pending under that consumer
-        # already, so it is handed out by the consumer's next take (or reclaimed if the consumer dies).
-        self._surplus: dict[tuple[int, str], list[Delivery]] = {}
-        self._lock = threading.Lock()
-        self._grouped: set[int] = set()  # deployments whose ten streams and groups exist (blocking reads need them)
 
     # --- keys ---
 
@@ -109,22 +103,19 @@ class RedisStreamsQueue:
             raise ValueError(f"max_items must be at least 1, got {max_items}")
         streams = self._streams(deployment_id)
         give_up_at = time.monotonic() + max(wait_s, 0.0)
-        with self._lock:
-            taken = self._surplus.pop((deployment_id, consumer), [])
-        taken = self._live(deployment_id, taken)
+        taken: list[Delivery] = []
         while True:
-            if len(taken) < max_items:
-                entries = self._take_now(keys=streams, args=[GROUP, consumer, max_items - len(taken)])
-                taken += self._live(deployment_id, [self._delivery(deployment_id, *entry) for entry in entries])
+            wanted = max_items - len(taken)
+            entries, newest = self._take_now(keys=streams, args=[GROUP, consumer, wanted])
+            taken += self._live([self._delivery(deployment_id, *entry) for entry in entries])
+            if len(entries) == wanted and len(taken) < max_items:
+                continue  # some were expired (answered already): more may be queued behind them
             remaining = give_up_at - time.monotonic()
             if taken or remaining <= 0:
-                break
-            taken += self._live(deployment_id, self._block(deployment_id, consumer, remaining))
-        taken.sort(key=_queue_order)
-        if len(taken) > max_items:
-            with self._lock:
-                self._surplus.setdefault((deployment_id, consumer), []).extend(taken[max_items:])
-        return taken[:max_items]
+                return taken
+            # Nothing is queued: sleep until a request is added after `newest`. XREAD, not XREADGROUP: waiting
+            # claims nothing, so the take script still picks the most urgent of what arrived.
+            self._redis.xread(dict(zip(streams, newest)), count=1, block=max(1, int(remaining * 1000)))
 
     def complete(self, delivery: Delivery, result: InferenceResult) -> None:
         """Stores the result and acknowledges in one atomic script; a delivery completed before (by a consumer
@@ -142,7 +133,7 @@ class RedisStreamsQueue:
             raise ValueError(f"max_items must be at least 1, got {max_items}")
         min_idle_ms = max(0, int(min_idle_s * 1000))
         entries = self._reclaim(keys=self._streams(deployment_id), args=[GROUP, consumer, min_idle_ms, max_items])
-        return self._live(deployment_id, [self._delivery(deployment_id, *entry) for entry in entries])
+        return self._live([self._delivery(deployment_id, *entry) for entry in entries])
 
     def close(self) -> None:
         for loop, client in self._async_clients.items():
@@ -161,32 +152,9 @@ class RedisStreamsQueue:
             self._async_clients[loop] = redis.asyncio.Redis.from_url(self._url)
         return self._async_clients[loop]
 
-    def _block(self, deployment_id: int, consumer: str, wait_s: float) -> list[Delivery]:
-        """Waits up to wait_s for a request on any level; XREADGROUP may answer from several levels at once."""
-        streams = self._streams(deployment_id)
-        self._ensure_groups(deployment_id, streams)
-        block_ms = max(1, int(wait_s * 1000))
-        reply = self._redis.xreadgroup(GROUP, consumer, {s: ">" for s in streams}, count=1, block=block_ms)
-        deliveries = []
-        for stream, entries in reply or []:
-            level = streams.index(stream.decode()) + HIGHEST_PRIORITY
-            deliveries += [self._delivery(deployment_id, level, entry_id, fields) for entry_id, fields in entries]
-        return deliveries
-
-    def _ensure_groups(self, deployment_id: int, streams: list[str]) -> None:
-        if deployment_id in self._grouped:
-            return
-        for stream in streams:
-            try:
-                self._redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
-            except redis.ResponseError as e:
-                if "BUSYGROUP" not in str(e):
-                    raise
-        self._grouped.add(deployment_id)
-
     def _delivery(self, deployment_id: int, level, entry_id, fields, attempts=1) -> Delivery:
-        """A Delivery from a stream entry; an entry that does not decode is kept as the bare bytes, so `_live`
-        can answer it FAILED instead of re-delivering it forever."""
+        """A Delivery from a stream entry; an entry that does not decode carries an `_Undecodable` in place of the
+        request, so `_live` answers it FAILED instead of it being re-delivered forever."""
         entry_id = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
         if isinstance(fields, list):  # from a script: a flat field, value list
             fields = dict(zip(fields[::2], fields[1::2]))
@@ -198,7 +166,7 @@ class RedisStreamsQueue:
             return Delivery(_Undecodable(deployment_id, request_id, str(e)), tag, int(attempts))  # type: ignore
         return Delivery(request, tag, int(attempts))
 
-    def _live(self, deployment_id: int, deliveries: list[Delivery]) -> list[Delivery]:
+    def _live(self, deliveries: list[Delivery]) -> list[Delivery]:
         """The deliveries a worker should execute; expired and undecodable ones are answered here."""
         live, now = [], time.time()
         for delivery in deliveries:
@@ -228,10 +196,3 @@ def _parse_tag(tag: str) -> tuple[int, str]:
     if not level.isdigit() or int(level) not in LEVELS or not entry_id:
         raise ValueError(f"delivery tag {tag!r} was not made by this queue")
     return int(level), entry_id
-
-
-def _queue_order(delivery: Delivery) -> tuple[int, int, int]:
-    """Most urgent level first, then arrival: an entry id is `<milliseconds>-<sequence>`."""
-    level, entry_id = _parse_tag(delivery.tag)
-    millis, _, sequence = entry_id.partition("-")
-    return level, int(millis), int(sequence)
