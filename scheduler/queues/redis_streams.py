@@ -137,8 +137,11 @@ class RedisStreamsQueue:
 
     def close(self) -> None:
         for loop, client in self._async_clients.items():
-            if not loop.is_closed():  # best effort: a closed loop's connections went with it
-                asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+            if loop.is_closed():  # its connections went with it
+                continue
+            closing = asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+            if loop.is_running() and not _runs_on(loop):  # wait, unless that would block the loop it waits for
+                closing.result(timeout=5)
         self._async_clients.clear()
         self._redis.close()
 
@@ -189,6 +192,13 @@ class _Undecodable:
     deployment_id: int
     id: str
     reason: str
+
+
+def _runs_on(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _parse_tag(tag: str) -> tuple[int, str]:

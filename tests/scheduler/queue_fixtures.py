@@ -4,7 +4,9 @@ are deleted afterwards. When that Redis is unreachable the Redis cases skip with
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 import uuid
 
 import pytest
@@ -30,8 +32,21 @@ def redis_namespace():
         client.close()
 
 
+@pytest.fixture
+def gateway_loop():
+    """An event loop in a thread of its own, as the gateway's: queue tests wait for results on it while the
+    test's own thread plays the worker."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)
+    loop.close()
+
+
 @pytest.fixture(params=["memory", "redis"])
-def queue_factory(request):
+def queue_factory(request, gateway_loop):
     """Makes queues of the parametrised backend (keyword arguments go to its constructor); closes them after."""
     from luminal.scheduler.queues.memory import MemoryQueue
     from luminal.scheduler.queues.redis_streams import RedisStreamsQueue

@@ -26,8 +26,14 @@ def ok_result(req: InferenceRequest, worker: str = "w1") -> InferenceResult:
     return InferenceResult(req.id, OK, outputs={"y": req.inputs["x"] * 2}, worker_id=worker)
 
 
-def wait(queue, request_id: str, timeout: float = 2.0) -> InferenceResult:
-    return asyncio.run(queue.wait_result(request_id, timeout))
+@pytest.fixture
+def wait(gateway_loop):
+    """wait(queue, request_id, timeout): the gateway's wait_result, run on the gateway's loop from this thread."""
+
+    def wait(queue, request_id: str, timeout: float = 2.0) -> InferenceResult:
+        return asyncio.run_coroutine_threadsafe(queue.wait_result(request_id, timeout), gateway_loop).result(30)
+
+    return wait
 
 
 # --- ordering ---
@@ -129,7 +135,7 @@ def test_bad_arguments_are_refused(queue):
 # --- deadlines ---
 
 
-def test_expired_request_is_answered_504_and_never_taken(queue):
+def test_expired_request_is_answered_504_and_never_taken(queue, wait):
     stale = request(deadline=time.time() + 0.2)
     fresh = request(deadline=time.time() + 60)
     queue.submit(stale, max_depth=5)
@@ -146,7 +152,7 @@ def test_expired_request_is_answered_504_and_never_taken(queue):
 # --- results ---
 
 
-def test_result_round_trips_and_is_delivered_once(queue):
+def test_result_round_trips_and_is_delivered_once(queue, wait):
     req = request(value=1.5)
     queue.submit(req, max_depth=5)
     (delivery,) = queue.take(DEPLOYMENT, "w1", max_items=5, wait_s=0)
@@ -158,26 +164,18 @@ def test_result_round_trips_and_is_delivered_once(queue):
         wait(queue, req.id, timeout=0.2)
 
 
-def test_waiting_gateway_is_woken_by_a_worker_thread(queue):
+def test_waiting_gateway_is_woken_by_a_worker_thread(queue, gateway_loop):
     req = request()
     queue.submit(req, max_depth=5)
-
-    def worker():
-        (delivery,) = queue.take(DEPLOYMENT, "w1", max_items=1, wait_s=5)
-        time.sleep(0.2)  # the gateway is already waiting
-        queue.complete(delivery, ok_result(req))
-
-    async def gateway():
-        thread = threading.Thread(target=worker)
-        thread.start()
-        result = await queue.wait_result(req.id, timeout=5)
-        await asyncio.to_thread(thread.join)
-        return result
-
-    assert asyncio.run(gateway()).status == OK
+    waiting = asyncio.run_coroutine_threadsafe(queue.wait_result(req.id, timeout=5), gateway_loop)
+    (delivery,) = queue.take(DEPLOYMENT, "w1", max_items=1, wait_s=5)  # this thread is the worker
+    time.sleep(0.2)  # the gateway is already waiting
+    assert not waiting.done()
+    queue.complete(delivery, ok_result(req))
+    assert waiting.result(timeout=5).status == OK
 
 
-def test_wait_result_times_out(queue):
+def test_wait_result_times_out(queue, wait):
     started = time.monotonic()
     with pytest.raises(ResultTimeout, match="no result"):
         wait(queue, "never-submitted", timeout=0.3)
@@ -186,7 +184,21 @@ def test_wait_result_times_out(queue):
         wait(queue, "never-submitted", timeout=0)
 
 
-def test_result_stored_before_acknowledged_and_a_second_completion_is_ignored(queue):
+def test_a_waiter_that_gave_up_leaves_the_result_for_the_next(queue, gateway_loop, wait):
+    req = request()
+    queue.submit(req, max_depth=5)
+    (delivery,) = queue.take(DEPLOYMENT, "w1", max_items=1, wait_s=0)
+    with pytest.raises(ResultTimeout):
+        wait(queue, req.id, timeout=0.1)
+    cancelled = asyncio.run_coroutine_threadsafe(queue.wait_result(req.id, timeout=30), gateway_loop)
+    time.sleep(0.1)
+    cancelled.cancel()  # the client went away mid-wait
+    time.sleep(0.1)
+    queue.complete(delivery, ok_result(req))
+    assert wait(queue, req.id).status == OK  # an async prediction polled again
+
+
+def test_result_stored_before_acknowledged_and_a_second_completion_is_ignored(queue, wait):
     req = request()
     queue.submit(req, max_depth=5)
     (delivery,) = queue.take(DEPLOYMENT, "w1", max_items=1, wait_s=0)
@@ -200,7 +212,7 @@ def test_result_stored_before_acknowledged_and_a_second_completion_is_ignored(qu
         wait(queue, req.id, timeout=0.2)
 
 
-def test_unclaimed_results_expire(queue_factory):
+def test_unclaimed_results_expire(queue_factory, wait):
     queue = queue_factory(result_ttl_s=0.2)
     req = request()
     queue.submit(req, max_depth=5)
@@ -214,7 +226,7 @@ def test_unclaimed_results_expire(queue_factory):
 # --- reclaim ---
 
 
-def test_reclaim_hands_over_only_what_a_dead_consumer_left(queue):
+def test_reclaim_hands_over_only_what_a_dead_consumer_left(queue, wait):
     done, abandoned = request(value=1), request(value=2)
     queue.submit(done, max_depth=5)
     queue.submit(abandoned, max_depth=5)
@@ -234,7 +246,7 @@ def test_reclaim_hands_over_only_what_a_dead_consumer_left(queue):
     assert queue.in_flight(DEPLOYMENT) == 0
 
 
-def test_reclaim_answers_requests_that_expired_meanwhile(queue):
+def test_reclaim_answers_requests_that_expired_meanwhile(queue, wait):
     req = request(deadline=time.time() + 0.2)
     queue.submit(req, max_depth=5)
     queue.take(DEPLOYMENT, "dead", max_items=1, wait_s=0)
