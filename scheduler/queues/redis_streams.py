@@ -155,7 +155,7 @@ class RedisStreamsQueue:
             self._async_clients[loop] = redis.asyncio.Redis.from_url(self._url)
         return self._async_clients[loop]
 
-    def _delivery(self, deployment_id: int, level, entry_id, fields, attempts=1) -> Delivery:
+    def _delivery(self, deployment_id: int, level: int, entry_id: bytes, fields, attempts: int = 1) -> Delivery:
         """A Delivery from a stream entry; an entry that does not decode carries an `_Undecodable` in place of the
         request, so `_live` answers it FAILED instead of it being re-delivered forever."""
         entry_id = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
@@ -165,6 +165,8 @@ class RedisStreamsQueue:
         request_id = (fields.get(b"id") or b"?").decode(errors="replace")
         try:
             request = codec.decode_request(fields.get(b"request", b""))
+            if request.deployment_id != deployment_id:
+                raise ValueError(f"it names deployment {request.deployment_id} but was queued for {deployment_id}")
         except ValueError as e:
             return Delivery(_Undecodable(deployment_id, request_id, str(e)), tag, int(attempts))  # type: ignore
         return Delivery(request, tag, int(attempts))

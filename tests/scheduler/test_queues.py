@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from luminal.scheduler.queues import QueueFull, ResultTimeout, backend_of, open_queue
+from luminal.scheduler.queues.codec import encode_request
 from luminal.scheduler.work import EXPIRED, FAILED, OK, InferenceRequest, InferenceResult
 
 DEPLOYMENT = 7
@@ -254,6 +255,29 @@ def test_reclaim_answers_requests_that_expired_meanwhile(queue, wait):
     assert queue.reclaim(DEPLOYMENT, "w2", min_idle_s=0, max_items=5) == []
     assert wait(queue, req.id).status == EXPIRED
     assert queue.in_flight(DEPLOYMENT) == 0
+
+
+# --- Redis only: entries no gateway of ours wrote ---
+
+
+def test_redis_answers_undecodable_entries_instead_of_redelivering_them(redis_namespace, wait):
+    from luminal.scheduler.queues.redis_streams import GROUP, RedisStreamsQueue
+    from tests.scheduler.queue_fixtures import REDIS_URL
+
+    queue = RedisStreamsQueue(REDIS_URL, redis_namespace)
+    try:
+        other = encode_request(request(deployment=8))  # valid, but queued under the wrong deployment
+        for request_id, payload in [("garbage", b"\x80\x04pickle?"), ("misplaced", other)]:
+            queue._submit(keys=queue._streams(DEPLOYMENT), args=[GROUP, 5, 10, request_id, payload])
+        good = request()
+        queue.submit(good, max_depth=10)
+        assert [d.request.id for d in queue.take(DEPLOYMENT, "w1", max_items=10, wait_s=0)] == [good.id]
+        garbage, misplaced = wait(queue, "garbage"), wait(queue, "misplaced")
+        assert garbage.status == FAILED and "undecodable request: malformed request" in garbage.error
+        assert misplaced.status == FAILED and "names deployment 8" in misplaced.error
+        assert queue.in_flight(DEPLOYMENT) == 1 and queue.depth(DEPLOYMENT) == 0
+    finally:
+        queue.close()
 
 
 # --- the factory ---
