@@ -60,6 +60,13 @@ class Settings(BaseSettings):
     scale_to_zero_after_s: float = Field(default=300.0, ge=0, description="idle seconds before zero replicas")
     scale_up_cooldown_s: float = Field(default=2.0, ge=0, description="seconds between scale-ups")
     scale_down_cooldown_s: float = Field(default=30.0, ge=0, description="seconds between scale-downs")
+    # Empty means the embedded default: in-memory queues inside this process. Several gateway replicas and
+    # workers on other machines share requests through Redis Streams instead (the worker registry too).
+    queue_url: str = Field(
+        default="",
+        description="request queues: empty = in-memory queues of the embedded platform; "
+        "redis://host:port/db = Redis Streams",
+    )
 
     @cached_property
     def resolved_database_url(self) -> str:

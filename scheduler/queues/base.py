@@ -45,7 +45,9 @@ class RequestQueue(Protocol):
         ...
 
     async def wait_result(self, request_id: str, timeout: float) -> InferenceResult:
-        """The request's result, once; raises ResultTimeout after `timeout` seconds."""
+        """The request's result, once; raises ResultTimeout after `timeout` seconds. A result that arrives with
+        nobody waiting (before the call, or after a waiter gave up) is kept for a later call for a while (the
+        backend's result TTL), then dropped."""
         ...
 
     def depth(self, deployment_id: int) -> int:
@@ -64,12 +66,13 @@ class RequestQueue(Protocol):
 
     def complete(self, delivery: Delivery, result: InferenceResult) -> None:
         """Store the result where `wait_result` finds it, then acknowledge the delivery (in that order, so a
-        crash between the two re-delivers instead of losing the request)."""
+        crash between the two re-delivers instead of losing the request). A delivery already completed (by a
+        consumer presumed dead that finished after its work was reclaimed) is ignored: the first result wins."""
         ...
 
     def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:
-        """Deliveries another consumer took at least `min_idle_s` ago and never completed, now owned by
-        `consumer`."""
+        """Deliveries taken (by any consumer) at least `min_idle_s` ago and never completed, now owned by
+        `consumer` with `attempts` counting this delivery too; expired ones are completed with EXPIRED instead."""
         ...
 
     def close(self) -> None: ...

@@ -1,3 +1,12 @@
 """Compile-job tests use the gateway's store fixtures (SQLite and PostgreSQL)."""
 
 from tests.gateway.conftest import database_url, model_bytes, postgres_database, server, settings  # noqa: F401
+
+# Request queues and the worker registry: each test runs on the in-memory backend and on Redis.
+from tests.scheduler.queue_fixtures import (  # noqa: F401
+    gateway_loop,
+    queue,
+    queue_factory,
+    redis_namespace,
+    registry,
+)

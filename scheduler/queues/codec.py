@@ -1,0 +1,222 @@
+"""InferenceRequest / InferenceResult to bytes and back, for queues that cross a process boundary (Redis).
+
+Layout: the magic `LMQ1`, the JSON header's length (4 bytes, big-endian), the JSON header (the scalar fields,
+and for each array its group, name, dtype and byte length), then each array in numpy's .npy format.
+
+Never pickle: a queue is shared by every gateway replica and worker, so bytes read from it are treated as
+hostile. Decoding parses the .npy headers itself (no object dtypes, no pickle), checks each array's byte
+length against its shape before touching the data (a forged shape cannot make it allocate), and raises
+ValueError with the reason for anything malformed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import struct
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from luminal.scheduler.work import HIGHEST_PRIORITY, LOWEST_PRIORITY, InferenceRequest, InferenceResult
+
+MAGIC = b"LMQ1"
+_LENGTH = struct.Struct(">I")
+MAX_HEADER_BYTES = 1 << 20  # the JSON header holds names and scalars only; a bigger one is not ours
+MAX_NPY_HEADER_BYTES = 10_000  # numpy's own default cap on an .npy header
+
+# The dtypes luminal programs take and return, by name. bfloat16 travels as its bits (uint16): .npy has no
+# descriptor for it, and ml_dtypes' own descriptor would not read back without ml_dtypes' registration.
+DTYPES: dict[str, np.dtype] = {
+    "bool": np.dtype(np.bool_),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32),
+}
+_CARRIER = {"bfloat16": np.dtype(np.uint16)}  # the dtype written to .npy when it differs from the array's
+_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+
+
+# --- encoding ---
+
+
+def encode_request(request: InferenceRequest) -> bytes:
+    header = {
+        "kind": "request",
+        "deployment_id": request.deployment_id,
+        "tenant_id": request.tenant_id,
+        "priority": request.priority,
+        "deadline": request.deadline,
+        "id": request.id,
+        "enqueued_at": request.enqueued_at,
+    }
+    return _pack(header, {"inputs": request.inputs})
+
+
+def encode_result(result: InferenceResult) -> bytes:
+    header = {
+        "kind": "result",
+        "request_id": result.request_id,
+        "status": result.status,
+        "error": result.error,
+        "has_outputs": result.outputs is not None,
+        "batch_id": result.batch_id,
+        "batch_size": result.batch_size,
+        "batch_leader": result.batch_leader,
+        "queue_seconds": result.queue_seconds,
+        "compute_seconds": result.compute_seconds,
+        "billed_seconds": result.billed_seconds,
+        "worker_id": result.worker_id,
+    }
+    return _pack(header, {"outputs": result.outputs or {}})
+
+
+def _pack(header: dict[str, Any], groups: dict[str, dict[str, np.ndarray]]) -> bytes:
+    blobs, entries = [], []
+    for group, arrays in groups.items():
+        for name, array in arrays.items():
+            array = np.asarray(array)
+            if not array.dtype.isnative:  # a big-endian array from a file: same values, this machine's order
+                array = array.astype(array.dtype.newbyteorder("="))
+            blob = _npy_bytes(name, array)
+            entries.append({"group": group, "name": name, "dtype": _dtype_name(name, array), "nbytes": len(blob)})
+            blobs.append(blob)
+    # allow_nan=False: a NaN or infinite time is a bug upstream, better caught here than on the other side.
+    text = json.dumps({**header, "arrays": entries}, allow_nan=False).encode()
+    return b"".join([MAGIC, _LENGTH.pack(len(text)), text, *blobs])
+
+
+def _dtype_name(name: str, array: np.ndarray) -> str:
+    dtype = array.dtype
+    if dtype not in _DTYPE_NAMES:
+        raise ValueError(f"array {name!r} has dtype {dtype}, which no luminal program takes: use {sorted(DTYPES)}")
+    return _DTYPE_NAMES[dtype]
+
+
+def _npy_bytes(name: str, array: np.ndarray) -> bytes:
+    carrier = _CARRIER.get(_dtype_name(name, array))
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array.view(carrier) if carrier else array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+# --- decoding ---
+
+
+def decode_request(data: bytes) -> InferenceRequest:
+    header, groups = _unpack(data, "request", ["inputs"])
+    priority = _field(header, "priority", int)
+    if not HIGHEST_PRIORITY <= priority <= LOWEST_PRIORITY:
+        raise ValueError(f"malformed request: priority {priority} is outside {HIGHEST_PRIORITY}..{LOWEST_PRIORITY}")
+    return InferenceRequest(
+        deployment_id=_field(header, "deployment_id", int),
+        tenant_id=_field(header, "tenant_id", int),
+        inputs=groups["inputs"],
+        priority=priority,
+        deadline=_field(header, "deadline", float, optional=True),
+        id=_field(header, "id", str),
+        enqueued_at=_field(header, "enqueued_at", float),
+    )
+
+
+def decode_result(data: bytes) -> InferenceResult:
+    header, groups = _unpack(data, "result", ["outputs"])
+    return InferenceResult(
+        request_id=_field(header, "request_id", str),
+        status=_field(header, "status", int),
+        outputs=groups["outputs"] if _field(header, "has_outputs", bool) else None,
+        error=_field(header, "error", str, optional=True),
+        batch_id=_field(header, "batch_id", str, optional=True),
+        batch_size=_field(header, "batch_size", int),
+        batch_leader=_field(header, "batch_leader", bool),
+        queue_seconds=_field(header, "queue_seconds", float),
+        compute_seconds=_field(header, "compute_seconds", float),
+        billed_seconds=_field(header, "billed_seconds", float),
+        worker_id=_field(header, "worker_id", str, optional=True),
+    )
+
+
+def _unpack(data: bytes, kind: str, group_names: list[str]) -> tuple[dict, dict[str, dict[str, np.ndarray]]]:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise ValueError(f"malformed {kind}: expected bytes, got {type(data).__name__}")
+    data = memoryview(data).cast("B")
+    prefix = len(MAGIC) + _LENGTH.size
+    if len(data) < prefix or bytes(data[: len(MAGIC)]) != MAGIC:
+        raise ValueError(f"malformed {kind}: the bytes do not start with {MAGIC!r}")
+    (length,) = _LENGTH.unpack(data[len(MAGIC) : prefix])
+    if length > MAX_HEADER_BYTES or prefix + length > len(data):
+        raise ValueError(f"malformed {kind}: header length {length} exceeds the {len(data)} bytes given")
+    try:
+        header = json.loads(bytes(data[prefix : prefix + length]), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"malformed {kind}: the header is not valid JSON ({e})") from None
+    if not isinstance(header, dict) or header.get("kind") != kind:
+        raise ValueError(f"malformed {kind}: the header does not describe a {kind}")
+    groups: dict[str, dict[str, np.ndarray]] = {name: {} for name in group_names}
+    offset = prefix + length
+    for entry in _field(header, "arrays", list):
+        if not isinstance(entry, dict):
+            raise ValueError(f"malformed {kind}: an array entry is not an object")
+        group, name = _field(entry, "group", str), _field(entry, "name", str)
+        dtype_name, nbytes = _field(entry, "dtype", str), _field(entry, "nbytes", int)
+        if group not in groups or name in groups[group]:
+            raise ValueError(f"malformed {kind}: array {group}/{name} is unexpected or repeated")
+        if dtype_name not in DTYPES:
+            raise ValueError(f"malformed {kind}: array {name!r} has unsupported dtype {dtype_name!r}")
+        if nbytes < 0 or offset + nbytes > len(data):
+            raise ValueError(f"malformed {kind}: array {name!r} is truncated")
+        groups[group][name] = _read_npy(data[offset : offset + nbytes], name, dtype_name)
+        offset += nbytes
+    if offset != len(data):
+        raise ValueError(f"malformed {kind}: {len(data) - offset} unexpected bytes after the last array")
+    return header, groups
+
+
+def _read_npy(blob: memoryview, name: str, dtype_name: str) -> np.ndarray:
+    stream = io.BytesIO(blob)
+    try:
+        version = np.lib.format.read_magic(stream)
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+        if version not in read_header:
+            raise ValueError(f"unsupported .npy version {version}")
+        shape, fortran_order, dtype = read_header[version](stream, max_header_size=MAX_NPY_HEADER_BYTES)
+    except (ValueError, SyntaxError, TypeError) as e:  # numpy's header parser raises these on garbage
+        raise ValueError(f"malformed array {name!r}: {e}") from None
+    expected = _CARRIER.get(dtype_name, DTYPES[dtype_name])
+    if dtype != expected:
+        raise ValueError(f"malformed array {name!r}: declared {dtype_name} but stored as {dtype}")
+    if any(extent < 0 for extent in shape):
+        raise ValueError(f"malformed array {name!r}: negative extent in shape {shape}")
+    data = blob[stream.tell() :]
+    count = math.prod(shape)
+    if len(data) != count * dtype.itemsize:
+        raise ValueError(
+            f"malformed array {name!r}: shape {shape} needs {count * dtype.itemsize} bytes, got {len(data)}"
+        )
+    # A copy, so the array owns writable memory and does not pin the whole message.
+    array = np.frombuffer(data, dtype=dtype, count=count).reshape(shape, order="F" if fortran_order else "C").copy()
+    return array.view(DTYPES[dtype_name]) if dtype_name in _CARRIER else array
+
+
+def _reject_constant(token: str) -> None:
+    raise ValueError(f"malformed header: {token} is not a valid number here")
+
+
+def _field(header: dict, key: str, kind: type, optional: bool = False) -> Any:
+    if key not in header:
+        raise ValueError(f"malformed header: {key!r} is missing")
+    value = header[key]
+    if value is None and optional:
+        return None
+    # bool is an int to Python but never a valid count or id here; an int is a valid float (JSON writes 3.0 as 3.0,
+    # but another writer may not).
+    ok = isinstance(value, bool) if kind is bool else isinstance(value, kind) and not isinstance(value, bool)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok, value = True, float(value)
+    if not ok:
+        raise ValueError(f"malformed header: {key!r} should be {kind.__name__}, got {type(value).__name__}")
+    return value

@@ -1,0 +1,111 @@
+"""The Lua scripts of the Redis Streams queue: each one runs atomically on the server, which is what makes
+admission exact across gateway replicas and a result stored exactly once.
+
+Layout: every script gets the deployment's ten priority streams as KEYS (index = priority level, 1 most urgent),
+all in one consumer group. A request is acknowledged and deleted in the same step, so a stream holds only
+requests that are queued (never delivered) or pending (delivered, not completed): queued = XLEN - pending.
+"""
+
+# queued, pending = counts(streams, group). A stream that does not exist yet holds nothing.
+_COUNTS = """
+local function counts(streams, group)
+  local queued, pending = 0, 0
+  for _, stream in ipairs(streams) do
+    if redis.call('EXISTS', stream) == 1 then
+      local held = redis.call('XPENDING', stream, group)[1]
+      queued = queued + redis.call('XLEN', stream) - held
+      pending = pending + held
+    end
+  end
+  return queued, pending
+end
+"""
+
+# ARGV: group. Returns {queued, pending}.
+COUNTS = (
+    _COUNTS
+    + """
+local queued, pending = counts(KEYS, ARGV[1])
+return {queued, pending}
+"""
+)
+
+# ARGV: group, level, max_depth, request id, encoded request. Returns {1, depth after} or {0, depth} (refused).
+# The group is created with the stream, from id 0, so no request can ever be added to a stream without one.
+SUBMIT = (
+    _COUNTS
+    + """
+local queued = counts(KEYS, ARGV[1])
+if queued >= tonumber(ARGV[3]) then
+  return {0, queued}
+end
+local stream = KEYS[tonumber(ARGV[2])]
+if redis.call('EXISTS', stream) == 0 then
+  redis.call('XGROUP', 'CREATE', stream, ARGV[1], '0', 'MKSTREAM')
+end
+redis.call('XADD', stream, '*', 'id', ARGV[4], 'request', ARGV[5])
+return {1, queued + 1}
+"""
+)
+
+# ARGV: group, consumer, count. Delivers up to count never-delivered requests, most urgent level first.
+# Returns {{{level, entry id, {field, value, ...}}, ...}, {newest entry id of each stream, ...}}: a worker that got
+# nothing blocks on XREAD from those ids, which wakes it for exactly the requests added after this script ran.
+TAKE = """
+local wanted = tonumber(ARGV[3])
+local taken, newest = {}, {}
+for level, stream in ipairs(KEYS) do
+  if wanted > 0 and redis.call('EXISTS', stream) == 1 then
+    local reply = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', wanted, 'STREAMS', stream, '>')
+    if reply then
+      for _, entry in ipairs(reply[1][2]) do
+        table.insert(taken, {level, entry[1], entry[2]})
+        wanted = wanted - 1
+      end
+    end
+  end
+  local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+  table.insert(newest, last and last[1] or '0-0')
+end
+return {taken, newest}
+"""
+
+# ARGV: group, consumer, min idle ms, count. Claims up to count requests delivered at least min idle ms ago and
+# never acknowledged, most urgent first. Returns {{level, entry id, {field, value, ...}, deliveries}, ...}.
+RECLAIM = """
+local wanted = tonumber(ARGV[4])
+local claimed = {}
+for level, stream in ipairs(KEYS) do
+  if wanted <= 0 then break end
+  if redis.call('EXISTS', stream) == 1 then
+    local cursor = '0-0'
+    repeat
+      local reply = redis.call('XAUTOCLAIM', stream, ARGV[1], ARGV[2], ARGV[3], cursor, 'COUNT', wanted)
+      cursor = reply[1]
+      for _, entry in ipairs(reply[2]) do
+        if entry[2] then  -- Redis 6.2 lists an entry deleted under the group with no fields; it is not work
+          local info = redis.call('XPENDING', stream, ARGV[1], entry[1], entry[1], 1)[1]
+          table.insert(claimed, {level, entry[1], entry[2], info[4]})
+          wanted = wanted - 1
+        end
+      end
+    until cursor == '0-0' or wanted <= 0
+  end
+end
+return claimed
+"""
+
+# KEYS: the request's stream, its result list. ARGV: group, entry id, encoded result, result ttl ms.
+# Stores the result, then acknowledges and deletes the request, only while the delivery is still pending: a
+# second completion (a worker presumed dead finishing after its work was reclaimed) stores nothing. Returns 1
+# when stored, 0 when the delivery had already been completed.
+COMPLETE = """
+if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) == 0 then
+  return 0
+end
+redis.call('RPUSH', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return 1
+"""

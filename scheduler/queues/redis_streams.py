@@ -1,0 +1,210 @@
+"""The distributed request queue on Redis Streams (`LUMINAL_QUEUE_URL=redis://host:port/db`).
+
+Per deployment, one stream per priority level (so the most urgent level is read first) and one consumer group
+on all of them; each worker is a consumer. A delivered request stays pending under its consumer until
+`complete` stores the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script;
+`reclaim` moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a BLPOP on the result list, so
+any gateway replica can wait for any request. Admission, taking and completion are Lua scripts
+(`redis_lua.py`), so replicas and workers never race on a depth check or a double completion.
+
+Every key starts with the namespace, so several platforms (and parallel tests) can share one Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+
+import redis
+import redis.asyncio
+
+from luminal.scheduler.queues import codec, redis_lua
+from luminal.scheduler.queues.base import Delivery, QueueFull, ResultTimeout
+from luminal.scheduler.queues.memory import DEFAULT_RESULT_TTL_S, DEFAULT_RETRY_AFTER_S, expired_result
+from luminal.scheduler.work import (
+    FAILED,
+    HIGHEST_PRIORITY,
+    LOWEST_PRIORITY,
+    InferenceRequest,
+    InferenceResult,
+    effective_priority,
+)
+
+GROUP = "workers"
+LEVELS = range(HIGHEST_PRIORITY, LOWEST_PRIORITY + 1)
+
+
+class RedisStreamsQueue:
+    def __init__(
+        self,
+        url: str,
+        namespace: str = "lm",
+        result_ttl_s: float = DEFAULT_RESULT_TTL_S,
+        retry_after_s: float = DEFAULT_RETRY_AFTER_S,
+    ):
+        self._url, self._namespace = url, namespace
+        self._result_ttl_ms = max(1, int(result_ttl_s * 1000))
+        self._retry_after_s = retry_after_s
+        self._redis = redis.Redis.from_url(url)
+        self._submit = self._redis.register_script(redis_lua.SUBMIT)
+        self._counts = self._redis.register_script(redis_lua.COUNTS)
+        self._take_now = self._redis.register_script(redis_lua.TAKE)
+        self._reclaim = self._redis.register_script(redis_lua.RECLAIM)
+        self._complete = self._redis.register_script(redis_lua.COMPLETE)
+        # redis.asyncio clients belong to the event loop they were made on: one per loop that waits for results.
+        self._async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
+
+    # --- keys ---
+
+    def _streams(self, deployment_id: int) -> list[str]:
+        if not isinstance(deployment_id, int) or isinstance(deployment_id, bool):
+            raise ValueError(f"deployment_id must be an int, got {deployment_id!r}")
+        return [f"{self._namespace}:queue:{deployment_id}:p{level}" for level in LEVELS]
+
+    def _result_key(self, request_id: str) -> str:
+        return f"{self._namespace}:result:{request_id}"
+
+    # --- gateway side ---
+
+    def submit(self, request: InferenceRequest, max_depth: int) -> None:
+        if max_depth < 1:
+            raise ValueError(f"max_depth must be at least 1, got {max_depth}")
+        level = effective_priority(request.priority)
+        payload = codec.encode_request(dataclasses.replace(request, priority=level))
+        streams = self._streams(request.deployment_id)
+        accepted, depth = self._submit(keys=streams, args=[GROUP, level, max_depth, request.id, payload])
+        if not accepted:
+            raise QueueFull(request.deployment_id, depth, self._retry_after_s)
+
+    async def wait_result(self, request_id: str, timeout: float) -> InferenceResult:
+        client = self._async_client()
+        key = self._result_key(request_id)
+        # BLPOP's timeout has millisecond resolution and 0 means forever, so anything shorter is a plain LPOP.
+        if timeout < 0.001:
+            encoded = await client.lpop(key)
+        else:
+            popped = await client.blpop([key], timeout=round(timeout, 3))
+            encoded = popped[1] if popped else None
+        if encoded is None:
+            raise ResultTimeout(f"no result for request {request_id} within {timeout:g} s")
+        return codec.decode_result(encoded)
+
+    def depth(self, deployment_id: int) -> int:
+        return int(self._counts(keys=self._streams(deployment_id), args=[GROUP])[0])
+
+    def in_flight(self, deployment_id: int) -> int:
+        return int(self._counts(keys=self._streams(deployment_id), args=[GROUP])[1])
+
+    # --- worker side ---
+
+    def take(self, deployment_id: int, consumer: str, max_items: int, wait_s: float) -> list[Delivery]:
+        if max_items < 1:
+            raise ValueError(f"max_items must be at least 1, got {max_items}")
+        streams = self._streams(deployment_id)
+        give_up_at = time.monotonic() + max(wait_s, 0.0)
+        taken: list[Delivery] = []
+        while True:
+            wanted = max_items - len(taken)
+            entries, newest = self._take_now(keys=streams, args=[GROUP, consumer, wanted])
+            taken += self._live([self._delivery(deployment_id, *entry) for entry in entries])
+            if len(entries) == wanted and len(taken) < max_items:
+                continue  # some were expired (answered already): more may be queued behind them
+            remaining = give_up_at - time.monotonic()
+            if taken or remaining <= 0:
+                return taken
+            # Nothing is queued: sleep until a request is added after `newest`. XREAD, not XREADGROUP: waiting
+            # claims nothing, so the take script still picks the most urgent of what arrived.
+            self._redis.xread(dict(zip(streams, newest)), count=1, block=max(1, int(remaining * 1000)))
+
+    def complete(self, delivery: Delivery, result: InferenceResult) -> None:
+        """Stores the result and acknowledges in one atomic script; a delivery completed before (by a consumer
+        presumed dead whose work was reclaimed) stores nothing, so each request has one result."""
+        level, entry_id = _parse_tag(delivery.tag)
+        stream = self._streams(delivery.request.deployment_id)[level - HIGHEST_PRIORITY]
+        encoded = codec.encode_result(result)
+        self._complete(
+            keys=[stream, self._result_key(result.request_id)],
+            args=[GROUP, entry_id, encoded, self._result_ttl_ms],
+        )
+
+    def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:
+        if max_items < 1:
+            raise ValueError(f"max_items must be at least 1, got {max_items}")
+        min_idle_ms = max(0, int(min_idle_s * 1000))
+        entries = self._reclaim(keys=self._streams(deployment_id), args=[GROUP, consumer, min_idle_ms, max_items])
+        return self._live([self._delivery(deployment_id, *entry) for entry in entries])
+
+    def close(self) -> None:
+        for loop, client in self._async_clients.items():
+            if loop.is_closed():  # its connections went with it
+                continue
+            closing = asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+            if loop.is_running() and not _runs_on(loop):  # wait, unless that would block the loop it waits for
+                closing.result(timeout=5)
+        self._async_clients.clear()
+        self._redis.close()
+
+    # --- internals ---
+
+    def _async_client(self) -> redis.asyncio.Redis:
+        loop = asyncio.get_running_loop()
+        for stale in [other for other in self._async_clients if other.is_closed()]:
+            del self._async_clients[stale]
+        if loop not in self._async_clients:
+            self._async_clients[loop] = redis.asyncio.Redis.from_url(self._url)
+        return self._async_clients[loop]
+
+    def _delivery(self, deployment_id: int, level: int, entry_id: bytes, fields, attempts: int = 1) -> Delivery:
+        """A Delivery from a stream entry; an entry that does not decode carries an `_Undecodable` in place of the
+        request, so `_live` answers it FAILED instead of it being re-delivered forever."""
+        entry_id = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+        if isinstance(fields, list):  # from a script: a flat field, value list
+            fields = dict(zip(fields[::2], fields[1::2]))
+        tag = f"{int(level)}/{entry_id}"
+        request_id = (fields.get(b"id") or b"?").decode(errors="replace")
+        try:
+            request = codec.decode_request(fields.get(b"request", b""))
+            if request.deployment_id != deployment_id:
+                raise ValueError(f"it names deployment {request.deployment_id} but was queued for {deployment_id}")
+        except ValueError as e:
+            return Delivery(_Undecodable(deployment_id, request_id, str(e)), tag, int(attempts))  # type: ignore
+        return Delivery(request, tag, int(attempts))
+
+    def _live(self, deliveries: list[Delivery]) -> list[Delivery]:
+        """The deliveries a worker should execute; expired and undecodable ones are answered here."""
+        live, now = [], time.time()
+        for delivery in deliveries:
+            request = delivery.request
+            if isinstance(request, _Undecodable):
+                self.complete(
+                    delivery, InferenceResult(request.id, FAILED, error=f"undecodable request: {request.reason}")
+                )
+            elif request.expired(now):
+                self.complete(delivery, expired_result(request))
+            else:
+                live.append(delivery)
+        return live
+
+
+@dataclasses.dataclass
+class _Undecodable:
+    """Stands in for a request whose bytes did not decode, so it can be answered and acknowledged."""
+
+    deployment_id: int
+    id: str
+    reason: str
+
+
+def _runs_on(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _parse_tag(tag: str) -> tuple[int, str]:
+    level, _, entry_id = tag.partition("/")
+    if not level.isdigit() or int(level) not in LEVELS or not entry_id:
+        raise ValueError(f"delivery tag {tag!r} was not made by this queue")
+    return int(level), entry_id

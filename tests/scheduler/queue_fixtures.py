@@ -1,0 +1,81 @@
+"""Fixtures for the request queue and worker registry tests: each backend-neutral test runs on the in-memory
+backend and on Redis at LUMINAL_TEST_REDIS_URL (default 127.0.0.1:6379/0), in a namespace of its own whose keys
+are deleted afterwards. When that Redis is unreachable the Redis cases skip with that reason."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import uuid
+
+import pytest
+
+REDIS_URL = os.environ.get("LUMINAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
+def redis_namespace():
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    try:
+        client.ping()
+    except redis.RedisError as e:
+        pytest.skip(f"Redis is unreachable at {REDIS_URL}: {e}")
+    namespace = f"lmtest-{uuid.uuid4().hex[:12]}"
+    try:
+        yield namespace
+    finally:
+        for key in client.scan_iter(match=f"{namespace}:*", count=500):
+            client.delete(key)
+        client.close()
+
+
+@pytest.fixture
+def gateway_loop():
+    """An event loop in a thread of its own, as the gateway's: queue tests wait for results on it while the
+    test's own thread plays the worker."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)
+    loop.close()
+
+
+@pytest.fixture(params=["memory", "redis"])
+def queue_factory(request, gateway_loop):
+    """Makes queues of the parametrised backend (keyword arguments go to its constructor); closes them after."""
+    from luminal.scheduler.queues.memory import MemoryQueue
+    from luminal.scheduler.queues.redis_streams import RedisStreamsQueue
+
+    namespace = request.getfixturevalue("redis_namespace") if request.param == "redis" else None
+    made = []
+
+    def make(**kwargs):
+        queue = MemoryQueue(**kwargs) if namespace is None else RedisStreamsQueue(REDIS_URL, namespace, **kwargs)
+        made.append(queue)
+        return queue
+
+    yield make
+    for queue in made:
+        queue.close()
+
+
+@pytest.fixture
+def queue(queue_factory):
+    return queue_factory()
+
+
+@pytest.fixture(params=["memory", "redis"])
+def registry(request):
+    from luminal.scheduler.registry import open_registry
+
+    if request.param == "memory":
+        made = open_registry("")
+    else:
+        made = open_registry(REDIS_URL, request.getfixturevalue("redis_namespace"))
+    yield made
+    made.close()
