@@ -12,6 +12,7 @@ import sys
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from luminal.cli.client import ClientError, PlatformClient
@@ -80,4 +81,5 @@ def usage(
     elif not report["rows"]:
         out.print(f"No usage from {report['since']} to {report['until']}.", highlight=False)
     else:
-        out.print(_table(report))
+        # A console made now, not at import: it reads the terminal's width (COLUMNS) as it is for this command.
+        Console().print(_table(report))

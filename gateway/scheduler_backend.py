@@ -15,6 +15,8 @@ from luminal.provisioner.provisioner import Provisioner
 from luminal.scheduler.queues.base import RequestQueue, ResultTimeout
 from luminal.scheduler.work import EXPIRED, InferenceRequest, InferenceResult
 
+DEADLINE_GRACE_S = 0.05  # a result stored right at the deadline is still returned
+
 
 class SchedulerBackend:
     def __init__(
@@ -34,8 +36,27 @@ class SchedulerBackend:
         request.deadline = latest if request.deadline is None else min(request.deadline, latest)
         self.queue.submit(request, self.max_queue_depth)  # QueueFull: a 429 with Retry-After (gateway/errors.py)
         self.provisioner.notify(deployment.deployment_id)
-        wait = max(0.0, request.deadline - time.time()) + self.execution_timeout_s
+        until_deadline = max(0.0, request.deadline - time.time()) + DEADLINE_GRACE_S
         try:
-            return await self.queue.wait_result(request.id, wait)
+            return await self.queue.wait_result(request.id, until_deadline)
         except ResultTimeout:
-            return InferenceResult(request.id, EXPIRED, error=f"no result within {wait:.1f} s")
+            pass
+        # Past the deadline a queued request can never start (take() and the executor drop it), so unless some
+        # request of the deployment is executing (it may be this one) the answer is 504 now, not after the
+        # execution allowance: a deployment whose workers cannot start must not hold its callers.
+        if self.queue.in_flight(deployment.deployment_id) == 0:
+            try:  # completed in the instant between the two checks
+                return await self.queue.wait_result(request.id, DEADLINE_GRACE_S)
+            except ResultTimeout:
+                return InferenceResult(request.id, EXPIRED, error=_expired_message(request))
+        try:
+            return await self.queue.wait_result(request.id, self.execution_timeout_s)
+        except ResultTimeout:
+            return InferenceResult(
+                request.id, EXPIRED, error=f"no result {self.execution_timeout_s:g} s after its deadline"
+            )
+
+
+def _expired_message(request: InferenceRequest) -> str:
+    waited = time.time() - request.enqueued_at
+    return f"the request's timeout passed before execution started (it waited {waited:.3f} s)"

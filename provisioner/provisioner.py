@@ -23,6 +23,7 @@ from luminal.scheduler.worker_spec import WorkerSpec
 
 log = logging.getLogger(__name__)
 COLD_STARTS_KEPT = 32
+MAX_RESTART_BACKOFF_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,10 @@ class _State:
     last_activity: float
     last_scale_up: float = float("-inf")
     last_scale_down: float = float("-inf")
+    # Workers that died before they were ready (a program that cannot load): restarts back off exponentially
+    # instead of spinning, until one becomes ready.
+    failed_starts: int = 0
+    no_start_before: float = float("-inf")
 
 
 class Provisioner:
@@ -163,10 +168,17 @@ class Provisioner:
         alive, dead = [], []
         for handle in self._workers.get(deployment_id, []):
             (alive if handle.alive() else dead).append(handle)
+        state = self._states.get(deployment_id)
         for handle in dead:
             log.warning("worker %s of deployment %s exited", handle.worker_id, deployment_id)
             self.registry.deregister(handle.worker_id)
             self._noted.discard(handle.worker_id)
+            if state is not None and handle.cold_start_seconds() is None:
+                state.failed_starts += 1
+                backoff = min(MAX_RESTART_BACKOFF_S, 0.5 * 2 ** (state.failed_starts - 1))
+                state.no_start_before = time.monotonic() + backoff
+        if state is not None and any(h.cold_start_seconds() is not None for h in alive):
+            state.failed_starts = 0
         self._workers[deployment_id] = alive
         return alive
 
@@ -175,7 +187,7 @@ class Provisioner:
             workers = self._live_workers(deployment_id)
             state = self._states.setdefault(deployment_id, _State(last_activity=now))
             stopping: list[WorkerHandle] = []
-            if want > len(workers) and spec is not None:
+            if want > len(workers) and spec is not None and now >= state.no_start_before:
                 for _ in range(want - len(workers)):
                     workers.append(self.backend.start(spec))
                 state.last_scale_up = now

@@ -21,7 +21,7 @@ from luminal.scheduler.batch_execution import BatchExecutor
 from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues.base import RequestQueue
-from luminal.scheduler.registry import WorkerInfo, WorkerRegistry
+from luminal.scheduler.registry import UnknownWorker, WorkerInfo, WorkerRegistry
 from luminal.scheduler.worker_spec import WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -60,15 +60,14 @@ class Worker:
 
     def run(self, stop: threading.Event) -> None:
         started = time.time()
-        self.registry.register(
-            WorkerInfo(
-                worker_id=self.worker_id,
-                deployment_id=self.spec.deployment_id,
-                pid=os.getpid(),
-                host=socket.gethostname(),
-                started_at=started,
-            )
+        self._info = WorkerInfo(
+            worker_id=self.worker_id,
+            deployment_id=self.spec.deployment_id,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started_at=started,
         )
+        self.registry.register(self._info)
         try:
             program = self.programs.get(self.spec.program_key)
             self.registry.mark_ready(self.worker_id)
@@ -77,6 +76,13 @@ class Worker:
             self._serve(program.run, stop)
         finally:
             self.registry.deregister(self.worker_id)
+
+    def _heartbeat(self) -> None:
+        try:
+            self.registry.heartbeat(self.worker_id)
+        except UnknownWorker:  # the registry lost this worker (a Redis flush): it registers again
+            self.registry.register(self._info)
+            self.registry.mark_ready(self.worker_id)
 
     def _serve(self, run, stop: threading.Event) -> None:
         layout, policy = batching_for(self.spec)
@@ -95,9 +101,9 @@ class Worker:
                 )
                 for delivery in reclaimed:  # one at a time: together they could exceed the batch limit
                     executor.execute(run, [delivery])
+            if now - last_beat >= HEARTBEAT_S:
+                last_beat = now
+                self._heartbeat()
         # Requests the former took for a next batch are served before the worker goes, not left to a reclaim.
         while former.carried:
             executor.execute(run, former.next_batch(policy, layout, 0.0))
-            if now - last_beat >= HEARTBEAT_S:
-                last_beat = now
-                self.registry.heartbeat(self.worker_id)

@@ -121,3 +121,18 @@ def test_a_deleted_deployment_loses_its_workers(world):
     specs.clear()
     provisioner.tick()
     assert backend.running() == [] and provisioner.status(1)["replicas"] == 0
+
+
+def test_workers_that_die_before_ready_are_restarted_with_backoff(world):
+    provisioner, specs, _, backend = world
+    specs[0] = dataclasses.replace(SPEC, min_replicas=1)
+    provisioner.tick()
+    for attempt in range(2):
+        failing = backend.started[-1]
+        failing.cold_start_seconds = lambda: None  # it never became ready
+        failing.running = False
+        provisioner.tick()
+        assert len(backend.started) == attempt + 1, "restarted without waiting"
+        time.sleep(0.5 * 2**attempt + 0.05)
+        provisioner.tick()
+        assert len(backend.started) == attempt + 2
