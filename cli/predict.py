@@ -74,7 +74,9 @@ def _file_name(output: str, taken: set[str]) -> str:
 
 def predict(
     name: Annotated[str, typer.Argument(help="the deployed model's name")],
-    inputs: Annotated[list[str], typer.Option("--input", "-i", help="NAME=FILE.npy or NAME=JSON, once per input")],
+    inputs: Annotated[
+        list[str] | None, typer.Option("--input", "-i", help="NAME=FILE.npy or NAME=JSON, once per input")
+    ] = None,
     version: Annotated[int | None, typer.Option(min=1, help="the model version (default: newest deployed)")] = None,
     binary: Annotated[bool, typer.Option(help="send and receive tensors as binary data, not JSON")] = False,
     output_dir: Annotated[Path | None, typer.Option(help="save each output as DIR/NAME.npy instead")] = None,
@@ -83,7 +85,7 @@ def predict(
 ) -> None:
     """Run one inference request and print each output (name, datatype, shape, values abbreviated)."""
     with client_session(url, api_key) as client:
-        request = encode_request(parse_inputs(inputs, client.model_metadata(name, version)), binary)
+        request = encode_request(parse_inputs(inputs or [], client.model_metadata(name, version)), binary)
         response = client.infer(name, version, request.body, request.json_length)
         outputs = decode_response(response.content, response.headers.get("Inference-Header-Content-Length"))
     if output_dir is not None:
