@@ -1,6 +1,7 @@
 """Fuzz every operation of the running gateway's OpenAPI schema (schemathesis): with a valid key, no generated
 request, however malformed, may get a 5xx. SQLite only and a few dozen examples per operation, so it stays
-well under a minute on a slow machine. It found: a version path of non-ASCII digits ('²') crashing int()."""
+well under a minute on a slow machine. It found: a version path of non-ASCII digits ('²') crashing int(), and
+deployment ids past the database's integer range reaching the database."""
 
 from __future__ import annotations
 
@@ -53,3 +54,9 @@ def test_no_request_gets_a_server_error(server):
 def test_what_the_fuzzer_found_stays_fixed(server, version):
     r = server.client().get(f"/v2/models/tiny/versions/{version}")
     assert r.status_code == 400 and "is not a positive integer" in r.json()["error"], r.text
+
+
+@pytest.mark.parametrize("path", ["/v1/deployments/{}", "/v1/deployments/{}/workers", "/v1/keys/{}"])
+def test_ids_past_the_integer_range_are_refused_before_the_database(server, path):
+    r = server.client().get(path.format(2**80)) if "keys" not in path else server.client().delete(path.format(2**80))
+    assert r.status_code == 422 and "less than or equal to 2147483647" in r.json()["error"], r.text
