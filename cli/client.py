@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -20,7 +21,7 @@ class ClientError(Exception):
 class PlatformClient:
     def __init__(self, url: str, api_key: str | None, timeout: float = 60):
         if not api_key:
-            raise ClientError("no API key: pass --api-key or set LUMINAL_API_KEY")
+            raise ClientError("no API key: run `luminal login`, pass --api-key or set LUMINAL_API_KEY")
         self.url = url.rstrip("/")
         self._http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout)
 
@@ -28,12 +29,17 @@ class PlatformClient:
         self._http.close()
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._send(method, path, **kwargs)
+        return response.json() if response.content else None
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The successful response; a failure of any kind raised as `ClientError` with the server's message."""
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as e:
             raise ClientError(f"cannot reach {self.url}: {e}") from None
         if response.is_success:
-            return response.json() if response.content else None
+            return response
         try:
             message = response.json()["error"]
         except (ValueError, KeyError, TypeError):
@@ -73,3 +79,49 @@ class PlatformClient:
     def usage(self, **params: Any) -> dict:
         """The usage report (`since`, `until`, `by`, `deployment_id`; None leaves a parameter out)."""
         return self._call("GET", "/v1/usage", params={k: v for k, v in params.items() if v is not None})
+
+    # ---- models -------------------------------------------------------------------------------------------
+
+    def list_models(self) -> list[dict]:
+        return self._call("GET", "/v1/models")
+
+    def delete_model(self, name: str, version: int | None = None) -> None:
+        path = f"/v1/models/{quote(name, safe='')}" + (f"/versions/{version}" if version is not None else "")
+        self._call("DELETE", path)
+
+    def model_metadata(self, name: str, version: int | None = None) -> dict:
+        """The OIP metadata of the deployed model: its inputs' and outputs' names, datatypes and shapes."""
+        return self._call("GET", _oip_path(name, version))
+
+    def infer(self, name: str, version: int | None, body: bytes, json_length: int | None) -> httpx.Response:
+        """POST an OIP request; `json_length` set means binary tensors follow the JSON (Triton's extension)."""
+        headers = {"Content-Type": "application/octet-stream" if json_length is not None else "application/json"}
+        if json_length is not None:
+            headers["Inference-Header-Content-Length"] = str(json_length)
+        return self._send("POST", _oip_path(name, version) + "/infer", content=body, headers=headers)
+
+    # ---- deployments --------------------------------------------------------------------------------------
+
+    def list_deployments(self) -> list[dict]:
+        return self._call("GET", "/v1/deployments")
+
+    def update_deployment(self, deployment_id: int, **changes: int) -> dict:
+        return self._call("PATCH", f"/v1/deployments/{deployment_id}", json=changes)
+
+    def delete_deployment(self, deployment_id: int) -> None:
+        self._call("DELETE", f"/v1/deployments/{deployment_id}")
+
+    # ---- API keys -----------------------------------------------------------------------------------------
+
+    def list_keys(self) -> list[dict]:
+        return self._call("GET", "/v1/keys")
+
+    def create_key(self, name: str | None = None) -> dict:
+        return self._call("POST", "/v1/keys", json={"name": name} if name is not None else {})
+
+    def revoke_key(self, key_id: int) -> dict:
+        return self._call("DELETE", f"/v1/keys/{key_id}")
+
+
+def _oip_path(name: str, version: int | None) -> str:
+    return f"/v2/models/{quote(name, safe='')}" + (f"/versions/{version}" if version is not None else "")

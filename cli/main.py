@@ -1,7 +1,8 @@
-"""The `luminal` command: `serve` runs the embedded platform; `deploy` uploads a model and waits for its compile.
+"""The `luminal` command: `serve` runs the embedded platform; `deploy` uploads a model and waits for its compile;
+`login`, `models`, `deployments`, `keys`, `predict` and `compile` are registered from their own modules.
 
-Client commands read the server from --url / $LUMINAL_URL and the key from --api-key / $LUMINAL_API_KEY.
-Errors print one line and exit with status 1.
+Client commands read the server and key from --url / --api-key, else $LUMINAL_URL / $LUMINAL_API_KEY, else the
+config file `luminal login` writes (see cli/config.py). Errors print one line and exit with status 1.
 """
 
 from __future__ import annotations
@@ -11,22 +12,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from luminal.cli.client import ClientError, PlatformClient
+from luminal.cli import compile as compile_command
+from luminal.cli import deployments, keys, login, models, predict
+from luminal.cli.client import ClientError
+from luminal.cli.common import KeyOption, UrlOption, err, fail, out
+from luminal.cli.config import connect
+
+__all__ = ["KeyOption", "UrlOption", "app", "err", "fail", "main", "out"]  # other command modules import these
 
 app = typer.Typer(help="Luminal Cloud: serve the platform, deploy .lgraph models.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
-
-UrlOption = Annotated[str, typer.Option("--url", envvar="LUMINAL_URL", help="the platform's address")]
-KeyOption = Annotated[str | None, typer.Option("--api-key", envvar="LUMINAL_API_KEY", help="your API key")]
-
-
-def fail(message: str) -> None:
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(1)
 
 
 @app.command()
@@ -70,7 +66,7 @@ def _default_name(path: Path) -> str:
 @app.command()
 def deploy(
     file: Annotated[Path, typer.Argument(help="the .lgraph file")],
-    url: UrlOption = "http://127.0.0.1:8000",
+    url: UrlOption = None,
     api_key: KeyOption = None,
     name: Annotated[str | None, typer.Option(help="model name (default: the file's name)")] = None,
     gpu: Annotated[str, typer.Option(help="GPU type to run on")] = "cpu",
@@ -85,7 +81,7 @@ def deploy(
         fail(f"{file}: no such file")
     name = name or _default_name(file)
     try:
-        client = PlatformClient(url, api_key)
+        client = connect(url, api_key)
         try:
             with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                           TransferSpeedColumn(), console=err, transient=True) as progress:  # fmt: skip
@@ -119,6 +115,14 @@ def _json(doc: object) -> str:
     import json
 
     return json.dumps(doc, separators=(",", ":"))
+
+
+app.command()(login.login)
+app.add_typer(models.app, name="models")
+app.add_typer(deployments.app, name="deployments")
+app.add_typer(keys.app, name="keys")
+app.command()(predict.predict)
+app.command(name="compile")(compile_command.compile_file)
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from luminal.gateway.errors import install_error_handlers
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.platform import Platform
 from luminal.gateway.predictions import fail_interrupted
-from luminal.gateway.routers import deployments, inference, metrics, models, predictions, server, usage, workers
+from luminal.gateway.routers import deployments, inference, keys, metrics, models, predictions, server, usage, workers
 from luminal.gateway.scheduler_backend import SchedulerBackend
 from luminal.gateway.settings import Settings
 from luminal.gateway.store import deployments as deployment_store
@@ -118,6 +118,6 @@ def create_app(
     # expects, never by what a header claims.
     app = FastAPI(title="Luminal Cloud", version="0.1.0", lifespan=lifespan, strict_content_type=False)
     install_error_handlers(app)
-    for module in (server, inference, models, deployments, workers, usage, predictions, metrics):
+    for module in (server, inference, models, deployments, workers, usage, predictions, metrics, keys):
         app.include_router(module.router)
     return app

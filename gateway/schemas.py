@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from luminal.gateway.store.tables import Deployment, Model, ModelVersion
+from luminal.gateway.store.tables import ApiKey, Deployment, Model, ModelVersion
 from luminal.gateway.tensor_codec import oip_datatype, oip_shape
 
 # Names appear in URLs (/v2/models/{name}); this keeps them path-safe and readable.
@@ -114,3 +115,66 @@ class DeploymentPublic(BaseModel):
             created_at=row.created_at,
             updated_at=row.updated_at,
         )
+
+
+def _limits_of_create(field: str) -> list[Any]:
+    """The constraints DeploymentCreate puts on `field`: an update can never store what a create would refuse."""
+    return DeploymentCreate.model_fields[field].metadata
+
+
+class DeploymentUpdate(BaseModel):
+    """A PATCH: only the fields given change. Whether min_replicas <= max_replicas holds is checked again
+    against the stored values, since the body may set only one of them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_batch_size: Annotated[int | None, *_limits_of_create("max_batch_size")] = None
+    max_queue_delay_ms: Annotated[int | None, *_limits_of_create("max_queue_delay_ms")] = None
+    min_replicas: Annotated[int | None, *_limits_of_create("min_replicas")] = None
+    max_replicas: Annotated[int | None, *_limits_of_create("max_replicas")] = None
+
+    @model_validator(mode="after")
+    def _some_change_no_nulls(self) -> DeploymentUpdate:
+        if not self.model_fields_set:
+            raise ValueError(f"give at least one of {sorted(type(self).model_fields)}")
+        nulls = sorted(f for f in self.model_fields_set if getattr(self, f) is None)
+        if nulls:
+            raise ValueError(f"{nulls} may not be null; leave a field out to keep its value")
+        if self.min_replicas is not None and self.max_replicas is not None and self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas {self.min_replicas} exceeds max_replicas {self.max_replicas}")
+        return self
+
+    def changes(self) -> dict[str, int]:
+        return {f: getattr(self, f) for f in self.model_fields_set}
+
+
+# Row ids are PostgreSQL `integer`s: a larger id in a path is refused as a 422, not sent to the database
+# (where it would overflow the parameter, a 500).
+MAX_ROW_ID = 2**31 - 1
+RowId = Annotated[int, Path(ge=1, le=MAX_ROW_ID)]
+# Control characters in a name could rewrite a terminal that lists it; everything else is allowed.
+KEY_NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+
+
+class KeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=128, pattern=KEY_NAME_PATTERN)
+
+
+class KeyPublic(BaseModel):
+    """A key as listings show it: never the key or its hash, only its first characters (`prefix`)."""
+
+    id: int
+    name: str | None
+    prefix: str | None  # None for keys created before keys had prefixes
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
+
+    @classmethod
+    def of(cls, row: ApiKey) -> KeyPublic:
+        return cls(id=row.id, name=row.name, prefix=row.prefix, created_at=row.created_at, revoked_at=row.revoked_at)
+
+
+class KeyCreated(KeyPublic):
+    key: str  # shown only in this answer

@@ -8,7 +8,7 @@ from starlette.concurrency import run_in_threadpool
 from luminal.gateway.dependencies import ArtifactsDep, CompilesDep, DatabaseDep, SettingsDep, TenantDep
 from luminal.gateway.errors import ApiError
 from luminal.gateway.request_body import read_json_model
-from luminal.gateway.schemas import DeploymentCreate, DeploymentPublic
+from luminal.gateway.schemas import DeploymentCreate, DeploymentPublic, DeploymentUpdate, RowId
 from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import Tenant
@@ -48,15 +48,33 @@ def list_deployments(tenant: TenantDep, db: DatabaseDep) -> list[DeploymentPubli
 
 
 @router.get("/{deployment_id}")
-def get_deployment(deployment_id: int, tenant: TenantDep, db: DatabaseDep) -> DeploymentPublic:
+def get_deployment(deployment_id: RowId, tenant: TenantDep, db: DatabaseDep) -> DeploymentPublic:
     with db.session() as session:
         return DeploymentPublic.of(deployment_store.get_deployment(session, tenant, deployment_id))
 
 
 @router.delete("/{deployment_id}", status_code=204)
-def delete_deployment(deployment_id: int, tenant: TenantDep, db: DatabaseDep, artifacts: ArtifactsDep) -> Response:
+def delete_deployment(deployment_id: RowId, tenant: TenantDep, db: DatabaseDep, artifacts: ArtifactsDep) -> Response:
     with db.session() as session:
         unused = deployment_store.delete_deployment(session, tenant, deployment_id)
     for key in unused:
         artifacts.delete(key)
     return Response(status_code=204)
+
+
+_UPDATE_DOC = {"content": {"application/json": {"schema": DeploymentUpdate.model_json_schema()}}, "required": True}
+
+
+@router.patch("/{deployment_id}", openapi_extra={"requestBody": _UPDATE_DOC})
+async def update_deployment(
+    deployment_id: RowId, request: Request, tenant: TenantDep, db: DatabaseDep
+) -> DeploymentPublic:
+    """Change batching and scaling settings: any of max_batch_size, max_queue_delay_ms, min_replicas,
+    max_replicas. The provisioner and scheduler read them from the store; nothing is recompiled."""
+    body = await read_json_model(request, DeploymentUpdate, MAX_BODY_BYTES)
+    return await run_in_threadpool(_update, db, tenant, deployment_id, body.changes())
+
+
+def _update(db: Database, tenant: Tenant, deployment_id: int, changes: dict[str, int]) -> DeploymentPublic:
+    with db.session() as session:
+        return DeploymentPublic.of(deployment_store.update_deployment(session, tenant, deployment_id, changes))

@@ -35,7 +35,7 @@ HEADER_LENGTH = "Inference-Header-Content-Length"
 def _parse_version(version: str | None) -> int | None:
     if version is None:
         return None
-    if not version.isdigit() or len(version) > 9:
+    if not (version.isascii() and version.isdigit()) or len(version) > 9:  # str.isdigit() also admits '²'
         raise ApiError(400, f"model version {version!r:.40} is not a positive integer")
     return int(version)
 

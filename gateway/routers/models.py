@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.dependencies import ArtifactsDep, DatabaseDep, SettingsDep, TenantDep
-from luminal.gateway.schemas import MODEL_NAME_PATTERN, ModelPublic, ModelVersionPublic, UploadPublic
+from luminal.gateway.schemas import MODEL_NAME_PATTERN, ModelPublic, ModelVersionPublic, RowId, UploadPublic
 from luminal.gateway.store import models as model_store
 from luminal.gateway.uploads import register_upload, spool_upload
 
@@ -59,6 +59,18 @@ def delete_model(name: str, tenant: TenantDep, db: DatabaseDep, artifacts: Artif
     database change commits (a crash in between leaves an unreferenced file, never a dangling row)."""
     with db.session() as session:
         unused = model_store.delete_model(session, tenant, name)
+    for key in unused:
+        artifacts.delete(key)
+    return Response(status_code=204)
+
+
+@router.delete("/{name}/versions/{version}", status_code=204)
+def delete_model_version(
+    name: str, version: RowId, tenant: TenantDep, db: DatabaseDep, artifacts: ArtifactsDep
+) -> Response:
+    """Deletes one version and its deployment; deleting the last version deletes the model."""
+    with db.session() as session:
+        unused = model_store.delete_version(session, tenant, name, version)
     for key in unused:
         artifacts.delete(key)
     return Response(status_code=204)

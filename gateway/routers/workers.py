@@ -8,13 +8,16 @@ from typing import Any
 from fastapi import APIRouter
 
 from luminal.gateway.dependencies import DatabaseDep, PlatformDep, TenantDep
+from luminal.gateway.schemas import RowId
 from luminal.gateway.store import deployments as deployment_store
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
 
 
 @router.get("/{deployment_id}/workers")
-def deployment_workers(deployment_id: int, tenant: TenantDep, db: DatabaseDep, platform: PlatformDep) -> dict[str, Any]:
+def deployment_workers(
+    deployment_id: RowId, tenant: TenantDep, db: DatabaseDep, platform: PlatformDep
+) -> dict[str, Any]:
     with db.session() as session:
         deployment_store.get_deployment(session, tenant, deployment_id)  # 404 for another tenant's id
     if platform.provisioner is None:  # a backend without workers (the direct anchor of bench/serve.py)

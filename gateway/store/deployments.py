@@ -14,6 +14,8 @@ from luminal.gateway.store.models import get_version, unreferenced
 from luminal.gateway.store.tables import Deployment, Model, ModelVersion, Tenant
 
 COMPILING, READY, FAILED = "compiling", "ready", "failed"
+# What a PATCH may change: the settings the scheduler and provisioner read, never what was compiled.
+SCALING_FIELDS = frozenset({"max_batch_size", "max_queue_delay_ms", "min_replicas", "max_replicas"})
 
 
 @dataclass(frozen=True)
@@ -114,3 +116,21 @@ def finish_compile(session: Session, deployment_id: int, program_key: str | None
     row.error = error
     row.updated_at = dt.datetime.now(dt.UTC)
     return True
+
+
+def update_deployment(session: Session, tenant: Tenant, deployment_id: int, changes: dict[str, int]) -> Deployment:
+    """Apply batching and scaling `changes` (already range-checked); Conflict when the replica bounds they leave
+    are out of order, e.g. a new min_replicas above the stored max_replicas."""
+    unknown = sorted(set(changes) - SCALING_FIELDS)
+    if unknown:
+        raise ValueError(f"not a scaling setting: {unknown}")  # a caller's bug: the schema admits only these
+    row = get_deployment(session, tenant, deployment_id)
+    low = changes.get("min_replicas", row.min_replicas)
+    high = changes.get("max_replicas", row.max_replicas)
+    if low > high:
+        raise Conflict(f"min_replicas {low} would exceed max_replicas {high} of deployment {deployment_id}")
+    for field, value in changes.items():
+        setattr(row, field, value)
+    row.updated_at = dt.datetime.now(dt.UTC)
+    session.flush()
+    return row

@@ -97,3 +97,16 @@ def unreferenced(session: Session, keys: set[str]) -> list[str]:
     used = set(session.scalars(select(ModelVersion.artifact_key).where(ModelVersion.artifact_key.in_(keys))))
     used |= set(session.scalars(select(Deployment.program_key).where(Deployment.program_key.in_(keys))))
     return sorted(keys - used)
+
+
+def delete_version(session: Session, tenant: Tenant, name: str, version: int) -> list[str]:
+    """Delete one version and its deployment (the model too when it was its last version); return the artifact
+    keys nothing references any more, as `delete_model` does."""
+    row = get_version(session, tenant, name, version)
+    model = row.model
+    keys = {row.artifact_key} | (
+        {row.deployment.program_key} if row.deployment and row.deployment.program_key else set()
+    )
+    session.delete(model if len(model.versions) == 1 else row)
+    session.flush()
+    return unreferenced(session, keys)

@@ -62,6 +62,10 @@ class ApiKey(Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[dt.datetime] = _now()
     revoked_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    # The owner's label, and the key's first characters so a listing can say which key is which without
+    # holding the secret. NULL for keys older than migration 0004.
+    name: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    prefix: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
 
 class Model(Base):

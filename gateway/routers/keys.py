@@ -1,0 +1,51 @@
+"""`/v1/keys`: a tenant's API keys. Create one (the key is in that answer only), list them, revoke one."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from luminal.gateway.dependencies import DatabaseDep, TenantDep
+from luminal.gateway.request_body import read_capped_body
+from luminal.gateway.schemas import KeyCreate, KeyCreated, KeyPublic, RowId
+from luminal.gateway.store import tenants as tenant_store
+from luminal.gateway.store.database import Database
+from luminal.gateway.store.tables import Tenant
+
+router = APIRouter(prefix="/v1/keys", tags=["keys"])
+# The body is at most a name: 4 KiB is plenty and keeps a hostile body from being read whole.
+MAX_BODY_BYTES = 4096
+_BODY_DOC = {"content": {"application/json": {"schema": KeyCreate.model_json_schema()}}, "required": False}
+
+
+@router.post("", status_code=201, openapi_extra={"requestBody": _BODY_DOC})
+async def create_key(request: Request, tenant: TenantDep, db: DatabaseDep) -> KeyCreated:
+    """The body `{"name": "..."}` is optional. The answer holds the key itself, which is never shown again."""
+    raw = await read_capped_body(request, MAX_BODY_BYTES)
+    try:
+        body = KeyCreate.model_validate_json(raw if raw.strip() else b"{}")  # no body: an unnamed key
+    except ValidationError as e:  # the same 422 a declared body parameter gives
+        raise RequestValidationError(e.errors(include_url=False, include_context=False)) from None
+    return await run_in_threadpool(_create, db, tenant, body.name)
+
+
+def _create(db: Database, tenant: Tenant, name: str | None) -> KeyCreated:
+    with db.session() as session:
+        row, key = tenant_store.create_key(session, tenant, name=name)
+        return KeyCreated(key=key, **KeyPublic.of(row).model_dump())
+
+
+@router.get("")
+def list_keys(tenant: TenantDep, db: DatabaseDep) -> list[KeyPublic]:
+    """Every key of the tenant, revoked ones too (with `revoked_at`), oldest first."""
+    with db.session() as session:
+        return [KeyPublic.of(k) for k in tenant_store.list_keys(session, tenant)]
+
+
+@router.delete("/{key_id}")
+def revoke_key(key_id: RowId, tenant: TenantDep, db: DatabaseDep) -> KeyPublic:
+    """Revoke a key: it stops working at once. 409 when it is already revoked or the tenant's last active key."""
+    with db.session() as session:
+        return KeyPublic.of(tenant_store.revoke_key_id(session, tenant, key_id))
