@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from luminal.cli.client import ClientError, PlatformClient
+from luminal.cli.config import client_session
 from luminal.cli.main import KeyOption, UrlOption, app, fail, out
 
 FORMATS = ("table", "csv", "json")
@@ -55,7 +55,7 @@ def _write_csv(report: dict) -> None:
 
 @app.command()
 def usage(
-    url: UrlOption = "http://127.0.0.1:8000",
+    url: UrlOption = None,
     api_key: KeyOption = None,
     since: Annotated[str | None, typer.Option(help="start, ISO 8601 or epoch seconds (default: 24 h ago)")] = None,
     until: Annotated[str | None, typer.Option(help="end, ISO 8601 or epoch seconds (default: now)")] = None,
@@ -66,14 +66,8 @@ def usage(
     """Billed GPU-seconds and cost of your batches per period and deployment, with totals."""
     if format not in FORMATS:
         fail(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
-    try:
-        client = PlatformClient(url, api_key)
-        try:
-            report = client.usage(since=since, until=until, by=by, deployment_id=deployment)
-        finally:
-            client.close()
-    except ClientError as e:
-        fail(str(e))
+    with client_session(url, api_key) as client:
+        report = client.usage(since=since, until=until, by=by, deployment_id=deployment)
     if format == "json":
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     elif format == "csv":
