@@ -24,6 +24,7 @@ from luminal.provisioner.local_processes import LocalProcessWorkers
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
 from luminal.scheduler.compile_jobs import ThreadCompileRunner
 from luminal.scheduler.ledger import SqlUsageLedger
+from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
 from luminal.scheduler.queues.base import RequestQueue
@@ -50,23 +51,24 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     fail_interrupted(db)
     if backend is not None:
         return Platform(settings, db, artifacts, compiles, backend, bootstrap_key)
-    queue, registry, provisioner = _start_scheduler(settings, db, artifacts)
+    queue, registry, provisioner, ledger = _start_scheduler(settings, db, artifacts)
     backend = SchedulerBackend(
         queue, provisioner, settings.max_queue_depth, settings.request_timeout_s, settings.execution_timeout_s
     )
-    return Platform(settings, db, artifacts, compiles, backend, bootstrap_key, queue, registry, provisioner)
+    return Platform(settings, db, artifacts, compiles, backend, bootstrap_key, queue, registry, provisioner, ledger)
 
 
 def _start_scheduler(
     settings: Settings, db: Database, artifacts: LocalArtifactStore
-) -> tuple[RequestQueue, WorkerRegistry, Provisioner]:
+) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger | None]:
     queue = open_queue(settings.queue_url)
     registry = open_registry(settings.queue_url)
+    ledger = None  # worker processes keep their own
     if settings.worker_backend == "process":
         worker_backend = LocalProcessWorkers(settings, registry)
     else:
         programs = ProgramCache(artifacts.local_path)
-        ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)
+        ledger = BufferedLedger(SqlUsageLedger(db, settings.gpu_prices_per_second))
         worker_backend = ThreadWorkers(queue, programs, ledger, registry)
     scaling = ProvisionerSettings(
         target_per_replica=settings.scale_target_per_replica,
@@ -76,7 +78,7 @@ def _start_scheduler(
     )
     provisioner = Provisioner(partial(_ready_specs, db), queue, registry, worker_backend, scaling)
     provisioner.start()
-    return queue, registry, provisioner
+    return queue, registry, provisioner, ledger
 
 
 def _ready_specs(db: Database) -> list[WorkerSpec]:
@@ -87,6 +89,8 @@ def _ready_specs(db: Database) -> list[WorkerSpec]:
 def stop_platform(platform: Platform) -> None:
     if platform.provisioner is not None:
         platform.provisioner.close()
+    if platform.ledger is not None:
+        platform.ledger.close()
     if platform.queue is not None:
         platform.queue.close()
     platform.compiles.shutdown()

@@ -1,10 +1,15 @@
-"""The request dependencies as `Annotated` aliases: the platform's parts and the caller's tenant."""
+"""The request dependencies as `Annotated` aliases: the platform's parts and the caller's tenant.
+
+They are `async def` on purpose: FastAPI runs a plain `def` dependency in a worker thread, and a thread hop per
+dependency per request is a large share of a small model's latency."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import InferenceBackend
@@ -20,30 +25,30 @@ MAX_KEY_CHARS = 256  # our keys are 46 characters; refuse to hash anything absur
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
-def _platform(request: Request) -> Platform:
+async def _platform(request: Request) -> Platform:
     return request.app.state.platform
 
 
 PlatformDep = Annotated[Platform, Depends(_platform)]
 
 
-def _settings(p: PlatformDep) -> Settings:
+async def _settings(p: PlatformDep) -> Settings:
     return p.settings
 
 
-def _database(p: PlatformDep) -> Database:
+async def _database(p: PlatformDep) -> Database:
     return p.db
 
 
-def _artifacts(p: PlatformDep) -> ArtifactStore:
+async def _artifacts(p: PlatformDep) -> ArtifactStore:
     return p.artifacts
 
 
-def _compiles(p: PlatformDep) -> CompileRunner:
+async def _compiles(p: PlatformDep) -> CompileRunner:
     return p.compiles
 
 
-def _backend(p: PlatformDep) -> InferenceBackend:
+async def _backend(p: PlatformDep) -> InferenceBackend:
     return p.backend
 
 
@@ -54,9 +59,9 @@ CompilesDep = Annotated[CompileRunner, Depends(_compiles)]
 BackendDep = Annotated[InferenceBackend, Depends(_backend)]
 
 
-def _tenant(request: Request, db: DatabaseDep) -> Tenant:
-    """The tenant of the `Authorization: Bearer <key>` header; 401 without a valid, unrevoked key. A plain
-    `def`, so FastAPI runs its query in a worker thread instead of on the event loop."""
+async def _tenant(request: Request, p: PlatformDep) -> Tenant:
+    """The tenant of the `Authorization: Bearer <key>` header; 401 without a valid, unrevoked key. Known keys
+    come from the platform's short-lived cache; a miss queries the database in a worker thread, off the loop."""
     header = request.headers.get("authorization")
     if header is None:
         raise ApiError(401, "missing Authorization header (expected 'Bearer <api key>')", _CHALLENGE)
@@ -64,11 +69,32 @@ def _tenant(request: Request, db: DatabaseDep) -> Tenant:
     key = key.strip()
     if scheme.lower() != "bearer" or not key or len(key) > MAX_KEY_CHARS:
         raise ApiError(401, "malformed Authorization header (expected 'Bearer <api key>')", _CHALLENGE)
-    with db.session() as session:
-        tenant = tenant_for_key(session, key)
+    tenant = p.tenants.get(key)
+    if tenant is None:
+        generation = p.tenants.generation()
+        tenant = await run_in_threadpool(_lookup_tenant, p.db, key)
+        if tenant is not None:
+            p.tenants.put(key, tenant, generation)
     if tenant is None:
         raise ApiError(401, "invalid or revoked API key", _CHALLENGE)
     return tenant
+
+
+async def _invalidate_caches(p: PlatformDep) -> AsyncIterator[None]:
+    """For routes that change keys, models or deployments: the hot path's caches are cleared before the change
+    (no lookup started earlier can store a stale entry after it) and again once it is made."""
+    p.clear_caches()
+    yield
+    p.clear_caches()
+
+
+# `dependencies=[ChangesMetadata]` on a route that revokes a key or changes or deletes a model or deployment.
+ChangesMetadata = Depends(_invalidate_caches)
+
+
+def _lookup_tenant(db: Database, key: str) -> Tenant | None:
+    with db.session() as session:
+        return tenant_for_key(session, key)
 
 
 TenantDep = Annotated[Tenant, Depends(_tenant)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.metrics import InferenceMetrics
@@ -10,9 +11,12 @@ from luminal.gateway.predictions import PredictionRunner
 from luminal.gateway.settings import Settings
 from luminal.gateway.store.artifacts import ArtifactStore
 from luminal.gateway.store.database import Database
+from luminal.gateway.store.tables import Tenant
+from luminal.gateway.ttl_cache import TtlCache
 from luminal.gateway.webhooks import webhook_secret
 from luminal.provisioner.provisioner import Provisioner
 from luminal.scheduler.compile_jobs import CompileRunner
+from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
 
@@ -30,10 +34,21 @@ class Platform:
     queue: RequestQueue | None = None
     registry: WorkerRegistry | None = None
     provisioner: Provisioner | None = None
+    ledger: BufferedLedger | None = None  # the thread workers' usage ledger (flushed before a usage report)
     metrics: InferenceMetrics = field(default_factory=InferenceMetrics)
     # Built from the parts above (the webhook secret may be generated under data_dir on the first start).
     predictions: PredictionRunner = field(init=False)
 
+    # The hot path's lookups: API key -> tenant, and (tenant, model, version) -> its ready deployment.
+    tenants: TtlCache[Tenant] = field(init=False)
+    ready_deployments: TtlCache[dict[str, Any]] = field(init=False)
+
     def __post_init__(self) -> None:
+        self.tenants = TtlCache(self.settings.metadata_cache_s)
+        self.ready_deployments = TtlCache(self.settings.metadata_cache_s)
         secret = webhook_secret(self.settings)
         self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, secret)
+
+    def clear_caches(self) -> None:
+        self.tenants.clear()
+        self.ready_deployments.clear()

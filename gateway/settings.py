@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     # data_dir, so receivers keep verifying across restarts; replicas that share no data_dir must all set it.
     webhook_secret: str | None = Field(default=None, min_length=16, description="HMAC key of webhook signatures")
 
+    # How long a gateway trusts what it read about an API key or a ready deployment. Changes made through this
+    # gateway apply at once; another replica's (a revoked key, a deleted deployment) within this many seconds.
+    metadata_cache_s: float = Field(default=2.0, ge=0, le=60, description="seconds metadata lookups are cached")
     # Admission control: a deployment's queue holds at most this many waiting requests; more are answered 429.
     max_queue_depth: int = Field(default=512, ge=1, le=1_000_000, description="queued requests per deployment")
     # A request with no `timeout` of its own must start executing within this many seconds, or it is answered

@@ -1,8 +1,8 @@
 """One formed batch through the compiled program: grouped, concatenated, run, split, billed, answered.
 
-Order matters for exactly-once billing and for clients: the usage record is written before any result is
-released, so a client that has its answer always finds the batch in its usage report; each delivery is
-completed (result stored, then acknowledged) last.
+The usage record is handed to the ledger before any result is released (the platform's ledger is a
+`BufferedLedger`, which writes it off the serving path; its `flush()` makes it visible to a report); each
+delivery is completed (result stored, then acknowledged) last.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from luminal.scheduler.worker_spec import WorkerSpec
 
 log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 2000
-LEDGER_ATTEMPTS = 3
 
 RunProgram = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
@@ -55,19 +54,11 @@ class BatchExecutor:
                 self.queue.complete(by_id[request.id], result)
 
     def _bill(self, record: UsageRecord) -> None:
-        """Write the batch's usage record, retrying a failing database briefly (the batch id keeps a retry from
-        billing twice). If it still fails the answers are released anyway: the requests were served, and a
-        client must not lose its result to a billing outage; the loss is logged loudly for reconciliation."""
-        for attempt in range(LEDGER_ATTEMPTS):
-            try:
-                self.ledger.record(record)
-                return
-            except Exception:
-                if attempt == LEDGER_ATTEMPTS - 1:
-                    log.exception("deployment %s: usage record of batch %s NOT written: %r",
-                                  self.spec.deployment_id, record.batch_id, record)  # fmt: skip
-                    return
-                time.sleep(0.05 * 2**attempt)
+        try:
+            self.ledger.record(record)
+        except Exception:  # a bad record is our bug: the requests were served, so they still get their answers
+            log.exception("deployment %s: usage record of batch %s refused: %r",
+                          self.spec.deployment_id, record.batch_id, record)  # fmt: skip
 
     def _runs_alone(self, request: InferenceRequest) -> bool:
         """Not batchable: the program has no batch axis, or the request's inputs disagree on their rows (the
@@ -111,6 +102,8 @@ class BatchExecutor:
             ended_at=started + seconds,
             request_ids=tuple(r.id for r in group),
             request_rows=tuple(self._rows(r) for r in group),
+            model_name=self.spec.model,
+            model_version=self.spec.version,
         )
         self._bill(record)
         shares = record.shares()

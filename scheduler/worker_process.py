@@ -13,6 +13,7 @@ from luminal.gateway.settings import Settings
 from luminal.gateway.store.artifacts import LocalArtifactStore
 from luminal.gateway.store.database import Database
 from luminal.scheduler.ledger import SqlUsageLedger
+from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
 from luminal.scheduler.registry import open_registry
@@ -39,10 +40,11 @@ def main(argv: list[str]) -> int:
     queue = open_queue(settings.queue_url)
     registry = open_registry(settings.queue_url)
     programs = ProgramCache(LocalArtifactStore(settings.artifacts_dir).local_path, max_loaded=1)
-    ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)
+    ledger = BufferedLedger(SqlUsageLedger(db, settings.gpu_prices_per_second))
     try:
         Worker(spec, queue, programs, ledger, registry, worker_id, settings.reclaim_idle_s).run(stop)
     finally:
+        ledger.close()
         queue.close()
         db.dispose()
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from luminal.gateway.dependencies import ArtifactsDep, CompilesDep, DatabaseDep, SettingsDep, TenantDep
+from luminal.gateway.dependencies import ArtifactsDep, ChangesMetadata, CompilesDep, DatabaseDep, SettingsDep, TenantDep
 from luminal.gateway.errors import ApiError
 from luminal.gateway.request_body import read_json_model
 from luminal.gateway.schemas import DeploymentCreate, DeploymentPublic, DeploymentUpdate, RowId
@@ -53,7 +53,7 @@ def get_deployment(deployment_id: RowId, tenant: TenantDep, db: DatabaseDep) -> 
         return DeploymentPublic.of(deployment_store.get_deployment(session, tenant, deployment_id))
 
 
-@router.delete("/{deployment_id}", status_code=204)
+@router.delete("/{deployment_id}", status_code=204, dependencies=[ChangesMetadata])
 def delete_deployment(deployment_id: RowId, tenant: TenantDep, db: DatabaseDep, artifacts: ArtifactsDep) -> Response:
     with db.session() as session:
         unused = deployment_store.delete_deployment(session, tenant, deployment_id)
@@ -65,7 +65,7 @@ def delete_deployment(deployment_id: RowId, tenant: TenantDep, db: DatabaseDep, 
 _UPDATE_DOC = {"content": {"application/json": {"schema": DeploymentUpdate.model_json_schema()}}, "required": True}
 
 
-@router.patch("/{deployment_id}", openapi_extra={"requestBody": _UPDATE_DOC})
+@router.patch("/{deployment_id}", openapi_extra={"requestBody": _UPDATE_DOC}, dependencies=[ChangesMetadata])
 async def update_deployment(
     deployment_id: RowId, request: Request, tenant: TenantDep, db: DatabaseDep
 ) -> DeploymentPublic:

@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from luminal.gateway.dependencies import DatabaseDep, TenantDep
+from luminal.gateway.dependencies import ChangesMetadata, DatabaseDep, TenantDep
 from luminal.gateway.request_body import read_capped_body
 from luminal.gateway.schemas import KeyCreate, KeyCreated, KeyPublic, RowId
 from luminal.gateway.store import tenants as tenant_store
@@ -44,7 +44,7 @@ def list_keys(tenant: TenantDep, db: DatabaseDep) -> list[KeyPublic]:
         return [KeyPublic.of(k) for k in tenant_store.list_keys(session, tenant)]
 
 
-@router.delete("/{key_id}")
+@router.delete("/{key_id}", dependencies=[ChangesMetadata])
 def revoke_key(key_id: RowId, tenant: TenantDep, db: DatabaseDep) -> KeyPublic:
     """Revoke a key: it stops working at once. 409 when it is already revoked or the tenant's last active key."""
     with db.session() as session:

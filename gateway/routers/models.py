@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from luminal.gateway.dependencies import ArtifactsDep, DatabaseDep, SettingsDep, TenantDep
+from luminal.gateway.dependencies import ArtifactsDep, ChangesMetadata, DatabaseDep, SettingsDep, TenantDep
 from luminal.gateway.schemas import MODEL_NAME_PATTERN, ModelPublic, ModelVersionPublic, RowId, UploadPublic
 from luminal.gateway.store import models as model_store
 from luminal.gateway.uploads import register_upload, spool_upload
@@ -53,7 +53,7 @@ def get_model(name: str, tenant: TenantDep, db: DatabaseDep) -> ModelPublic:
         return ModelPublic.of(model_store.get_model(session, tenant, name))
 
 
-@router.delete("/{name}", status_code=204)
+@router.delete("/{name}", status_code=204, dependencies=[ChangesMetadata])
 def delete_model(name: str, tenant: TenantDep, db: DatabaseDep, artifacts: ArtifactsDep) -> Response:
     """Deletes every version and deployment of the model; files no other model uses are removed after the
     database change commits (a crash in between leaves an unreferenced file, never a dangling row)."""
@@ -64,7 +64,7 @@ def delete_model(name: str, tenant: TenantDep, db: DatabaseDep, artifacts: Artif
     return Response(status_code=204)
 
 
-@router.delete("/{name}/versions/{version}", status_code=204)
+@router.delete("/{name}/versions/{version}", status_code=204, dependencies=[ChangesMetadata])
 def delete_model_version(
     name: str, version: RowId, tenant: TenantDep, db: DatabaseDep, artifacts: ArtifactsDep
 ) -> Response:

@@ -35,7 +35,7 @@ async def create_prediction(
     except ValueError as e:
         raise ApiError(400, str(e)) from None
     version = None if body.version is None else str(body.version)
-    d = await resolve_ready(db, tenant, body.model, version)
+    d = await resolve_ready(platform, tenant, body.model, version)
     prepared = await prepare(platform.metrics, tenant, body.model, d, body.infer_body(), None)
     prediction_id = await platform.predictions.submit(prepared.prediction_job(webhook), tenant.id)
     return accepted_response(prediction_id)

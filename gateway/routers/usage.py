@@ -15,8 +15,9 @@ import time
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from luminal.gateway.dependencies import DatabaseDep, TenantDep
+from luminal.gateway.dependencies import DatabaseDep, PlatformDep, TenantDep
 from luminal.gateway.errors import ApiError
+from luminal.gateway.platform import Platform
 from luminal.gateway.store import usage as usage_store
 from luminal.gateway.store.tables import UsageRecordRow
 
@@ -76,6 +77,12 @@ class UsageRecordPublic(BaseModel):
     def of(cls, row: UsageRecordRow) -> UsageRecordPublic:
         fields = {name: getattr(row, name) for name in cls.model_fields if name not in ("model", "version")}
         return cls(model=row.model_name, version=row.model_version, **fields)
+
+
+def _written_so_far(platform: Platform) -> None:
+    """This process's workers write usage off the serving path: a report waits for every batch answered so far."""
+    if platform.ledger is not None:
+        platform.ledger.flush()
 
 
 def _utc(epoch: float) -> dt.datetime:
@@ -145,6 +152,7 @@ _CSV_DOC = {200: {"content": {"text/csv": {}}, "description": "the report (JSON,
 def usage_report(
     tenant: TenantDep,
     db: DatabaseDep,
+    platform: PlatformDep,
     since: str | None = None,
     until: str | None = None,
     by: str | None = None,
@@ -155,6 +163,7 @@ def usage_report(
     batches started in [since, until) (ISO 8601 or epoch seconds; default the last 24 h); `format` json or csv.
     The CSV holds the rows only (no totals row, so its columns sum to the totals)."""
     start, end = parse_window(since, until)
+    _written_so_far(platform)
     by = parse_choice("by", by, ["hour", "second", "day"])
     fmt = parse_choice("format", format, ["json", "csv"])
     deployment = parse_int("deployment_id", deployment_id, None, 1, MAX_ID)
@@ -179,6 +188,7 @@ def usage_report(
 def usage_records(
     tenant: TenantDep,
     db: DatabaseDep,
+    platform: PlatformDep,
     limit: str | None = None,
     since: str | None = None,
     until: str | None = None,
@@ -187,6 +197,7 @@ def usage_records(
     """The newest usage records (one per executed batch) started in [since, until), newest first; `limit`
     1 to 1000 (default 100); since defaults to the epoch and until to now."""
     count = parse_int("limit", limit, 100, 1, MAX_RECORDS)
+    _written_so_far(platform)
     end = parse_time("until", until, time.time())
     start = parse_time("since", since, 0.0)
     deployment = parse_int("deployment_id", deployment_id, None, 1, MAX_ID)

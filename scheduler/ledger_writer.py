@@ -1,0 +1,87 @@
+"""Usage records written off the serving path: a worker hands each executed batch's record to this writer and
+answers its requests at once; one thread writes the records, retrying a failing database.
+
+Billing stays exactly once (the batch id is the key, so a retried write is a no-op) and nothing is dropped
+while the process lives: `close()` writes what is buffered before the process ends, and `flush()` lets a
+reader in the same process (the usage report of the embedded platform) see every batch answered so far. What a
+crash of the process loses is at most the records of its last moments, and they are logged with their ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+
+from luminal.scheduler.billing import UsageLedger, UsageRecord
+
+log = logging.getLogger(__name__)
+RETRY_BACKOFF_S = (0.05, 0.2, 1.0, 5.0)
+
+
+class BufferedLedger:
+    def __init__(self, ledger: UsageLedger):
+        self.ledger = ledger
+        self._pending: deque[UsageRecord] = deque()
+        self._written = 0  # records written (or given up on) so far, for flush()
+        self._queued = 0
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="usage-ledger", daemon=True)
+        self._thread.start()
+
+    def record(self, record: UsageRecord) -> bool:
+        with self._cond:
+            if self._closing:
+                raise RuntimeError("the usage ledger is closed")
+            self._pending.append(record)
+            self._queued += 1
+            self._cond.notify_all()
+        return True
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every record handed in so far is written; False if that took longer than `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            target = self._queued
+            while self._written < target:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def close(self, timeout: float = 30.0) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        with self._cond:
+            for record in self._pending:
+                log.error("usage record of batch %s NOT written (ledger closed): %r", record.batch_id, record)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closing:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                record = self._pending[0]
+            self._write(record)
+            with self._cond:
+                self._pending.popleft()
+                self._written += 1
+                self._cond.notify_all()
+
+    def _write(self, record: UsageRecord) -> None:
+        for attempt, pause in enumerate((*RETRY_BACKOFF_S, None)):
+            try:
+                self.ledger.record(record)
+                return
+            except Exception:
+                if pause is None or (self._closing and attempt >= 1):
+                    log.exception("usage record of batch %s NOT written: %r", record.batch_id, record)
+                    return
+                time.sleep(pause)
