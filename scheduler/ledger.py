@@ -69,35 +69,48 @@ class SqlUsageLedger:
     def record(self, record: UsageRecord) -> bool:
         """Write the record once; False when its batch id was already recorded (nothing written then).
         Raises LedgerError when it cannot be billed."""
-        check_record(record)
-        price = self.prices_per_second.get(record.gpu_type)
-        if price is None:
-            raise LedgerError(f"batch {record.batch_id}: no price for GPU type {record.gpu_type!r}")
+        return self.record_many([record])[0]
+
+    def record_many(self, records: list[UsageRecord]) -> list[bool]:
+        """Write several records in one transaction (what a busy worker's buffered ledger does); each answer as
+        `record` gives it. Any record that cannot be billed fails them all, before anything is written."""
+        prices = []
+        for record in records:
+            check_record(record)
+            price = self.prices_per_second.get(record.gpu_type)
+            if price is None:
+                raise LedgerError(f"batch {record.batch_id}: no price for GPU type {record.gpu_type!r}")
+            prices.append(price)
+        table = UsageRecordRow.__table__
         try:
             with self.db.session() as session:
-                name, version = record.model_name, record.model_version
-                if name is None:
-                    name, version = _model_of(session, record.deployment_id)
-                values = dict(
-                    batch_id=record.batch_id,
-                    tenant_id=record.tenant_id,
-                    deployment_id=record.deployment_id,
-                    model_name=name,
-                    model_version=version,
-                    worker_id=record.worker_id,
-                    gpu_type=record.gpu_type,
-                    started_at=record.started_at,
-                    ended_at=record.ended_at,
-                    seconds=record.seconds,
-                    batch_size=record.batch_size,
-                    request_ids=list(record.request_ids),
-                    request_rows=list(record.request_rows),
-                    price_per_second=price,
-                    cost=record.seconds * price,
-                )
-                table = UsageRecordRow.__table__
-                stmt = self._insert(table).values(**values).on_conflict_do_nothing(index_elements=["batch_id"])
-                # RETURNING says whether this statement inserted the row (the driver's rowcount is not reliable).
-                return session.execute(stmt.returning(table.c.id)).first() is not None
+                inserted = []
+                for record, price in zip(records, prices):
+                    name, version = record.model_name, record.model_version
+                    if name is None:
+                        name, version = _model_of(session, record.deployment_id)
+                    values = dict(
+                        batch_id=record.batch_id,
+                        tenant_id=record.tenant_id,
+                        deployment_id=record.deployment_id,
+                        model_name=name,
+                        model_version=version,
+                        worker_id=record.worker_id,
+                        gpu_type=record.gpu_type,
+                        started_at=record.started_at,
+                        ended_at=record.ended_at,
+                        seconds=record.seconds,
+                        batch_size=record.batch_size,
+                        request_ids=list(record.request_ids),
+                        request_rows=list(record.request_rows),
+                        price_per_second=price,
+                        cost=record.seconds * price,
+                    )
+                    stmt = self._insert(table).values(**values).on_conflict_do_nothing(index_elements=["batch_id"])
+                    # RETURNING says whether this statement inserted the row (the driver's rowcount is not reliable).
+                    inserted.append(session.execute(stmt.returning(table.c.id)).first() is not None)
+                return inserted
         except IntegrityError as e:  # the batch id cannot conflict (DO NOTHING), so a foreign key failed
-            raise LedgerError(f"batch {record.batch_id}: tenant {record.tenant_id} does not exist") from e
+            tenants = sorted({r.tenant_id for r in records})
+            which = f"tenant {tenants[0]}" if len(tenants) == 1 else f"one of tenants {tenants}"
+            raise LedgerError(f"{len(records)} batch(es): {which} does not exist") from e

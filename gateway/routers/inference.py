@@ -13,9 +13,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from luminal.gateway.dependencies import BackendDep, DatabaseDep, PlatformDep, SettingsDep, TenantDep
+from luminal.gateway.dependencies import DatabaseDep, TenantDep
 from luminal.gateway.errors import ApiError
-from luminal.gateway.inference_backend import DeploymentRef, InferenceBackend
+from luminal.gateway.inference_backend import DeploymentRef
 from luminal.gateway.metrics import INVALID, InferenceMetrics, ModelLabels, observed_infer
 from luminal.gateway.platform import Platform
 from luminal.gateway.predictions import PredictionJob, accepted_response, prefers_async
@@ -143,19 +143,10 @@ async def prepare(
     return PreparedInference(name, d, labels, parsed, ref, _queued_request(ref, parsed))
 
 
-async def _infer(
-    request: Request,
-    name: str,
-    version: str | None,
-    tenant: Tenant,
-    db: Database,
-    backend: InferenceBackend,
-    max_bytes: int,
-    platform: Platform,
-) -> Response:
+async def _infer(request: Request, name: str, version: str | None, tenant: Tenant, platform: Platform) -> Response:
     d = await resolve_ready(platform, tenant, name, version)
     try:
-        body = await read_capped_body(request, max_bytes)
+        body = await read_capped_body(request, platform.settings.max_request_bytes)
     except ApiError:
         platform.metrics.record_failure(ModelLabels.of(name, d["version"], d["id"]), INVALID)
         raise
@@ -164,7 +155,7 @@ async def _infer(
         prediction_id = await platform.predictions.submit(prepared.prediction_job(), tenant.id)
         return accepted_response(prediction_id, preference_applied=True)
     parsed, ref = prepared.parsed, prepared.ref
-    result = await observed_infer(platform.metrics, prepared.labels, backend, ref, prepared.request)
+    result = await observed_infer(platform.metrics, prepared.labels, platform.backend, ref, prepared.request)
     if not result.ok:
         raise ApiError(result.status, result.error or "inference failed")
     missing = [n for n in parsed.outputs if n not in result.outputs]
@@ -209,30 +200,15 @@ def model_version_ready(name: str, version: str, tenant: TenantDep, db: Database
     return _ready(db, tenant, name, version)
 
 
+# The infer routes take only the tenant as a dependency and read the platform from the app: every dependency
+# FastAPI resolves costs tens of microseconds per request, a real share of a small model's latency.
 @router.post("/{name}/infer")
-async def infer(
-    request: Request,
-    name: str,
-    tenant: TenantDep,
-    db: DatabaseDep,
-    backend: BackendDep,
-    settings: SettingsDep,
-    platform: PlatformDep,
-) -> Response:
+async def infer(request: Request, name: str, tenant: TenantDep) -> Response:
     """JSON tensors, or JSON followed by binary tensors (Triton's extension); see gateway/tensor_codec.py. With
     `Prefer: respond-async`: 202 and a prediction to poll at /v1/predictions/{id} (gateway/predictions.py)."""
-    return await _infer(request, name, None, tenant, db, backend, settings.max_request_bytes, platform)
+    return await _infer(request, name, None, tenant, request.app.state.platform)
 
 
 @router.post("/{name}/versions/{version}/infer")
-async def infer_version(
-    request: Request,
-    name: str,
-    version: str,
-    tenant: TenantDep,
-    db: DatabaseDep,
-    backend: BackendDep,
-    settings: SettingsDep,
-    platform: PlatformDep,
-) -> Response:
-    return await _infer(request, name, version, tenant, db, backend, settings.max_request_bytes, platform)
+async def infer_version(request: Request, name: str, version: str, tenant: TenantDep) -> Response:
+    return await _infer(request, name, version, tenant, request.app.state.platform)
