@@ -61,8 +61,8 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
 def _start_scheduler(
     settings: Settings, db: Database, artifacts: LocalArtifactStore
 ) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger | None]:
-    queue = open_queue(settings.queue_url)
-    registry = open_registry(settings.queue_url)
+    queue = open_queue(settings.queue_url, settings.queue_namespace)
+    registry = open_registry(settings.queue_url, settings.queue_namespace)
     ledger = None  # worker processes keep their own
     if settings.worker_backend == "process":
         worker_backend = LocalProcessWorkers(settings, registry)

@@ -71,6 +71,9 @@ class Settings(BaseSettings):
         "redis://host:port/db = Redis Streams",
     )
 
+    # Prefixes every Redis key, so several platforms (or test runs) can share one Redis server.
+    queue_namespace: str = Field(default="lm", pattern=r"^[A-Za-z0-9_.\-]{1,64}$", description="Redis key prefix")
+
     @cached_property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'luminal.db'}"

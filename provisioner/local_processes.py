@@ -7,6 +7,7 @@ learns its deployment from the database and its settings from the same `LUMINAL_
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -69,6 +70,8 @@ class LocalProcessWorkers:
             LUMINAL_DATA_DIR=str(self.settings.data_dir),
             LUMINAL_DATABASE_URL=self.settings.resolved_database_url,
             LUMINAL_QUEUE_URL=self.settings.queue_url,
+            LUMINAL_QUEUE_NAMESPACE=self.settings.queue_namespace,
+            LUMINAL_GPU_PRICES_PER_SECOND=json.dumps(self.settings.gpu_prices_per_second),
         )
         command = [sys.executable, "-m", "luminal.scheduler.worker_process", str(spec.deployment_id), worker_id]
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)

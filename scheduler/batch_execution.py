@@ -1,8 +1,9 @@
 """One formed batch through the compiled program: grouped, concatenated, run, split, billed, answered.
 
-The usage record is handed to the ledger before any result is released (the platform's ledger is a
-`BufferedLedger`, which writes it off the serving path; its `flush()` makes it visible to a report); each
-delivery is completed (result stored, then acknowledged) last.
+The usage record is handed to the ledger before any result is released: a worker process writes it there and
+then; thread workers inside the gateway hand it to a `BufferedLedger`, which writes it off the serving path
+and whose `flush()` makes it visible to a usage report. Each delivery is completed (result stored, then
+acknowledged) last.
 """
 
 from __future__ import annotations

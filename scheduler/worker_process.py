@@ -13,7 +13,6 @@ from luminal.gateway.settings import Settings
 from luminal.gateway.store.artifacts import LocalArtifactStore
 from luminal.gateway.store.database import Database
 from luminal.scheduler.ledger import SqlUsageLedger
-from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
 from luminal.scheduler.registry import open_registry
@@ -37,14 +36,15 @@ def main(argv: list[str]) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    queue = open_queue(settings.queue_url)
-    registry = open_registry(settings.queue_url)
+    queue = open_queue(settings.queue_url, settings.queue_namespace)
+    registry = open_registry(settings.queue_url, settings.queue_namespace)
     programs = ProgramCache(LocalArtifactStore(settings.artifacts_dir).local_path, max_loaded=1)
-    ledger = BufferedLedger(SqlUsageLedger(db, settings.gpu_prices_per_second))
+    # Written before each batch's answers are released, not buffered: a killed worker process loses no billing,
+    # and in its own process the write competes with no gateway thread for the GIL.
+    ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)
     try:
         Worker(spec, queue, programs, ledger, registry, worker_id, settings.reclaim_idle_s).run(stop)
     finally:
-        ledger.close()
         queue.close()
         db.dispose()
     return 0
