@@ -25,7 +25,7 @@ COLUMNS = ["period_start", "deployment_id", "model", "version", "requests", "bat
 def _table(report: dict) -> Table:
     table = Table(title=f"Usage by {report['by']}, {report['since']} to {report['until']}", show_footer=True)
     totals = report["totals"]
-    table.add_column("Period (UTC)", footer="Total")
+    table.add_column("Period (UTC)", footer="Total", no_wrap=True)
     table.add_column("Deployment")
     table.add_column("Model")
     table.add_column("Requests", justify="right", footer=str(totals["requests"]))

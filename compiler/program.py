@@ -44,16 +44,21 @@ class CompiledProgram:
         self.report = report
         self._executable = None
 
+    def prepare(self) -> CompiledProgram:
+        """Make it ready to run now (the C library built or loaded from the cache, weights packed) instead of in
+        the first `run`: a serving worker does this before it reports ready, so no request pays for it."""
+        if self.target != "reference" and self._executable is None:
+            from luminal.runtime.cpu import CpuRuntime
+
+            self._executable = CpuRuntime().load(self)
+        return self
+
     def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
         if self.target == "reference":
             from luminal.runtime.reference import execute
 
             return execute(self.graph, inputs, dims)
-        if self._executable is None:
-            from luminal.runtime.cpu import CpuRuntime
-
-            self._executable = CpuRuntime().load(self)
-        return self._executable.run(inputs, dims)
+        return self.prepare()._executable.run(inputs, dims)
 
     def __repr__(self) -> str:
         n = len(self.kernels.kernels) if self.kernels else 0

@@ -127,7 +127,7 @@ def main() -> None:
                   f"batch executions: {average:.1f} requests per batch on average")  # fmt: skip
 
         step("luminal usage --by second")
-        subprocess.run([*LUMINAL, "usage", "--by", "second"], env=env)
+        subprocess.run([*LUMINAL, "usage", "--by", "second"], env=env | {"COLUMNS": "120"})
         if args.exit:
             return
         print(f"\nServing on {url} (Ctrl-C stops). Try:  LUMINAL_URL={url} LUMINAL_API_KEY=$(cat {key_file}) "

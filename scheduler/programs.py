@@ -52,7 +52,7 @@ class ProgramCache:
             if key in self._loaded:
                 self._loaded.move_to_end(key)
                 return self._loaded[key]
-            loaded = LoadedProgram(load_program(self.path_of(key)))
+            loaded = LoadedProgram(load_program(self.path_of(key)).prepare())
             self._loaded[key] = loaded
             while len(self._loaded) > self.max_loaded:
                 self._loaded.popitem(last=False)
