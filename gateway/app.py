@@ -22,7 +22,7 @@ from luminal.gateway.store.tenants import ensure_bootstrap_tenant
 from luminal.provisioner.backends import ThreadWorkers
 from luminal.provisioner.local_processes import LocalProcessWorkers
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
-from luminal.scheduler.compile_jobs import ThreadCompileRunner
+from luminal.scheduler.compile_jobs import ProcessCompileRunner, ThreadCompileRunner
 from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.programs import ProgramCache
@@ -42,7 +42,12 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     db = Database(settings.resolved_database_url)
     migrate(db.engine)
     artifacts = LocalArtifactStore(settings.artifacts_dir)
-    compiles = ThreadCompileRunner(db, artifacts, settings.spool_dir, settings.compile_workers)
+    if settings.compile_runner == "thread":
+        compiles = ThreadCompileRunner(db, artifacts, settings.spool_dir, settings.compile_workers)
+    else:
+        compiles = ProcessCompileRunner(
+            db, settings.resolved_database_url, settings.artifacts_dir, settings.spool_dir, settings.compile_workers
+        )
     with db.session() as session:
         bootstrap_key = ensure_bootstrap_tenant(session, settings.bootstrap_key)
         pending = [d.id for d in deployment_store.pending_compiles(session)]

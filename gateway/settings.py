@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     bootstrap_key: str | None = Field(default=None, min_length=20, description="API key of the first tenant")
     # Compiles are CPU-heavy and run beside request handling; one at a time keeps inference responsive.
     compile_workers: int = Field(default=1, ge=1, le=64, description="concurrent compile jobs")
+    # "process": compile jobs in child processes (the default: a compile neither holds the gateway's GIL nor can
+    # crash it); "thread": in this process.
+    compile_runner: str = Field(default="process", pattern="^(process|thread)$", description="process or thread")
     # /metrics names every tenant's models, so a reachable gateway should guard it; unset, it is open (the
     # embedded single-user default). At least 16 characters: it is a shared secret, not a password to remember.
     metrics_token: str | None = Field(default=None, min_length=16, description="bearer token that /metrics requires")

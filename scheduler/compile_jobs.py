@@ -1,16 +1,21 @@
 """Compile jobs: a deployment's model version compiled for its target, the program stored as an artifact, and
 the outcome (`ready`, or `failed` with the compiler's message) written back to the deployment.
 
-The runner is an interface so a Celery runner can take the jobs in the distributed setup; the embedded default
-runs them on a small thread pool in this process (the compiler's heavy parts, the egglog search and the C
-build, run in child processes or release the GIL).
+The runner is an interface so a Celery runner can take the jobs in the distributed setup. The embedded default,
+`ProcessCompileRunner`, runs them in a small pool of child processes: a compile is seconds of CPU-bound Python
+that would otherwise share the GIL with request handling, and a compiler crash (or the OOM killer) takes down a
+child, which fails that one deployment with the reason, never the gateway. `ThreadCompileRunner` runs them in
+this process (`LUMINAL_COMPILE_RUNNER=thread`), for debugging and for tests that patch the compiler.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import tempfile
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Protocol
 
@@ -82,3 +87,68 @@ class ThreadCompileRunner:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _compile_in_child(database_url: str, artifacts_dir: str, spool_dir: str, deployment_id: int) -> None:
+    """A compile job in a pool process: its own database engine and artifact store, from plain values."""
+    from luminal.gateway.store.artifacts import LocalArtifactStore
+
+    db = Database(database_url)
+    try:
+        compile_deployment(db, LocalArtifactStore(Path(artifacts_dir)), deployment_id, Path(spool_dir))
+    finally:
+        db.dispose()
+
+
+class ProcessCompileRunner:
+    def __init__(self, db: Database, database_url: str, artifacts_dir: Path, spool_dir: Path, workers: int = 1):
+        self.db, self.database_url = db, database_url
+        self.artifacts_dir, self.spool_dir, self.workers = artifacts_dir, spool_dir, workers
+        self._pool: ProcessPoolExecutor | None = None  # started by the first job: a platform may never compile
+        self._lock = threading.Condition()
+        self._futures: set[Future] = set()  # until their outcome is recorded (after the future itself is done)
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn, not fork: the gateway has threads (and their locks) that a forked child would inherit.
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+        return self._pool
+
+    def submit(self, deployment_id: int) -> None:
+        args = (self.database_url, str(self.artifacts_dir), str(self.spool_dir), deployment_id)
+        with self._lock:
+            try:
+                future = self._executor().submit(_compile_in_child, *args)
+            except BrokenProcessPool:  # an earlier child died and took the pool with it: start a new one
+                self._pool = None
+                future = self._executor().submit(_compile_in_child, *args)
+            self._futures.add(future)
+        future.add_done_callback(lambda f: self._done(f, deployment_id))
+
+    def _done(self, future: Future, deployment_id: int) -> None:
+        try:
+            error = None if future.cancelled() else future.exception()
+            if error is not None:
+                self._record_crash(deployment_id, error)
+        finally:
+            with self._lock:
+                self._futures.discard(future)
+                self._lock.notify_all()
+
+    def _record_crash(self, deployment_id: int, error: BaseException) -> None:
+        log.error("compile job of deployment %s crashed", deployment_id, exc_info=error)
+        reason = "the compile process died (out of memory?)" if isinstance(error, BrokenProcessPool) else str(error)
+        with self.db.session() as session:  # the job could not record its own outcome: record it here
+            row = deployment_store.load_for_compile(session, deployment_id)
+            if row is not None and row.status == deployment_store.COMPILING:
+                deployment_store.finish_compile(session, deployment_id, None, f"{type(error).__name__}: {reason}")
+
+    def drain(self, timeout: float | None = None) -> None:
+        with self._lock:
+            self._lock.wait_for(lambda: not self._futures, timeout)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 import luminal.scheduler.compile_jobs as compile_jobs
+from luminal.gateway.settings import Settings
 from luminal.gateway.store.tenants import create_tenant
-from tests.gateway.conftest import deploy_and_wait, upload
+from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 
 
 def test_deploy_compiles_to_ready_then_delete(server, model_bytes):
@@ -25,6 +26,14 @@ def test_deploy_compiles_to_ready_then_delete(server, model_bytes):
     assert c.get(f"/v1/deployments/{d['id']}").status_code == 404
     assert len(list(server.platform.settings.artifacts_dir.rglob("*"))) == program_files - 1  # the program went
     assert c.get("/v2/models/tiny").status_code == 404
+
+
+@pytest.fixture
+def settings(tmp_path, database_url) -> Settings:
+    # Compile jobs in this process, so a test can replace the compiler; the process runner is the default and
+    # is what every other server test uses.
+    return Settings(data_dir=tmp_path / "data", database_url=database_url, bootstrap_key=BOOTSTRAP_KEY,
+                    max_upload_bytes=2**20, compile_runner="thread")  # fmt: skip
 
 
 def test_compiler_error_is_the_deployments_error(server, model_bytes, monkeypatch):

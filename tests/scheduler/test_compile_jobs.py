@@ -86,3 +86,32 @@ def test_a_missing_graph_file_fails_the_deployment(settings, stores):
     compile_jobs.compile_deployment(db, artifacts, deployment_id, settings.spool_dir)
     status, error, program_key = _status(db, deployment_id)
     assert status == "failed" and error.startswith("FileNotFoundError: artifact") and program_key is None
+
+
+def _die(*_args) -> None:
+    """Stands in for the compile job in the pool's child: the process dies as the OOM killer would end it."""
+    import os
+
+    os._exit(137)
+
+
+def test_a_compile_process_that_dies_fails_its_deployment_and_the_next_job_runs(settings, stores, monkeypatch):
+    db, _, deployment_id = stores
+    runner = compile_jobs.ProcessCompileRunner(
+        db, settings.resolved_database_url, settings.artifacts_dir, settings.spool_dir
+    )
+    try:
+        monkeypatch.setattr(compile_jobs, "_compile_in_child", _die)  # pickled by name: the child imports _die
+        runner.submit(deployment_id)
+        runner.drain(timeout=120)
+        status, error, _ = _status(db, deployment_id)
+        assert status == "failed" and "compile process died" in error
+        with db.session() as s:  # the owner retries: the same deployment compiling again, in a fresh pool
+            row = s.get(deployment_store.Deployment, deployment_id)
+            row.status, row.error = "compiling", None
+        monkeypatch.undo()
+        runner.submit(deployment_id)
+        runner.drain(timeout=120)
+        assert _status(db, deployment_id)[0] == "ready"
+    finally:
+        runner.shutdown()
