@@ -77,13 +77,17 @@ class Provisioner:
         self._thread.start()
 
     def notify(self, deployment_id: int) -> None:
-        """A request arrived for the deployment: it is active, and may need its first worker now."""
+        """A request arrived for the deployment: it is active, and may need its first worker now. The loop is
+        woken only then (no worker, or a deployment it has not seen): waking it on every request would run a
+        reconcile per request beside the serving threads."""
         with self._lock:
             state = self._states.get(deployment_id)
             if state is not None:
                 state.last_activity = time.monotonic()
             if deployment_id not in self._specs:
                 self._specs_read_at = float("-inf")  # deployed since the last read: re-read at once
+            elif self._workers.get(deployment_id):
+                return
         self._wake.set()
 
     def status(self, deployment_id: int) -> dict:
@@ -137,11 +141,6 @@ class Provisioner:
         with self._lock:
             state = self._states.setdefault(d, _State(last_activity=now))
             workers = self._live_workers(d)
-            for handle in workers:
-                cold_start = handle.cold_start_seconds()
-                if cold_start is not None and handle.worker_id not in self._noted:
-                    self._noted.add(handle.worker_id)
-                    self._cold_starts[d].append(cold_start)
         queued, in_flight = self.queue.depth(d), self.queue.in_flight(d)
         if queued or in_flight:
             state.last_activity = now
@@ -167,6 +166,7 @@ class Provisioner:
         """The deployment's workers still running; dead ones are dropped and deregistered (lock held)."""
         alive, dead = [], []
         for handle in self._workers.get(deployment_id, []):
+            self._note_cold_start(deployment_id, handle)  # dead ones too: a worker may die soon after it was ready
             (alive if handle.alive() else dead).append(handle)
         state = self._states.get(deployment_id)
         for handle in dead:
@@ -181,6 +181,12 @@ class Provisioner:
             state.failed_starts = 0
         self._workers[deployment_id] = alive
         return alive
+
+    def _note_cold_start(self, deployment_id: int, handle: WorkerHandle) -> None:
+        cold_start = handle.cold_start_seconds()
+        if cold_start is not None and handle.worker_id not in self._noted:
+            self._noted.add(handle.worker_id)
+            self._cold_starts[deployment_id].append(cold_start)
 
     def _scale_to(self, deployment_id: int, spec: WorkerSpec | None, want: int, now: float) -> None:
         with self._lock:

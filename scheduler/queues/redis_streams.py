@@ -35,6 +35,9 @@ GROUP = "workers"
 LEVELS = range(HIGHEST_PRIORITY, LOWEST_PRIORITY + 1)
 
 
+MAX_BLOCK_S = 1.0  # one blocking call's longest wait, well under any socket timeout
+
+
 class RedisStreamsQueue:
     def __init__(
         self,
@@ -81,10 +84,15 @@ class RedisStreamsQueue:
         client = self._async_client()
         key = self._result_key(request_id)
         # BLPOP's timeout has millisecond resolution and 0 means forever, so anything shorter is a plain LPOP.
-        if timeout < 0.001:
-            encoded = await client.lpop(key)
-        else:
-            popped = await client.blpop([key], timeout=round(timeout, 3))
+        # Long waits go in slices: the client's socket timeout (redis-py sets one) must not cut a BLPOP short.
+        deadline = time.monotonic() + timeout
+        encoded = None
+        while encoded is None:
+            remaining = deadline - time.monotonic()
+            if remaining < 0.001:
+                encoded = await client.lpop(key)
+                break
+            popped = await client.blpop([key], timeout=round(min(remaining, MAX_BLOCK_S), 3))
             encoded = popped[1] if popped else None
         if encoded is None:
             raise ResultTimeout(f"no result for request {request_id} within {timeout:g} s")

@@ -298,3 +298,21 @@ def test_open_queue_redis_and_bad_urls():
         open_queue("amqp://localhost")
     with pytest.raises(ValueError, match="namespace"):
         open_queue("", namespace="a b")
+
+
+def test_a_wait_longer_than_the_clients_socket_timeout_still_gets_its_result(queue, wait):
+    # redis-py gives its connections a 5 s socket timeout: one BLPOP blocking past it would fail the wait.
+    req = request()
+    queue.submit(req, max_depth=10)
+
+    def complete_late() -> None:
+        (delivery,) = queue.take(DEPLOYMENT, "w1", max_items=1, wait_s=1)
+        time.sleep(5.5)
+        queue.complete(delivery, ok_result(req))
+
+    worker = threading.Thread(target=complete_late)
+    worker.start()
+    try:
+        assert wait(queue, req.id, timeout=8).status == OK
+    finally:
+        worker.join()
