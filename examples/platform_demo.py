@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -71,10 +72,16 @@ def infer_once(host_port: str, key: str, rows: np.ndarray) -> np.ndarray:
     return result.as_numpy("probs")
 
 
+def _interrupt(*_signal) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--exit", action="store_true", help="stop the server after the usage report")
     args = parser.parse_args()
+    # A SIGTERM (a supervisor, `timeout`) ends the demo like Ctrl-C does: the server it started is stopped too.
+    signal.signal(signal.SIGTERM, _interrupt)
     data_dir = Path(os.environ.get("LUMINAL_DATA_DIR", ROOT / ".luminal-run"))
     key_file = data_dir / "demo-api-key"
     data_dir.mkdir(parents=True, exist_ok=True)
