@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from luminal.compiler import COMPILER_VERSION
 from luminal.compiler.artifact_json import ArtifactError, program_from_json, program_to_json
+from luminal.compiler.gc_pause import collector_paused
 from luminal.compiler.program import TARGETS, CompiledProgram, c_source
 from luminal.graph import Graph
 from luminal.graph_file import MAX_FILE_BYTES as MAX_GRAPH_BYTES
@@ -105,11 +106,12 @@ def load_program(
     `check_source=False` skips regenerating the C from the kernel IR to compare it with the stored C (a third
     of a cached compile's time). Only the compile cache passes it, for files in its own directory: that
     directory is trusted as the C library cache beside it is, whose shared objects are loaded by name."""
-    if isinstance(source, bytes | bytearray | memoryview):
-        data = bytes(source)
-        return _load(io.BytesIO(data), len(data), target, source_hash, check_source)
-    with open(os.fspath(source), "rb") as f:
-        return _load(f, os.fstat(f.fileno()).st_size, target, source_hash, check_source)
+    with collector_paused():
+        if isinstance(source, bytes | bytearray | memoryview):
+            data = bytes(source)
+            return _load(io.BytesIO(data), len(data), target, source_hash, check_source)
+        with open(os.fspath(source), "rb") as f:
+            return _load(f, os.fstat(f.fileno()).st_size, target, source_hash, check_source)
 
 
 def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None, check_source: bool = True):

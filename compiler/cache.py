@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 from luminal.compiler import COMPILER_VERSION
 from luminal.compiler.artifact import ArtifactError, graph_hash, load_program, save_program
+from luminal.compiler.gc_pause import collector_paused
 from luminal.compiler.program import CompiledProgram
 from luminal.graph import Graph
 
@@ -40,7 +41,8 @@ def compile_cached(
     miss that the fresh compile overwrites; a cache directory that cannot be written never fails a compile.
     """
     start = time.perf_counter()
-    source_hash = graph_hash(graph)
+    with collector_paused():
+        source_hash = graph_hash(graph)
     key = cache_key(source_hash, target, options)
     path = cache_dir() / f"{key}.lprog"
     prog = None

@@ -76,6 +76,18 @@ def test_json_round_trip(pair, a, b, c):
     assert back.evaluate({"a": a, "b": b, "c": c}) == expr.evaluate({"a": a, "b": b, "c": c})
 
 
+def test_json_decoding_is_memoised_and_still_refuses_hostile_nesting():
+    data = (lm.sym("n") * 3 + 1).to_json()
+    assert lm.symbolic.expr_from_json(data) is lm.symbolic.expr_from_json(list(data))  # decoded once
+    deep: list = ["+", 1]
+    for _ in range(100_000):  # far past the depth limit, and past what repr() can walk
+        deep = ["+", deep, 1]
+    with pytest.raises(SymbolicError, match="nested"):
+        lm.symbolic.expr_from_json(deep)
+    with pytest.raises(SymbolicError, match="malformed"):
+        lm.symbolic.expr_from_json(["var", "n", 1])
+
+
 def test_canonical_forms():
     n, m = lm.sym("n"), lm.sym("m")
     assert n + 1 + n == 2 * n + 1

@@ -248,8 +248,29 @@ def _substitute(e: Expr, table: dict[str, Expr], cache: dict[int, Expr]) -> Expr
     return out
 
 
+_DECODED: dict[str, Expr] = {}  # JSON text -> its expression: files repeat expressions (layers, every view)
+_DECODED_MAX = 100_000
+
+
 def expr_from_json(data: Any, depth: int = 0) -> Expr:
-    """Inverse of `Expr.to_json`, for untrusted input: bounded depth, known operators only."""
+    """Inverse of `Expr.to_json`, for untrusted input: bounded depth, known operators only. Expressions are
+    immutable, so each distinct JSON form is decoded (and simplified) once per process."""
+    if depth == 0 and isinstance(data, list):
+        try:
+            key = repr(data)  # parsed JSON: repr tells every value and type apart, at C speed
+        except RecursionError:
+            raise SymbolicError("symbolic expression nested too deeply") from None
+        hit = _DECODED.get(key)
+        if hit is None:
+            hit = _decode(data, 0)
+            if len(_DECODED) >= _DECODED_MAX:
+                _DECODED.clear()
+            _DECODED[key] = hit
+        return hit
+    return _decode(data, depth)
+
+
+def _decode(data: Any, depth: int) -> Expr:
     if depth > 64:
         raise SymbolicError("symbolic expression nested deeper than 64 levels")
     if isinstance(data, bool) or not isinstance(data, (int, list)):
@@ -264,7 +285,7 @@ def expr_from_json(data: Any, depth: int = 0) -> Expr:
         if len(data) != 4 or not isinstance(data[1], str) or not all(isinstance(v, int) for v in data[2:]):
             raise SymbolicError(f"malformed symbol {data!r:.80}")
         return var(data[1], data[2], data[3])
-    args = [expr_from_json(a, depth + 1) for a in data[1:]]
+    args = [_decode(a, depth + 1) for a in data[1:]]
     arity = {DIV: 2, MOD: 2, MIN: 2, MAX: 2, LT: 2, AND: 2}.get(data[0])
     if (arity is not None and len(args) != arity) or len(args) < 1:
         raise SymbolicError(f"operator {data[0]!r} given {len(args)} arguments")
