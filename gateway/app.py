@@ -80,6 +80,8 @@ def _start_scheduler(
         idle_to_zero_s=settings.scale_to_zero_after_s,
         scale_up_cooldown_s=settings.scale_up_cooldown_s,
         scale_down_cooldown_s=settings.scale_down_cooldown_s,
+        # Workers heartbeat between batches: silent past the longest allowed batch, a worker is hung.
+        heartbeat_timeout_s=settings.execution_timeout_s + 30,
     )
     provisioner = Provisioner(partial(_ready_specs, db), queue, registry, worker_backend, scaling)
     provisioner.start()

@@ -35,6 +35,9 @@ class ProvisionerSettings:
     scale_up_cooldown_s: float = 2.0
     scale_down_cooldown_s: float = 30.0
     stop_grace_s: float = 30.0
+    # A ready worker whose heartbeat is older than this is hung (it heartbeats between batches, so this must
+    # exceed the longest batch): it is stopped, deregistered, and replaced; what it held is reclaimed.
+    heartbeat_timeout_s: float = 330.0
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Provisioner:
         self._states: dict[int, _State] = {}
         self._cold_starts: dict[int, deque[float]] = defaultdict(lambda: deque(maxlen=COLD_STARTS_KEPT))
         self._noted: set[str] = set()  # workers whose cold start is recorded
+        self._hung: set[str] = set()  # ready workers whose heartbeats stopped, as of this tick
         self._specs: dict[int, WorkerSpec] = {}
         self._specs_read_at = float("-inf")
         self._wake = threading.Event()
@@ -128,7 +132,9 @@ class Provisioner:
             specs = {s.deployment_id: s for s in self.ready_specs()}
             with self._lock:
                 self._specs, self._specs_read_at = specs, now
+        hung = {w.worker_id for w in self.registry.dead(self.settings.heartbeat_timeout_s) if w.ready_at is not None}
         with self._lock:
+            self._hung = hung
             specs = dict(self._specs)
             gone = [d for d in self._workers if d not in specs]
         for deployment_id in gone:  # deleted (or no longer ready): its workers go
@@ -167,6 +173,12 @@ class Provisioner:
         alive, dead = [], []
         for handle in self._workers.get(deployment_id, []):
             self._note_cold_start(deployment_id, handle)  # dead ones too: a worker may die soon after it was ready
+            if handle.worker_id in self._hung:
+                log.warning("worker %s of deployment %s stopped heartbeating: replacing it", handle.worker_id,
+                            deployment_id)  # fmt: skip
+                handle.stop()
+                dead.append(handle)
+                continue
             (alive if handle.alive() else dead).append(handle)
         state = self._states.get(deployment_id)
         for handle in dead:

@@ -77,12 +77,14 @@ class Worker:
         finally:
             self.registry.deregister(self.worker_id)
 
-    def _heartbeat(self) -> None:
+    def _heartbeat(self, stop: threading.Event) -> None:
         try:
             self.registry.heartbeat(self.worker_id)
-        except UnknownWorker:  # the registry lost this worker (a Redis flush): it registers again
-            self.registry.register(self._info)
-            self.registry.mark_ready(self.worker_id)
+        except UnknownWorker:
+            # The provisioner took this worker for dead (its heartbeats stopped) and has replaced it; what it
+            # held is being reclaimed by others. It steps down rather than serve beside its replacement.
+            log.warning("worker %s was deregistered: stopping", self.worker_id)
+            stop.set()
 
     def _serve(self, run, stop: threading.Event) -> None:
         layout, policy = batching_for(self.spec)
@@ -103,7 +105,7 @@ class Worker:
                     executor.execute(run, [delivery])
             if now - last_beat >= HEARTBEAT_S:
                 last_beat = now
-                self._heartbeat()
+                self._heartbeat(stop)
         # Requests the former took for a next batch are served before the worker goes, not left to a reclaim.
         while former.carried:
             executor.execute(run, former.next_batch(policy, layout, 0.0))

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
-from luminal.scheduler.registry import open_registry
+from luminal.scheduler.registry import WorkerInfo, open_registry
 from luminal.scheduler.worker_spec import WorkerSpec
 
 SPEC = WorkerSpec(
@@ -136,3 +136,19 @@ def test_workers_that_die_before_ready_are_restarted_with_backoff(world):
         time.sleep(0.5 * 2**attempt + 0.05)
         provisioner.tick()
         assert len(backend.started) == attempt + 2
+
+
+def test_a_ready_worker_that_stops_heartbeating_is_replaced(world):
+    provisioner, specs, _, backend = world
+    specs[0] = dataclasses.replace(SPEC, min_replicas=1)
+    provisioner.tick()
+    (hung,) = backend.running()
+    registry = provisioner.registry
+    registry.register(WorkerInfo(hung.worker_id, 1, pid=1, host="h", started_at=time.time() - 1000))
+    registry.mark_ready(hung.worker_id)
+    provisioner.tick()
+    assert backend.running() == [hung]  # heartbeating: left alone
+    registry._workers[hung.worker_id].last_heartbeat = time.time() - 10_000  # silent since long ago
+    provisioner.tick()
+    assert hung.stopped and len(backend.running()) == 1 and backend.running()[0] is not hung
+    assert [w.worker_id for w in registry.workers(1)] == []  # deregistered: it steps down if it ever wakes

@@ -141,3 +141,34 @@ def test_the_worker_registers_heartbeats_and_deregisters(program_dir):
         (info,) = running.registry.workers(DEPLOYMENT)
         assert info.worker_id == running.worker.worker_id and info.ready_at is not None
     assert running.registry.workers(DEPLOYMENT) == []
+
+
+def test_a_failing_batch_fails_each_of_its_requests_with_the_reason(program_dir):
+    from luminal.batching.layout import BatchLayout
+    from luminal.scheduler.batch_execution import BatchExecutor
+    from luminal.scheduler.queues.base import Delivery
+    from luminal.scheduler.work import FAILED
+    from luminal.scheduler.worker import batching_for
+
+    worker_spec = spec()
+    layout, policy = batching_for(worker_spec)
+    assert isinstance(layout, BatchLayout)
+    queue, ledger = MemoryQueue(), ListLedger()
+    requests = [request(np.ones((1, 4), np.float32)) for _ in range(3)]
+    for r in requests:
+        queue.submit(r, 10)
+    deliveries: list[Delivery] = queue.take(DEPLOYMENT, "w", 10, 1)
+
+    def broken_program(inputs):
+        raise RuntimeError("device lost")
+
+    BatchExecutor(worker_spec, "w", queue, ledger, layout, policy).execute(broken_program, deliveries)
+
+    async def results():
+        return [await queue.wait_result(r.id, 5) for r in requests]
+
+    answered = asyncio.run(results())
+    assert [a.status for a in answered] == [FAILED] * 3
+    assert all("RuntimeError: device lost" in a.error for a in answered)
+    assert ledger.records == []  # nothing executed, nothing billed
+    queue.close()
