@@ -101,10 +101,14 @@ def main() -> None:
         model = data_dir / "classifier.lgraph"
         lm.save(build_classifier(), model)
         step(f"luminal deploy {model.name} --gpu h100 --max-batch-size 32 --max-delay-ms 5")
-        deploy = [*LUMINAL, "deploy", str(model), "--name", "classifier", "--gpu", "h100"]
-        deploy += ["--max-batch-size", "32", "--max-delay-ms", "5", "--min-replicas", "1"]
-        if subprocess.run(deploy, env=env).returncode != 0:
-            sys.exit("the deploy failed")
+        existing = httpx.get(f"{url}/v1/deployments", headers={"Authorization": f"Bearer {key}"}, timeout=10).json()
+        if any(d["model"] == "classifier" and d["status"] == "ready" for d in existing):
+            print("  already deployed by an earlier `make run` (its state is kept in the data dir)")
+        else:
+            deploy = [*LUMINAL, "deploy", str(model), "--name", "classifier", "--gpu", "h100"]
+            deploy += ["--max-batch-size", "32", "--max-delay-ms", "5", "--min-replicas", "1"]
+            if subprocess.run(deploy, env=env).returncode != 0:
+                sys.exit("the deploy failed")
 
         host_port = f"127.0.0.1:{port}"
         rng = np.random.default_rng(0)
