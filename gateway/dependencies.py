@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
+from luminal.gateway.bearer import bearer_credential
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.platform import Platform
@@ -62,13 +63,7 @@ BackendDep = Annotated[InferenceBackend, Depends(_backend)]
 async def _tenant(request: Request, p: PlatformDep) -> Tenant:
     """The tenant of the `Authorization: Bearer <key>` header; 401 without a valid, unrevoked key. Known keys
     come from the platform's short-lived cache; a miss queries the database in a worker thread, off the loop."""
-    header = request.headers.get("authorization")
-    if header is None:
-        raise ApiError(401, "missing Authorization header (expected 'Bearer <api key>')", _CHALLENGE)
-    scheme, _, key = header.partition(" ")
-    key = key.strip()
-    if scheme.lower() != "bearer" or not key or len(key) > MAX_KEY_CHARS:
-        raise ApiError(401, "malformed Authorization header (expected 'Bearer <api key>')", _CHALLENGE)
+    key = bearer_credential(request, "api key", MAX_KEY_CHARS, _CHALLENGE)
     tenant = p.tenants.get(key)
     if tenant is None:
         generation = p.tenants.generation()

@@ -12,6 +12,7 @@ import hmac
 
 from fastapi import APIRouter, Request, Response
 
+from luminal.gateway.bearer import bearer_credential
 from luminal.gateway.dependencies import PlatformDep
 from luminal.gateway.errors import ApiError
 from luminal.gateway.metrics import CONTENT_TYPE
@@ -22,13 +23,7 @@ MAX_TOKEN_CHARS = 1024  # refuse to compare anything absurd
 
 
 def _check_token(request: Request, token: str) -> None:
-    header = request.headers.get("authorization")
-    if header is None:
-        raise ApiError(401, "/metrics requires 'Authorization: Bearer <metrics token>'", _CHALLENGE)
-    scheme, _, given = header.partition(" ")
-    given = given.strip()
-    if scheme.lower() != "bearer" or not given or len(given) > MAX_TOKEN_CHARS:
-        raise ApiError(401, "malformed Authorization header (expected 'Bearer <metrics token>')", _CHALLENGE)
+    given = bearer_credential(request, "metrics token", MAX_TOKEN_CHARS, _CHALLENGE)
     # Constant-time: the comparison's duration must not tell how much of a guess was right.
     if not hmac.compare_digest(given.encode(), token.encode()):
         raise ApiError(401, "wrong metrics token", _CHALLENGE)

@@ -1,0 +1,20 @@
+"""The credential of an `Authorization: Bearer <credential>` header, or a 401 that says what is wrong with it
+(shared by the tenant's API key and the operator's metrics token)."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from luminal.gateway.errors import ApiError
+
+
+def bearer_credential(request: Request, what: str, max_chars: int, challenge: dict[str, str]) -> str:
+    """`what` names the credential in the messages ("api key"); longer than `max_chars` is refused unread."""
+    header = request.headers.get("authorization")
+    if header is None:
+        raise ApiError(401, f"missing Authorization header (expected 'Bearer <{what}>')", challenge)
+    scheme, _, credential = header.partition(" ")
+    credential = credential.strip()
+    if scheme.lower() != "bearer" or not credential or len(credential) > max_chars:
+        raise ApiError(401, f"malformed Authorization header (expected 'Bearer <{what}>')", challenge)
+    return credential
