@@ -20,6 +20,7 @@ from luminal.scheduler.worker_spec import WorkerSpec
 class WorkerHandle(Protocol):
     worker_id: str
     deployment_id: int
+    spec: WorkerSpec  # what it was started with
     started_at: float  # monotonic
 
     def alive(self) -> bool: ...
@@ -41,7 +42,7 @@ class WorkerBackend(Protocol):
 
 class _ThreadHandle:
     def __init__(self, worker: Worker, spec: WorkerSpec):
-        self.worker_id, self.deployment_id = worker.worker_id, spec.deployment_id
+        self.worker_id, self.deployment_id, self.spec = worker.worker_id, spec.deployment_id, spec
         self.started_at = time.monotonic()
         self._worker, self._stop = worker, threading.Event()
         self._ready_at: float | None = None

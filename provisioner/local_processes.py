@@ -22,8 +22,8 @@ from luminal.scheduler.worker_spec import WorkerSpec
 
 
 class _ProcessHandle:
-    def __init__(self, process: subprocess.Popen, worker_id: str, deployment_id: int, registry: WorkerRegistry):
-        self.worker_id, self.deployment_id = worker_id, deployment_id
+    def __init__(self, process: subprocess.Popen, worker_id: str, spec: WorkerSpec, registry: WorkerRegistry):
+        self.worker_id, self.deployment_id, self.spec = worker_id, spec.deployment_id, spec
         self.started_at = time.monotonic()
         self._spawned_at = time.time()  # wall clock, comparable with the ready time the process registers
         self._process, self._registry = process, registry
@@ -75,4 +75,4 @@ class LocalProcessWorkers:
         )
         command = [sys.executable, "-m", "luminal.scheduler.worker_process", str(spec.deployment_id), worker_id]
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
-        return _ProcessHandle(process, worker_id, spec.deployment_id, self.registry)
+        return _ProcessHandle(process, worker_id, spec, self.registry)

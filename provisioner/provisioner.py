@@ -147,6 +147,15 @@ class Provisioner:
         with self._lock:
             state = self._states.setdefault(d, _State(last_activity=now))
             workers = self._live_workers(d)
+            # Workers started before the deployment's program or batching settings changed (a PATCH) are
+            # replaced: each stale one finishes its batch and goes, and the scaling below starts new ones.
+            stale = [h for h in workers if not spec.serves_like(h.spec)]
+            if stale:
+                log.info("deployment %s: replacing %d worker(s) for its new settings", d, len(stale))
+                workers = self._workers[d] = [h for h in workers if spec.serves_like(h.spec)]
+                self._noted.difference_update(h.worker_id for h in stale)
+        for handle in stale:
+            handle.stop()
         queued, in_flight = self.queue.depth(d), self.queue.in_flight(d)
         if queued or in_flight:
             state.last_activity = now

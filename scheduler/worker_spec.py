@@ -31,6 +31,12 @@ class WorkerSpec:
     signature: dict[str, Any]
     symbols: dict[str, Any]
 
+    def serves_like(self, other: WorkerSpec) -> bool:
+        """Whether a worker started with `other` serves as this spec asks (replica bounds do not matter to it;
+        the program and the batching settings do)."""
+        fields = ("program_key", "gpu_type", "max_batch_size", "max_queue_delay_ms")
+        return all(getattr(self, f) == getattr(other, f) for f in fields)
+
 
 def _spec(row: Deployment) -> WorkerSpec:
     mv = row.model_version

@@ -21,7 +21,7 @@ SPEC = WorkerSpec(
 
 class FakeHandle:
     def __init__(self, spec: WorkerSpec, n: int):
-        self.worker_id, self.deployment_id = f"w{n}", spec.deployment_id
+        self.worker_id, self.deployment_id, self.spec = f"w{n}", spec.deployment_id, spec
         self.started_at = time.monotonic()
         self.running, self.stopped = True, False
 
@@ -152,3 +152,17 @@ def test_a_ready_worker_that_stops_heartbeating_is_replaced(world):
     provisioner.tick()
     assert hung.stopped and len(backend.running()) == 1 and backend.running()[0] is not hung
     assert [w.worker_id for w in registry.workers(1)] == []  # deregistered: it steps down if it ever wakes
+
+
+def test_workers_are_replaced_when_the_batching_settings_change_but_not_the_replica_bounds(world):
+    provisioner, specs, _, backend = world
+    specs[0] = dataclasses.replace(SPEC, min_replicas=1)
+    provisioner.tick()
+    (first,) = backend.running()
+    specs[0] = dataclasses.replace(specs[0], max_replicas=2)  # bounds only: the worker serves as before
+    provisioner.tick()
+    assert backend.running() == [first]
+    specs[0] = dataclasses.replace(specs[0], max_batch_size=64)  # a PATCH of the batching settings
+    provisioner.tick()
+    (second,) = backend.running()
+    assert first.stopped and second.spec.max_batch_size == 64
