@@ -36,8 +36,7 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     """Migrate the schema, create the first tenant on a first start, resubmit compiles a restart cut off, and
     start the scheduler's side: the queues, the worker registry and the provisioner with its workers.
 
-    A backend passed in (a DirectBackend) replaces the scheduler: `bench/serve.py` measures the platform's
-    overhead against that anchor."""
+    A backend passed in replaces the scheduler (tests use one to see what the routers hand it)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.resolved_database_url)
     migrate(db.engine)

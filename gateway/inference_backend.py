@@ -1,23 +1,15 @@
-"""Where the gateway sends an inference: behind one small Protocol, so the direct call and the scheduler
-(queues, batching, workers) are interchangeable without touching the routers.
+"""Where the gateway sends an inference: behind one small Protocol, so the routers do not know the scheduler
+(queues, batching, workers) that answers it.
 
-`DirectBackend` runs the deployment's compiled program in a thread of this process, one request at a time
-(no batching, no queue): the anchor `bench/serve.py` compares the platform against.
+The platform's backend is the scheduler (gateway/scheduler_backend.py); tests pass their own to `create_app`.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Protocol
 
-import anyio.to_thread
-
-from luminal.gateway.store.artifacts import ArtifactStore
-from luminal.scheduler.programs import InvalidInput, ProgramCache
-from luminal.scheduler.work import EXPIRED, INVALID_INPUT, OK, InferenceRequest, InferenceResult
-
-__all__ = ["DeploymentRef", "DirectBackend", "InferenceBackend", "InvalidInput"]
+from luminal.scheduler.work import InferenceRequest, InferenceResult
 
 
 @dataclass(frozen=True)
@@ -36,31 +28,3 @@ class InferenceBackend(Protocol):
     async def infer(self, deployment: DeploymentRef, request: InferenceRequest) -> InferenceResult:
         """The request's result; a failure the caller should see is a result with its status and error."""
         ...
-
-
-class DirectBackend:
-    def __init__(self, artifacts: ArtifactStore, max_loaded: int = 16):
-        self.programs = ProgramCache(artifacts.local_path, max_loaded)
-
-    def _run(self, key: str, request: InferenceRequest) -> InferenceResult:
-        started = time.time()
-        if request.expired(started):
-            return InferenceResult(request.id, EXPIRED, error="the request's timeout passed before it ran")
-        try:
-            outputs = self.programs.get(key).run(request.inputs)
-        except InvalidInput as e:
-            return InferenceResult(request.id, INVALID_INPUT, error=str(e))
-        elapsed = time.time() - started
-        return InferenceResult(
-            request.id,
-            OK,
-            outputs,
-            batch_size=1,
-            batch_leader=True,
-            queue_seconds=started - request.enqueued_at,
-            compute_seconds=elapsed,
-            billed_seconds=elapsed,
-        )
-
-    async def infer(self, deployment: DeploymentRef, request: InferenceRequest) -> InferenceResult:
-        return await anyio.to_thread.run_sync(self._run, deployment.program_key, request)

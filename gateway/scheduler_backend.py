@@ -13,7 +13,7 @@ import time
 from luminal.gateway.inference_backend import DeploymentRef
 from luminal.provisioner.provisioner import Provisioner
 from luminal.scheduler.queues.base import RequestQueue, ResultTimeout
-from luminal.scheduler.work import EXPIRED, InferenceRequest, InferenceResult
+from luminal.scheduler.work import EXPIRED, InferenceRequest, InferenceResult, expired_result
 
 DEADLINE_GRACE_S = 0.05  # a result stored right at the deadline is still returned
 
@@ -48,15 +48,10 @@ class SchedulerBackend:
             try:  # completed in the instant between the two checks
                 return await self.queue.wait_result(request.id, DEADLINE_GRACE_S)
             except ResultTimeout:
-                return InferenceResult(request.id, EXPIRED, error=_expired_message(request))
+                return expired_result(request)
         try:
             return await self.queue.wait_result(request.id, self.execution_timeout_s)
         except ResultTimeout:
             return InferenceResult(
                 request.id, EXPIRED, error=f"no result {self.execution_timeout_s:g} s after its deadline"
             )
-
-
-def _expired_message(request: InferenceRequest) -> str:
-    waited = time.time() - request.enqueued_at
-    return f"the request's timeout passed before execution started (it waited {waited:.3f} s)"

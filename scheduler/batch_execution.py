@@ -22,8 +22,7 @@ from luminal.batching.policy import BatchPolicy
 from luminal.scheduler.billing import UsageLedger, UsageRecord
 from luminal.scheduler.programs import InvalidInput
 from luminal.scheduler.queues.base import Delivery, RequestQueue
-from luminal.scheduler.queues.memory import expired_result
-from luminal.scheduler.work import FAILED, INVALID_INPUT, OK, InferenceRequest, InferenceResult
+from luminal.scheduler.work import FAILED, INVALID_INPUT, OK, InferenceRequest, InferenceResult, expired_result
 from luminal.scheduler.worker_spec import WorkerSpec
 
 log = logging.getLogger(__name__)

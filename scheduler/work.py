@@ -75,3 +75,14 @@ class InferenceResult:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+
+def expired_result(request: InferenceRequest) -> InferenceResult:
+    """The 504 answer of a request whose deadline passed before its execution started (it never runs)."""
+    waited = time.time() - request.enqueued_at
+    return InferenceResult(
+        request.id,
+        EXPIRED,
+        error=f"the request's timeout passed before execution started (it waited {waited:.3f} s in the queue)",
+        queue_seconds=waited,
+    )

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from luminal.scheduler.queues.base import Delivery, QueueFull, ResultTimeout
-from luminal.scheduler.work import EXPIRED, InferenceRequest, InferenceResult, effective_priority
+from luminal.scheduler.work import InferenceRequest, InferenceResult, effective_priority, expired_result
 
 # A result nobody waits for (the waiter gave up, or the gateway replica that would wait died) is kept this long
 # in case a waiter comes (an async prediction polled later), then dropped, so results cannot pile up.
@@ -24,16 +24,6 @@ DEFAULT_RESULT_TTL_S = 600.0
 # What a refused client is told to wait before retrying: the queue cannot know how fast the deployment drains,
 # and about a second is the order of one batch's queue delay plus execution.
 DEFAULT_RETRY_AFTER_S = 1.0
-
-
-def expired_result(request: InferenceRequest) -> InferenceResult:
-    waited = time.time() - request.enqueued_at
-    return InferenceResult(
-        request.id,
-        EXPIRED,
-        error=f"the request's timeout passed before execution started (it waited {waited:.3f} s in the queue)",
-        queue_seconds=waited,
-    )
 
 
 @dataclass

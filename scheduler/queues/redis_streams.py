@@ -21,7 +21,7 @@ import redis.asyncio
 
 from luminal.scheduler.queues import codec, redis_lua
 from luminal.scheduler.queues.base import Delivery, QueueFull, ResultTimeout
-from luminal.scheduler.queues.memory import DEFAULT_RESULT_TTL_S, DEFAULT_RETRY_AFTER_S, expired_result
+from luminal.scheduler.queues.memory import DEFAULT_RESULT_TTL_S, DEFAULT_RETRY_AFTER_S
 from luminal.scheduler.work import (
     FAILED,
     HIGHEST_PRIORITY,
@@ -29,6 +29,7 @@ from luminal.scheduler.work import (
     InferenceRequest,
     InferenceResult,
     effective_priority,
+    expired_result,
 )
 
 GROUP = "workers"
