@@ -73,11 +73,12 @@ def main() -> None:
             f"{name}: compile {compile_s:.2f} s (search {found['seconds']['total']:.2f} s, "
             f"isolated={found['isolated']}), "
             f"e-graph {found['egraph_nodes'][0]} -> {found['egraph_nodes'][-1]} e-nodes in {found['iterations']} "
-            f"iterations ({found['stop']}), matmul rules found {found['rulesets']['matmul']['MatMul']} MatMuls; "
+            f"iterations ({found['stop']}), matmul rules found {found['rulesets']['matmul']['MatMul']} MatMuls, "
+            f"attention recognition {found['rulesets']['attention']['Attention']} attentions; "
             f"chosen {prog.report['choice']!r} of estimated "
             + ", ".join(f"{k} {v:.2f} ms" for k, v in estimated.items())
             + f"; {kernels['kernels']} kernels, {kernels['gemm']} GEMMs with {kernels['gemm_epilogue_ops']} fused "
-            "epilogue ops"
+            f"epilogue ops, {kernels['attention']} attention kernels"
         )
         for batch in (1, 8):
             x = np.random.default_rng(batch).standard_normal((batch, cfg.seq, cfg.dim)).astype(np.float32)
@@ -153,7 +154,8 @@ def real_minilm() -> None:
     kernels = prog.report["kernels"]
     print(
         f"all-MiniLM-L6-v2 (real weights): compile {compile_s:.2f} s, {kernels['kernels']} kernels, "
-        f"{kernels['gemm']} GEMMs with {kernels['gemm_epilogue_ops']} fused epilogue ops"
+        f"{kernels['gemm']} GEMMs with {kernels['gemm_epilogue_ops']} fused epilogue ops, "
+        f"{kernels['attention']} attention kernels"
     )
 
     def embed(ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
@@ -197,7 +199,8 @@ def compile_times() -> None:
     print(
         f"minilm-shaped x12: compile {cold:.2f} s (search {found['seconds']['total']:.2f} s, e-graph "
         f"{found['egraph_nodes'][0]} -> {found['egraph_nodes'][-1]} e-nodes, "
-        f"{found['rulesets']['matmul']['MatMul']} MatMuls, {prog.report['kernels']['gemm']} GEMM kernels); "
+        f"{found['rulesets']['matmul']['MatMul']} MatMuls, {prog.report['kernels']['gemm']} GEMM kernels, "
+        f"{prog.report['kernels']['attention']} attention kernels); "
         f"C build at the first run {build:.2f} s; cached compile {cached:.2f} s (hit={again.report['cache']['hit']})"
     )
 

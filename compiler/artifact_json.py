@@ -39,6 +39,7 @@ VALUE_KINDS: dict[str, type] = {
     "apply": ir.Apply,
     "reduce": ir.Reduce,
     "contract": ir.Contract,
+    "attend": ir.Attend,
 }
 KERNEL_KINDS: dict[str, type] = {"loop": ir.LoopKernel, "scatter": ir.ScatterKernel}
 _KIND_OF = {cls: kind for kind, cls in (VALUE_KINDS | KERNEL_KINDS).items()}
@@ -220,9 +221,19 @@ class _Decoder:
         if cls is ir.Contract:
             a, b = self.ref(r["a"], what), self.ref(r["b"], what)
             return ir.Contract(_name(r["var"], what), _expr(r["extent"], what), a, b, dtype)
+        if cls is ir.Attend:
+            return self.attend(r, dtype, what)
         if r["op"] not in REDUCE_OPS:
             raise ArtifactError(f"{what}: unknown reduce op {r['op']!r:.40}; known: {', '.join(sorted(REDUCE_OPS))}")
         return ir.Reduce(r["op"], _name(r["var"], what), _expr(r["extent"], what), self.ref(r["body"], what), dtype)
+
+    def attend(self, r: dict[str, Any], dtype: DType, what: str) -> ir.Attend:
+        if type(r["safe"]) is not bool:
+            raise ArtifactError(f"{what}: safe must be true or false, got {r['safe']!r:.40}")
+        operands = (self.ref(r[k], f"{what} {k}") for k in ("q", "k", "v", "bias"))
+        s, e = _name(r["s_var"], what), _name(r["e_var"], what)
+        s_extent, e_extent = _expr(r["s_extent"], what), _expr(r["e_extent"], what)
+        return ir.Attend(s, s_extent, e, e_extent, *operands, _const(r["scale"], dtype, what), r["safe"], dtype)
 
     def kernel(self, data: Any, what: str) -> ir.Kernel:
         kind = data.get("kind") if isinstance(data, dict) else None

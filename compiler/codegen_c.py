@@ -13,7 +13,7 @@ import math
 import re
 
 from luminal import dtypes as dt
-from luminal.compiler import codegen_gemm, ir, prepack
+from luminal.compiler import codegen_attention, codegen_gemm, ir, prepack
 from luminal.symbolic import Expr, c_prelude
 from luminal.view import ShapeTracker
 
@@ -297,6 +297,12 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
             return f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};"
 
         return "\n".join(codegen_gemm.kernel_source(k, gemm, Emitter, head, ptrs, store, packed)), used
+    if isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend):
+
+        def store_element(value: str) -> str:
+            return f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};"
+
+        return "\n".join(codegen_attention.kernel_source(k, Emitter, head, ptrs, store_element)), used
     head.append("  int lm_err = 0;")
     e = Emitter(ptrs)
     if isinstance(k, ir.LoopKernel):
@@ -351,6 +357,8 @@ def program_source(p: ir.KernelProgram, slots: dict[str, int], symbols: list[str
     parts = [PRELUDE]
     if any(codegen_gemm.plan(k) for k in p.kernels):
         parts.append(codegen_gemm.PRELUDE)
+    if any(isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend) for k in p.kernels):
+        parts.append(codegen_attention.PRELUDE)
     functions = _Functions(slots)
     calls = [functions.call(*kernel_source(k, p.buffers, symbols), k.name) for k in p.kernels]
     prepared = []

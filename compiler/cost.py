@@ -105,6 +105,13 @@ class _Counter:
             n = evals * size(v.extent, self.env)
             self.gemm_flops += 2 * n
             return 2 * n + self.flops(v.a, n) + self.flops(v.b, n)
+        if isinstance(v, ir.Attend):
+            # Per output element: its share of the row's scores (q·k over E, taken as long as the output row,
+            # which it is when v's head dim equals q's), the softmax's few ops per score, and p·v.
+            n = evals * size(v.s_extent, self.env)
+            self.gemm_flops += 4 * n
+            operands = sum(self.flops(x, evals) for x in (v.q, v.k, v.v, v.bias))
+            return 4 * n + 6 * n // max(size(v.e_extent, self.env), 1) + operands
         return 0  # Const, IndexValue: no data arithmetic
 
 

@@ -199,6 +199,10 @@ def _tree_within(v: ir.Value, limit: int) -> bool:
     return True
 
 
+def _attends(kernel: ir.LoopKernel) -> bool:
+    return any(isinstance(n, ir.Attend) for n in ir.walk(kernel.body))
+
+
 def _fusable(producer: ir.LoopKernel, consumer: ir.LoopKernel, fused: ir.LoopKernel) -> bool:
     """Whether inlining keeps every GEMM a GEMM (a GEMM's operands stay buffers: packing reads them once per
     tile, a fused producer would be recomputed per output column; one kernel holds at most one GEMM, whose
@@ -242,6 +246,8 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
             continue
         consumer = kernels[users[0]]
         if producer.out in _gathered(consumer) or not _reads_reduction_once(producer, consumer):
+            continue
+        if _attends(producer) or _attends(consumer):  # its code generator packs operands straight from buffers
             continue
         fused = inline(producer, consumer, names)
         if not _fusable(producer, consumer, fused):

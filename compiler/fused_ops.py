@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from luminal import ops
 
 
@@ -39,4 +41,51 @@ class MatMul(ops.Op):
         return {"axis": self.axis}
 
 
-FUSED_OPS = {c.name: c for c in (MatMul,)}
+LOWEST_F32 = float(np.finfo(np.float32).min)
+LOG2_E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class Attention(ops.Op):
+    """softmax(scale * q·k + bias) · v over the key axis, as attention recognition (search/rules_attention.py)
+    finds it in the primitive graph: the score matrix is never a buffer (lowering makes it an `ir.Attend`).
+
+    Inputs are read through views of the two products the primitive graph spelled: q and k as [..., L, S, E]
+    (q not varying along S, k not along L), v as [..., L, N, S] (not varying along L) and the additive bias as
+    [..., L, S]; the output is [..., L, N]. The softmax is the graph's own formula: exp2((x - peak) * log2 e)
+    over its sum, the peak the row max (clamped to the lowest float32 when `safe`, where a sum under 0.5 also
+    counts as 1, so a fully masked row gives zeros, as torch's scaled_dot_product_attention does).
+    """
+
+    name: ClassVar[str] = "Attention"
+    arity: ClassVar[int] = 4
+    meaning: ClassVar[str] = "y = softmax(scale * (q . k) + bias) . v over the key axis"
+    scale: float = 1.0
+    safe: int = 1
+
+    def infer(self, shapes, dtypes):
+        q, k, v, bias = shapes
+        if len(q) < 3 or tuple(q) != tuple(k) or len(v) != len(q) or tuple(bias) != tuple(q[:-1]):
+            raise self.fail("q, k, v and bias are not the products attention reads", shapes)
+        if tuple(v[:-2]) != tuple(q[:-2]) or v[-1] != q[-2]:
+            raise self.fail("v does not match the scores", shapes)
+        return tuple(v[:-1]), dtypes[0]
+
+    def reference(self, q, k, v, bias, env=None):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            scores = (q * k).sum(axis=-1, dtype=np.float32) * np.float32(self.scale) + bias
+            peak = scores.max(axis=-1, keepdims=True)
+            if self.safe:
+                peak = np.maximum(peak, np.float32(LOWEST_F32))
+            e = np.exp2((scores - peak) * np.float32(LOG2_E))
+            total = e.sum(axis=-1, keepdims=True, dtype=np.float32)
+            if self.safe:
+                total = total + (total < 0.5).astype(np.float32)
+            p = e * (np.float32(1.0) / total)
+            return (p[..., None, :] * v).sum(axis=-1, dtype=np.float32).astype(np.float32)
+
+    def params(self):
+        return {"scale": self.scale, "safe": self.safe}
+
+
+FUSED_OPS = {c.name: c for c in (MatMul, Attention)}

@@ -109,6 +109,33 @@ class Contract(Value):
 
 
 @dataclass(frozen=True)
+class Attend(Value):
+    """The value of one attention output element [..., l, n] (attention recognition), scores never stored:
+
+        score(s) = scale * sum over `e_var` in [0, e_extent) of q * k, plus bias
+        p(s)     = exp2((score(s) - peak) * log2 e) / (sum of them [+ 1 where that sum is under 0.5, if safe])
+        value    = sum over `s_var` in [0, s_extent) of p(s) * v
+
+    with peak the largest score (at least the lowest float32 if safe). `q` is over the output's indices and
+    `e_var`, `k` over `s_var` and `e_var`, `v` over `s_var` and the output's, `bias` over `s_var` and the
+    output's; none of them reads the axis the others are free of, which is what lets a code generator tile
+    it as flash attention does: a block of queries against blocks of keys, with the softmax kept online.
+    """
+
+    s_var: str
+    s_extent: Expr
+    e_var: str
+    e_extent: Expr
+    q: Value
+    k: Value
+    v: Value
+    bias: Value
+    scale: float
+    safe: bool
+    dtype: DType
+
+
+@dataclass(frozen=True)
 class Buffer:
     name: str
     dtype: DType
@@ -169,6 +196,9 @@ def walk(v: Value):
     elif isinstance(v, Contract):
         yield from walk(v.a)
         yield from walk(v.b)
+    elif isinstance(v, Attend):
+        for operand in (v.q, v.k, v.v, v.bias):
+            yield from walk(operand)
 
 
 def buffers_read(k: Kernel) -> set[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from luminal import ops
 from luminal.compiler import ir
-from luminal.compiler.fused_ops import MatMul
+from luminal.compiler.fused_ops import Attention, MatMul
 from luminal.graph import Graph, Node
 from luminal.symbolic import Expr, as_expr, const, var
 from luminal.view import ShapeTracker, contiguous_strides, dims_product, idx
@@ -114,6 +114,8 @@ class Lowering:
             return ir.IndexValue(op.expr, node.dtype)
         if isinstance(op, ops.Gather):
             return self.gather(node)
+        if isinstance(op, Attention):
+            return self.attend(node)
         if isinstance(op, (ops.Reduce, MatMul)):
             view = node.inputs[0][1]
             rank = len(view.shape)
@@ -126,6 +128,29 @@ class Lowering:
             return ir.Reduce("sum" if isinstance(op, ops.SumReduce) else "max", "_r0", extent, a, node.dtype)
         args = tuple(self.read(s, v) for s, v in node.inputs)
         return ir.Apply(op.name, args, node.dtype)
+
+    def attend(self, node: Node) -> ir.Attend:
+        """Attention's inputs at the output's indices [..., l, n]: the key axis is `_r0`, the head dim `_r1`."""
+        (q, qv), (k, kv), (v, vv), (b, bv) = node.inputs
+        rank = len(node.shape)  # q, k, v are read as rank + 1 products: [..., L, S, E] and [..., L, N, S]
+        extent_s, extent_e = as_expr(qv.shape[-2]), as_expr(qv.shape[-1])
+        s = var("_r0", 0, max(extent_s.hi - 1, 0))
+        e = var("_r1", 0, max(extent_e.hi - 1, 0))
+        out = {f"_i{j}": idx(j, node.shape[j]) for j in range(rank)}
+        scores = {**{f"_i{j}": out[f"_i{j}"] for j in range(rank - 1)}, f"_i{rank - 1}": s}
+        return ir.Attend(
+            "_r0",
+            extent_s,
+            "_r1",
+            extent_e,
+            self.read(q, qv, {**scores, f"_i{rank}": e}),
+            self.read(k, kv, {**scores, f"_i{rank}": e}),
+            self.read(v, vv, {**out, f"_i{rank}": s}),
+            self.read(b, bv, scores),
+            float(node.op.scale),
+            bool(node.op.safe),
+            node.dtype,
+        )
 
     def output(self, node: Node) -> None:
         (src, view) = node.inputs[0]

@@ -133,12 +133,19 @@ def kernel_program(graph: Graph, target: str) -> ir.KernelProgram:
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
-    """What the program became: GEMM kernels (with the epilogue ops fused into them) and the other kernels."""
+    """What the program became: GEMM kernels (with the epilogue ops fused into them), attention kernels, and
+    the other kernels."""
     gemms = [k for k in kernels.kernels if codegen_gemm.plan(k) is not None]
     epilogue_ops = sum(
         len({n for n in ir.walk(codegen_gemm.plan(k).epilogue) if isinstance(n, ir.Apply)}) for k in gemms
     )
-    return {"kernels": len(kernels.kernels), "gemm": len(gemms), "gemm_epilogue_ops": epilogue_ops}
+    attention = sum(isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend) for k in kernels.kernels)
+    return {
+        "kernels": len(kernels.kernels),
+        "gemm": len(gemms),
+        "gemm_epilogue_ops": epilogue_ops,
+        "attention": attention,
+    }
 
 
 def select(

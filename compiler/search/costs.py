@@ -42,7 +42,11 @@ def roofline_cost(enc: Encoding, target: Target | str, exclude: Collection[str] 
             return target.launch_overhead_s
         view = enc.views[params[1] if name == "Gather" else params[0]]
         n = _elements(view.shape)  # the op's element count (a reduce's input, a gather's output)
-        if name in ("SumReduce", "MaxReduce", "MatMul"):
+        if name == "Attention":  # q as [..., L, S, E] and v as [..., L, N, S]: two GEMMs' work, one output
+            pv = _elements(enc.views[params[2]].shape)
+            out = pv // max(size(enc.views[params[2]].shape[-1], None), 1)
+            rate, flops = gemm_rate, 2 * n + 2 * pv
+        elif name in ("SumReduce", "MaxReduce", "MatMul"):
             axis = params[-1]
             out = n // max(size(view.shape[axis], None), 1)
             rate, flops = (gemm_rate, 2 * n) if name == "MatMul" else (loop_rate, n)

@@ -57,6 +57,7 @@ class Encoding:
     root_name: str = "root"  # the root's let name (egglog calls it `$root`)
     _view_ids: dict[str, int] = field(default_factory=dict)
     _param_ids: dict[str, int] = field(default_factory=dict)
+    facts_set: int = 0  # views [0, facts_set) have their facts in the e-graph
 
     def view_id(self, st: ShapeTracker) -> int:
         # Keyed by the exact JSON (history included), so a round trip gives back the very same view.
@@ -131,7 +132,7 @@ def encode(graph: Graph) -> Encoding:
     for nid in reversed(_sinks(graph)):
         root = T.Sink(enc.terms[nid], root)  # a chain of distinct cells over distinct lets: nothing shared
     enc.root = egraph.let(enc.root_name, root)
-    _set_view_facts(enc)
+    set_view_facts(enc)
     return enc
 
 
@@ -145,9 +146,10 @@ def _live(graph: Graph) -> set[int]:
     return live
 
 
-def _set_view_facts(enc: Encoding) -> None:
+def set_view_facts(enc: Encoding) -> None:
+    """Set the facts of every view that has none yet (rules added after encoding make views too)."""
     facts = []
-    k = 0
+    k = enc.facts_set
     while k < len(enc.views):  # scalar views join the table as they are made; each needs its facts too
         st = enc.views[k]
         facts.append(set_(T.unpadded(k)).to(bool(st.valid == 1)))
@@ -155,6 +157,7 @@ def _set_view_facts(enc: Encoding) -> None:
         facts.append(set_(T.identity_view(k)).to(_is_identity(st)))
         facts.append(set_(T.axes_read(k)).to(axes_read(st)))
         k += 1
+    enc.facts_set = k
     if facts:
         enc.egraph.register(*facts)
 

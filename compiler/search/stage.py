@@ -3,7 +3,10 @@
 Rule sets, each next to what it concerns:
 - `algebra` (rules_algebra.py): folding and identities, which only shrink the program;
 - `matmul` (rules_matmul.py): expand·mul·sum-reduce as one MatMul alternative (a GEMM with its epilogue
-  fused later, in the kernel IR).
+  fused later, in the kernel IR);
+- `attention` (rules_attention.py): softmax(q·kᵀ·scale + mask)·v as one Attention alternative whose scores are
+  never stored; matched in Python over the encoded graph (the pattern is a dozen nodes whose views egglog
+  sees only as ids) and unioned into the e-graph before the rules run.
 Element-wise, reduce and epilogue fusion happen on the kernel IR after extraction (compiler/fuse.py), where a
 kernel's body is an expression and fusion is substitution.
 
@@ -25,10 +28,10 @@ from typing import Any
 
 from egglog import ruleset
 
-from luminal.compiler.search import rules_algebra, rules_matmul
+from luminal.compiler.search import rules_algebra, rules_attention, rules_matmul
 from luminal.compiler.search import terms as T
 from luminal.compiler.search.costs import roofline_cost
-from luminal.compiler.search.encode import encode
+from luminal.compiler.search.encode import encode, set_view_facts
 from luminal.compiler.search.extract import extract_frozen, longest_path
 from luminal.compiler.search.runner import Limits, run_bounded, run_isolated
 from luminal.compiler.targets import get_target
@@ -78,6 +81,8 @@ def _without_weight_data(graph: Graph) -> Graph:
 def _search(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
     start = time.perf_counter()
     enc = encode(graph)
+    attention = rules_attention.add_alternatives(enc)
+    set_view_facts(enc)
     encoded = time.perf_counter()
     rules = ruleset(*(r for rs in RULESETS.values() for r in rs), name="compile")
     run = run_bounded(enc.egraph, rules, options.node_budget, options.max_iterations, options.deadline_s)
@@ -95,7 +100,10 @@ def _search(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
         "iterations": run.iterations,
         "stop": run.stop,
         # What each rule set found: the e-nodes of the constructors only its rules make.
-        "rulesets": {name: {str(c): sizes.get(c, 0) for c in FINDS[name]} for name in RULESETS},
+        "rulesets": {
+            **{name: {str(c): sizes.get(c, 0) for c in FINDS[name]} for name in RULESETS},
+            "attention": {str(T.Attention): attention},
+        },
         "isolated": False,
         # Timings sit under "seconds", which artifacts leave out (they would break determinism).
         "seconds": {"encode": encoded - start, "rules": searched - encoded, "extract": time.perf_counter() - searched},

@@ -130,6 +130,22 @@ def Cast(x: Tensor, v: i64Like, dtype: StringLike) -> Tensor: ...
 def MatMul(a: Tensor, va: i64Like, b: Tensor, vb: i64Like, axis: i64Like) -> Tensor: ...
 
 
+# Made by attention recognition (search/rules_attention.py): softmax(scale * q.k + bias).v, scores unstored.
+@function(egg_fn="Attention")
+def Attention(
+    q: Tensor,
+    vq: i64Like,
+    k: Tensor,
+    vk: i64Like,
+    v: Tensor,
+    vv: i64Like,
+    bias: Tensor,
+    vb: i64Like,
+    scale: f64Like,
+    safe: i64Like,
+) -> Tensor: ...
+
+
 @function(egg_fn="Output")
 def Output(x: Tensor, v: i64Like, label: StringLike) -> Tensor: ...
 
@@ -162,5 +178,5 @@ def axes_read(v: i64Like) -> i64: ...  # bit k set when the view's index depends
 # The e-nodes of the term language (what a node budget counts; facts and analyses are not e-nodes).
 CONSTRUCTORS = frozenset(
     (NoSinks, Sink, Input, Weight, ConstF, NegZero, ConstI, Iota, Log2, Exp2, Sin, Sqrt, Recip, Add, Mul, Mod)
-    + (LessThan, SumReduce, MaxReduce, Gather, Scatter, Cast, Output, View, MatMul)
+    + (LessThan, SumReduce, MaxReduce, Gather, Scatter, Cast, Output, View, MatMul, Attention)
 )
