@@ -74,6 +74,7 @@ def _contraction(graph: Graph, node: Node) -> tuple[Edge, Edge] | None:
 
 
 def _reads_axis(view: ShapeTracker, axis: int) -> bool:
+    assert axis >= 0, axis
     mask = axes_read(view)
     return mask < 0 or bool(mask >> axis & 1)
 
@@ -187,6 +188,8 @@ def find(graph: Graph) -> list[Match]:
         if pv is None:
             continue
         rank = len(pv[0][1].shape)  # [..., L, N, S]
+        if rank < 3:
+            continue
         for (p, pview), v in (pv, pv[::-1]):
             p_node = graph.nodes[p]
             if len(p_node.shape) != rank - 1 or _reads_axis(v[1], rank - 3):
