@@ -1,13 +1,14 @@
 """Compiled CPU time next to the reference interpreter and PyTorch eager, per model, measured in one run.
 
-    .venv/bin/python bench/compile.py [--compile-only]
+    .venv/bin/python bench/compile.py [--compile-only] [--no-reference]
 
 Models: an MLP, a transformer encoder block and a 6-layer MiniLM-shaped encoder (dim 384, 12 heads, ffn 1536),
 sequence 128, batch 1 and 8; then all-MiniLM-L6-v2 itself (luminal.nn, real weights) against transformers, and
 single linear layers of its shapes against torch's.
 Outputs are compared with torch before timing; compiled and torch runs alternate within each repeat (the
 machine is shared: both see the same load) and medians are printed. The interpreter row is skipped where its
-materialised matmul products would not fit comfortably in memory.
+materialised matmul products would not fit comfortably in memory, and everywhere with --no-reference (for a
+quick compiled-against-torch run).
 Also printed: compile time (passes, search, candidates, C generation; the C build is cached and happens at
 the first run), e-graph sizes, what the matmul rules found, the candidates' estimated costs, the GEMM
 kernels and their fused epilogues, and the planned arena against the naive sum of buffers. Last, a 12-layer
@@ -95,7 +96,7 @@ def main() -> None:
                 )
                 compiled, eager = both["compiled"], both["torch"]
             product = batch * cfg.seq * max(cfg.ffn, 3 * cfg.dim) * cfg.dim * 4
-            if product <= REFERENCE_LIMIT_BYTES:
+            if product <= REFERENCE_LIMIT_BYTES and "--no-reference" not in sys.argv:
                 reference = median_ms(lambda x=x, g=graph: lm.run(g, {"x": x}), repeats=3, warmup=0, budget_s=30)
                 ref_text, ratio = f"{reference:13.1f}", f"{reference / compiled:8.1f}x"
             else:

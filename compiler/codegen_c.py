@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 from luminal import dtypes as dt
-from luminal.compiler import codegen_attention, codegen_gemm, ir, prepack
+from luminal.compiler import codegen_attention, codegen_gemm, hoist, ir, prepack
 from luminal.symbolic import Expr, c_prelude
 from luminal.view import ShapeTracker
 
@@ -118,6 +119,8 @@ class Emitter:
             return self.reduce(v.as_reduce())
         if isinstance(v, codegen_gemm.Accumulated):
             return "lm_acc"
+        if isinstance(v, hoist.Hoisted):
+            return v.name
         raise TypeError(f"no C for {type(v).__name__}")
 
     def guard(self, v: ir.Guard) -> str:
@@ -184,7 +187,18 @@ class Emitter:
             return _round(f"((float)({x}))", dst)
         return f"(({COMPUTE[dst]})({x}))"
 
+    def hoisted(self, v: ir.Value, variable: str, trips: Expr) -> ir.Value:
+        """`v` with its reductions that do not read `variable` computed here, before the loop over it."""
+        table: dict[ir.Value, ir.Value] = {}
+        for r in hoist.invariant_reductions(v, variable, trips):
+            value = self.emit(r)
+            name = self.fresh("_thoist")
+            self.stmt(f"const {COMPUTE[r.dtype]} {name} = {value};")
+            table[r] = hoist.Hoisted(name, r.dtype)
+        return hoist.substitute(v, table) if table else v
+
     def reduce(self, v: ir.Reduce) -> str:
+        v = replace(v, body=self.hoisted(v.body, v.var, v.extent))
         acc = self.fresh("_tacc")
         float_sum = v.op == "sum" and v.dtype.is_float
         acc_type = "float" if float_sum else COMPUTE[v.dtype]
@@ -237,17 +251,25 @@ def Expr_var(name: str) -> Expr:  # noqa: N802 - a tiny constructor for a C loca
     return var(name, -(2**62), 2**62)
 
 
-def _loops(shape: tuple[Expr, ...], body: list[str], parallel: bool) -> list[str]:
-    """Nested loops over `shape` around `body` (already indented for the innermost level)."""
+def _loops(shape: tuple[Expr, ...], body: list[str], parallel: bool, outer: list[str] = ()) -> list[str]:
+    """Nested loops over `shape` around `body` (already indented for the innermost level); `outer` runs in the
+    second-innermost loop, before the innermost one (hoisted row statistics)."""
     lines = []
+    pragma = ""
     if parallel and shape:
         # All loops but the innermost (kept whole for SIMD) share the threads: the outermost alone is often the
         # batch, 1 for a single request, which left the second core idle.
         collapse = f" collapse({len(shape) - 1})" if len(shape) > 2 else ""
-        lines.append(
-            f"  #pragma omp parallel for{collapse} reduction(|:lm_err) if ({_numel(shape)} >= {PARALLEL_MIN_ELEMENTS})"
+        pragma = (
+            f"#pragma omp parallel for{collapse} reduction(|:lm_err) if ({_numel(shape)} >= {PARALLEL_MIN_ELEMENTS})"
         )
+    if len(shape) == 1 and outer:  # the hoisted values are computed once, before the (parallel) loop
+        lines += ["  " + line for line in outer]
+    if pragma:
+        lines.append("  " + pragma)
     for k, d in enumerate(shape):
+        if k == len(shape) - 1 and k > 0:
+            lines += ["  " * k + line for line in outer]
         lines.append("  " * (k + 1) + f"for (int64_t _i{k} = 0; _i{k} < {d.render_c()}; _i{k}++) {{")
     lines += ["  " * len(shape) + line for line in body]
     lines += ["  " * (k + 1) + "}" for k in reversed(range(len(shape)))]
@@ -305,7 +327,15 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
         return "\n".join(codegen_attention.kernel_source(k, Emitter, head, ptrs, store_element)), used
     head.append("  int lm_err = 0;")
     e = Emitter(ptrs)
-    if isinstance(k, ir.LoopKernel):
+    if isinstance(k, ir.LoopKernel) and k.shape:
+        # Row statistics the body reads broadcast along the innermost loop are computed once per row, before it.
+        outer = Emitter(ptrs)
+        row = outer.hoisted(k.body, f"_i{len(k.shape) - 1}", k.shape[-1])
+        e.counter = outer.counter  # fresh names must not shadow the hoisted ones
+        value = e.emit(row)
+        e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};")
+        body = _loops(k.shape, e.lines, parallel=True, outer=outer.lines)
+    elif isinstance(k, ir.LoopKernel):
         value = e.emit(k.body)
         e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};")
         body = _loops(k.shape, e.lines, parallel=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from luminal.compiler import codegen_gemm, ir
+from luminal.compiler import codegen_gemm, hoist, ir
 from luminal.compiler.targets import Target, get_target
 from luminal.symbolic import Expr, as_expr
 
@@ -76,8 +76,12 @@ class _Counter:
         self.reads: Counter[str] = Counter()
         self.gemm_flops = 0  # the multiply-adds of Contracts: they run as tiled GEMMs (matrix units on GPUs)
 
-    def flops(self, v: ir.Value, evals: int) -> int:
-        """FLOPs of evaluating `v` `evals` times; every buffer element read is tallied in self.reads."""
+    def flops(self, v: ir.Value, evals: int, loop: tuple[str, Expr] | None = None) -> int:
+        """FLOPs of evaluating `v` `evals` times; every buffer element read is tallied in self.reads.
+
+        `loop` is the innermost loop around `v` that the code generator hoists invariant reductions out of
+        (compiler/hoist.py), as (variable, trip count), while only element-wise ops lie between: a reduction
+        it hoists runs `evals / trip count` times."""
         if isinstance(v, ir.Load):
             self.reads[v.buffer] += evals
             return 0
@@ -92,12 +96,14 @@ class _Counter:
             if (v, evals) in self.applied:
                 return 0
             self.applied.add((v, evals))
-            return evals * OP_FLOPS.get(v.op, 1) + sum(self.flops(a, evals) for a in v.args)
+            return evals * OP_FLOPS.get(v.op, 1) + sum(self.flops(a, evals, loop) for a in v.args)
         if isinstance(v, ir.Reduce):
+            if loop is not None and hoist.invariant_reductions(v, loop[0], loop[1]):
+                evals = max(evals // size(loop[1], self.env), 1)
             # The body runs `extent` times per evaluation, each followed by one fold (add or max): a
             # matmul's sum of products is the conventional 2 FLOPs per multiply-accumulate.
             n = evals * size(v.extent, self.env)
-            return n + self.flops(v.body, n)
+            return n + self.flops(v.body, n, (v.var, v.extent))
         if isinstance(v, ir.Contract):
             if self.gemm and v in self.seen:
                 return 0
@@ -130,7 +136,9 @@ def estimate(
     count = _Counter(env, gemm=codegen_gemm.plan(kernel) is not None)
     n_out = _elements(kernel.shape, env)
     if isinstance(kernel, ir.LoopKernel):
-        flops = count.flops(kernel.body, n_out)
+        # The C hoists row statistics out of a loop kernel's innermost loop, except in a GEMM's epilogue.
+        inner = None if count.gemm or not kernel.shape else (f"_i{len(kernel.shape) - 1}", kernel.shape[-1])
+        flops = count.flops(kernel.body, n_out, inner)
     else:
         n_src = _elements(kernel.src_shape, env)
         flops = count.flops(kernel.dest, n_out) + count.flops(kernel.at, n_src) + count.flops(kernel.src, n_src)

@@ -8,7 +8,9 @@ variable of the producer is renamed first so it cannot capture one of the consum
 
 `inline` is the mechanism the search's kernel extraction uses. `fuse_single_consumers` is the interim
 policy until that extraction lands: it inlines every element-wise or reduction kernel whose buffer has
-exactly one reading kernel, when the roofline cost model (compiler/cost.py) does not get worse.
+exactly one reading kernel, when the roofline cost model (compiler/cost.py) does not get worse. A row
+statistic (a norm's mean, a softmax's sum) inlined into the kernel that reads it along the row is computed
+once per row there (compiler/hoist.py), so a norm or softmax fuses into few kernels without recomputation.
 """
 
 from __future__ import annotations
@@ -213,8 +215,9 @@ def _fusable(producer: ir.LoopKernel, consumer: ir.LoopKernel, fused: ir.LoopKer
 
 
 def _reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:
-    """A producer that reduces may only be inlined where each of its elements is read once, in place:
-    anything else (a broadcast read) would recompute the whole reduction per element."""
+    """Whether each element of a reducing producer is read once, in place. Read otherwise (broadcast along a
+    row) it is inlined only where the code generator hoists it out of the loop, so the fused kernel does no
+    more arithmetic than the two it replaces."""
     if not any(isinstance(n, (ir.Reduce, ir.Contract)) for n in ir.walk(producer.body)):
         return True
     if consumer.shape != producer.shape:
@@ -245,17 +248,18 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
         if len(users) != 1 or not isinstance(kernels[users[0]], ir.LoopKernel):
             continue
         consumer = kernels[users[0]]
-        if producer.out in _gathered(consumer) or not _reads_reduction_once(producer, consumer):
+        if producer.out in _gathered(consumer):
             continue
         if _attends(producer) or _attends(consumer):  # its code generator packs operands straight from buffers
             continue
         fused = inline(producer, consumer, names)
         if not _fusable(producer, consumer, fused):
             continue
-        before = estimate(producer, program.buffers, target, env).seconds
-        before += estimate(consumer, program.buffers, target, env).seconds
-        if estimate(fused, program.buffers, target, env).seconds > before:
+        costs = [estimate(k, program.buffers, target, env) for k in (producer, consumer, fused)]
+        if costs[2].seconds > costs[0].seconds + costs[1].seconds:
             continue
+        if not _reads_reduction_once(producer, consumer) and costs[2].flops > costs[0].flops + costs[1].flops:
+            continue  # a reduction read where it is not hoisted (compiler/hoist.py) would run once per read
         kernels[users[0]], kernels[k] = fused, None
         for name in ir.buffers_read(producer):  # what the producer read, its consumer now reads
             readers[name] = sorted({users[0] if r == k else r for r in readers[name]})

@@ -4,6 +4,7 @@ import numpy as np
 
 import luminal as lm
 from luminal.compiler import ir
+from luminal.compiler.cost import estimate
 from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.lower import lower
 from luminal.compiler.targets import get_target
@@ -24,17 +25,37 @@ def test_matmul_becomes_one_kernel_without_the_product_buffer():
     np.testing.assert_allclose(lm.compile(g).run({"x": xs})["y"], lm.run(g, {"x": xs})["y"], rtol=1e-5)
 
 
+def _flops(program) -> int:
+    return sum(estimate(k, program.buffers, "cpu").flops for k in program.kernels)
+
+
 def test_a_broadcast_reduction_is_not_recomputed_per_element():
     g = lm.Graph()
-    x = g.input("x", (4, 16))
+    x = g.input("x", (4, 256))
     x.softmax(-1).output("y")
-    fused = fuse_single_consumers(lower(g), get_target("cpu"))
-    # The row max and the row sum are each read by all 16 elements of a row: they stay kernels of their own,
-    # so no kernel nests one reduction inside another.
-    assert all(_reductions(k) <= 1 for k in fused.kernels)
-    assert sum(_reductions(k) for k in fused.kernels) == 2
-    xs = np.random.default_rng(2).standard_normal((4, 16)).astype(np.float32)
+    unfused = lower(g)
+    fused = fuse_single_consumers(unfused, get_target("cpu"))
+    # The row max and the row sum are read by all 256 elements of a row: fused into their readers they are
+    # hoisted out of the row's loop (compiler/hoist.py). Fusion may recompute an element-wise value (exp) to
+    # save its buffer, never a reduction per element (that would be 256 times the arithmetic).
+    assert len(fused.kernels) < len(unfused.kernels)
+    assert _flops(fused) < 2 * _flops(unfused)
+    xs = np.random.default_rng(2).standard_normal((4, 256)).astype(np.float32)
     np.testing.assert_allclose(lm.compile(g).run({"x": xs})["y"], lm.run(g, {"x": xs})["y"], rtol=1e-5)
+
+
+def test_layer_norm_is_one_pass_over_rows():
+    g = lm.Graph()
+    x, w, b = g.input("x", (lm.sym("rows", max=64), 48)), g.weight("w", (48,)), g.weight("b", (48,))
+    lm.functional.layer_norm(x, (48,), w, b).output("y")
+    rng = np.random.default_rng(3)
+    g.bind({"w": rng.standard_normal(48).astype(np.float32), "b": rng.standard_normal(48).astype(np.float32)})
+    program = lm.compile(g, cache=False)
+    assert len(program.kernels.kernels) == 1  # mean and variance hoisted into the kernel that normalises
+    assert _flops(program.kernels) < 30 * 64 * 48  # per row, not per element: that would be 64 * 48 * 48 more
+    for rows in (1, 37):
+        xs = rng.standard_normal((rows, 48)).astype(np.float32) * 3 + 1
+        np.testing.assert_allclose(program.run({"x": xs})["y"], lm.run(g, {"x": xs})["y"], rtol=1e-5, atol=1e-5)
 
 
 def test_padded_reads_of_a_fused_gather_stay_in_bounds():
