@@ -15,6 +15,7 @@ in the safe form]).
 
 from __future__ import annotations
 
+from luminal import dtypes as dt
 from luminal.compiler import ir
 from luminal.symbolic import Expr
 
@@ -113,6 +114,8 @@ def kernel_source(k: ir.LoopKernel, emitter_cls, head: list[str], ptrs: dict[str
     """The kernel's C lines: `head` is its opening, `store(value)` the statement storing output element i."""
     a: ir.Attend = k.body
     rank = len(k.shape)
+    if rank < 2 or not fits(a.e_extent, k.shape[-1]):  # recognition guarantees both; a loaded artifact may not
+        raise ValueError(f"attention kernel {k.name}: needs [..., L, N] with head dims in 1..{MAX_HEAD_DIM}")
     lead, row, col = [f"_i{j}" for j in range(rank - 2)], f"_i{rank - 2}", f"_i{rank - 1}"
     e_dim, n_dim = int(a.e_extent.lo), int(k.shape[-1].lo)
     lines = head + ["  int lm_err = 0;"]
@@ -182,8 +185,10 @@ def _task(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls,
 def _row_update(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls, ptrs) -> list[str]:
     """One query row's block of scores: scale and bias, then the online softmax (its accumulator rescaled, the
     scores turned into the block's unnormalised probabilities for lm_att_pv)."""
+    from luminal.compiler.codegen_c import literal  # (codegen_c imports this module)
+
     s = a.s_var
-    scale = f"{float(a.scale).hex()}f" if a.scale >= 0 else f"(-{(-float(a.scale)).hex()}f)"
+    scale = literal(a.scale, dt.float32)
     lines = [f"const int64_t {row} = _tl0 + _ti;", f"float* restrict _trow = _tsc + _ti * {KEYS};"]
     bias = _operand(emitter_cls, ptrs, a.bias, "const float _tbias")
     lines += _loop(
