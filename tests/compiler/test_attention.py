@@ -107,3 +107,12 @@ def test_attention_kernel_survives_the_artifact_round_trip(tmp_path):
     assert loaded.kernels == program.kernels
     feed = _feed(shapes)
     np.testing.assert_array_equal(loaded.run(feed)["o"], program.run(feed)["o"])
+
+
+def test_head_dims_past_the_stack_blocks_keep_the_primitive_form():
+    shapes = {"q": (1, 1, 8, 300), "k": (1, 1, 8, 300), "v": (1, 1, 8, 300)}
+    g = lm.Graph()
+    q, k, v = _inputs(g, shapes)
+    F.scaled_dot_product_attention(q, k, v).output("o")
+    report = check_every_candidate(g, _feed(shapes), "head dim 300")
+    assert _found(report) == 0  # codegen_attention.MAX_HEAD_DIM: the GEMMs and softmax kernels run instead
