@@ -22,7 +22,7 @@ from egglog import union
 from luminal import dtypes as dt
 from luminal import ops
 from luminal.compiler.codegen_attention import fits
-from luminal.compiler.passes import PASSES
+from luminal.compiler.passes import PASSES, broadcast_scalar
 from luminal.compiler.search import terms as T
 from luminal.compiler.search.encode import Encoding, axes_read
 from luminal.graph import Graph, Node
@@ -226,6 +226,4 @@ def add_alternatives(enc: Encoding) -> int:
 
 def _zero_bias(m: Match) -> tuple[T.Tensor, ShapeTracker]:
     """No mask: a float32 zero broadcast to the scores (adding +0.0 leaves every score as it is)."""
-    from luminal.compiler.passes import broadcast_scalar
-
     return T.ConstF(0.0, dt.float32.name), broadcast_scalar(m.q[1].shape[:-1])
