@@ -108,7 +108,7 @@ LM_MICRO(lm_micro_rows, a[i * lda + k])
 """
 
 
-@dataclass(frozen=True)
+@ir.value_node
 class Accumulated(ir.Value):
     """The GEMM's result for the current output element (a C local), standing where the Contract stood."""
 

@@ -23,8 +23,30 @@ class Value:
 
     dtype: DType
 
+    def __getstate__(self) -> dict:
+        # The cached hash stays behind: string hashes differ between processes.
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
-@dataclass(frozen=True)
+
+def value_node(cls: type) -> type:
+    """A frozen dataclass whose hash is computed once. Values are trees that fusion and the cost model put in
+    sets and dicts over and over; the generated hash would walk the whole subtree each time (it was most of
+    the compile time of a 12-layer encoder)."""
+    cls = dataclass(frozen=True)(cls)
+    tree_hash = cls.__hash__
+
+    def __hash__(self) -> int:  # noqa: N807 - it is the method
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = tree_hash(self)
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    cls.__hash__ = __hash__
+    return cls
+
+
+@value_node
 class Load(Value):
     """buffer[index]; `index` is an Expr over the loop variables and the symbols."""
 
@@ -33,7 +55,7 @@ class Load(Value):
     dtype: DType
 
 
-@dataclass(frozen=True)
+@value_node
 class GatherLoad(Value):
     """buffer[index(g)] where g = the run-time integer `at`; 0 where valid(g) is 0, an error when out of range."""
 
@@ -45,13 +67,13 @@ class GatherLoad(Value):
     dtype: DType
 
 
-@dataclass(frozen=True)
+@value_node
 class Const(Value):
     value: float | int | bool
     dtype: DType
 
 
-@dataclass(frozen=True)
+@value_node
 class IndexValue(Value):
     """The integer value of a symbolic expression of the loop indices (Iota)."""
 
@@ -59,7 +81,7 @@ class IndexValue(Value):
     dtype: DType
 
 
-@dataclass(frozen=True)
+@value_node
 class Guard(Value):
     """value where `valid` (an Expr of the indices) is non-zero, else 0: padding reads as zero."""
 
@@ -68,7 +90,7 @@ class Guard(Value):
     dtype: DType
 
 
-@dataclass(frozen=True)
+@value_node
 class Apply(Value):
     """A primitive element-wise op (`luminal.ops` name: Log2 .. LessThan, or Cast) of argument values."""
 
@@ -77,7 +99,7 @@ class Apply(Value):
     dtype: DType
 
 
-@dataclass(frozen=True)
+@value_node
 class Reduce(Value):
     """Fold of `body` over `var` in [0, extent): "sum" or "max"."""
 
@@ -88,7 +110,7 @@ class Reduce(Value):
     dtype: DType
 
 
-@dataclass(frozen=True)
+@value_node
 class Contract(Value):
     """sum over `var` in [0, extent) of a * b: the value of one GEMM output element (matmul recognition).
 
@@ -108,7 +130,7 @@ class Contract(Value):
         return Reduce("sum", self.var, self.extent, Apply("Mul", (self.a, self.b), self.dtype), self.dtype)
 
 
-@dataclass(frozen=True)
+@value_node
 class Attend(Value):
     """The value of one attention output element [..., l, n] (attention recognition), scores never stored:
 
