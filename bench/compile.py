@@ -10,9 +10,10 @@ machine is shared: both see the same load) and medians are printed. The interpre
 materialised matmul products would not fit comfortably in memory, and everywhere with --no-reference (for a
 quick compiled-against-torch run).
 Also printed: compile time (passes, search, candidates, C generation; the C build is cached and happens at
-the first run), e-graph sizes, what the matmul rules found, the candidates' estimated costs, the GEMM
-kernels and their fused epilogues, and the planned arena against the naive sum of buffers. Last, a 12-layer
-encoder's cold compile time, its C build at the first run, and its cached compile time (alone with
+the first run), how layer segmentation cut the graph, the e-graph sizes (of the distinct segments searched,
+where layers repeat), what the matmul rules found, the candidates' estimated costs, the GEMM kernels and
+their fused epilogues, and the planned arena against the naive sum of buffers. Last, a 12-layer encoder's
+cold compile time, its C build at the first run, and its cached compile time (alone with
 --compile-only).
 """
 
@@ -56,6 +57,14 @@ def models():
     yield "minilm-shaped x6", MINILM, luminal_block(MINILM, w, layers=6), torch_block(MINILM, w, layers=6)
 
 
+def segmented(found: dict) -> str:
+    """What layer segmentation did in a search stage's report."""
+    seg = found.get("segments")
+    if seg is None:
+        return "searched whole"
+    return f"{seg['segments']} segments, {seg['searched']} kinds searched ({seg['searched_nodes']} nodes)"
+
+
 def main() -> None:
     import torch
 
@@ -72,7 +81,7 @@ def main() -> None:
         estimated = {c["name"]: c["estimated_s"] * 1e3 for c in prog.report["candidates"]}
         print(
             f"{name}: compile {compile_s:.2f} s (search {found['seconds']['total']:.2f} s, "
-            f"isolated={found['isolated']}), "
+            f"isolated={found['isolated']}), {segmented(found)}, "
             f"e-graph {found['egraph_nodes'][0]} -> {found['egraph_nodes'][-1]} e-nodes in {found['iterations']} "
             f"iterations ({found['stop']}), matmul rules found {found['rulesets']['matmul']['MatMul']} MatMuls, "
             f"attention recognition {found['rulesets']['attention']['Attention']} attentions; "
@@ -198,7 +207,8 @@ def compile_times() -> None:
         cached = time.perf_counter() - start
     found = {s["stage"]: s for s in prog.report["stages"]}["search"]
     print(
-        f"minilm-shaped x12: compile {cold:.2f} s (search {found['seconds']['total']:.2f} s, e-graph "
+        f"minilm-shaped x12: compile {cold:.2f} s (search {found['seconds']['total']:.2f} s, {segmented(found)}, "
+        "e-graph "
         f"{found['egraph_nodes'][0]} -> {found['egraph_nodes'][-1]} e-nodes, "
         f"{found['rulesets']['matmul']['MatMul']} MatMuls, {prog.report['kernels']['gemm']} GEMM kernels, "
         f"{prog.report['kernels']['attention']} attention kernels); "

@@ -308,7 +308,8 @@ def _pointers(used: list[str]) -> dict[str, str]:
 def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str]) -> tuple[str, list[str]]:
     """The kernel's function (named FUNCTION) and the buffers its pointers S[0], S[1], ... stand for."""
     packed = prepack.packed_buffer(k, buffers)
-    used = sorted(ir.buffers_read(k) | {k.out} | ({packed} if packed else set()))
+    # By position, not by name: kernels that differ only in their buffers get one text (see _Functions).
+    used = list(dict.fromkeys([k.out, *ir.buffers_in_order(k), *([packed] if packed else [])]))
     ptrs = _pointers(used)
     head = _head(used, k.out, buffers, symbols)
     out_ptr, out_dtype = ptrs[k.out], buffers[k.out].dtype
@@ -357,7 +358,7 @@ def prepare_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[st
     packed = prepack.packed_buffer(k, buffers)
     if packed is None:
         return None
-    used = sorted(ir.buffers_read(k) | {packed})
+    used = list(dict.fromkeys([*ir.buffers_in_order(k), packed]))
     head = _head(used, packed, buffers, symbols)
     lines = codegen_gemm.prepare_source(k, codegen_gemm.plan(k), Emitter, head, _pointers(used), packed)
     return "\n".join(lines), used

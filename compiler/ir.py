@@ -224,5 +224,12 @@ def walk(v: Value):
 
 
 def buffers_read(k: Kernel) -> set[str]:
+    return set(buffers_in_order(k))
+
+
+def buffers_in_order(k: Kernel) -> list[str]:
+    """The buffers a kernel reads, in the order its expressions first read them: the same computation over
+    other buffers lists them in the same places, whatever their names."""
     values = [k.body] if isinstance(k, LoopKernel) else [k.dest, k.at, k.src]
-    return {n.buffer for v in values for n in walk(v) if isinstance(n, (Load, GatherLoad))}
+    found = [n.buffer for v in values for n in walk(v) if isinstance(n, (Load, GatherLoad))]
+    return list(dict.fromkeys(found))

@@ -15,6 +15,10 @@ roofline e-node cost: takes every alternative the model favours), `search-no-gem
 never chosen). Program.py adds the unsearched graph, compiles each, ranks them by the kernel-level cost model
 and, with `profile=True`, by timing them.
 
+A graph whose layers repeat is cut into segments (search/segments.py): each distinct segment is searched once
+and its candidates spliced in for every segment of its kind, so a 12-layer encoder costs a search of about
+one layer.
+
 Large graphs are searched in a child process under a wall-clock and memory limit (search/runner.py), since
 egglog can neither be interrupted nor bounded in memory; the child receives the graph without its weight
 data and the parent binds the weights to what comes back.
@@ -23,12 +27,13 @@ data and the parent binds the weights to what comes back.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from egglog import ruleset
 
-from luminal.compiler.search import rules_algebra, rules_attention, rules_matmul
+from luminal.compiler.passes import eliminate_dead_code
+from luminal.compiler.search import rules_algebra, rules_attention, rules_matmul, segments
 from luminal.compiler.search import terms as T
 from luminal.compiler.search.costs import roofline_cost
 from luminal.compiler.search.encode import encode, set_view_facts
@@ -49,6 +54,7 @@ class SearchOptions:
     max_iterations: int = 20
     deadline_s: float = 60.0
     isolate: bool | None = None  # None: in a child process from ISOLATE_FROM_NODES nodes
+    segment: bool = True  # search each distinct segment once where the graph repeats (its layers)
     limits: Limits = field(default_factory=Limits)
 
 
@@ -60,6 +66,60 @@ class SearchResult:
 
 def search(graph: Graph, target: str, options: SearchOptions | None = None) -> SearchResult:
     options = options or SearchOptions()
+    if options.segment:
+        cut = segments.cut(graph)
+        if segments.repeated(cut):
+            return _search_segments(graph, cut, target, options)
+    return _search_whole(graph, target, options)
+
+
+def _search_segments(graph: Graph, cut: list[segments.Segment], target: str, options: SearchOptions) -> SearchResult:
+    """Each distinct segment searched on its own; every candidate is the graph with each segment replaced by
+    that candidate of its kind. The report adds up the kinds (what the rule sets found: times the instances)."""
+    start = time.perf_counter()
+    kinds: dict[tuple, segments.Segment] = {}
+    for seg in cut:
+        kinds.setdefault(seg.key, seg)
+    instances = {key: sum(seg.key == key for seg in cut) for key in kinds}
+    whole = replace(options, segment=False)
+    found = {key: _search_whole(segments.segment_graph(graph, seg), target, whole) for key, seg in kinds.items()}
+    spliced = time.perf_counter()
+    names = next(iter(found.values())).candidates
+    candidates = {}
+    for name in names:
+        forms = {key: result.candidates[name] for key, result in found.items()}
+        candidates[name] = eliminate_dead_code(segments.assemble(graph, cut, forms))
+        candidates[name].weight_data = {
+            k: graph.weight_data[k] for k in candidates[name].weights if k in graph.weight_data
+        }
+    reports = [(result.report, instances[key]) for key, result in found.items()]
+    stops = [r["stop"] for r, _ in reports]
+    report = {
+        "graph_nodes": len(graph.nodes),
+        # e-nodes of the searched segments together: before the first iteration and at the end
+        "egraph_nodes": [sum(r["egraph_nodes"][0] for r, _ in reports), sum(r["egraph_nodes"][-1] for r, _ in reports)],
+        "iterations": max(r["iterations"] for r, _ in reports),
+        "stop": next((s for s in stops if s != "saturated"), "saturated"),
+        "rulesets": {
+            rs: {c: sum(r["rulesets"][rs][c] * n for r, n in reports) for c in reports[0][0]["rulesets"][rs]}
+            for rs in reports[0][0]["rulesets"]
+        },
+        "segments": {
+            "segments": len(cut),
+            "searched": len(kinds),
+            "searched_nodes": sum(len(s.nodes) for s in kinds.values()),
+        },
+        "isolated": any(r["isolated"] for r, _ in reports),
+        "seconds": {
+            **{k: sum(r["seconds"][k] for r, _ in reports) for k in ("encode", "rules", "extract")},
+            "assemble": time.perf_counter() - spliced,
+            "segments": spliced - start,
+        },
+    }
+    return SearchResult(candidates, report)
+
+
+def _search_whole(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
     isolate = options.isolate if options.isolate is not None else len(graph.nodes) >= ISOLATE_FROM_NODES
     if not isolate:
         return _search(graph, target, options)
