@@ -15,14 +15,14 @@ from dataclasses import replace
 
 from luminal import dtypes as dt
 from luminal.compiler import codegen_attention, codegen_gemm, hoist, ir, prepack
-from luminal.symbolic import Expr, c_prelude
+from luminal.symbolic import Expr, as_expr, c_prelude
 from luminal.view import ShapeTracker
 
 STORAGE = {dt.float32: "float", dt.float16: "_Float16", dt.bfloat16: "uint16_t", dt.int32: "int32_t",
            dt.int64: "int64_t", dt.bool_: "uint8_t"}  # fmt: skip
 COMPUTE = {dt.float32: "float", dt.float16: "float", dt.bfloat16: "float", dt.int32: "int32_t",
            dt.int64: "int64_t", dt.bool_: "uint8_t"}  # fmt: skip
-PARALLEL_MIN_ELEMENTS = 16384  # below this a kernel is cheaper than waking the OpenMP team
+PARALLEL_MIN_WORK = 16384  # element-steps (an output element times its reductions' extents): below, one thread
 
 PRELUDE = (
     "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n"
@@ -251,18 +251,33 @@ def Expr_var(name: str) -> Expr:  # noqa: N802 - a tiny constructor for a C loca
     return var(name, -(2**62), 2**62)
 
 
-def _loops(shape: tuple[Expr, ...], body: list[str], parallel: bool, outer: list[str] = ()) -> list[str]:
+def steps_per_element(v: ir.Value) -> Expr:
+    """About how many loop steps one output element costs: 1, times the extent of each reduction it runs.
+    A row mean over 384 values is one output element per row but 384 steps; counting elements alone kept
+    [8, 128, 1] means on one thread."""
+    if isinstance(v, ir.Reduce):
+        return v.extent * steps_per_element(v.body)
+    if isinstance(v, ir.Contract):
+        return v.extent * (steps_per_element(v.a) + steps_per_element(v.b))
+    inner = [v.value] if isinstance(v, ir.Guard) else [v.at] if isinstance(v, ir.GatherLoad) else []
+    inner += list(v.args) if isinstance(v, ir.Apply) else []
+    return sum((steps_per_element(a) for a in inner), as_expr(1)).max(1)
+
+
+def _loops(
+    shape: tuple[Expr, ...], body: list[str], parallel: bool, outer: list[str] = (), steps: Expr | None = None
+) -> list[str]:
     """Nested loops over `shape` around `body` (already indented for the innermost level); `outer` runs in the
-    second-innermost loop, before the innermost one (hoisted row statistics)."""
+    second-innermost loop, before the innermost one (hoisted row statistics). They run on the OpenMP team when
+    `parallel` and the elements times `steps` per element are PARALLEL_MIN_WORK or more."""
     lines = []
     pragma = ""
     if parallel and shape:
         # All loops but the innermost (kept whole for SIMD) share the threads: the outermost alone is often the
         # batch, 1 for a single request, which left the second core idle.
         collapse = f" collapse({len(shape) - 1})" if len(shape) > 2 else ""
-        pragma = (
-            f"#pragma omp parallel for{collapse} reduction(|:lm_err) if ({_numel(shape)} >= {PARALLEL_MIN_ELEMENTS})"
-        )
+        work = ShapeTracker.contiguous(shape).numel() * (steps if steps is not None else as_expr(1))
+        pragma = f"#pragma omp parallel for{collapse} reduction(|:lm_err) if ({work.render_c()} >= {PARALLEL_MIN_WORK})"
     if len(shape) == 1 and outer:  # the hoisted values are computed once, before the (parallel) loop
         lines += ["  " + line for line in outer]
     if pragma:
@@ -274,11 +289,6 @@ def _loops(shape: tuple[Expr, ...], body: list[str], parallel: bool, outer: list
     lines += ["  " * len(shape) + line for line in body]
     lines += ["  " * (k + 1) + "}" for k in reversed(range(len(shape)))]
     return lines
-
-
-def _numel(shape: tuple[Expr, ...]) -> str:
-    out = ShapeTracker.contiguous(shape).numel()
-    return out.render_c()
 
 
 def _flat(shape: tuple[Expr, ...]) -> str:
@@ -335,11 +345,11 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
         e.counter = outer.counter  # fresh names must not shadow the hoisted ones
         value = e.emit(row)
         e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};")
-        body = _loops(k.shape, e.lines, parallel=True, outer=outer.lines)
+        body = _loops(k.shape, e.lines, parallel=True, outer=outer.lines, steps=steps_per_element(k.body))
     elif isinstance(k, ir.LoopKernel):
         value = e.emit(k.body)
         e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};")
-        body = _loops(k.shape, e.lines, parallel=True)
+        body = _loops(k.shape, e.lines, parallel=True, steps=steps_per_element(k.body))
     else:
         value = e.emit(k.dest)
         e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {_store(value, out_dtype)};")
