@@ -24,7 +24,7 @@ from luminal import ops
 from luminal.compiler.codegen_attention import fits
 from luminal.compiler.passes import PASSES, broadcast_scalar
 from luminal.compiler.search import terms as T
-from luminal.compiler.search.encode import Encoding, axes_read
+from luminal.compiler.search.encode import Encoding, axes_read, is_identity
 from luminal.graph import Graph, Node
 from luminal.symbolic import as_expr
 from luminal.view import ShapeTracker
@@ -48,10 +48,6 @@ def _same_view(a: ShapeTracker, b: ShapeTracker) -> bool:
     return tuple(a.shape) == tuple(b.shape) and a.index == b.index and a.valid == b.valid
 
 
-def _is_identity(st: ShapeTracker, shape) -> bool:
-    return _same_view(st, ShapeTracker.contiguous(shape))
-
-
 def _scalar_constant(graph: Graph, edge: Edge) -> float | None:
     node = graph.nodes[edge[0]]
     if isinstance(node.op, ops.Constant) and node.shape == () and node.dtype == dt.float32:
@@ -67,7 +63,7 @@ def _contraction(graph: Graph, node: Node) -> tuple[Edge, Edge] | None:
     product = graph.nodes[src]
     if node.op.axis != len(view.shape) - 1 or not isinstance(product.op, ops.Mul):
         return None
-    if not _is_identity(view, product.shape):
+    if not is_identity(view):
         return None
     a, b = product.inputs
     return a, b
@@ -95,7 +91,7 @@ def _template(shape: tuple, safe: bool) -> tuple[Graph, int, int]:
         g = run_pass(g)
     out = g.nodes[g.outputs["p"]]
     (p_id, p_view) = out.inputs[0]
-    if not _is_identity(p_view, out.shape):
+    if not is_identity(p_view):
         raise AssertionError("the softmax template's output is a view")  # hl changed: the template needs updating
     return g, g.inputs["scores"], p_id
 
@@ -155,14 +151,14 @@ def _scores(graph: Graph, node: int) -> tuple[Edge, Edge, float, Edge | None] | 
     bias = None
     if isinstance(n.op, ops.Add):
         (a, av), bias = n.inputs
-        if not _is_identity(av, graph.nodes[a].shape) or graph.nodes[bias[0]].dtype != dt.float32:
+        if not is_identity(av) or graph.nodes[bias[0]].dtype != dt.float32:
             return None
         n = graph.nodes[a]
     scale = 1.0
     if isinstance(n.op, ops.Mul):
         for raw, c in (n.inputs, n.inputs[::-1]):
             value = _scalar_constant(graph, c)
-            if value is not None and _is_identity(raw[1], graph.nodes[raw[0]].shape):
+            if value is not None and is_identity(raw[1]):
                 scale, n = value, graph.nodes[raw[0]]
                 break
         else:
