@@ -30,8 +30,8 @@ class Value:
 
 def value_node(cls: type) -> type:
     """A frozen dataclass whose hash is computed once. Values are trees that fusion and the cost model put in
-    sets and dicts over and over; the generated hash would walk the whole subtree each time (it was most of
-    the compile time of a 12-layer encoder)."""
+    sets and dicts over and over; the generated hash would walk the whole subtree each time (a quarter of a
+    12-layer encoder's compile time)."""
     cls = dataclass(frozen=True)(cls)
     tree_hash = cls.__hash__
 

@@ -10,10 +10,13 @@ still to be read, apart from long-lived ones, and at least two nodes read it. In
 stream after each norm: after the attention half and after the feed-forward half of every layer.
 - Long-lived values (computed once and read across a quarter of the graph or more, like an attention mask)
   are read by many segments; counting them would leave no cut at all. They become segment parameters.
-- The second reader keeps a cut out of a chain: after `x * w` of a projection nothing else may be live, but
-  cutting there would split the expand·mul·sum pattern the matmul rules match. Rewrites only see one
-  segment, so cuts must fall where no rule's pattern spans them; a value with several readers is where a
-  layer's patterns begin, not inside one.
+- A run-time input counts as live from its first reader to its last (the first layer's residual is the
+  input itself), so the first layer cuts where the others do.
+- Rewrites only see one segment, so cuts must fall where no rule's pattern spans them. The second reader
+  keeps a cut out of a chain: after `x * w` of a projection nothing else may be live, but cutting there
+  would split the expand·mul·sum pattern the matmul rules match. A softmax is the exception among values
+  with two readers: its scores (read by the row max) and their exponentials are inside the pattern attention
+  recognition matches whole, so no cut follows them.
 
 A segment's parameters (what it reads from outside: earlier values, inputs and weights) become the inputs
 and weights of a small graph, `p{k}` and `w{k}` in order of first reading; its values read later become

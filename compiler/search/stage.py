@@ -75,34 +75,40 @@ def search(graph: Graph, target: str, options: SearchOptions | None = None) -> S
 
 def _search_segments(graph: Graph, cut: list[segments.Segment], target: str, options: SearchOptions) -> SearchResult:
     """Each distinct segment searched on its own; every candidate is the graph with each segment replaced by
-    that candidate of its kind. The report adds up the kinds (what the rule sets found: times the instances)."""
+    that candidate of its kind."""
     start = time.perf_counter()
     kinds: dict[tuple, segments.Segment] = {}
     for seg in cut:
         kinds.setdefault(seg.key, seg)
-    instances = {key: sum(seg.key == key for seg in cut) for key in kinds}
     whole = replace(options, segment=False)
     found = {key: _search_whole(segments.segment_graph(graph, seg), target, whole) for key, seg in kinds.items()}
-    spliced = time.perf_counter()
-    names = next(iter(found.values())).candidates
+    searched = time.perf_counter()
     candidates = {}
-    for name in names:
+    for name in next(iter(found.values())).candidates:
         forms = {key: result.candidates[name] for key, result in found.items()}
-        candidates[name] = eliminate_dead_code(segments.assemble(graph, cut, forms))
-        candidates[name].weight_data = {
-            k: graph.weight_data[k] for k in candidates[name].weights if k in graph.weight_data
-        }
-    reports = [(result.report, instances[key]) for key, result in found.items()]
+        candidate = eliminate_dead_code(segments.assemble(graph, cut, forms))
+        candidate.weight_data = {k: graph.weight_data[k] for k in candidate.weights if k in graph.weight_data}
+        candidates[name] = candidate
+    report = _segments_report(graph, cut, kinds, found)
+    report["seconds"]["segments"] = searched - start
+    report["seconds"]["assemble"] = time.perf_counter() - searched
+    return SearchResult(candidates, report)
+
+
+def _segments_report(graph: Graph, cut: list, kinds: dict, found: dict[tuple, SearchResult]) -> dict[str, Any]:
+    """The searches of the kinds as one report: what the rule sets found counts every instance of a kind."""
+    reports = [(result.report, sum(seg.key == key for seg in cut)) for key, result in found.items()]
     stops = [r["stop"] for r, _ in reports]
-    report = {
+    first = reports[0][0]
+    return {
         "graph_nodes": len(graph.nodes),
         # e-nodes of the searched segments together: before the first iteration and at the end
         "egraph_nodes": [sum(r["egraph_nodes"][0] for r, _ in reports), sum(r["egraph_nodes"][-1] for r, _ in reports)],
         "iterations": max(r["iterations"] for r, _ in reports),
         "stop": next((s for s in stops if s != "saturated"), "saturated"),
         "rulesets": {
-            rs: {c: sum(r["rulesets"][rs][c] * n for r, n in reports) for c in reports[0][0]["rulesets"][rs]}
-            for rs in reports[0][0]["rulesets"]
+            rs: {c: sum(r["rulesets"][rs][c] * n for r, n in reports) for c in first["rulesets"][rs]}
+            for rs in first["rulesets"]
         },
         "segments": {
             "segments": len(cut),
@@ -110,13 +116,8 @@ def _search_segments(graph: Graph, cut: list[segments.Segment], target: str, opt
             "searched_nodes": sum(len(s.nodes) for s in kinds.values()),
         },
         "isolated": any(r["isolated"] for r, _ in reports),
-        "seconds": {
-            **{k: sum(r["seconds"][k] for r, _ in reports) for k in ("encode", "rules", "extract")},
-            "assemble": time.perf_counter() - spliced,
-            "segments": spliced - start,
-        },
+        "seconds": {k: sum(r["seconds"][k] for r, _ in reports) for k in ("encode", "rules", "extract")},
     }
-    return SearchResult(candidates, report)
 
 
 def _search_whole(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
