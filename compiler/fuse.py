@@ -6,9 +6,10 @@ producer's contiguous strides) and substituting gives the consumer a body that n
 The symbolic simplifier folds the div/mod arithmetic away whenever the layouts line up, and a reduction
 variable of the producer is renamed first so it cannot capture one of the consumer's.
 
-`inline` is the mechanism the search's kernel extraction uses. `fuse_single_consumers` is the interim
-policy until that extraction lands: it inlines every element-wise or reduction kernel whose buffer has
-exactly one reading kernel, when the roofline cost model (compiler/cost.py) does not get worse. A row
+`inline` is the mechanism. What to inline is the search's choice where the graph was searched (the fusion rules
+and extraction, carried out by compiler/fuse_chosen.py with the checks below). `fuse_single_consumers` is the
+policy for a graph compiled without the search: it inlines every element-wise or reduction kernel whose
+buffer has exactly one reading kernel, when the roofline cost model (compiler/cost.py) does not get worse. A row
 statistic (a norm's mean, a softmax's sum) inlined into the kernel that reads it along the row is computed
 once per row there (compiler/hoist.py), so a norm or softmax fuses into few kernels without recomputation.
 """
@@ -157,7 +158,7 @@ def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value, extents
         return replace(v, body=_replace_loads(v.body, producer, body, {**extents, v.var: v.extent}))
     if isinstance(v, ir.GatherLoad):
         return replace(v, at=_replace_loads(v.at, producer, body, extents))
-    # A Contract's operands are never fused into: they stay loads a GEMM can pack (see _fusable).
+    # A Contract's operands are never fused into: they stay loads a GEMM can pack (see may_inline).
     return v
 
 
@@ -174,7 +175,7 @@ def inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, names: Iterator[int
     return replace(consumer, body=_replace_loads(consumer.body, producer, body, extents))
 
 
-def _readers(program: ir.KernelProgram) -> dict[str, list[int]]:
+def readers_of(program: ir.KernelProgram) -> dict[str, list[int]]:
     readers: dict[str, list[int]] = {}
     for k, kernel in enumerate(program.kernels):
         for name in ir.buffers_read(kernel):
@@ -182,7 +183,7 @@ def _readers(program: ir.KernelProgram) -> dict[str, list[int]]:
     return readers
 
 
-def _gathered(kernel: ir.Kernel) -> set[str]:
+def gathered(kernel: ir.Kernel) -> set[str]:
     values = [kernel.body] if isinstance(kernel, ir.LoopKernel) else [kernel.dest, kernel.at, kernel.src]
     return {n.buffer for v in values for n in ir.walk(v) if isinstance(n, ir.GatherLoad)}
 
@@ -225,20 +226,26 @@ def _tree_within(v: ir.Value, limit: int) -> bool:
     return True
 
 
-def _attends(kernel: ir.LoopKernel) -> bool:
+def attends(kernel: ir.LoopKernel) -> bool:
     return any(isinstance(n, ir.Attend) for n in ir.walk(kernel.body))
 
 
-def _fusable(producer: ir.LoopKernel, consumer: ir.LoopKernel, fused: ir.LoopKernel) -> bool:
-    """Whether inlining keeps every GEMM a GEMM (a GEMM's operands stay buffers: packing reads them once per
-    tile, a fused producer would be recomputed per output column; one kernel holds at most one GEMM, whose
-    epilogue is the rest of the kernel) and keeps the kernel's C text bounded."""
-    if _read_by_contract(producer.out, consumer) or not _tree_within(fused.body, MAX_TREE_NODES):
+def may_inline(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:
+    """Whether `consumer` may compute `producer` at all: never as a GEMM's operand (packing reads an operand
+    once per tile, a fused producer would be recomputed per output column), never as gathered data, and
+    neither may be an attention (its code generator packs operands straight from buffers)."""
+    if attends(producer) or attends(consumer) or producer.out in gathered(consumer):
         return False
-    return len(contracts(fused.body)) <= 1
+    return not _read_by_contract(producer.out, consumer)
 
 
-def _reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:
+def within_limits(fused: ir.LoopKernel) -> bool:
+    """Whether a fused kernel holds at most one GEMM (whose epilogue is the rest of the kernel) and has bounded
+    C text."""
+    return _tree_within(fused.body, MAX_TREE_NODES) and len(contracts(fused.body)) <= 1
+
+
+def reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:
     """Whether each element of a reducing producer is read once, in place. Read otherwise (broadcast along a
     row) it is inlined only where the code generator hoists it out of the loop, so the fused kernel does no
     more arithmetic than the two it replaces."""
@@ -262,7 +269,7 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
 
     outputs = {buf for buf, _ in program.outputs.values()}
     kernels: list[ir.Kernel | None] = list(program.kernels)
-    readers = _readers(program)
+    readers = readers_of(program)
     names = itertools.count(1000)
     for k in reversed(range(len(kernels))):
         producer = kernels[k]
@@ -272,22 +279,25 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
         if len(users) != 1 or not isinstance(kernels[users[0]], ir.LoopKernel):
             continue
         consumer = kernels[users[0]]
-        if producer.out in _gathered(consumer):
-            continue
-        if _attends(producer) or _attends(consumer):  # its code generator packs operands straight from buffers
+        if not may_inline(producer, consumer):
             continue
         fused = inline(producer, consumer, names)
-        if not _fusable(producer, consumer, fused):
+        if not within_limits(fused):
             continue
         costs = [estimate(k, program.buffers, target, env) for k in (producer, consumer, fused)]
         if costs[2].seconds > costs[0].seconds + costs[1].seconds:
             continue
-        if not _reads_reduction_once(producer, consumer) and costs[2].flops > costs[0].flops + costs[1].flops:
+        if not reads_reduction_once(producer, consumer) and costs[2].flops > costs[0].flops + costs[1].flops:
             continue  # a reduction read where it is not hoisted (compiler/hoist.py) would run once per read
         kernels[users[0]], kernels[k] = fused, None
         for name in ir.buffers_read(producer):  # what the producer read, its consumer now reads
             readers[name] = sorted({users[0] if r == k else r for r in readers[name]})
-    kept = [kernel for kernel in kernels if kernel is not None]
+    return with_kernels(program, [kernel for kernel in kernels if kernel is not None])
+
+
+def with_kernels(program: ir.KernelProgram, kept: list[ir.Kernel]) -> ir.KernelProgram:
+    """`program` running `kept` instead of its kernels, without the buffers nothing writes or reads any more."""
+    outputs = {buf for buf, _ in program.outputs.values()}
     used = {n for kernel in kept for n in ir.buffers_read(kernel) | {kernel.out}}
     used |= outputs | set(program.inputs.values()) | set(program.weights.values())
     buffers = {n: b for n, b in program.buffers.items() if n in used}

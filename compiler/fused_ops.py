@@ -88,4 +88,21 @@ class Attention(ops.Op):
         return {"scale": self.scale, "safe": self.safe}
 
 
-FUSED_OPS = {c.name: c for c in (MatMul, Attention)}
+@dataclass(frozen=True)
+class Inline(ops.Op):
+    """Its input, computed in the loop of each kernel that reads it instead of stored: what the fusion rules
+    (search/rules_fusion.py) offer and extraction chose. The value is the input's; lowering fuses the
+    producer into the readers (compiler/fuse_chosen.py)."""
+
+    name: ClassVar[str] = "Inline"
+    arity: ClassVar[int] = 1
+    meaning: ClassVar[str] = "y = x, computed where it is read"
+
+    def infer(self, shapes, dtypes):
+        return tuple(shapes[0]), dtypes[0]
+
+    def reference(self, x, env=None):
+        return x
+
+
+FUSED_OPS = {c.name: c for c in (MatMul, Attention, Inline)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from luminal import ops
 from luminal.compiler import ir
-from luminal.compiler.fused_ops import Attention, MatMul
+from luminal.compiler.fused_ops import Attention, Inline, MatMul
 from luminal.graph import Graph, Node
 from luminal.symbolic import Expr, as_expr, const, var
 from luminal.view import ShapeTracker, contiguous_strides, dims_product, idx
@@ -116,6 +116,8 @@ class Lowering:
             return self.gather(node)
         if isinstance(op, Attention):
             return self.attend(node)
+        if isinstance(op, Inline):  # a read of its producer: fusion (compiler/fuse_chosen.py) computes it there
+            return self.read(*node.inputs[0])
         if isinstance(op, (ops.Reduce, MatMul)):
             view = node.inputs[0][1]
             rank = len(view.shape)

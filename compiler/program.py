@@ -19,7 +19,9 @@ import numpy as np
 from luminal.compiler import codegen_c, codegen_gemm, ir, memory
 from luminal.compiler.cost import estimate_program
 from luminal.compiler.fuse import fuse_single_consumers
-from luminal.compiler.lower import lower
+from luminal.compiler.fuse_chosen import fuse_chosen
+from luminal.compiler.fused_ops import Inline
+from luminal.compiler.lower import buffer_name, lower
 from luminal.compiler.passes import PASSES
 from luminal.compiler.prepack import add_packed_buffers
 from luminal.compiler.targets import get_target
@@ -127,9 +129,21 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
     return CompiledProgram(graph, target, kernels, source, report)
 
 
-def kernel_program(graph: Graph, target: str) -> ir.KernelProgram:
-    """Lowering (one kernel per node), fusion, and the buffers of weights packed at load, for one candidate."""
-    return add_packed_buffers(fuse_single_consumers(lower(graph), get_target(target)))
+def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict | None = None) -> ir.KernelProgram:
+    """Lowering (one kernel per node), fusion, and the buffers of weights packed at load, for one candidate.
+
+    A searched graph gets the fusion the search chose (its Inline nodes), then the single-consumer policy for
+    what the search could not see: a graph searched in segments (its layers) never fuses across a cut. An
+    unsearched graph gets the policy alone. `stats` (when given) says what each did.
+    """
+    kernels, stats = lower(graph), {} if stats is None else stats
+    if searched:
+        marked = {buffer_name(n.id) for n in graph.nodes if isinstance(n.op, Inline)}
+        kernels = fuse_chosen(kernels, marked, get_target(target), stats=stats)
+    before = len(kernels.kernels)
+    kernels = fuse_single_consumers(kernels, get_target(target))
+    stats["fused_by_policy"] = before - len(kernels.kernels)
+    return add_packed_buffers(kernels)
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
@@ -154,9 +168,11 @@ def select(
     """Compile every candidate, drop duplicates (same C), rank by the cost model, or by timing with profile=True."""
     rows, programs, seen = [], {}, {}
     for name, graph in candidates.items():
-        kernels = kernel_program(graph, target)
+        fusion: dict[str, int] = {}
+        kernels = kernel_program(graph, target, searched=name != "unsearched", stats=fusion)
         source = c_source(kernels)
         row = {"name": name, "kernels": len(kernels.kernels), "estimated_s": estimate_program(kernels, target).seconds}
+        row["fusion"] = fusion  # reads fused as the search chose, declined; kernels fused by the policy after
         if source in seen:
             row["same_as"] = seen[source]
         else:

@@ -6,12 +6,17 @@ at the target's matrix rate, anything else at the loop rate). That is what separ
 rules add: a MatMul writes only its output and runs tiled; the Mul it replaces writes the whole broadcast
 product and the SumReduce runs as a plain loop. The whole compiled candidates are then ranked again with
 the kernel-level model after fusion (program.py).
+
+A producer chosen through `Inline` (search/rules_fusion.py) is charged only its arithmetic: its reader
+computes it, so its store, the reader's load and its launch are saved. That is the only thing that makes
+extraction prefer a fused alternative, and it always does where the rules allow one; whether the fused kernel
+is worth it in the kernel IR's terms is checked again where it is carried out (compiler/fuse_chosen.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
 from luminal.compiler.cost import size
 from luminal.compiler.search.encode import Encoding
@@ -27,31 +32,49 @@ def _elements(shape) -> int:
     return math.prod(size(d, None) for d in shape)
 
 
-def roofline_cost(enc: Encoding, target: Target | str, exclude: Collection[str] = ()) -> Callable[[str, list], float]:
-    """cost(constructor name, literal arguments) in estimated seconds; names in `exclude` are never chosen."""
-    target = get_target(target)
-    loop_rate = target.peak_for(float32) * target.loop_efficiency
-    gemm_rate = target.peak_for(float32, matrix_units=True)
+class RooflineCost:
+    """cost(constructor name, literal arguments) in estimated seconds; names in `exclude` are never chosen.
 
-    def cost(name: str, params: list) -> float:
-        if name in FREE:
-            return 0.0
-        if name in exclude:
-            return math.inf
-        if name == "Iota":
-            return target.launch_overhead_s
-        view = enc.views[params[1] if name == "Gather" else params[0]]
+    `inlined(name, params)` is what the same e-node costs computed in its reader's loop (chosen through an
+    `Inline`): its arithmetic at the rate it runs at, without the store of its output or a launch.
+    """
+
+    def __init__(self, enc: Encoding, target: Target | str, exclude: Collection[str] = ()):
+        self.enc, self.target, self.exclude = enc, get_target(target), frozenset(exclude)
+        self.loop_rate = self.target.peak_for(float32) * self.target.loop_efficiency
+        self.gemm_rate = self.target.peak_for(float32, matrix_units=True)
+
+    def _work(self, name: str, params: list) -> tuple[int, float, int]:
+        """(output elements, FLOP/s it runs at, FLOPs) of a compute e-node."""
+        views = self.enc.views
+        view = views[params[1] if name == "Gather" else params[0]]
         n = _elements(view.shape)  # the op's element count (a reduce's input, a gather's output)
         if name == "Attention":  # q as [..., L, S, E] and v as [..., L, N, S]: two GEMMs' work, one output
-            pv = _elements(enc.views[params[2]].shape)
-            out = pv // max(size(enc.views[params[2]].shape[-1], None), 1)
-            rate, flops = gemm_rate, 2 * n + 2 * pv
-        elif name in ("SumReduce", "MaxReduce", "MatMul"):
-            axis = params[-1]
-            out = n // max(size(view.shape[axis], None), 1)
-            rate, flops = (gemm_rate, 2 * n) if name == "MatMul" else (loop_rate, n)
-        else:
-            out, rate, flops = n, loop_rate, n * (4 if name in TRANSCENDENTAL else 1)
-        return max(out * BYTES_PER_ELEMENT / target.memory_bandwidth, flops / rate) + target.launch_overhead_s
+            pv = _elements(views[params[2]].shape)
+            return pv // max(size(views[params[2]].shape[-1], None), 1), self.gemm_rate, 2 * n + 2 * pv
+        if name in ("SumReduce", "MaxReduce", "MatMul"):
+            out = n // max(size(view.shape[params[-1]], None), 1)
+            return (out, self.gemm_rate, 2 * n) if name == "MatMul" else (out, self.loop_rate, n)
+        return n, self.loop_rate, n * (4 if name in TRANSCENDENTAL else 1)
 
-    return cost
+    def __call__(self, name: str, params: list) -> float:
+        if name in FREE or name == "Inline":  # an Inline's cost is its producer's, inlined (extract.choose)
+            return 0.0
+        if name in self.exclude:
+            return math.inf
+        if name == "Iota":
+            return self.target.launch_overhead_s
+        out, rate, flops = self._work(name, params)
+        return max(out * BYTES_PER_ELEMENT / self.target.memory_bandwidth, flops / rate) + self.target.launch_overhead_s
+
+    def inlined(self, name: str, params: list) -> float:
+        if name in FREE or name in ("Iota", "Inline"):
+            return 0.0
+        if name in self.exclude:
+            return math.inf
+        _, rate, flops = self._work(name, params)
+        return flops / rate
+
+
+def roofline_cost(enc: Encoding, target: Target | str, exclude: Collection[str] = ()) -> RooflineCost:
+    return RooflineCost(enc, target, exclude)

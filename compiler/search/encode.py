@@ -26,7 +26,8 @@ from luminal import ops
 from luminal.compiler.passes import broadcast_scalar
 from luminal.compiler.search import terms as T
 from luminal.graph import Graph, Node
-from luminal.view import ShapeTracker
+from luminal.symbolic import as_expr
+from luminal.view import ShapeTracker, dims_product, provably_le
 
 # Ops whose constructor takes only (input, view) pairs, by op class.
 _PLAIN = {
@@ -156,6 +157,8 @@ def set_view_facts(enc: Encoding) -> None:
         facts.append(set_(T.scalar_view(k)).to(enc.view_id(broadcast_scalar(st.shape))))
         facts.append(set_(T.identity_view(k)).to(is_identity(st)))
         facts.append(set_(T.axes_read(k)).to(axes_read(st)))
+        facts.append(set_(T.base_view(k)).to(enc.view_id(ShapeTracker.contiguous(st.base))))
+        facts.append(set_(T.reads_once(k)).to(reads_once(st)))
         k += 1
     enc.facts_set = k
     if facts:
@@ -165,6 +168,14 @@ def set_view_facts(enc: Encoding) -> None:
 def is_identity(st: ShapeTracker) -> bool:
     """Whether `st` reads its buffer as it is: every element, in order, in the buffer's own shape."""
     return bool(st.valid == 1) and st.is_contiguous() and tuple(st.base) == tuple(st.shape)
+
+
+def reads_once(st: ShapeTracker) -> bool:
+    """Whether reading through `st` visits no buffer element twice (no broadcast): every axis longer than 1
+    moves the index, and the view has no more elements than its buffer. A sufficient test, not an exact one."""
+    used = st.index.symbols()
+    moves = all(f"_i{k}" in used or as_expr(d) == 1 for k, d in enumerate(st.shape))
+    return moves and provably_le(dims_product(st.shape), dims_product(st.base))
 
 
 def axes_read(st: ShapeTracker) -> int:

@@ -26,6 +26,7 @@ the Encoding's ShapeTrackers, and a `View` term becomes an alias, so consumers r
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -197,34 +198,55 @@ def longest_path(costs: list) -> float:
     return max(costs, default=0.0)
 
 
-def extract_frozen(enc: Encoding, cost: Callable[[str, list], int] = unit_cost, combine: Callable = sum) -> Graph:
+def extract_frozen(enc: Encoding, cost: Callable[[str, list], float] = unit_cost, combine: Callable = sum) -> Graph:
     """Choose, per e-class, the e-node of least cost under `cost`: own cost plus `combine` of its children's."""
     root, classes = frozen_choices(enc)
     best = choose(classes, cost, combine)
-    return _rebuild(enc, root, lambda cls: best[cls][1])
+    return _rebuild(enc, root, lambda cls: best[cls][-1])
+
+
+def _literals(args: tuple) -> list:
+    return [a for a in args if not isinstance(a, Ref)]
 
 
 def choose(
-    classes: dict[Any, list[Choice]], cost: Callable[[str, list], int], combine: Callable = sum
-) -> dict[Any, tuple[int, Choice]]:
-    """Least-cost e-node per e-class: a worklist fixpoint (costs only fall; cycles never win)."""
+    classes: dict[Any, list[Choice]], cost: Callable[[str, list], float], combine: Callable = sum
+) -> dict[Any, tuple[float, float, Choice]]:
+    """Least-cost e-node per e-class: a worklist fixpoint (costs only fall; cycles never win).
+
+    Each e-class gets (cost, tree cost, e-node). The cost is own cost plus `combine` of the children's; the tree
+    cost (own plus the sum) breaks its ties, so under a longest-path cost a cheaper alternative off the
+    critical path still wins. An `Inline(x)` costs what x's chosen e-node costs with its own part replaced by
+    `cost.inlined` of it (computed in the reader's loop: search/costs.py); a cost without `inlined` keeps it.
+    """
+    inlined = getattr(cost, "inlined", cost)
     parents: dict[Any, list[Any]] = {c: [] for c in classes}
     for cls, nodes in classes.items():
         for _, args in nodes:
             for a in args:
                 if isinstance(a, Ref):
                     parents[a.key].append(cls)
-    best: dict[Any, tuple[int, Choice]] = {}
+    best: dict[Any, tuple[float, float, Choice]] = {}
     work = list(classes)
     while work:
         cls = work.pop()
         for name, args in classes[cls]:
             children = [a.key for a in args if isinstance(a, Ref)]
-            if all(c in best for c in children):
-                total = cost(name, [a for a in args if not isinstance(a, Ref)]) + combine(
-                    [best[c][0] for c in children]
+            if not all(c in best for c in children):
+                continue
+            if name == "Inline":
+                total, tree, (inner, inner_args) = best[children[0]]
+                own = cost(inner, _literals(inner_args))
+                saved = own - inlined(inner, _literals(inner_args)) if math.isfinite(own) else 0.0
+                found = (total - saved, tree - saved, (name, args))
+            else:
+                own = cost(name, _literals(args))
+                found = (
+                    own + combine([best[c][0] for c in children]),
+                    own + sum(best[c][1] for c in children),
+                    (name, args),
                 )
-                if cls not in best or total < best[cls][0]:
-                    best[cls] = (total, (name, args))
-                    work.extend(parents[cls])
+            if cls not in best or found[:2] < best[cls][:2]:
+                best[cls] = found
+                work.extend(parents[cls])
     return best

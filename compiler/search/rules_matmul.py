@@ -9,13 +9,18 @@ summed over K. The rule adds `MatMul(a, va, b, vb, axis)` to the product's e-cla
 Views, transposes and batch axes need no rule of their own: they stay in the operand views, and the GEMM
 code generator packs whatever index expression a view has. Whether the MatMul is chosen is the extraction's
 cost model's call (search/costs.py), not the rule's.
+
+`EPILOGUE` lets element-wise readers of a MatMul compute it in their own loop (rules_fusion.py's `Inline`):
+the bias add, activation and residual add after a GEMM become its epilogue, in the one kernel that stores
+only the final result. These run in the fusion phase, after recognition has saturated.
 """
 
 from __future__ import annotations
 
-from egglog import Bool, eq, i64, ne, rule, ruleset, union, vars_
+from egglog import Bool, eq, i64, ne, relation, rule, ruleset, union, vars_
 
 from luminal.compiler.search import terms as T
+from luminal.compiler.search.rules_fusion import elementwise_readers
 
 x, y, z = vars_("x y z", T.Tensor)
 va, vb, vm, ax = vars_("va vb vm ax", i64)
@@ -34,5 +39,9 @@ RULES = [
         _only_in(vb, va, ax),
     ).then(union(x).with_(T.MatMul(y, va, z, vb, ax))),
 ]
+
+contracted = relation("contracted", T.Tensor)  # the e-class holds a MatMul
+
+EPILOGUE = [rule(eq(x).to(T.MatMul(y, va, z, vb, ax))).then(contracted(x)), *elementwise_readers(contracted)]
 
 matmul = ruleset(*RULES, name="matmul")

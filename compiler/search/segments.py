@@ -17,6 +17,9 @@ stream after each norm: after the attention half and after the feed-forward half
   would split the expand·mul·sum pattern the matmul rules match. A softmax is the exception among values
   with two readers: its scores (read by the row max) and their exponentials are inside the pattern attention
   recognition matches whole, so no cut follows them.
+- A value read by element-wise ops only is one the fusion rules let its readers compute (a norm's centred
+  input, read by the square and by the scaling): cut there it would be stored instead, so no cut follows it.
+  The residual stream is also read by a reduction (the next norm's mean), and is stored anyway.
 
 A segment's parameters (what it reads from outside: earlier values, inputs and weights) become the inputs
 and weights of a small graph, `p{k}` and `w{k}` in order of first reading; its values read later become
@@ -35,6 +38,7 @@ from luminal.view import ShapeTracker
 LONG_LIVED = 0.25  # of the graph's computing nodes: a value read this far from where it is computed
 _COPIED = (ops.Constant, ops.Iota)  # leaves copied into each segment's graph
 _LEAVES = (ops.Input, *_COPIED)  # ops.Weight is an ops.Input
+_ELEMENTWISE = (ops.Unary, ops.Binary, ops.Cast)
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,8 @@ def _may_cut_after(graph: Graph, nid: int, readers: dict[int, list[int]]) -> boo
     the scores (read by the row max) nor their exponentials."""
     node = graph.nodes[nid]
     reads = {graph.nodes[r].op.__class__ for r in set(readers[nid])}
+    if all(issubclass(op, _ELEMENTWISE) for op in reads):
+        return False  # fusion computes such a value in its readers; a cut would store it
     return len(set(readers[nid])) >= 2 and ops.MaxReduce not in reads and not isinstance(node.op, ops.Exp2)
 
 

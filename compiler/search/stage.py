@@ -7,8 +7,10 @@ Rule sets, each next to what it concerns:
 - `attention` (rules_attention.py): softmax(q·kᵀ·scale + mask)·v as one Attention alternative whose scores are
   never stored; matched in Python over the encoded graph (the pattern is a dozen nodes whose views egglog
   sees only as ids) and unioned into the e-graph before the rules run.
-Element-wise, reduce and epilogue fusion happen on the kernel IR after extraction (compiler/fuse.py), where a
-kernel's body is an expression and fusion is substitution.
+- `elementwise` and `reduce` (rules_fusion.py) and matmul's `epilogue`: a producer its reader may compute in
+  its own loop, `Inline(x)`, next to the stored buffer `x`; extraction picks per reader, and lowering carries
+  the choice out on the kernel IR (compiler/fuse_chosen.py), where a kernel's body is an expression and
+  fusion is substitution. They run as a second phase, after algebra and recognition have saturated.
 
 Candidates are extractions of the one saturated e-graph under different cost functions: `search` (the
 roofline e-node cost: takes every alternative the model favours), `search-no-gemm` (the same, with MatMul
@@ -33,7 +35,7 @@ from typing import Any
 from egglog import ruleset
 
 from luminal.compiler.passes import eliminate_dead_code
-from luminal.compiler.search import rules_algebra, rules_attention, rules_matmul, segments
+from luminal.compiler.search import rules_algebra, rules_attention, rules_fusion, rules_matmul, segments
 from luminal.compiler.search import terms as T
 from luminal.compiler.search.costs import roofline_cost
 from luminal.compiler.search.encode import encode, set_view_facts
@@ -42,9 +44,14 @@ from luminal.compiler.search.runner import Limits, run_bounded, run_isolated
 from luminal.compiler.targets import get_target
 from luminal.graph import Graph
 
-RULESETS = {"algebra": rules_algebra.RULES, "matmul": rules_matmul.RULES}
-# Which constructors each rule set adds, so the report can say what each one found.
-FINDS = {"algebra": (T.View,), "matmul": (T.MatMul,)}
+# The phases, run one after the other, each until it saturates or a limit stops it: recognition first, so
+# fusion's alternatives (an operand computed in its reader's loop) never become a GEMM's operands.
+PHASES = {
+    "algebra+matmul": {"algebra": rules_algebra.RULES, "matmul": rules_matmul.RULES},
+    "fusion": {**rules_fusion.RULESETS, "epilogue": rules_matmul.EPILOGUE},
+}
+# Which constructors each phase's rules add, so the report can say what each one found.
+FINDS = {"algebra": (T.View,), "matmul": (T.MatMul,), "fusion": (T.Inline,)}
 ISOLATE_FROM_NODES = 400  # smaller graphs search in-process: a child costs ~1 s to start
 
 
@@ -145,8 +152,11 @@ def _search(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
     attention = rules_attention.add_alternatives(enc)
     set_view_facts(enc)
     encoded = time.perf_counter()
-    rules = ruleset(*(r for rs in RULESETS.values() for r in rs), name="compile")
-    run = run_bounded(enc.egraph, rules, options.node_budget, options.max_iterations, options.deadline_s)
+    runs = []
+    for phase, rulesets in PHASES.items():
+        rules = ruleset(*(r for rs in rulesets.values() for r in rs), name=phase)
+        budget_left = options.deadline_s - (time.perf_counter() - encoded)
+        runs.append(run_bounded(enc.egraph, rules, options.node_budget, options.max_iterations, budget_left))
     searched = time.perf_counter()
     sizes = dict(enc.egraph.all_function_sizes())
     cost = roofline_cost(enc, get_target(target))
@@ -157,12 +167,13 @@ def _search(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
     }
     report = {
         "graph_nodes": len(graph.nodes),
-        "egraph_nodes": run.sizes,  # e-nodes before the first iteration and after each
-        "iterations": run.iterations,
-        "stop": run.stop,
+        # e-nodes before the first iteration and after each, through the phases
+        "egraph_nodes": runs[0].sizes + [n for run in runs[1:] for n in run.sizes[1:]],
+        "iterations": sum(run.iterations for run in runs),
+        "stop": next((run.stop for run in runs if run.stop != "saturated"), "saturated"),
         # What each rule set found: the e-nodes of the constructors only its rules make.
         "rulesets": {
-            **{name: {str(c): sizes.get(c, 0) for c in FINDS[name]} for name in RULESETS},
+            **{name: {str(c): sizes.get(c, 0) for c in found} for name, found in FINDS.items()},
             "attention": {str(T.Attention): attention},
         },
         "isolated": False,

@@ -13,9 +13,9 @@ Every constructor's egglog name is its Python name, and for a primitive that is 
 - `NegZero(dtype)`: the float constant -0.0. egglog's f64 is an ordered float in which -0.0 == 0.0, so both
   would hash-cons into one e-node and a round trip would lose the sign (1 / -0 is -inf, not inf).
 
-View facts (`unpadded`, `scalar_view`, `identity_view`, `axes_read`) are computed in Python for every view
-in the table and `set` into the e-graph, so rules can test a view without interpreting it. They are functions
-without a merge: a second, different value for one key is a bug and makes egglog fail loudly.
+View facts (`unpadded`, `scalar_view`, `identity_view`, `axes_read`, `reads_once`, `base_view`) are computed in
+Python for every view in the table and `set` into the e-graph, so rules can test a view without interpreting it.
+They are functions without a merge: a second, different value for one key is a bug and makes egglog fail loudly.
 """
 
 from __future__ import annotations
@@ -150,6 +150,13 @@ def Attention(
 def Output(x: Tensor, v: i64Like, label: StringLike) -> Tensor: ...
 
 
+# Made by the fusion rules only (search/rules_fusion.py): `x` computed in the loop of the kernel that reads it,
+# never stored. `v` is the identity view of x's buffer, so the term is an ordinary edge; the reader's own view
+# still sits on the reader. The cost of choosing it is x's work without x's store and launch (costs.py).
+@function(egg_fn="Inline")
+def Inline(x: Tensor, v: i64Like) -> Tensor: ...
+
+
 # Made by rules only; extraction makes it an alias. Cost 0: an alias is free, and with cost 1 `View(View(x))`
 # would tie with the `Recip(Recip(x))` it replaces. Rules never make a View of its own e-class, so no cycle.
 @function(egg_fn="View", cost=0)
@@ -175,8 +182,16 @@ def identity_view(v: i64Like) -> Bool: ...  # true when the view reads its whole
 def axes_read(v: i64Like) -> i64: ...  # bit k set when the view's index depends on axis k (-1 past 62 axes)
 
 
+@function(egg_fn="reads_once")
+def reads_once(v: i64Like) -> Bool: ...  # true when the view reads no buffer element twice (no broadcast)
+
+
+@function(egg_fn="base_view")
+def base_view(v: i64Like) -> i64: ...  # the identity view of the buffer this view reads (its base shape)
+
+
 # The e-nodes of the term language (what a node budget counts; facts and analyses are not e-nodes).
 CONSTRUCTORS = frozenset(
     (NoSinks, Sink, Input, Weight, ConstF, NegZero, ConstI, Iota, Log2, Exp2, Sin, Sqrt, Recip, Add, Mul, Mod)
-    + (LessThan, SumReduce, MaxReduce, Gather, Scatter, Cast, Output, View, MatMul, Attention)
+    + (LessThan, SumReduce, MaxReduce, Gather, Scatter, Cast, Output, View, MatMul, Attention, Inline)
 )

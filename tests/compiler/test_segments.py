@@ -58,8 +58,11 @@ def test_layers_cut_into_repeated_segments_that_keep_attention_whole():
     found = search(graph, "cpu", SearchOptions(isolate=False))
     whole = search(graph, "cpu", SearchOptions(isolate=False, segment=False))
     assert found.report["segments"]["segments"] == len(cut) and found.report["segments"]["searched"] == len(kinds)
-    # What the rule sets find is the same: one attention per layer, every linear a MatMul.
+    # What recognition finds is the same: one attention per layer, every linear a MatMul. Fusion offers a
+    # little less in segments: nothing across a cut, where the value is stored.
+    fusion = [r.report["rulesets"].pop("fusion")["Inline"] for r in (found, whole)]
     assert found.report["rulesets"] == whole.report["rulesets"]
+    assert 0.9 * fusion[1] <= fusion[0] <= fusion[1]
     assert found.report["rulesets"]["attention"]["Attention"] == 4
     assert sum(found.report["egraph_nodes"]) < sum(whole.report["egraph_nodes"])
 
