@@ -11,10 +11,10 @@ materialised matmul products would not fit comfortably in memory, and everywhere
 quick compiled-against-torch run).
 Also printed: compile time (passes, search, candidates, C generation; the C build is cached and happens at
 the first run), how layer segmentation cut the graph, the e-graph sizes (of the distinct segments searched,
-where layers repeat), what the matmul rules found, the candidates' estimated costs, the GEMM kernels and
-their fused epilogues, and the planned arena against the naive sum of buffers. Last, a 12-layer encoder's
-cold compile time, its C build at the first run, and its cached compile time (alone with
---compile-only).
+where layers repeat), what the matmul, attention and fusion rules found, what fusion did in the chosen
+candidate, the candidates' estimated costs, the GEMM kernels and their fused epilogues, and the planned arena
+against the naive sum of buffers. Last, a 12-layer encoder's cold compile time, its C build at the first run,
+and its cached compile time (alone with --compile-only).
 """
 
 from __future__ import annotations
@@ -65,6 +65,16 @@ def segmented(found: dict) -> str:
     return f"{seg['segments']} segments, {seg['searched']} kinds searched ({seg['searched_nodes']} nodes)"
 
 
+def fusion_done(report: dict) -> str:
+    """What fusion did in the chosen candidate: reads fused as extraction chose, declined, and kernels the
+    single-consumer policy fused after (across segment cuts)."""
+    done = next(c["fusion"] for c in report["candidates"] if c["name"] == report["choice"])
+    return (
+        f"fused {done.get('fused', 0)} reads as chosen, declined {done.get('declined', 0)}, "
+        f"{done['fused_by_policy']} kernels by the policy after"
+    )
+
+
 def main() -> None:
     import torch
 
@@ -84,8 +94,9 @@ def main() -> None:
             f"isolated={found['isolated']}), {segmented(found)}, "
             f"e-graph {found['egraph_nodes'][0]} -> {found['egraph_nodes'][-1]} e-nodes in {found['iterations']} "
             f"iterations ({found['stop']}), matmul rules found {found['rulesets']['matmul']['MatMul']} MatMuls, "
-            f"attention recognition {found['rulesets']['attention']['Attention']} attentions; "
-            f"chosen {prog.report['choice']!r} of estimated "
+            f"attention recognition {found['rulesets']['attention']['Attention']} attentions, "
+            f"fusion rules {found['rulesets']['fusion']['Inline']} Inline alternatives; "
+            f"chosen {prog.report['choice']!r} ({fusion_done(prog.report)}) of estimated "
             + ", ".join(f"{k} {v:.2f} ms" for k, v in estimated.items())
             + f"; {kernels['kernels']} kernels, {kernels['gemm']} GEMMs with {kernels['gemm_epilogue_ops']} fused "
             f"epilogue ops, {kernels['attention']} attention kernels"

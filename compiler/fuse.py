@@ -201,6 +201,33 @@ def _read_by_contract(buffer: str, consumer: ir.LoopKernel) -> bool:
 
 
 MAX_TREE_NODES = 4096  # a fused body's nodes counted with repetition: what the C generator writes out
+# An index expression's nodes counted with repetition. Reading through views whose sizes are symbolic (a
+# KV cache's position) leaves div/mod the simplifier cannot fold, and each inlining nests them once more:
+# unbounded, a decoder step's indexes grew past a million nodes within a few fusions.
+MAX_INDEX_NODES = 512
+
+
+def _expr_within(e: Expr, limit: int) -> bool:
+    stack, count = [e], 0
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > limit:
+            return False
+        stack.extend(a for a in node.args if isinstance(a, Expr))
+    return True
+
+
+def _indexes(v: ir.Value) -> Iterator[Expr]:
+    for n in ir.walk(v):
+        if isinstance(n, ir.Load):
+            yield n.index
+        elif isinstance(n, ir.GatherLoad):
+            yield from (n.index, n.valid, n.limit)
+        elif isinstance(n, ir.Guard):
+            yield n.valid
+        elif isinstance(n, ir.IndexValue):
+            yield n.expr
 
 
 def _tree_within(v: ir.Value, limit: int) -> bool:
@@ -241,8 +268,10 @@ def may_inline(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:
 
 def within_limits(fused: ir.LoopKernel) -> bool:
     """Whether a fused kernel holds at most one GEMM (whose epilogue is the rest of the kernel) and has bounded
-    C text."""
-    return _tree_within(fused.body, MAX_TREE_NODES) and len(contracts(fused.body)) <= 1
+    C text: its value tree and each of its index expressions."""
+    if not _tree_within(fused.body, MAX_TREE_NODES) or len(contracts(fused.body)) > 1:
+        return False
+    return all(_expr_within(e, MAX_INDEX_NODES) for e in set(_indexes(fused.body)))
 
 
 def reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:

@@ -205,6 +205,39 @@ def extract_frozen(enc: Encoding, cost: Callable[[str, list], float] = unit_cost
     return _rebuild(enc, root, lambda cls: best[cls][-1])
 
 
+def extract_then_fuse(enc: Encoding, cost: Callable[[str, list], float], combine: Callable = sum) -> Graph:
+    """Extraction in two steps, as the rules run in two phases: first what each e-class computes, chosen with
+    no `Inline` at all (MatMul or sum of products, Attention or the softmax spelled out, by the cost of each
+    as stored kernels); then, with those choices fixed, which producers their readers compute (the e-nodes
+    that differ from the first choice only by reading an `Inline` of a child where it read the child).
+
+    In one step an Inline's saving (a store and a launch) would also decide between structurally different
+    alternatives, while the kernel IR declines part of the fusion it assumes (a reduction read by several
+    kernels): on a decoder step, spelled-out attention won on savings it never got.
+    """
+    root, classes = frozen_choices(enc)
+    first = choose(classes, _without_inline(cost), combine)
+    inlined = {cls: nodes[0][1][0].key for cls, nodes in classes.items() if nodes and nodes[0][0] == "Inline"}
+
+    def plain(node: Choice) -> Choice:
+        name, args = node
+        return name, tuple(Ref(inlined.get(a.key, a.key)) if isinstance(a, Ref) else a for a in args)
+
+    fixed = {
+        cls: nodes if cls not in first or cls in inlined else [n for n in nodes if plain(n) == first[cls][-1]]
+        for cls, nodes in classes.items()
+    }
+    best = choose(fixed, cost, combine)
+    return _rebuild(enc, root, lambda cls: best[cls][-1])
+
+
+def _without_inline(cost: Callable[[str, list], float]) -> Callable[[str, list], float]:
+    def plain_cost(name: str, params: list) -> float:
+        return math.inf if name == "Inline" else cost(name, params)
+
+    return plain_cost
+
+
 def _literals(args: tuple) -> list:
     return [a for a in args if not isinstance(a, Ref)]
 

@@ -39,7 +39,7 @@ from luminal.compiler.search import rules_algebra, rules_attention, rules_fusion
 from luminal.compiler.search import terms as T
 from luminal.compiler.search.costs import roofline_cost
 from luminal.compiler.search.encode import encode, set_view_facts
-from luminal.compiler.search.extract import extract_frozen, longest_path
+from luminal.compiler.search.extract import extract_then_fuse, longest_path
 from luminal.compiler.search.runner import Limits, run_bounded, run_isolated
 from luminal.compiler.targets import get_target
 from luminal.graph import Graph
@@ -58,7 +58,7 @@ ISOLATE_FROM_NODES = 400  # smaller graphs search in-process: a child costs ~1 s
 @dataclass(frozen=True)
 class SearchOptions:
     node_budget: int = 200_000
-    max_iterations: int = 20
+    max_iterations: int = 20  # per phase
     deadline_s: float = 60.0
     isolate: bool | None = None  # None: in a child process from ISOLATE_FROM_NODES nodes
     segment: bool = True  # search each distinct segment once where the graph repeats (its layers)
@@ -162,8 +162,8 @@ def _search(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
     cost = roofline_cost(enc, get_target(target))
     no_gemm = roofline_cost(enc, get_target(target), exclude=("MatMul",))
     candidates = {
-        "search": extract_frozen(enc, cost, longest_path),
-        "search-no-gemm": extract_frozen(enc, no_gemm, longest_path),
+        "search": extract_then_fuse(enc, cost, longest_path),
+        "search-no-gemm": extract_then_fuse(enc, no_gemm, longest_path),
     }
     report = {
         "graph_nodes": len(graph.nodes),
