@@ -207,15 +207,35 @@ MAX_TREE_NODES = 4096  # a fused body's nodes counted with repetition: what the 
 MAX_INDEX_NODES = 512
 
 
-def _expr_within(e: Expr, limit: int) -> bool:
-    stack, count = [e], 0
+def _within(root, children, limit: int) -> bool:
+    """Whether the tree under `root` (`children(node)` its subtrees), shared subtrees counted each time they
+    occur, has at most `limit` nodes. Stops counting at the limit."""
+    stack, count = [root], 0
     while stack:
         node = stack.pop()
         count += 1
         if count > limit:
             return False
-        stack.extend(a for a in node.args if isinstance(a, Expr))
+        stack.extend(children(node))
     return True
+
+
+def _value_children(node: ir.Value) -> tuple:
+    if isinstance(node, ir.Apply):
+        return node.args
+    if isinstance(node, ir.Guard):
+        return (node.value,)
+    if isinstance(node, ir.Reduce):
+        return (node.body,)
+    if isinstance(node, ir.GatherLoad):
+        return (node.at,)
+    if isinstance(node, ir.Contract):
+        return (node.a, node.b)
+    return ()
+
+
+def _expr_children(node: Expr) -> list:
+    return [a for a in node.args if isinstance(a, Expr)]
 
 
 def _indexes(v: ir.Value) -> Iterator[Expr]:
@@ -231,26 +251,10 @@ def _indexes(v: ir.Value) -> Iterator[Expr]:
 
 
 def _tree_within(v: ir.Value, limit: int) -> bool:
-    """Whether the value tree, shared subtrees counted each time they occur, has at most `limit` nodes. The cost
-    model counts a repeated subtree once (the C compiler computes it once), but the C text repeats it: a chain
-    of ops that each read their input twice would double it per link. Stops counting at the limit."""
-    stack, count = [v], 0
-    while stack:
-        node = stack.pop()
-        count += 1
-        if count > limit:
-            return False
-        if isinstance(node, ir.Apply):
-            stack.extend(node.args)
-        elif isinstance(node, ir.Guard):
-            stack.append(node.value)
-        elif isinstance(node, ir.Reduce):
-            stack.append(node.body)
-        elif isinstance(node, ir.GatherLoad):
-            stack.append(node.at)
-        elif isinstance(node, ir.Contract):
-            stack.extend((node.a, node.b))
-    return True
+    """Whether the value tree has at most `limit` nodes, repeated subtrees counted each time. The cost model
+    counts a repeated subtree once (the C compiler computes it once), but the C text repeats it: a chain of ops
+    that each read their input twice would double it per link."""
+    return _within(v, _value_children, limit)
 
 
 def attends(kernel: ir.LoopKernel) -> bool:
@@ -271,7 +275,7 @@ def within_limits(fused: ir.LoopKernel) -> bool:
     C text: its value tree and each of its index expressions."""
     if not _tree_within(fused.body, MAX_TREE_NODES) or len(contracts(fused.body)) > 1:
         return False
-    return all(_expr_within(e, MAX_INDEX_NODES) for e in set(_indexes(fused.body)))
+    return all(_within(e, _expr_children, MAX_INDEX_NODES) for e in set(_indexes(fused.body)))
 
 
 def reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:
