@@ -250,7 +250,8 @@ def choose(
     Each e-class gets (cost, tree cost, e-node). The cost is own cost plus `combine` of the children's; the tree
     cost (own plus the sum) breaks its ties, so under a longest-path cost a cheaper alternative off the
     critical path still wins. An `Inline(x)` costs what x's chosen e-node costs with its own part replaced by
-    `cost.inlined` of it (computed in the reader's loop: search/costs.py); a cost without `inlined` keeps it.
+    `cost.inlined` of it (computed in the reader's loop: search/costs.py); a cost without `inlined` keeps it,
+    and one that makes `Inline` itself infinite never chooses it.
     """
     inlined = getattr(cost, "inlined", cost)
     parents: dict[Any, list[Any]] = {c: [] for c in classes}
@@ -268,6 +269,8 @@ def choose(
             if not all(c in best for c in children):
                 continue
             if name == "Inline":
+                if not math.isfinite(cost(name, _literals(args))):
+                    continue  # a cost that forbids fusion
                 total, tree, (inner, inner_args) = best[children[0]]
                 own = cost(inner, _literals(inner_args))
                 saved = own - inlined(inner, _literals(inner_args)) if math.isfinite(own) else 0.0
