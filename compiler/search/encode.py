@@ -172,7 +172,9 @@ def is_identity(st: ShapeTracker) -> bool:
 
 def reads_once(st: ShapeTracker) -> bool:
     """Whether reading through `st` visits no buffer element twice (no broadcast): every axis longer than 1
-    moves the index, and the view has no more elements than its buffer. A sufficient test, not an exact one."""
+    moves the index, and the view has no more elements than its buffer. Reshapes, permutes, slices and pads
+    pass, expands do not; an index folding two axes onto one element could pass too, which costs time, never
+    correctness (what it guards is recomputation: an inlined producer has the same value wherever it is read)."""
     used = st.index.symbols()
     moves = all(f"_i{k}" in used or as_expr(d) == 1 for k, d in enumerate(st.shape))
     return moves and provably_le(dims_product(st.shape), dims_product(st.base))
