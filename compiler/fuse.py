@@ -8,8 +8,9 @@ variable of the producer is renamed first so it cannot capture one of the consum
 
 `inline` is the mechanism. What to inline is the search's choice where the graph was searched (the fusion rules
 and extraction, carried out by compiler/fuse_chosen.py with the checks below). `fuse_single_consumers` is the
-policy for a graph compiled without the search: it inlines every element-wise or reduction kernel whose
-buffer has exactly one reading kernel, when the roofline cost model (compiler/cost.py) does not get worse. A row
+policy for a graph compiled without the search, and for what the search could not see after it (fusion across
+the cuts of a graph searched in segments): it inlines every element-wise or reduction kernel whose buffer has
+exactly one reading kernel, when the roofline cost model (compiler/cost.py) does not get worse. A row
 statistic (a norm's mean, a softmax's sum) inlined into the kernel that reads it along the row is computed
 once per row there (compiler/hoist.py), so a norm or softmax fuses into few kernels without recomputation.
 """
