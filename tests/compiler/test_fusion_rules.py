@@ -114,3 +114,37 @@ def test_a_broadcast_producer_is_not_offered_for_fusion():
     assert readers and not any(isinstance(n.op, Inline) for n in readers)
     feed = {"a": RNG.standard_normal(64).astype(np.float32), "m": RNG.standard_normal((32, 64)).astype(np.float32)}
     check_every_candidate(g, feed, "broadcast producer")
+
+
+def test_fusion_never_changes_what_recognition_chose():
+    """Extraction first chooses what each e-class computes with no Inline, then what to fuse: a small causal
+    block (where one-step extraction preferred the spelled-out softmax and products for the store and launch
+    savings fusion promised) keeps every GEMM and the attention that fusion-free extraction picks."""
+    from egglog import ruleset
+
+    from luminal.compiler.search import rules_attention, stage
+    from luminal.compiler.search.costs import roofline_cost
+    from luminal.compiler.search.encode import encode, set_view_facts
+    from luminal.compiler.search.extract import extract_frozen, extract_then_fuse, longest_path
+    from luminal.compiler.search.runner import run_bounded
+    from tests.compiler.test_artifact import block
+
+    g, feed = block()
+    enc = encode(_passes(g))
+    rules_attention.add_alternatives(enc)
+    set_view_facts(enc)
+    for phase, rulesets in stage.PHASES.items():
+        run_bounded(enc.egraph, ruleset(*(r for rs in rulesets.values() for r in rs), name=phase), 200_000, 20)
+    cost = roofline_cost(enc, "cpu")
+
+    def fusion_free(name, params):
+        return float("inf") if name == "Inline" else cost(name, params)
+
+    def recognised(graph):
+        return sorted(n.op.name for n in graph.nodes if n.op.name in ("MatMul", "Attention"))
+
+    fused, plain = extract_then_fuse(enc, cost, longest_path), extract_frozen(enc, fusion_free, longest_path)
+    assert recognised(fused) == recognised(plain) == ["Attention"] + ["MatMul"] * 4
+    assert any(isinstance(n.op, Inline) for n in fused.nodes)
+    assert not any(isinstance(n.op, Inline) for n in plain.nodes)
+    check_every_candidate(g, feed, "causal block")
