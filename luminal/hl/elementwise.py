@@ -224,8 +224,24 @@ def tan(x: Tensor) -> Tensor:
     return opmath(x, lambda x: div(prim.sin(x), cos(x)))  # tan = sin / cos
 
 
+# tanh's Taylor series x - x^3/3 + 2x^5/15 - ...: its odd coefficients after x, in powers of x^2
+_TANH_SERIES = (-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925)
+_TANH_SERIES_BELOW = 0.25  # |x| where the series' first dropped term is under float32's rounding
+
+
 def tanh(x: Tensor) -> Tensor:
-    return opmath(x, lambda x: sub(1, div(2, add(exp(mul(x, 2)), 1))))  # tanh x = 1 - 2 / (e^2x + 1)
+    """tanh x = 1 - 2 / (e^2x + 1), but near 0 that cancels to a few correct bits: there the series."""
+
+    def f(x: Tensor) -> Tensor:
+        x2 = mul(x, x)
+        poly = _c(x, 0.0)
+        for a in reversed(_TANH_SERIES):  # Horner in x^2
+            poly = mul(add(poly, a), x2)
+        series = mul(x, add(poly, 1))  # x (1 + c1 x^2 + ...): x itself for tiny x, and keeps -0's sign
+        closed = sub(1, div(2, add(exp(mul(x, 2)), 1)))
+        return C.where(C.lt(abs(x), _TANH_SERIES_BELOW), series, closed)
+
+    return opmath(x, f)
 
 
 def erf(x: Tensor) -> Tensor:

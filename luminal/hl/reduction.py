@@ -220,7 +220,8 @@ def _extreme(x: Tensor, dim: Dims, keepdim: bool, op: str, largest: bool = True)
     dims = normalize_dims(x, dim, op)
     if x.dtype == dt.bool_:
         src = prim.cast(x if largest else C.logical_not(x), dt.int32)  # all(x) = not any(not x)
-        out = prim.cast(_reduce(src, dims, keepdim, prim.max_reduce), dt.bool_)
+        # max > 0, not a cast of the max: an empty axis's max is the int minimum, so any() is False there
+        out = C.gt(_reduce(src, dims, keepdim, prim.max_reduce), 0)
         return out if largest else C.logical_not(out)
     if largest:
         return _reduce(x, dims, keepdim, prim.max_reduce)

@@ -73,6 +73,13 @@ def test_expm1_log1p_tiny_arguments_keep_relative_accuracy():
     check("log1p", torch.log1p, F.log1p, inputs=[x], rtol=1e-6, atol=0)
 
 
+def test_tanh_keeps_relative_accuracy_near_zero():
+    # 1 - 2 / (e^2x + 1) alone cancels there: tanh(1e-5) came out 1.0014e-5
+    tiny = np.float32([1e-30, -1e-20, 1e-7, -1e-6, 1e-5, -3e-4, 0.01, 0.2499, 0.2501])
+    dense = np.linspace(-3, 3, 4001, dtype=np.float32)
+    check("tanh", torch.tanh, F.tanh, inputs=[np.concatenate([tiny, dense])], rtol=1e-6, atol=0)
+
+
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
 def test_integer_unary_ops_stay_exact(dtype):
     for name in ("abs", "neg", "sign", "square", "floor", "ceil", "trunc", "round"):

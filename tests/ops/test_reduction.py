@@ -2,6 +2,7 @@
 inputs, non-contiguous and symbolic-leading-dim variants (run by `check`), and the errors."""
 
 import math
+from operator import methodcaller
 
 import numpy as np
 import pytest
@@ -207,6 +208,16 @@ def test_all_any(dim, dtype):
     check("any", lambda a: a.any(dim, True), lambda a: a.any(dim, True), [SHAPE3], dtype=dtype, low=-1, high=1)
     xb = [np.random.default_rng(1).random(SHAPE3) < 0.9]  # mostly true, so `all` is sometimes true
     check("all", lambda a: a.all(dim), lambda a: a.all(dim), inputs=xb)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "float32"])
+def test_reductions_over_an_empty_axis_give_their_identity(dtype):
+    # any() of nothing is False and all() is True, as in torch: not the cast of an empty max
+    empty = [np.zeros((3, 0), dtype)]
+    for name in ("any", "all", "sum", "count_nonzero"):
+        check(name, methodcaller(name, 1), methodcaller(name, 1), inputs=empty)
+    check("all", methodcaller("all"), methodcaller("all"), inputs=empty)
+    check("any", methodcaller("any", 1, True), methodcaller("any", 1, True), inputs=empty)
 
 
 @pytest.mark.parametrize("dim", [None, 1, (0, -1)])
