@@ -19,6 +19,7 @@ and its cached compile time (alone with --compile-only).
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -75,7 +76,7 @@ def fusion_done(report: dict) -> str:
     )
 
 
-def main() -> None:
+def main(reference: bool) -> None:
     import torch
 
     torch.set_num_threads(2)
@@ -116,7 +117,7 @@ def main() -> None:
                 )
                 compiled, eager = both["compiled"], both["torch"]
             product = batch * cfg.seq * max(cfg.ffn, 3 * cfg.dim) * cfg.dim * 4
-            if product <= REFERENCE_LIMIT_BYTES and "--no-reference" not in sys.argv:
+            if reference and product <= REFERENCE_LIMIT_BYTES:
                 reference = median_ms(lambda x=x, g=graph: lm.run(g, {"x": x}), repeats=3, warmup=0, budget_s=30)
                 ref_text, ratio = f"{reference:13.1f}", f"{reference / compiled:8.1f}x"
             else:
@@ -228,8 +229,12 @@ def compile_times() -> None:
 
 
 if __name__ == "__main__":
-    if "--compile-only" not in sys.argv:
-        main()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--compile-only", action="store_true", help="only the 12-layer compile times")
+    parser.add_argument("--no-reference", action="store_true", help="skip the interpreter rows (quick)")
+    args = parser.parse_args()
+    if not args.compile_only:
+        main(reference=not args.no_reference)
         real_minilm()
         linears()
     compile_times()
