@@ -230,16 +230,25 @@ _TANH_SERIES_BELOW = 0.25  # |x| where the series' first dropped term is under f
 
 
 def tanh(x: Tensor) -> Tensor:
-    """tanh x = 1 - 2 / (e^2x + 1), but near 0 that cancels to a few correct bits: there the series."""
+    """tanh x = 1 - 2 / (e^2x + 1), but near 0 that cancels to a few correct bits: there the series.
+
+    Element-wise arithmetic only, so that a GEMM's epilogue can compute it (GPT-2's GELU): `where` and
+    `clamp` read their operands through stacked views, which a GEMM's output is never fused into (with them
+    the GELU stayed a kernel of its own and the prefill took a third longer). A 0/1 mask chooses instead,
+    closed (1 - m) + series m, exact for either; the series is evaluated at xs = 1 / (m / x + 1 - m), which
+    is x within an ulp where m = 1 and 1 where m = 0, so it stays finite (x = inf included) where unused."""
 
     def f(x: Tensor) -> Tensor:
-        x2 = mul(x, x)
+        near_zero = _mask(C.lt(mul(x, x), _TANH_SERIES_BELOW**2), x)  # false for inf and nan too
+        far = sub(1, near_zero)
+        xs = reciprocal(add(mul(reciprocal(x), near_zero), far))
+        x2 = mul(xs, xs)
         poly = _c(x, 0.0)
         for a in reversed(_TANH_SERIES):  # Horner in x^2
             poly = mul(add(poly, a), x2)
-        series = mul(x, add(poly, 1))  # x (1 + c1 x^2 + ...): x itself for tiny x, and keeps -0's sign
+        series = mul(xs, add(poly, 1))  # x (1 + c1 x^2 + ...): x itself for tiny x
         closed = sub(1, div(2, add(exp(mul(x, 2)), 1)))
-        return C.where(C.lt(abs(x), _TANH_SERIES_BELOW), series, closed)
+        return add(mul(closed, far), mul(series, near_zero))
 
     return opmath(x, f)
 

@@ -56,10 +56,11 @@ def _weight(g, name, shape):
     return t
 
 
-def test_linear_bias_and_gelu_become_one_gemm_kernel():
+@pytest.mark.parametrize("approximate", ["none", "tanh"])  # tanh: GPT-2's GELU, whose tanh has a series branch
+def test_linear_bias_and_gelu_become_one_gemm_kernel(approximate):
     g = lm.Graph()
     x = g.input("x", (lm.sym("b", max=8), 20, 48))
-    F.gelu(F.linear(x, _weight(g, "w", (40, 48)), _weight(g, "bias", (40,)))).output("y")
+    F.gelu(F.linear(x, _weight(g, "w", (40, 48)), _weight(g, "bias", (40,))), approximate=approximate).output("y")
     report = check_every_candidate(g, {"x": RNG.standard_normal((3, 20, 48)).astype(np.float32)}, "linear")
     assert report["rulesets"]["matmul"]["MatMul"] == 1
     prog = lm.compile(g, "cpu", cache=False)
