@@ -146,17 +146,28 @@ def _exprs(node: ir.Value) -> list[Expr]:
     return []
 
 
-def _lift(v: ir.Value) -> tuple[ir.Value, ir.Contract | None]:
-    """`v` with its one Contract (reached through Apply nodes only) replaced by Accumulated, and that Contract."""
+def _lift(v: ir.Value, bound: frozenset[str] = frozenset()) -> tuple[ir.Value, ir.Contract | None]:
+    """`v` with its one Contract replaced by Accumulated, and that Contract.
+
+    The Contract is reached through element-wise ops, guards, and reductions over variables it does not read
+    (`bound`: those enclosing it), where its value is the same at every step: an activation built on
+    maximum (relu, clamp) reads a GEMM's element through a reduction over the two rows it chooses from."""
     if isinstance(v, ir.Contract):
-        return Accumulated(v.dtype), v
+        free = (index_vars(v.a) | index_vars(v.b)) - {v.var}  # its own variable is bound by itself
+        return (Accumulated(v.dtype), v) if not free & bound else (v, None)
     if isinstance(v, ir.Apply):
         found, args = None, []
         for a in v.args:
-            lifted, c = _lift(a)
+            lifted, c = _lift(a, bound)
             args.append(lifted)
             found = found or c  # equal copies of the one Contract all become the one accumulator
         return replace(v, args=tuple(args)), found
+    if isinstance(v, ir.Guard):
+        lifted, c = _lift(v.value, bound)
+        return replace(v, value=lifted), c
+    if isinstance(v, ir.Reduce):
+        lifted, c = _lift(v.body, bound | {v.var})
+        return replace(v, body=lifted), c
     return v, None
 
 
@@ -167,8 +178,10 @@ def plan(kernel: ir.Kernel) -> GemmPlan | None:
     if len({n for n in ir.walk(kernel.body) if isinstance(n, ir.Contract)}) != 1:
         return None
     epilogue, c = _lift(kernel.body)
-    if c is None or not (c.dtype == c.a.dtype == c.b.dtype == dt.float32):
-        return None  # under a guard, a reduction or a gather; or half/integer arithmetic (exact loops instead)
+    if c is None or any(isinstance(n, ir.Contract) for n in ir.walk(epilogue)):
+        return None  # a copy under a gather, or inside a reduction over its own indices: not one accumulator
+    if not (c.dtype == c.a.dtype == c.b.dtype == dt.float32):
+        return None  # half/integer arithmetic: exact loops instead
     a_vars, b_vars = index_vars(c.a), index_vars(c.b)
     axes = range(len(kernel.shape))
     m = tuple(j for j in axes if f"_i{j}" in a_vars and f"_i{j}" not in b_vars)

@@ -75,6 +75,7 @@ class _Counter:
         self.applied: set[tuple[ir.Apply, int]] = set()
         self.reads: Counter[str] = Counter()
         self.gemm_flops = 0  # the multiply-adds of Contracts: they run as tiled GEMMs (matrix units on GPUs)
+        self.gemm_elements = 0  # with `gemm`, the kernel's output elements: its accumulator's count
 
     def flops(self, v: ir.Value, evals: int, loop: tuple[str, Expr] | None = None) -> int:
         """FLOPs of evaluating `v` `evals` times; every buffer element read is tallied in self.reads.
@@ -108,6 +109,8 @@ class _Counter:
             if self.gemm and v in self.seen:
                 return 0
             self.seen.add(v)
+            if self.gemm:  # once per output element, even inside a reduction that reads it (codegen_gemm._lift)
+                evals = self.gemm_elements
             n = evals * size(v.extent, self.env)
             self.gemm_flops += 2 * n
             return 2 * n + self.flops(v.a, n) + self.flops(v.b, n)
@@ -134,7 +137,7 @@ def estimate(
     """The roofline cost of one kernel over `buffers` (a KernelProgram's) on `target`."""
     target = get_target(target)
     count = _Counter(env, gemm=codegen_gemm.plan(kernel) is not None)
-    n_out = _elements(kernel.shape, env)
+    n_out = count.gemm_elements = _elements(kernel.shape, env)
     if isinstance(kernel, ir.LoopKernel):
         # The C hoists row statistics out of a loop kernel's innermost loop, except in a GEMM's epilogue.
         inner = None if count.gemm or not kernel.shape else (f"_i{len(kernel.shape) - 1}", kernel.shape[-1])

@@ -9,7 +9,7 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import codegen_gemm
+from luminal.compiler import codegen_gemm, ir
 from luminal.compiler.passes import PASSES
 from luminal.compiler.program import c_source, kernel_program
 from luminal.compiler.search.stage import SearchOptions, search
@@ -68,6 +68,22 @@ def test_linear_bias_and_gelu_become_one_gemm_kernel(approximate):
     assert len(prog.kernels.kernels) == 1 and len(_gemms(prog)) == 1  # bias and GELU are its epilogue
     assert prog.report["kernels"]["gemm_epilogue_ops"] > 5
     assert "lm_micro(" in prog.source and "lm_prepare" in prog.source  # B (the weight) packed at load
+
+
+@pytest.mark.parametrize("activation", [F.relu, F.hardswish])
+def test_activations_built_on_maximum_stay_in_the_gemm_epilogue(activation):
+    # maximum reads the GEMM's element through a reduction over the two values it chooses from: the element is
+    # still the one accumulator (hardswish's copy under that reduction was recomputed as a dot product)
+    g = lm.Graph()
+    x = g.input("x", (lm.sym("b", max=8), 20, 48))
+    activation(F.linear(x, _weight(g, "w", (40, 48)), _weight(g, "bias", (40,)))).output("y")
+    feed = {"x": (RNG.standard_normal((3, 20, 48)) * 4).astype(np.float32)}
+    check_every_candidate(g, feed, activation.__name__)
+    prog = lm.compile(g, "cpu", cache=False)
+    assert len(prog.kernels.kernels) == 1 and len(_gemms(prog)) == 1
+    epilogue = codegen_gemm.plan(prog.kernels.kernels[0]).epilogue
+    assert not any(isinstance(n, ir.Contract) for n in ir.walk(epilogue))
+    _close(prog.run(feed), lm.run(g, feed), activation.__name__)
 
 
 # (a shape, b shape, how to combine): sizes off the tile grid, several contraction blocks, batch axes,
