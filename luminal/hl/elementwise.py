@@ -232,9 +232,9 @@ _TANH_SERIES_BELOW = 0.25  # |x| where the series' first dropped term is under f
 def tanh(x: Tensor) -> Tensor:
     """tanh x = 1 - 2 / (e^2x + 1), but near 0 that cancels to a few correct bits: there the series.
 
-    Element-wise arithmetic only, so that a GEMM's epilogue can compute it (GPT-2's GELU): `where` and
-    `clamp` read their operands through stacked views, which a GEMM's output is never fused into (with them
-    the GELU stayed a kernel of its own and the prefill took a third longer). A 0/1 mask chooses instead,
+    Element-wise arithmetic only, so that a GEMM's epilogue can compute it (GPT-2's GELU): `where` is a
+    gather, which a GEMM's output is never fused into, and `clamp` nests one reduction in another (with
+    either, the GELU stayed a kernel of its own and the prefill took a third longer). A 0/1 mask chooses,
     closed (1 - m) + series m, exact for either; the series is evaluated at xs = 1 / (m / x + 1 - m), which
     is x within an ulp where m = 1 and 1 where m = 0, so it stays finite (x = inf included) where unused."""
 
