@@ -43,7 +43,8 @@ VALUE_KINDS: dict[str, type] = {
 }
 KERNEL_KINDS: dict[str, type] = {"loop": ir.LoopKernel, "scatter": ir.ScatterKernel}
 _KIND_OF = {cls: kind for kind, cls in (VALUE_KINDS | KERNEL_KINDS).items()}
-APPLY_ARITY = {cls.name: getattr(cls, "arity", 1) for cls in ops.ELEMENTWISE}  # the closed element-wise op set
+# The closed element-wise op set: the primitives' and the kernel IR's own (None: 3 or more arguments).
+APPLY_ARITY = {**{cls.name: getattr(cls, "arity", 1) for cls in ops.ELEMENTWISE}, **ir.IR_OPS}
 REDUCE_OPS = {"sum", "max"}
 BUFFER_ROLES = {"input", "weight", "temp", "output", "packed"}
 PROGRAM_KEYS = {"values", "buffers", "kernels", "inputs", "weights", "outputs", "symbols"}
@@ -215,8 +216,9 @@ class _Decoder:
             args = r["args"]
             if r["op"] not in APPLY_ARITY:
                 raise ArtifactError(f"{what}: unknown op {r['op']!r:.40}; known: {', '.join(APPLY_ARITY)}")
-            if not isinstance(args, list) or len(args) != APPLY_ARITY[r["op"]]:
-                raise ArtifactError(f"{what}: {r['op']} takes {APPLY_ARITY[r['op']]} argument(s), got {args!r:.60}")
+            arity = APPLY_ARITY[r["op"]]
+            if not isinstance(args, list) or (len(args) != arity if arity else len(args) < 3):
+                raise ArtifactError(f"{what}: {r['op']} takes {arity or '3 or more'} arguments, got {args!r:.60}")
             return ir.Apply(r["op"], tuple(self.ref(a, what) for a in args), dtype)
         if cls is ir.Contract:
             a, b = self.ref(r["a"], what), self.ref(r["b"], what)

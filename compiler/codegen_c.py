@@ -45,6 +45,8 @@ static inline uint16_t lm_bf16_store(float f) {
 static inline float lm_round_f16(float f) { return (float)(_Float16)f; }
 static inline float lm_round_bf16(float f) { return lm_bf16_load(lm_bf16_store(f)); }
 static inline float lm_maxf(float acc, float v) { return (v > acc || v != v) ? v : acc; }
+static inline float lm_selectf(int c, float a, float b) { return c ? a : b; }
+static inline int64_t lm_selecti(int c, int64_t a, int64_t b) { return c ? a : b; }
 """
 )
 
@@ -164,7 +166,18 @@ class Emitter:
             return _round(f"{op.lower()}f({args[0]})", v.dtype)
         if op == "Recip":
             return _round(f"(1.0f / {args[0]})", v.dtype)
+        if op == "Select":  # choice in [0, k) (compiler/lower_select.py): options[choice]
+            # A function, not `?:`: its arguments are computed unconditionally, so a loop calling exp2f for an
+            # option still vectorizes (libmvec's versions are for calls outside branches) and picks by blending.
+            choice, *options = args
+            pick = "lm_selectf" if v.dtype.is_float else "lm_selecti"
+            chosen = options[-1]
+            for j in reversed(range(len(options) - 1)):
+                chosen = f"{pick}(({choice}) == {j}, {options[j]}, {chosen})"
+            return chosen if v.dtype.is_float else f"(({COMPUTE[v.dtype]}){chosen})"
         a, b = args
+        if op == "Max":  # nan wins, as in MaxReduce
+            return f"lm_maxf({a}, {b})" if v.dtype.is_float else f"(({a}) > ({b}) ? ({a}) : ({b}))"
         if op == "LessThan":
             return f"((uint8_t)({a} < {b}))"
         if op == "Add":

@@ -23,6 +23,7 @@ from dataclasses import replace
 
 from luminal.compiler import ir
 from luminal.compiler.affine import affine
+from luminal.compiler.settle import settle
 from luminal.symbolic import Expr, as_expr, var
 from luminal.view import ShapeTracker, contiguous_strides
 
@@ -40,25 +41,44 @@ def _variables(e: Expr) -> dict[str, Expr]:
 
 def _matched_axes(flat: Expr, shape: tuple[Expr, ...], extents: dict[str, Expr]) -> dict[str, Expr] | None:
     """Each producer axis read by its own consumer loop variable: `flat` is the sum of those variables times the
-    producer's strides, each variable ranging over exactly that axis's extent. The index of the axis is then
-    the variable itself, which the general route through the flat position cannot always show when sizes are
-    symbolic ((384 * s + c) // (384 * seq) is 0 only because s < seq)."""
+    producer's strides, each variable ranging over exactly that axis's extent, plus, for at most one axis that
+    no variable reads, a fixed position times its stride (a row of a stack). The index of an axis is then the
+    variable itself, or that position, which the general route through the flat position cannot always show
+    when sizes are symbolic ((384 * s + c) // (384 * seq) is 0 only because s < seq)."""
     names = sorted(flat.symbols() & extents.keys())
     found = affine(flat, names)
-    if found is None or found[0] != 0:
+    if found is None:
         return None
-    coefficient, nodes = found[1], _variables(flat)
-    table, used = {}, set()
+    (offset, coefficient), nodes = found, _variables(flat)
+    table, used, unmatched = {}, set(), []
     for k, (d, stride) in enumerate(zip(shape, contiguous_strides(shape))):
         if as_expr(d) == 1:
             table[f"_i{k}"] = as_expr(0)
             continue
         match = [n for n in names if n not in used and coefficient[n] == stride and extents[n] == as_expr(d)]
-        if len(match) != 1:
+        if len(match) > 1:
             return None
+        if not match:
+            unmatched.append((k, as_expr(d), stride))
+            continue
         used.add(match[0])
         table[f"_i{k}"] = nodes[match[0]]
-    return table if all(n in used or coefficient[n] == 0 for n in names) else None
+    if not all(n in used or coefficient[n] == 0 for n in names) or len(unmatched) > 1:
+        return None
+    if not unmatched:
+        return table if offset == 0 else None
+    # One axis read at a fixed position (a row of a stack): the offset is that position times its stride.
+    k, d, stride = unmatched[0]
+    if offset == 0:
+        table[f"_i{k}"] = as_expr(0)
+        return table
+    if stride.lo < 1:
+        return None
+    position = offset // stride
+    if position * stride != offset or position.lo < 0 or position.hi >= d.lo:
+        return None
+    table[f"_i{k}"] = position
+    return table
 
 
 # (flat, shape, extents, variable ranges) -> its unflattening. The layers of a transformer read their producers
@@ -69,7 +89,7 @@ _UNFLATTENED: dict[tuple, dict[str, Expr]] = {}
 _UNFLATTENED_MAX = 50_000
 
 
-def _unflatten(flat: Expr, shape: tuple[Expr, ...], extents: dict[str, Expr] | None = None) -> dict[str, Expr]:
+def unflatten(flat: Expr, shape: tuple[Expr, ...], extents: dict[str, Expr] | None = None) -> dict[str, Expr]:
     dims = tuple(as_expr(d) for d in shape)
     scope = tuple(sorted((extents or {}).items()))
     variables: dict[str, Expr] = {}
@@ -101,7 +121,7 @@ def _rename_reductions(v: ir.Value, names: Iterator[int]) -> ir.Value:
     """A copy of `v` whose Reduce variables are fresh, so inlining cannot capture the consumer's variables."""
     if isinstance(v, ir.Reduce):
         name = f"_r{next(names)}"
-        body = _substitute(_rename_reductions(v.body, names), {v.var: var(name, 0, max(v.extent.hi - 1, 0))})
+        body = substitute_indices(_rename_reductions(v.body, names), {v.var: var(name, 0, max(v.extent.hi - 1, 0))})
         return replace(v, var=name, body=body)
     if isinstance(v, ir.Apply):
         return replace(v, args=tuple(_rename_reductions(a, names) for a in v.args))
@@ -112,36 +132,36 @@ def _rename_reductions(v: ir.Value, names: Iterator[int]) -> ir.Value:
     if isinstance(v, ir.Contract):
         name = f"_r{next(names)}"
         fresh = {v.var: var(name, 0, max(v.extent.hi - 1, 0))}
-        a = _substitute(_rename_reductions(v.a, names), fresh)
-        return replace(v, var=name, a=a, b=_substitute(_rename_reductions(v.b, names), fresh))
+        a = substitute_indices(_rename_reductions(v.a, names), fresh)
+        return replace(v, var=name, a=a, b=substitute_indices(_rename_reductions(v.b, names), fresh))
     return v
 
 
-def _substitute(v: ir.Value, table: dict[str, Expr]) -> ir.Value:
+def substitute_indices(v: ir.Value, table: dict[str, Expr]) -> ir.Value:
     """Substitute index variables throughout a value tree (loads, guards, iotas, extents, gathers)."""
     if isinstance(v, ir.Load):
         return replace(v, index=v.index.substitute(table))
     if isinstance(v, ir.IndexValue):
         return replace(v, expr=v.expr.substitute(table))
     if isinstance(v, ir.Guard):
-        return replace(v, valid=v.valid.substitute(table), value=_substitute(v.value, table))
+        return replace(v, valid=v.valid.substitute(table), value=substitute_indices(v.value, table))
     if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(_substitute(a, table) for a in v.args))
+        return replace(v, args=tuple(substitute_indices(a, table) for a in v.args))
     if isinstance(v, ir.Reduce):
         inner = {k: e for k, e in table.items() if k != v.var}
-        return replace(v, extent=v.extent.substitute(inner), body=_substitute(v.body, inner))
+        return replace(v, extent=v.extent.substitute(inner), body=substitute_indices(v.body, inner))
     if isinstance(v, ir.GatherLoad):
         inner = {k: e for k, e in table.items() if k != "_g"}
         return replace(
             v,
-            at=_substitute(v.at, table),
+            at=substitute_indices(v.at, table),
             index=v.index.substitute(inner),
             valid=v.valid.substitute(inner),
             limit=v.limit.substitute(inner),
         )
     if isinstance(v, ir.Contract):
         inner = {k: e for k, e in table.items() if k != v.var}
-        a, b = _substitute(v.a, inner), _substitute(v.b, inner)
+        a, b = substitute_indices(v.a, inner), substitute_indices(v.b, inner)
         return replace(v, extent=v.extent.substitute(inner), a=a, b=b)
     return v
 
@@ -150,7 +170,8 @@ def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value, extents
     """`v` with loads of the producer's buffer replaced by `body` (the producer's, renamed) at their indices.
     `extents`: the range of every loop variable in scope (the consumer's axes, enclosing reductions)."""
     if isinstance(v, ir.Load) and v.buffer == producer.out:
-        return _substitute(body, _unflatten(v.index, producer.shape, extents))
+        # At a constant index (a row of a stack, an unrolled step) some of the producer's guards are decided.
+        return settle(substitute_indices(body, unflatten(v.index, producer.shape, extents)))
     if isinstance(v, ir.Guard):
         return replace(v, value=_replace_loads(v.value, producer, body, extents))
     if isinstance(v, ir.Apply):

@@ -92,11 +92,19 @@ class Guard(Value):
 
 @value_node
 class Apply(Value):
-    """A primitive element-wise op (`luminal.ops` name: Log2 .. LessThan, or Cast) of argument values."""
+    """A primitive element-wise op (`luminal.ops` name: Log2 .. LessThan, or Cast) of argument values, or one
+    of the kernel IR's own (IR_OPS): what lowering makes of a primitive pattern that is element-wise in effect."""
 
     op: str
     args: tuple[Value, ...]
     dtype: DType
+
+
+# Element-wise ops with no primitive of their own, by name: their arity (None: any number, at least 3).
+IR_OPS: dict[str, int | None] = {
+    "Max": 2,  # the larger of two values, nan if either is nan: a max over two or a few values, unrolled
+    "Select": None,  # (choice, option_0, .., option_{k-1}): option_choice, choice in [0, k) (where's gather)
+}
 
 
 @value_node

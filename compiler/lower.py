@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from luminal import ops
 from luminal.compiler import ir
+from luminal.compiler.fuse import substitute_indices, with_kernels
 from luminal.compiler.fused_ops import Attention, Inline, MatMul
+from luminal.compiler.lower_select import select_of
+from luminal.compiler.settle import settle
 from luminal.graph import Graph, Node
 from luminal.symbolic import Expr, as_expr, const, var
 from luminal.view import ShapeTracker, contiguous_strides, dims_product, idx
@@ -40,6 +43,9 @@ class Lowering:
         return value if valid == 1 else ir.Guard(valid, value, node.dtype)
 
     def gather(self, node: Node) -> ir.Value:
+        selected = select_of(self, node)  # where(c, a, b) and its kin: element-wise, no stack stored
+        if selected is not None:
+            return selected
         (data, data_view), (ix, ix_view) = node.inputs
         at = self.read(ix, ix_view)
         shape = data_view.shape
@@ -76,7 +82,7 @@ class Lowering:
     def lower(self) -> ir.KernelProgram:
         for node in self.graph.nodes:
             self.node(node)
-        return self.program
+        return without_unread_kernels(self.program)
 
     def node(self, node: Node) -> None:
         op, p = node.op, self.program
@@ -127,6 +133,8 @@ class Lowering:
             a, *b = (self.read(src, v, table) for src, v in node.inputs)
             if isinstance(op, MatMul):
                 return ir.Contract("_r0", extent, a, b[0], node.dtype)
+            if isinstance(op, ops.MaxReduce) and extent.is_const and 1 <= extent.value <= MAX_UNROLLED:
+                return _unrolled_max(a, extent.value, node.dtype)
             return ir.Reduce("sum" if isinstance(op, ops.SumReduce) else "max", "_r0", extent, a, node.dtype)
         args = tuple(self.read(s, v) for s, v in node.inputs)
         return ir.Apply(op.name, args, node.dtype)
@@ -165,6 +173,32 @@ class Lowering:
         out = self.add_buffer(node, "output", node.op.label)
         self.program.kernels.append(ir.LoopKernel(f"k{node.id}", out, shape, self.read(src, view)))
         self.program.outputs[node.op.label] = (out, shape)
+
+
+# A max over at most this many values is element-wise Max ops: maximum(a, b) is a max over a stack of two rows,
+# and as a reduction, clamp's min of a max nested one reduction in another, which kept it out of GEMM epilogues.
+MAX_UNROLLED = 4
+
+
+def _unrolled_max(body: ir.Value, extent: int, dtype) -> ir.Value:
+    """The max of `body` over `_r0` in [0, extent), as a chain of element-wise Max ops (nan wins, as in MaxReduce)."""
+    steps = [settle(substitute_indices(body, {"_r0": const(r)})) for r in range(extent)]
+    value = steps[0]
+    for step in steps[1:]:
+        value = ir.Apply("Max", (value, step), dtype)
+    return value
+
+
+def without_unread_kernels(program: ir.KernelProgram) -> ir.KernelProgram:
+    """`program` without the kernels whose buffers nothing reads (a `where`'s stack, once lowered as a select)."""
+    outputs = {buf for buf, _ in program.outputs.values()}
+    needed = set(outputs)
+    kept = []
+    for kernel in reversed(program.kernels):
+        if kernel.out in needed:
+            kept.append(kernel)
+            needed |= ir.buffers_read(kernel)
+    return with_kernels(program, kept[::-1])
 
 
 def lower(graph: Graph) -> ir.KernelProgram:

@@ -70,10 +70,13 @@ def test_linear_bias_and_gelu_become_one_gemm_kernel(approximate):
     assert "lm_micro(" in prog.source and "lm_prepare" in prog.source  # B (the weight) packed at load
 
 
-@pytest.mark.parametrize("activation", [F.relu, F.hardswish])
-def test_activations_built_on_maximum_stay_in_the_gemm_epilogue(activation):
-    # maximum reads the GEMM's element through a reduction over the two values it chooses from: the element is
-    # still the one accumulator (hardswish's copy under that reduction was recomputed as a dot product)
+@pytest.mark.parametrize(
+    "activation", [F.relu, F.hardswish, F.relu6, F.hardtanh, F.elu, F.softplus, F.selu, F.celu, F.leaky_relu]
+)
+def test_activations_stay_in_the_gemm_epilogue(activation):
+    # maximum is a max over the two values it chooses from (unrolled: clamp's min of a max no longer nests two
+    # reductions), where is a select (no stack stored and gathered from), and a GEMM's element read under
+    # either is still the one accumulator (hardswish's copy under the max was recomputed as a dot product)
     g = lm.Graph()
     x = g.input("x", (lm.sym("b", max=8), 20, 48))
     activation(F.linear(x, _weight(g, "w", (40, 48)), _weight(g, "bias", (40,)))).output("y")
