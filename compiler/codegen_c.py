@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import replace
 
 from luminal import dtypes as dt
@@ -94,6 +95,13 @@ class Emitter:
         self.lines: list[str] = []
         self.counter = 0
         self.indent = 1
+        # Element-wise values read from two or more places, each computed once into a C local where it is first
+        # needed: written out at every read, a chain whose links read their input several times (tanh's series,
+        # mish = x tanh(softplus x)) grows the text exponentially. `named` holds the locals in scope.
+        self.shared: set[ir.Value] = set()
+        self.named: dict[ir.Value, str] = {}
+        self.depth = 0  # emit() calls in progress: 0 where a new tree is started
+        self.unbound = 0  # > 0 inside a reduction's body or a guard's value: no locals bound (see reduce, guard)
 
     def fresh(self, stem: str) -> str:
         self.counter += 1
@@ -103,6 +111,24 @@ class Emitter:
         self.lines.append("  " * self.indent + line)
 
     def emit(self, v: ir.Value) -> str:
+        if self.depth == 0:
+            self.shared |= shared_values(v)
+        self.depth += 1
+        try:
+            if isinstance(v, ir.Apply) and v in self.shared and not self.unbound:
+                return self.named.get(v) or self.bind(v)
+            return self.expression(v)
+        finally:
+            self.depth -= 1
+
+    def bind(self, v: ir.Apply) -> str:
+        value = self.apply(v)
+        name = self.fresh("_tc")
+        self.stmt(f"const {COMPUTE[v.dtype]} {name} = {value};")
+        self.named[v] = name
+        return name
+
+    def expression(self, v: ir.Value) -> str:
         if isinstance(v, ir.Const):
             return literal(v.value, v.dtype)
         if isinstance(v, ir.Load):
@@ -130,7 +156,9 @@ class Emitter:
         where valid: at padded positions its indices may point outside the buffers."""
         mark = len(self.lines)
         self.indent += 1
+        self.unbound += 1  # a local would turn the (vectorizable) conditional expression into a branch
         inner = self.emit(v.value)
+        self.unbound -= 1
         self.indent -= 1
         zero = f"({COMPUTE[v.dtype]})0"
         if len(self.lines) == mark:
@@ -226,7 +254,11 @@ class Emitter:
         loop_at = len(self.lines)
         self.stmt(f"for (int64_t {v.var} = 0; {v.var} < {v.extent.render_c()}; {v.var}++) {{")
         self.indent += 1
+        # No locals bound in the body: a body that is one expression is what the vector forms below need (the
+        # compiler still computes a repeated subexpression once); the locals bound outside stay in scope.
+        self.unbound += 1
         body = self.emit(v.body)
+        self.unbound -= 1
         if v.op == "sum" and float_sum and len(self.lines) == loop_at + 1:
             # A pure expression summed: let the compiler split it into vector lanes (partial sums, like
             # numpy's pairwise sum; float accumulators keep the lanes wide).
@@ -256,6 +288,20 @@ class Emitter:
         self.indent -= 1
         self.stmt("}")
         return _round(f"(({COMPUTE[v.dtype]}){acc})", v.dtype)
+
+
+def shared_values(root: ir.Value) -> set[ir.Value]:
+    """The element-wise values of `root` that two or more places read (equal subtrees count as one value)."""
+    readers: Counter[ir.Value] = Counter()
+    seen, stack = {root}, [root]
+    while stack:
+        for child in ir.children(stack.pop()):
+            if isinstance(child, ir.Apply):
+                readers[child] += 1
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return {v for v, n in readers.items() if n > 1}
 
 
 def Expr_var(name: str) -> Expr:  # noqa: N802 - a tiny constructor for a C local used inside an index

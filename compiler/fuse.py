@@ -222,7 +222,7 @@ def _read_by_contract(buffer: str, consumer: ir.LoopKernel) -> bool:
     )
 
 
-MAX_TREE_NODES = 4096  # a fused body's nodes counted with repetition: what the C generator writes out
+MAX_TREE_NODES = 4096  # a fused body's nodes counted with repetition: what fusion and the code generators walk
 # An index expression's nodes counted with repetition. Reading through views whose sizes are symbolic (a
 # KV cache's position) leaves div/mod the simplifier cannot fold, and each inlining nests them once more:
 # unbounded, a decoder step's indexes grew past a million nodes within a few fusions.
@@ -240,20 +240,6 @@ def _within(root, children, limit: int) -> bool:
             return False
         stack.extend(children(node))
     return True
-
-
-def _value_children(node: ir.Value) -> tuple:
-    if isinstance(node, ir.Apply):
-        return node.args
-    if isinstance(node, ir.Guard):
-        return (node.value,)
-    if isinstance(node, ir.Reduce):
-        return (node.body,)
-    if isinstance(node, ir.GatherLoad):
-        return (node.at,)
-    if isinstance(node, ir.Contract):
-        return (node.a, node.b)
-    return ()
 
 
 def _expr_children(node: Expr) -> list:
@@ -274,9 +260,10 @@ def _indexes(v: ir.Value) -> Iterator[Expr]:
 
 def _tree_within(v: ir.Value, limit: int) -> bool:
     """Whether the value tree has at most `limit` nodes, repeated subtrees counted each time. The cost model
-    counts a repeated subtree once (the C compiler computes it once), but the C text repeats it: a chain of ops
-    that each read their input twice would double it per link."""
-    return _within(v, _value_children, limit)
+    counts a repeated subtree once, and so does the C text (codegen_c binds it to a local), but the tree itself
+    holds each copy (inlining substitutes the producer at every read): a chain of ops that each read their
+    input twice would double it per link, and every pass over it with it."""
+    return _within(v, ir.children, limit)
 
 
 def attends(kernel: ir.LoopKernel) -> bool:

@@ -213,6 +213,23 @@ class KernelProgram:
     symbols: dict[str, Expr] = field(default_factory=dict)
 
 
+def children(v: Value) -> tuple[Value, ...]:
+    """The value nodes `v` reads directly (an attention's operands included)."""
+    if isinstance(v, Apply):
+        return v.args
+    if isinstance(v, Guard):
+        return (v.value,)
+    if isinstance(v, Reduce):
+        return (v.body,)
+    if isinstance(v, GatherLoad):
+        return (v.at,)
+    if isinstance(v, Contract):
+        return (v.a, v.b)
+    if isinstance(v, Attend):
+        return (v.q, v.k, v.v, v.bias)
+    return ()
+
+
 def walk(v: Value):
     """Every value node of an expression tree, parents first."""
     yield v

@@ -94,3 +94,17 @@ def test_identical_layers_share_their_kernel_functions():
     assert all(calls.count(f) % LAYERS == 0 for f in set(calls))
     feed = {"x": rng.standard_normal((5, 24)).astype(np.float32)}
     np.testing.assert_allclose(prog.run(feed)["y"], lm.run(g, feed)["y"], rtol=1e-4, atol=1e-4)
+
+
+def test_a_value_read_in_several_places_is_written_out_once():
+    # Each link reads its input three times: written out at every read, the C text would be 3**6 loads of x
+    g = lm.Graph()
+    y = g.input("x", (lm.sym("n", max=64), 7))
+    for _ in range(6):
+        y = y * y * 0.25 + y
+    y.output("y")
+    prog = lm.compile(g, target="cpu", cache=False)
+    assert len(prog.kernels.kernels) == 1
+    assert len(re.findall(r"_q1\[", prog.source)) == 3  # _q1 is x: read by the first link only
+    xs = np.random.default_rng(5).uniform(-1, 1, (5, 7)).astype(np.float32)
+    np.testing.assert_array_equal(prog.run({"x": xs})["y"], lm.run(g, {"x": xs})["y"])
