@@ -102,6 +102,8 @@ def test_canonical_forms():
     assert ((i // 2) // 3) == i // 6
     assert (n * m) // m == n
     assert str(2 * n + 1) == "2*n + 1"
+    j, k = var("_i1", 0, 2), var("_i2", 0, 55)
+    assert (59 * j + k) % 58 == j + k  # a conv window read through a padded row: 59 = 1 modulo 58, then bounds
 
 
 def test_comparisons_decide_when_bounds_do():

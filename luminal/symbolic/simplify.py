@@ -214,6 +214,13 @@ def _content_gcd(a: Expr, dv: int) -> int:
     return g
 
 
+def _reduced(t: Expr, dv: int) -> tuple[int, Expr | None]:
+    """A term's (coefficient, rest), equal to it modulo dv > 0: a constant taken into [0, dv), a coefficient of
+    dv or more reduced below dv (a negative one is kept: -x reads better than (dv - 1) x, and bounds stay tight)."""
+    k, rest = _split(t)
+    return (k % dv if rest is None or k >= dv else k), rest
+
+
 def mod(a: Expr, d: Expr) -> Expr:
     if d.op == CONST:
         dv = d.args[0]
@@ -230,11 +237,13 @@ def mod(a: Expr, d: Expr) -> Expr:
         return _node(MOD, (a, d), -m, m)
     if divide_exact(a, d) is not None:
         return const(0)
-    if a.op == ADD:  # (q*d + r) % d = r % d, and (r + c) % d = (r + c % d) % d
-        kept = [t for t in a.args if divide_exact(t, d) is None]
-        if d.op == CONST and kept and kept[-1].op == CONST:
-            kept[-1] = const(kept[-1].args[0] % d.args[0])
-        if len(kept) != len(a.args) or kept[-1] != a.args[-1]:
+    if a.op == ADD or (a.op == MUL and a.args[0].op == CONST):  # (q*d + r) % d = r % d
+        terms = list(a.args) if a.op == ADD else [a]
+        kept = [t for t in terms if divide_exact(t, d) is None]
+        if d.op == CONST:  # (k*x + r) % d = ((k % d)*x + r) % d: a conv's window read through a padded row
+            kept = [_term(*_reduced(t, d.args[0])) for t in kept]
+            kept = [t for t in kept if t != 0]
+        if kept != terms:
             rest = const(0)
             for t in kept:
                 rest = add(rest, t)
