@@ -83,11 +83,12 @@ def _computed(graph: Graph, edge: Edge) -> Edge:
 
 
 def _summed(graph: Graph, edge: Edge, found: list[Edge]) -> None:
-    """The reads whose sum is what `edge` reads: through Adds read whole. A read of an Inline node is kept as
-    it is (it keeps the search's choice to compute that value in its reader)."""
+    """The reads whose sum is what `edge` reads: through Adds read whole (for bools an or, which stacks rows
+    as well). A read of an Inline node is kept as it is (it keeps the search's choice to compute that value in
+    its reader)."""
     src, view = _computed(graph, edge)
     node = graph.nodes[src]
-    if isinstance(node.op, ops.Add) and _reads_whole(view) and node.dtype != dt.bool_:
+    if isinstance(node.op, ops.Add) and _reads_whole(view):
         for e in node.inputs:
             _summed(graph, e, found)
     else:

@@ -102,3 +102,13 @@ def test_an_artifact_select_with_too_few_arguments_is_refused():
     row["args"] = row["args"][:2]
     with pytest.raises(ArtifactError, match="Select takes 3 or more arguments"):
         program_from_json(doc)
+
+
+def test_where_on_bools_is_a_select():
+    g = lm.Graph()
+    c, a, b = (g.input(name, (6,), lm.bool_) for name in "cab")
+    F.where(c, a, b).output("y")
+    prog = lm.compile(g, "cpu", cache=False)
+    assert not _nodes(prog, ir.GatherLoad) and _nodes(prog, ir.Apply, "Select")
+    feed = {name: RNG.random(6) < 0.5 for name in "cab"}
+    np.testing.assert_array_equal(prog.run(feed)["y"], np.where(feed["c"], feed["a"], feed["b"]))
