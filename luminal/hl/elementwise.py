@@ -232,23 +232,17 @@ _TANH_SERIES_BELOW = 0.25  # |x| where the series' first dropped term is under f
 def tanh(x: Tensor) -> Tensor:
     """tanh x = 1 - 2 / (e^2x + 1), but near 0 that cancels to a few correct bits: there the series.
 
-    Element-wise arithmetic only, so that a GEMM's epilogue can compute it (GPT-2's GELU): `where` is a
-    gather, which a GEMM's output is never fused into, and `clamp` nests one reduction in another (with
-    either, the GELU stayed a kernel of its own and the prefill took a third longer). A 0/1 mask chooses,
-    closed (1 - m) + series m, exact for either; the series is evaluated at xs = 1 / (m / x + 1 - m), which
-    is x within an ulp where m = 1 and 1 where m = 0, so it stays finite (x = inf included) where unused."""
+    `where` compiles to an element-wise select (compiler/lower_select.py), so a GEMM's epilogue still computes
+    it all (GPT-2's GELU); the branch not chosen may overflow (the series at large x) without harm."""
 
     def f(x: Tensor) -> Tensor:
-        near_zero = _mask(C.lt(mul(x, x), _TANH_SERIES_BELOW**2), x)  # false for inf and nan too
-        far = sub(1, near_zero)
-        xs = reciprocal(add(mul(reciprocal(x), near_zero), far))
-        x2 = mul(xs, xs)
+        x2 = mul(x, x)
         poly = _c(x, 0.0)
         for a in reversed(_TANH_SERIES):  # Horner in x^2
             poly = mul(add(poly, a), x2)
-        series = mul(xs, add(poly, 1))  # x (1 + c1 x^2 + ...): x itself for tiny x
+        series = mul(x, add(poly, 1))  # x (1 + c1 x^2 + ...): x itself for tiny x
         closed = sub(1, div(2, add(exp(mul(x, 2)), 1)))
-        return add(mul(closed, far), mul(series, near_zero))
+        return C.where(C.lt(x2, _TANH_SERIES_BELOW**2), series, closed)  # false for inf and nan too
 
     return opmath(x, f)
 
