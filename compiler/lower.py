@@ -166,8 +166,7 @@ class Lowering:
         (src, view) = node.inputs[0]
         source = self.graph.nodes[src]
         shape = tuple(as_expr(d) for d in node.shape)
-        reads_whole = view.is_contiguous() and tuple(view.base) == tuple(view.shape)
-        if reads_whole and not isinstance(source.op, ops.Constant):
+        if view.is_identity() and not isinstance(source.op, ops.Constant):
             self.program.outputs[node.op.label] = (buffer_name(src), shape)
             return
         out = self.add_buffer(node, "output", node.op.label)

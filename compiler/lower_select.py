@@ -50,7 +50,7 @@ def select_of(lowering: Lowering, node: Node) -> ir.Value | None:
     k = as_expr(data_view.shape[0]) if data_view.shape else None
     if k is None or not k.is_const or not 2 <= k.value <= MAX_ROWS or tuple(data_view.shape[1:]) != shape:
         return None
-    if not _reads_whole(data_view):
+    if not data_view.is_identity():
         return None
     rows = _rows(graph, (data, data_view), k.value)
     choice = _choice(graph, index, shape)
@@ -69,10 +69,6 @@ def select_of(lowering: Lowering, node: Node) -> ir.Value | None:
     return ir.Apply("Select", (lowering.read(*choice), *options), node.dtype)
 
 
-def _reads_whole(view: ShapeTracker) -> bool:
-    return view.valid == 1 and view.is_contiguous() and tuple(view.base) == tuple(view.shape)
-
-
 def _computed(graph: Graph, edge: Edge) -> Edge:
     """The node that computes what `edge` reads (past Inline nodes), with the view composed to read it."""
     src, view = edge
@@ -88,7 +84,7 @@ def _summed(graph: Graph, edge: Edge, found: list[Edge]) -> None:
     its reader)."""
     src, view = _computed(graph, edge)
     node = graph.nodes[src]
-    if isinstance(node.op, ops.Add) and _reads_whole(view):
+    if isinstance(node.op, ops.Add) and view.is_identity():
         for e in node.inputs:
             _summed(graph, e, found)
     else:
@@ -115,7 +111,7 @@ def _choice(graph: Graph, index: Edge, shape: tuple) -> Edge | None:
     """`choice` where `index` reads flat(i) + choice(i) * size (either order of either operation)."""
     src, view = _computed(graph, index)
     node = graph.nodes[src]
-    if not isinstance(node.op, ops.Add) or not _reads_whole(view):
+    if not isinstance(node.op, ops.Add) or not view.is_identity():
         return None
     flat, size = ShapeTracker.contiguous(shape).index, as_expr(dims_product(shape))
     for position, scaled in (node.inputs, node.inputs[::-1]):
@@ -123,7 +119,7 @@ def _choice(graph: Graph, index: Edge, shape: tuple) -> Edge | None:
             continue
         mul_src, mul_view = _computed(graph, scaled)
         mul = graph.nodes[mul_src]
-        if not isinstance(mul.op, ops.Mul) or not _reads_whole(mul_view):
+        if not isinstance(mul.op, ops.Mul) or not mul_view.is_identity():
             continue
         for choice, row_size in (mul.inputs, mul.inputs[::-1]):
             if _integer(graph, row_size) == size:

@@ -46,7 +46,7 @@ class Rebuilder:
 
     def alias_to(self, node: Node, new_src: int, view: ShapeTracker) -> None:
         """Declare that `node`'s buffer is the new node `new_src` read through `view`."""
-        same = view.is_contiguous() and tuple(view.base) == tuple(view.shape) == tuple(node.shape)
+        same = view.is_identity() and tuple(view.shape) == tuple(node.shape)
         self.alias[node.id] = (new_src, None if same else view)
 
     def finish(self) -> Graph:

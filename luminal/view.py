@@ -89,6 +89,10 @@ class ShapeTracker:
             and (dims_product(self.shape) == dims_product(self.base))
         )
 
+    def is_identity(self) -> bool:
+        """True when the view reads its buffer as it is: every element, in order, in the buffer's own shape."""
+        return bool(self.is_contiguous()) and tuple(self.base) == tuple(self.shape)
+
     def strides(self) -> tuple[list[Expr], Expr] | None:
         """(strides, offset) when the view is a plain strided view without padding, else None."""
         if self.valid != 1:

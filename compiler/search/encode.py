@@ -155,7 +155,7 @@ def set_view_facts(enc: Encoding) -> None:
         st = enc.views[k]
         facts.append(set_(T.unpadded(k)).to(bool(st.valid == 1)))
         facts.append(set_(T.scalar_view(k)).to(enc.view_id(broadcast_scalar(st.shape))))
-        facts.append(set_(T.identity_view(k)).to(is_identity(st)))
+        facts.append(set_(T.identity_view(k)).to(st.is_identity()))
         facts.append(set_(T.axes_read(k)).to(axes_read(st)))
         facts.append(set_(T.base_view(k)).to(enc.view_id(ShapeTracker.contiguous(st.base))))
         facts.append(set_(T.reads_once(k)).to(reads_once(st)))
@@ -163,11 +163,6 @@ def set_view_facts(enc: Encoding) -> None:
     enc.facts_set = k
     if facts:
         enc.egraph.register(*facts)
-
-
-def is_identity(st: ShapeTracker) -> bool:
-    """Whether `st` reads its buffer as it is: every element, in order, in the buffer's own shape."""
-    return bool(st.valid == 1) and st.is_contiguous() and tuple(st.base) == tuple(st.shape)
 
 
 def reads_once(st: ShapeTracker) -> bool:

@@ -24,7 +24,7 @@ from luminal import ops
 from luminal.compiler.codegen_attention import fits
 from luminal.compiler.passes import PASSES, broadcast_scalar
 from luminal.compiler.search import terms as T
-from luminal.compiler.search.encode import Encoding, axes_read, is_identity
+from luminal.compiler.search.encode import Encoding, axes_read
 from luminal.graph import Graph, Node
 from luminal.symbolic import as_expr
 from luminal.view import ShapeTracker
@@ -63,7 +63,7 @@ def _contraction(graph: Graph, node: Node) -> tuple[Edge, Edge] | None:
     product = graph.nodes[src]
     if node.op.axis != len(view.shape) - 1 or not isinstance(product.op, ops.Mul):
         return None
-    if not is_identity(view):
+    if not view.is_identity():
         return None
     a, b = product.inputs
     return a, b
@@ -91,7 +91,7 @@ def _template(shape: tuple, safe: bool) -> tuple[Graph, int, int]:
         g = run_pass(g)
     out = g.nodes[g.outputs["p"]]
     (p_id, p_view) = out.inputs[0]
-    if not is_identity(p_view):
+    if not p_view.is_identity():
         raise AssertionError("the softmax template's output is a view")  # hl changed: the template needs updating
     return g, g.inputs["scores"], p_id
 
@@ -151,14 +151,14 @@ def _scores(graph: Graph, node: int) -> tuple[Edge, Edge, float, Edge | None] | 
     bias = None
     if isinstance(n.op, ops.Add):
         (a, av), bias = n.inputs
-        if not is_identity(av) or graph.nodes[bias[0]].dtype != dt.float32:
+        if not av.is_identity() or graph.nodes[bias[0]].dtype != dt.float32:
             return None
         n = graph.nodes[a]
     scale = 1.0
     if isinstance(n.op, ops.Mul):
         for raw, c in (n.inputs, n.inputs[::-1]):
             value = _scalar_constant(graph, c)
-            if value is not None and is_identity(raw[1]):
+            if value is not None and raw[1].is_identity():
                 scale, n = value, graph.nodes[raw[0]]
                 break
         else:
