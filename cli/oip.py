@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from luminal.cli.client import ClientError
-from luminal.gateway.tensor_codec import DATATYPES
+from luminal.gateway.json_floats import float_values, strict_dumps, tensor_values
+from luminal.gateway.tensor_codec import DATATYPES, FLOAT_DATATYPES
 
 # bfloat16 values have no JSON form of their own: they travel as float32 numbers, which hold them exactly.
 _JSON_DTYPE = {"BF16": np.dtype(np.float32)}
@@ -37,12 +38,12 @@ def encode_request(inputs: dict[str, tuple[str, np.ndarray]], binary: bool) -> R
             entry["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)
         else:
-            entry["data"] = _json_safe(array, datatype).reshape(-1).tolist()
+            entry["data"] = tensor_values(_json_safe(array, datatype))  # NaN as "NaN": strict JSON
         entries.append(entry)
     doc: dict[str, Any] = {"inputs": entries}
     if binary:
         doc["parameters"] = {"binary_data_output": True}
-    head = json.dumps(doc, separators=(",", ":")).encode()
+    head = strict_dumps(doc)
     return RequestBody(head + b"".join(blobs), len(head) if binary else None)
 
 
@@ -71,7 +72,12 @@ def _decode_output(entry: dict[str, Any], body: bytes, offset: int) -> tuple[np.
     dtype = DATATYPES[datatype]
     size = (entry.get("parameters") or {}).get("binary_data_size")
     if size is None:
-        return np.asarray(entry["data"], dtype=_JSON_DTYPE.get(datatype, dtype)).astype(dtype).reshape(shape), offset
+        data = entry["data"]
+        if datatype in FLOAT_DATATYPES:  # non-finite values arrive as "NaN", "Infinity", "-Infinity"
+            data = float_values(data)
+            if data is None:
+                raise ValueError(f"output {entry['name']!r} holds values that are not {datatype}")
+        return np.asarray(data, dtype=_JSON_DTYPE.get(datatype, dtype)).astype(dtype).reshape(shape), offset
     if not isinstance(size, int) or offset + size > len(body):
         raise ValueError(f"output {entry['name']!r}: binary_data_size {size!r} runs past the body")
     return np.frombuffer(body[offset : offset + size], dtype=dtype).reshape(shape), offset + size

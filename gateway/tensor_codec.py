@@ -16,6 +16,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from luminal.gateway.json_floats import NON_FINITE, float_values, strict_dumps, tensor_values
+
 # Our graph dtypes by their OIP names (BYTES and unsigned types have no luminal dtype, so a model never takes
 # them). Binary data is little-endian, row-major, as the extension defines.
 DATATYPES: dict[str, np.dtype] = {
@@ -28,7 +30,10 @@ DATATYPES: dict[str, np.dtype] = {
 }
 BY_LUMINAL_NAME = {"bool": "BOOL", "int32": "INT32", "int64": "INT64", "float16": "FP16", "bfloat16": "BF16"}
 BY_LUMINAL_NAME["float32"] = "FP32"
+FLOAT_DATATYPES = {"FP16", "BF16", "FP32"}  # the ones whose JSON data may hold "NaN", "Infinity", "-Infinity"
 MAX_RANK = 32  # far above any model's rank; stops a shape list of a million entries early
+# A request id is echoed in the answer and stored with a prediction: a correlation token, not a payload.
+MAX_ID_CHARS = 256
 
 
 class TensorError(ValueError):
@@ -111,15 +116,28 @@ def _flatten(data: Any, name: str) -> list[Any]:
     return flat
 
 
-def _check_elements(flat: list[Any], datatype: str, name: str) -> None:
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, str):
+        return value in NON_FINITE
+    return isinstance(value, float) and not math.isfinite(value)  # a bare NaN, or 1e999, in the JSON
+
+
+def _checked_elements(flat: list[Any], datatype: str, name: str) -> list[Any]:
+    """The values as numpy can take them: floats may be the strings "NaN", "Infinity", "-Infinity"."""
     if datatype == "BOOL":
         ok = all(isinstance(v, bool) for v in flat)
     elif datatype.startswith("INT"):
         ok = all(isinstance(v, int) and not isinstance(v, bool) for v in flat)
+        if not ok and any(_non_finite(v) for v in flat):
+            raise TensorError(f"input {name!r}: {datatype} data holds NaN or infinity, which only float tensors take")
     else:
-        ok = all(isinstance(v, int | float) and not isinstance(v, bool) for v in flat)
+        values = float_values(flat)
+        if values is not None:
+            return values
+        ok = False
     if not ok:
         raise TensorError(f"input {name!r}: data holds values that are not {datatype}")
+    return flat
 
 
 def _decode_json_data(raw: dict[str, Any], name: str, datatype: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -129,7 +147,7 @@ def _decode_json_data(raw: dict[str, Any], name: str, datatype: str, shape: tupl
     count = math.prod(shape)
     if len(flat) != count:
         raise TensorError(f"input {name!r}: shape {list(shape)} needs {count} values, data holds {len(flat)}")
-    _check_elements(flat, datatype, name)
+    flat = _checked_elements(flat, datatype, name)
     try:
         return np.array(flat, dtype=DATATYPES[datatype]).reshape(shape)
     except (OverflowError, ValueError) as e:
@@ -186,8 +204,8 @@ def parse_infer_request(body: bytes, header_length: str | None, signature: dict[
         raise TensorError(f"missing input(s) {missing}")
     outputs, binary_outputs = _requested_outputs(doc, [e["name"] for e in signature["outputs"]])
     request_id = doc.get("id")
-    if request_id is not None and not isinstance(request_id, str):
-        raise TensorError("id must be a string")
+    if request_id is not None and (not isinstance(request_id, str) or len(request_id) > MAX_ID_CHARS):
+        raise TensorError(f"id must be a string of at most {MAX_ID_CHARS} characters")
     priority, timeout_us = _scheduling(_params(doc, "request"))
     return InferRequest(request_id, inputs, outputs, binary_outputs, priority, timeout_us)
 
@@ -250,12 +268,12 @@ def encode_infer_response(
             blobs.append(blob)
         else:
             plain = array.astype(np.float32) if datatype == "BF16" else array  # bf16 has no Python float form
-            entry["data"] = plain.reshape(-1).tolist()
+            entry["data"] = tensor_values(plain)
         entries.append(entry)
     doc: dict[str, Any] = {"model_name": model, "model_version": version, "outputs": entries}
     if request.id is not None:
         doc["id"] = request.id
-    header = json.dumps(doc, separators=(",", ":")).encode()
+    header = strict_dumps(doc)
     if not blobs:
         return header, None
     return header + b"".join(blobs), len(header)
