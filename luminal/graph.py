@@ -21,6 +21,9 @@ from luminal.view import ShapeError, ShapeTracker, format_shape
 if TYPE_CHECKING:
     from luminal.tensor import Tensor
 
+# Input, output and weight names reach URLs, API answers and safetensors headers; 256 is far above any real name.
+MAX_NAME_CHARS = 256
+
 
 class GraphError(ValueError):
     """The graph is inconsistent: unknown names, duplicate names, unbound weights, bad edges."""
@@ -105,8 +108,11 @@ class Graph:
         return Tensor(self, node.id, ShapeTracker.contiguous(node.shape))
 
     def _check_name(self, name: str, table: dict[str, int], what: str) -> None:
-        if not isinstance(name, str) or not name or len(name) > 256:
-            raise GraphError(f"{what} name must be a non-empty string of at most 256 characters, got {name!r}")
+        if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS:
+            shown = f"{len(name)} characters" if isinstance(name, str) and name else repr(name)
+            raise GraphError(
+                f"{what} name must be a non-empty string of at most {MAX_NAME_CHARS} characters, got {shown:.80}"
+            )
         if name in table:
             raise GraphError(f"{what} {name!r} is already defined")
 

@@ -21,7 +21,7 @@ from typing import IO, Any
 import numpy as np
 
 from luminal import dtypes as dt
-from luminal.graph import Graph, GraphError
+from luminal.graph import MAX_NAME_CHARS, Graph, GraphError
 from luminal.graph_json import (
     GraphFileError,
     decode_graph,
@@ -33,6 +33,7 @@ from luminal.graph_json import (
     symbol_table,
 )
 from luminal.safezip import end_record, entry_info, read_entry, write_atomic
+from luminal.symbolic import MAX_SYMBOL_CHARS
 from luminal.view import format_shape
 
 FORMAT_NAME = "luminal.lgraph"
@@ -41,6 +42,8 @@ MANIFEST, GRAPH, WEIGHTS = "manifest.json", "graph.json", "weights.safetensors"
 MANIFEST_KEYS = {"format", "format_version", "luminal_version", "signature", "symbols", "entries", "counts"}
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
+# luminal_version is stored with the model and shown back: a PEP 440 version with a local part fits easily.
+MAX_VERSION_CHARS = 64
 # Per-entry caps on the uncompressed size. The manifest is a signature of a few hundred tensors; graph.json
 # holds up to MAX_NODES nodes at ~200 bytes each; the weights of a ~30B-parameter bfloat16 model fit.
 ENTRY_CAPS = {MANIFEST: 1 * MiB, GRAPH: 256 * MiB, WEIGHTS: 64 * GiB}
@@ -245,9 +248,31 @@ def _check_format(manifest: Any) -> None:
     expect_keys(manifest, MANIFEST_KEYS, MANIFEST)
     if not isinstance(manifest["luminal_version"], str):
         raise GraphFileError(f"{MANIFEST}: luminal_version must be a string")
+    _check_lengths(manifest)
     entries = expect_keys(manifest["entries"], {GRAPH, WEIGHTS}, f"{MANIFEST} entries")
     for name, entry in entries.items():
         expect_keys(entry, {"sha256", "size"}, f"{MANIFEST} entry {name}")
+
+
+def _too_long(field: str, value: Any, limit: int) -> None:
+    if isinstance(value, str) and len(value) > limit:
+        raise GraphFileError(f"{MANIFEST}: {field} is {len(value)} characters, over the limit of {limit}")
+
+
+def _check_lengths(manifest: dict[str, Any]) -> None:
+    """Every string the manifest carries is bounded, checked before anything else reads it (the graph refuses
+    long names later too, but this names the field and its limit at once). Malformed tables are left to the
+    checks that compare the manifest with graph.json."""
+    _too_long("luminal_version", manifest["luminal_version"], MAX_VERSION_CHARS)
+    sig = manifest["signature"]
+    for side in ("inputs", "outputs"):
+        entries = sig.get(side) if isinstance(sig, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict):
+                _too_long(f"{side[:-1]} name", entry.get("name"), MAX_NAME_CHARS)
+    symbols = manifest["symbols"]
+    for name in symbols if isinstance(symbols, dict) else []:
+        _too_long("symbol name", name, MAX_SYMBOL_CHARS)
 
 
 def _check_digest(manifest: dict[str, Any], name: str, data: bytearray) -> None:
@@ -335,7 +360,9 @@ def _bind(graph: Graph, arrays: dict[str, np.ndarray]) -> None:
     missing = sorted(set(graph.weights) - set(arrays))
     extra = sorted(set(arrays) - set(graph.weights))
     if missing or extra:
-        raise GraphFileError(f"{WEIGHTS} does not match the graph: missing weights {missing}, extra weights {extra}")
+        raise GraphFileError(
+            f"{WEIGHTS} does not match the graph: missing weights {missing!r:.300}, extra weights {extra!r:.300}"
+        )
     for name, arr in arrays.items():
         node = graph.nodes[graph.weights[name]]
         if tuple(arr.shape) != tuple(node.shape) or arr.dtype != node.dtype.np:

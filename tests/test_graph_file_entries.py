@@ -60,6 +60,34 @@ def test_manifest_defects():
             load_graph(edit(MANIFEST, fn))
 
 
+def test_manifest_strings_are_bounded():
+    long_input = lambda m: m["signature"]["inputs"][0].__setitem__("name", "x" * 300)  # noqa: E731
+    cases = [
+        (
+            lambda m: m.__setitem__("luminal_version", "9" * 100_000),
+            "luminal_version is 100000 characters, over the limit of 64",
+        ),
+        (long_input, "input name is 300 characters, over the limit of 256"),
+        (
+            lambda m: m.__setitem__("symbols", {"b" * 65: {"min": 1, "max": 8}}),
+            "symbol name is 65 characters, over the limit of 64",
+        ),
+    ]
+    for fn, message in cases:
+        with pytest.raises(GraphFileError, match=message):
+            load_graph(edit(MANIFEST, fn))
+
+
+def test_a_long_name_in_graph_json_is_refused_briefly():
+    def rename(doc):
+        doc["nodes"][0]["params"]["label"] = "x" * 100_000
+        doc["inputs"] = {"x" * 100_000: 0}
+
+    with pytest.raises(GraphFileError, match="at most 256 characters, got 100000 characters") as refused:
+        load_graph(edit(GRAPH, rename))
+    assert len(str(refused.value)) < 300  # the message names the problem, it does not echo the name
+
+
 def test_digest_mismatch():
     parts = entries(graph_to_bytes(small_graph()))
     tampered = parts[GRAPH].replace(b'"label":"y"', b'"label":"z"')

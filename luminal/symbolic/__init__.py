@@ -19,7 +19,8 @@ from luminal.symbolic.expr import (
 )
 from luminal.symbolic.render import c_prelude
 
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+MAX_SYMBOL_CHARS = 64  # symbol names become C identifiers in kernels: short, like any variable name
+_NAME = re.compile(rf"^[A-Za-z][A-Za-z0-9_]{{0,{MAX_SYMBOL_CHARS - 1}}}$")
 # Names that would not survive rendering into C, CUDA or Metal source.
 _RESERVED = {"auto", "char", "const", "double", "float", "int", "long", "short", "signed", "unsigned", "void"}
 
@@ -28,7 +29,8 @@ def sym(name: str, min: int = 1, max: int = DEFAULT_MAX) -> Expr:  # noqa: A002 
     """A named symbolic dimension with an inclusive value range (used for bounds and compile buckets)."""
     if not isinstance(name, str) or not _NAME.match(name) or keyword.iskeyword(name) or name in _RESERVED:
         raise SymbolicError(
-            f"symbol name {name!r} must be a letter then up to 63 letters, digits or '_', not a keyword"
+            f"symbol name {name!r:.80} must be a letter then up to {MAX_SYMBOL_CHARS - 1} letters, digits or '_', "
+            "not a keyword"
         )
     return var(name, int(min), int(max))
 
@@ -49,6 +51,7 @@ __all__ = [
     "Dim",
     "Expr",
     "ExprLike",
+    "MAX_SYMBOL_CHARS",
     "SymbolicError",
     "as_dim",
     "as_expr",
