@@ -13,7 +13,10 @@ from luminal.gateway.store.tables import ApiKey, Deployment, Model, ModelVersion
 from luminal.gateway.tensor_codec import oip_datatype, oip_shape
 
 # Names appear in URLs (/v2/models/{name}); this keeps them path-safe and readable.
-MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+MAX_MODEL_NAME_CHARS = 128
+MODEL_NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.\-]{{0,{MAX_MODEL_NAME_CHARS - 1}}}$"
+# A name in a path is only looked up, so any text may ask (and get a 404), but none longer than a name can be.
+ModelNameInPath = Annotated[str, Path(max_length=MAX_MODEL_NAME_CHARS, description="the model's name")]
 
 
 class TensorSpec(BaseModel):
@@ -65,7 +68,7 @@ class DeploymentCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt setting is an error, not silently the default
 
     model: str = Field(pattern=MODEL_NAME_PATTERN)
-    version: int | None = Field(default=None, ge=1, description="the model version; the newest when omitted")
+    version: int | None = Field(default=None, ge=1, le=10**9, description="the model version; the newest when omitted")
     gpu_type: str = Field(default="cpu", max_length=32)
     # Batching and scaling settings, stored now and used by the scheduler and provisioner slices.
     max_batch_size: int = Field(default=8, ge=1, le=1024)

@@ -20,7 +20,7 @@ from luminal.gateway.metrics import INVALID, InferenceMetrics, ModelLabels, obse
 from luminal.gateway.platform import Platform
 from luminal.gateway.predictions import PredictionJob, accepted_response, prefers_async
 from luminal.gateway.request_body import read_capped_body
-from luminal.gateway.schemas import tensor_specs
+from luminal.gateway.schemas import ModelNameInPath, tensor_specs
 from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import Tenant
@@ -181,34 +181,34 @@ def _queued_request(ref: DeploymentRef, parsed: InferRequest) -> InferenceReques
 
 
 @router.get("/{name}")
-def model_metadata(name: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
+def model_metadata(name: ModelNameInPath, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
     return _metadata(db, tenant, name, None)
 
 
 @router.get("/{name}/versions/{version}")
-def model_version_metadata(name: str, version: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
+def model_version_metadata(name: ModelNameInPath, version: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
     return _metadata(db, tenant, name, version)
 
 
 @router.get("/{name}/ready")
-def model_ready(name: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
+def model_ready(name: ModelNameInPath, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
     return _ready(db, tenant, name, None)
 
 
 @router.get("/{name}/versions/{version}/ready")
-def model_version_ready(name: str, version: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
+def model_version_ready(name: ModelNameInPath, version: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
     return _ready(db, tenant, name, version)
 
 
 # The infer routes take only the tenant as a dependency and read the platform from the app: every dependency
 # FastAPI resolves costs tens of microseconds per request, a real share of a small model's latency.
 @router.post("/{name}/infer")
-async def infer(request: Request, name: str, tenant: TenantDep) -> Response:
+async def infer(request: Request, name: ModelNameInPath, tenant: TenantDep) -> Response:
     """JSON tensors, or JSON followed by binary tensors (Triton's extension); see gateway/tensor_codec.py. With
     `Prefer: respond-async`: 202 and a prediction to poll at /v1/predictions/{id} (gateway/predictions.py)."""
     return await _infer(request, name, None, tenant, request.app.state.platform)
 
 
 @router.post("/{name}/versions/{version}/infer")
-async def infer_version(request: Request, name: str, version: str, tenant: TenantDep) -> Response:
+async def infer_version(request: Request, name: ModelNameInPath, version: str, tenant: TenantDep) -> Response:
     return await _infer(request, name, version, tenant, request.app.state.platform)

@@ -8,7 +8,14 @@ from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.dependencies import ArtifactsDep, ChangesMetadata, DatabaseDep, SettingsDep, TenantDep
-from luminal.gateway.schemas import MODEL_NAME_PATTERN, ModelPublic, ModelVersionPublic, RowId, UploadPublic
+from luminal.gateway.schemas import (
+    MODEL_NAME_PATTERN,
+    ModelNameInPath,
+    ModelPublic,
+    ModelVersionPublic,
+    RowId,
+    UploadPublic,
+)
 from luminal.gateway.store import models as model_store
 from luminal.gateway.uploads import register_upload, spool_upload
 
@@ -48,13 +55,13 @@ def list_models(tenant: TenantDep, db: DatabaseDep) -> list[ModelPublic]:
 
 
 @router.get("/{name}")
-def get_model(name: str, tenant: TenantDep, db: DatabaseDep) -> ModelPublic:
+def get_model(name: ModelNameInPath, tenant: TenantDep, db: DatabaseDep) -> ModelPublic:
     with db.session() as session:
         return ModelPublic.of(model_store.get_model(session, tenant, name))
 
 
 @router.delete("/{name}", status_code=204, dependencies=[ChangesMetadata])
-def delete_model(name: str, tenant: TenantDep, db: DatabaseDep, artifacts: ArtifactsDep) -> Response:
+def delete_model(name: ModelNameInPath, tenant: TenantDep, db: DatabaseDep, artifacts: ArtifactsDep) -> Response:
     """Deletes every version and deployment of the model; files no other model uses are removed after the
     database change commits (a crash in between leaves an unreferenced file, never a dangling row)."""
     with db.session() as session:
@@ -66,7 +73,7 @@ def delete_model(name: str, tenant: TenantDep, db: DatabaseDep, artifacts: Artif
 
 @router.delete("/{name}/versions/{version}", status_code=204, dependencies=[ChangesMetadata])
 def delete_model_version(
-    name: str, version: RowId, tenant: TenantDep, db: DatabaseDep, artifacts: ArtifactsDep
+    name: ModelNameInPath, version: RowId, tenant: TenantDep, db: DatabaseDep, artifacts: ArtifactsDep
 ) -> Response:
     """Deletes one version and its deployment; deleting the last version deletes the model."""
     with db.session() as session:
