@@ -23,6 +23,7 @@ import uvicorn
 import luminal as lm
 from luminal.gateway.app import create_app
 from luminal.gateway.settings import Settings
+from luminal.gateway.store.database import Database, migrate
 from luminal.graph_file import graph_to_bytes
 
 ADMIN_URL = os.environ.get("LUMINAL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -81,6 +82,15 @@ def database_url(request, tmp_path: Path) -> str:
     url = request.getfixturevalue("postgres_database")
     _fresh_postgres_schema(url)
     return url
+
+
+@pytest.fixture
+def db(database_url: str):
+    """The metadata store, migrated, on each database: for tests of the store layer without a server."""
+    database = Database(database_url)
+    migrate(database.engine)
+    yield database
+    database.dispose()
 
 
 @pytest.fixture

@@ -22,14 +22,6 @@ TABLES = {"tenants", "api_keys", "models", "model_versions", "deployments"}
 SIGNATURE = {"inputs": [{"name": "x", "shape": [4], "dtype": "float32"}], "outputs": []}
 
 
-@pytest.fixture
-def db(database_url: str):
-    database = Database(database_url)
-    migrate(database.engine)
-    yield database
-    database.dispose()
-
-
 def graph(sha: str) -> UploadedGraph:
     return UploadedGraph(sha, 10, sha, SIGNATURE, {})
 
