@@ -19,6 +19,7 @@ from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.artifacts import LocalArtifactStore
 from luminal.gateway.store.database import Database, migrate
 from luminal.gateway.store.tenants import ensure_bootstrap_tenant
+from luminal.gateway.sweeps import Sweeper
 from luminal.provisioner.backends import ThreadWorkers
 from luminal.provisioner.local_processes import LocalProcessWorkers
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
@@ -116,10 +117,13 @@ def create_app(
         app.state.platform = start_platform(settings, backend)
         if on_start is not None:
             on_start(app.state.platform)
+        sweeper = Sweeper.of(settings, app.state.platform.db, app.state.platform.artifacts)
+        sweeper.start()
         try:
             yield
         finally:
             try:
+                await sweeper.stop()
                 await app.state.platform.predictions.shutdown()
             finally:
                 stop_platform(app.state.platform)

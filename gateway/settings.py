@@ -77,6 +77,18 @@ class Settings(BaseSettings):
     # Prefixes every Redis key, so several platforms (or test runs) can share one Redis server.
     queue_namespace: str = Field(default="lm", pattern=r"^[A-Za-z0-9_.\-]{1,64}$", description="Redis key prefix")
 
+    # Retention. A finished prediction (its stored output included) is deleted this long after it finished, so
+    # the database and artifact store do not grow forever. One hour, as Replicate keeps an API prediction's
+    # inputs and outputs: ample for a poll or a webhook's retries; a client that needs the result longer keeps
+    # its own copy. At most 30 days.
+    prediction_retention_s: float = Field(
+        default=3600.0, gt=0, le=30 * 86400, description="seconds a finished prediction is kept"
+    )
+    # A blob nothing references is removed once older than this: a crash between the artifact store and the
+    # database orphans it. Younger ones may belong to an upload, compile or prediction committing its row.
+    orphan_grace_s: float = Field(default=3600.0, ge=60, description="age before an unreferenced blob is removed")
+    sweep_interval_s: float = Field(default=300.0, gt=0, description="seconds between retention sweeps")
+
     @cached_property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'luminal.db'}"

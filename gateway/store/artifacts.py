@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -32,6 +33,14 @@ class ArtifactStore(Protocol):
     def exists(self, key: str) -> bool: ...
 
     def delete(self, key: str) -> None: ...
+
+    def stored(self) -> Iterator[tuple[str, float]]:
+        """Every key with the time (epoch seconds) it was last stored; the orphan sweep reads it."""
+        ...
+
+    def delete_if_stored_before(self, key: str, cutoff: float) -> bool:
+        """Delete the blob unless it was stored at or after `cutoff`; whether it was deleted."""
+        ...
 
 
 def sha256_file(path: Path) -> str:
@@ -57,7 +66,7 @@ class LocalArtifactStore:
     def put_file(self, path: Path, sha256: str) -> str:
         target = self._path(sha256)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists():
+        if _still_stored(target):
             Path(path).unlink(missing_ok=True)  # same content already stored
             return sha256
         os.replace(path, target)  # atomic on one filesystem; callers spool beside the store
@@ -66,7 +75,7 @@ class LocalArtifactStore:
     def put_bytes(self, data: bytes) -> str:
         key = hashlib.sha256(data).hexdigest()
         target = self._path(key)
-        if target.exists():
+        if _still_stored(target):
             return key
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{key}.{os.getpid()}.{id(data)}.tmp")
@@ -91,3 +100,34 @@ class LocalArtifactStore:
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
+
+    def delete_if_stored_before(self, key: str, cutoff: float) -> bool:
+        path = self._path(key)
+        try:
+            if path.stat().st_mtime >= cutoff:
+                return False
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def stored(self) -> Iterator[tuple[str, float]]:
+        for folder in self.root.iterdir():
+            if not folder.is_dir():
+                continue
+            for path in folder.iterdir():
+                if _SHA256.fullmatch(path.name):  # skips a put_bytes temporary (".<key>.<pid>...tmp")
+                    try:
+                        yield path.name, path.stat().st_mtime
+                    except FileNotFoundError:  # deleted meanwhile
+                        continue
+
+
+def _still_stored(path: Path) -> bool:
+    """Whether the blob exists, marking it stored now: storing it again may be the first step of a new
+    reference, and the orphan sweep spares blobs younger than its grace period."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    return True

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from luminal.gateway.store.errors import NotFound
-from luminal.gateway.store.tables import Deployment, Model, ModelVersion, Tenant
+from luminal.gateway.store.tables import Deployment, Model, ModelVersion, Prediction, Tenant
 
 
 @dataclass(frozen=True)
@@ -90,12 +90,14 @@ def delete_model(session: Session, tenant: Tenant, name: str) -> list[str]:
 
 
 def unreferenced(session: Session, keys: set[str]) -> list[str]:
-    """The keys among `keys` that no remaining model version or deployment points at (blobs are shared by
-    content across models and tenants, so one deletion must not remove another's file)."""
+    """The keys among `keys` that no remaining model version, deployment or stored prediction output points at
+    (blobs are shared by content across models, predictions and tenants, so one deletion must not remove
+    another's file)."""
     if not keys:
         return []
     used = set(session.scalars(select(ModelVersion.artifact_key).where(ModelVersion.artifact_key.in_(keys))))
     used |= set(session.scalars(select(Deployment.program_key).where(Deployment.program_key.in_(keys))))
+    used |= set(session.scalars(select(Prediction.output_key).where(Prediction.output_key.in_(keys))))
     return sorted(keys - used)
 
 

@@ -3,19 +3,21 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from luminal.gateway.store.errors import NotFound
 from luminal.gateway.store.tables import Prediction, Tenant, utcnow
 
 QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
-UNFINISHED = (QUEUED, RUNNING)
+UNFINISHED, FINISHED = (QUEUED, RUNNING), (SUCCEEDED, FAILED)
 WEBHOOK_PENDING, WEBHOOK_DELIVERED, WEBHOOK_FAILED = "pending", "delivered", "failed"
 INTERRUPTED = "interrupted by a restart"
+MAX_ERROR_CHARS = 4000  # a backend's message can be a long traceback; the prediction keeps its head
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ def finish_prediction(session: Session, prediction_id: str, outcome: Outcome) ->
     if row is None:
         return None
     row.status = FAILED if outcome.error is not None else SUCCEEDED
-    row.error = outcome.error
+    row.error = None if outcome.error is None else outcome.error[:MAX_ERROR_CHARS]
     row.output, row.output_key = outcome.output, outcome.output_key
     row.billed_seconds = outcome.billed_seconds
     row.started_at = row.started_at or utcnow()
@@ -120,3 +122,15 @@ def fail_unfinished(session: Session, message: str, ids: list[str] | None = None
     now = utcnow()
     result = session.execute(stmt.values(status=FAILED, error=message, completed_at=now))
     return result.rowcount or 0
+
+
+def delete_finished_before(session: Session, cutoff: dt.datetime, limit: int) -> tuple[int, list[str]]:
+    """Delete up to `limit` predictions that finished before `cutoff`, whichever tenant's; return how many, and
+    the artifact keys of their stored outputs (the caller removes those nothing else uses once this commits)."""
+    expired = select(Prediction.id, Prediction.output_key).where(
+        Prediction.status.in_(FINISHED), Prediction.completed_at < cutoff
+    )
+    rows = session.execute(expired.limit(limit)).all()
+    if rows:
+        session.execute(delete(Prediction).where(Prediction.id.in_([r.id for r in rows])))
+    return len(rows), [r.output_key for r in rows if r.output_key is not None]
