@@ -74,7 +74,9 @@ class PredictionPublic(BaseModel):
             completed_at=row.completed_at,
             error=row.error,
             billed_seconds=row.billed_seconds,
-            output=None if output_text is None else json.loads(output_text),
+            # parse_constant=str: a document stored before non-finite values were written as strings answers
+            # with the same "NaN", "Infinity", "-Infinity" strings as a new one, never an unserializable float.
+            output=None if output_text is None else json.loads(output_text, parse_constant=str),
             webhook_status=row.webhook_status,
         )
 

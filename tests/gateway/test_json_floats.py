@@ -3,6 +3,7 @@ only), the CLI's side of the protocol doing the same, and JSON responses that re
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 
@@ -12,6 +13,8 @@ from fastapi.responses import JSONResponse
 
 from luminal.cli.oip import decode_response, encode_request
 from luminal.gateway.json_floats import strict_dumps, tensor_values
+from luminal.gateway.prediction_schemas import PredictionPublic
+from luminal.gateway.store.tables import Prediction
 from luminal.gateway.tensor_codec import InferRequest, TensorError, encode_infer_response, parse_infer_request
 
 SIG = {
@@ -101,3 +104,13 @@ def test_the_cli_sends_and_reads_the_string_forms():
     datatype, array = decode_response(json.dumps(answer).encode(), None)["y"]
     assert datatype == "FP32"
     np.testing.assert_array_equal(array, SPECIAL)
+
+
+def test_a_document_stored_with_bare_constants_answers_with_the_strings():
+    # Written before this format: the poll and the webhook must still be strict JSON.
+    now = dt.datetime.now(dt.UTC)
+    row = Prediction(id="p", model="m", version=1, status="succeeded", created_at=now, billed_seconds=0.0)
+    stored = '{"outputs": [{"name": "y", "data": [NaN, Infinity, -Infinity, 1.5]}]}'
+    public = PredictionPublic.of(row, stored)
+    assert public.output["outputs"][0]["data"] == ["NaN", "Infinity", "-Infinity", 1.5]
+    strict_loads(JSONResponse(public.model_dump(mode="json")).body)
