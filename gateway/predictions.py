@@ -8,7 +8,8 @@ predictions, then cancels the rest and marks them failed the same way.
 Results are stored as the OIP JSON response document, binary outputs inlined as JSON `data` (a poll or a webhook
 is plain JSON). Up to `INLINE_OUTPUT_BYTES` the document sits in the row's Text column: one read serves a poll,
 and the database keeps it with the row. Larger ones go to the artifact store (content-addressed, S3 when
-distributed), so a multi-megabyte tensor never bloats the metadata database or its backups.
+distributed), so a multi-megabyte tensor never bloats the metadata database or its backups. Both are deleted
+`prediction_retention_s` after the prediction finished (gateway/sweeps.py).
 """
 
 from __future__ import annotations

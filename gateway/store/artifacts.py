@@ -1,7 +1,7 @@
 """Where uploaded graphs and compiled programs live: a content-addressed blob store behind a small Protocol.
 
 Keys are the sha256 of the content, so identical uploads share one blob and a key can never name different
-bytes. The local-directory backend is the embedded default; an S3 backend implements the same four methods.
+bytes. The local-directory backend is the embedded default; an S3 backend implements the same methods.
 """
 
 from __future__ import annotations
