@@ -133,3 +133,15 @@ def test_the_allow_setting_admits_private_targets(url, fake_dns, no_network):
 def test_ipv4_spellings_read_as_resolvers_read_them(spelling, address):
     parsed = ipv4_spelling(spelling)
     assert (None if parsed is None else str(parsed)) == address
+
+
+def test_submission_refuses_internal_targets_with_400_and_creates_nothing(server, fake_dns, no_network):
+    client = server.client()
+    body = {"model": "tiny", "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0, 0, 0, 0]}]}
+    for url, reason in REFUSED_ADDRESSES + REFUSED_NAMES:
+        r = client.post("/v1/predictions", json={**body, "webhook": url})
+        assert r.status_code == 400 and reason in r.json()["error"], (url, r.text)
+    assert client.get("/v1/predictions").json()["predictions"] == []
+    server_address = tuple(server.host_port.split(":"))
+    assert no_network.connected_beyond((server_address[0], int(server_address[1]))) == []
+    assert no_network.lookups == []
