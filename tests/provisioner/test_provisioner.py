@@ -6,9 +6,12 @@ its registry read a stepped clock: idle times, backoffs and heartbeat ages are e
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 
 import pytest
 
+from luminal.provisioner.backends import _ThreadHandle
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
 from luminal.scheduler.clock import ManualClock
 from luminal.scheduler.registry import WorkerInfo, open_registry
@@ -176,3 +179,29 @@ def test_workers_are_replaced_when_the_batching_settings_change_but_not_the_repl
     provisioner.tick()
     (second,) = backend.running()
     assert first.stopped and second.spec.max_batch_size == 64
+
+
+class LoadingWorker:
+    """What a thread handle needs of a Worker: it is ready when the test says its program has loaded."""
+
+    def __init__(self):
+        self.worker_id, self.ready = "w-thread", threading.Event()
+
+    def run(self, stop: threading.Event) -> None:
+        stop.wait()
+
+
+def test_a_thread_worker_cold_start_is_read_on_the_provisioner_clock():
+    clock, worker = ManualClock(), LoadingWorker()
+    handle = _ThreadHandle(worker, SPEC, clock)
+    try:
+        clock.advance(1.25)  # loading its program
+        worker.ready.set()
+        deadline = time.monotonic() + 10  # only for the handle's watcher thread to run: no duration is asserted
+        while handle.cold_start_seconds() is None:
+            assert time.monotonic() < deadline, "the handle never saw the worker ready"
+            time.sleep(0.01)
+        assert handle.cold_start_seconds() == 1.25
+    finally:
+        handle.stop()
+        assert handle.join(10)
