@@ -2,18 +2,19 @@
 
 The first request of a batch is waited for up to `idle_wait_s` (short, so the worker's loop notices a stop);
 from the moment it was taken, the batch keeps taking requests until it holds the policy's rows or
-`max_queue_delay_s` has passed, measured on the monotonic clock. A request taken that would overflow the batch
-is kept (in queue order) as the start of the next batch, never dropped and never re-queued.
+`max_queue_delay_s` has passed, measured on the monotonic clock it is given (the system's, or a test's). A
+request taken that would overflow the batch is kept (in queue order) as the start of the next batch, never
+dropped and never re-queued.
 """
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from typing import NamedTuple
 
 from luminal.batching.layout import BatchLayout
 from luminal.batching.policy import BatchPolicy
+from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.queues.base import Delivery, RequestQueue
 
 
@@ -27,12 +28,12 @@ def batch_capacity(policy: BatchPolicy, layout: BatchLayout | None) -> int:
 
 class _Held(NamedTuple):
     delivery: Delivery
-    taken_at: float  # time.monotonic() when it left the queue
+    taken_at: float  # the clock's monotonic time when it left the queue
 
 
 class BatchFormer:
-    def __init__(self, queue: RequestQueue, deployment_id: int, consumer: str):
-        self.queue, self.deployment_id, self.consumer = queue, deployment_id, consumer
+    def __init__(self, queue: RequestQueue, deployment_id: int, consumer: str, clock: Clock = SYSTEM_CLOCK):
+        self.queue, self.deployment_id, self.consumer, self.clock = queue, deployment_id, consumer, clock
         self._carried: deque[_Held] = deque()  # taken from the queue, not yet in a batch
 
     @property
@@ -42,7 +43,7 @@ class BatchFormer:
 
     def _take(self, max_items: int, wait_s: float) -> None:
         deliveries = self.queue.take(self.deployment_id, self.consumer, max_items, wait_s)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         self._carried.extend(_Held(d, now) for d in deliveries)
 
     def next_batch(self, policy: BatchPolicy, layout: BatchLayout | None, idle_wait_s: float) -> list[Delivery]:
@@ -69,7 +70,7 @@ class BatchFormer:
                 rows += extent
             if rows >= capacity:
                 return batch
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
                 return batch
             # Each request brings at least one row, so more than `capacity - rows` could never all fit.

@@ -13,7 +13,7 @@ from luminal.gateway.store.artifacts import ArtifactStore
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import Tenant
 from luminal.gateway.ttl_cache import TtlCache
-from luminal.gateway.webhooks import webhook_secret
+from luminal.gateway.webhooks import WebhookSender, webhook_secret
 from luminal.provisioner.provisioner import Provisioner
 from luminal.scheduler.compile_jobs import CompileRunner
 from luminal.scheduler.ledger_writer import BufferedLedger
@@ -46,8 +46,8 @@ class Platform:
     def __post_init__(self) -> None:
         self.tenants = TtlCache(self.settings.metadata_cache_s)
         self.ready_deployments = TtlCache(self.settings.metadata_cache_s)
-        secret = webhook_secret(self.settings)
-        self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, secret)
+        webhooks = WebhookSender(webhook_secret(self.settings), self.settings.webhook_allow_private)
+        self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks)
 
     def clear_caches(self) -> None:
         self.tenants.clear()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from luminal.gateway.schemas import MODEL_NAME_PATTERN
 from luminal.gateway.store.tables import Prediction
-from luminal.gateway.webhooks import check_webhook_url
+from luminal.gateway.webhooks import DEFAULT_EVENTS, EVENTS, check_webhook_url
 
 MAX_TENSORS = 256  # far above any model's inputs or outputs; keeps a hostile list from being walked for long
 
@@ -27,6 +27,16 @@ class PredictionCreate(BaseModel):
     outputs: list[dict[str, Any]] | None = Field(default=None, max_length=MAX_TENSORS)
     # Checked by `checked_webhook` (not pydantic's HttpUrl), so the 400 names the rule the URL breaks.
     webhook: str | None = Field(default=None, description="http(s) URL that receives the finished prediction")
+    # As Replicate's: which events are sent to the webhook; omitted, only "completed".
+    webhook_events_filter: list[Literal["start", "completed"]] | None = Field(
+        default=None, min_length=1, max_length=len(EVENTS), description="webhook events: start, completed"
+    )
+
+    @model_validator(mode="after")
+    def _events_need_a_webhook(self) -> PredictionCreate:
+        if self.webhook_events_filter is not None and self.webhook is None:
+            raise ValueError("webhook_events_filter is given without a webhook to send the events to")
+        return self
 
     def infer_body(self) -> bytes:
         """The equivalent OIP infer request body, for the same decoding and checks as `/v2/.../infer`."""
@@ -37,6 +47,9 @@ class PredictionCreate(BaseModel):
 
     def checked_webhook(self) -> str | None:
         return None if self.webhook is None else check_webhook_url(self.webhook)
+
+    def webhook_events(self) -> frozenset[str]:
+        return DEFAULT_EVENTS if self.webhook_events_filter is None else frozenset(self.webhook_events_filter)
 
 
 class PredictionAccepted(BaseModel):

@@ -1,5 +1,6 @@
 """Asynchronous predictions: the request is answered 202 at once and executed by a background task of this
-gateway process, which stores the result and then calls the client's webhook.
+gateway process, which stores the result and calls the client's webhook for the events it asked for: "start"
+(sent beside the execution, so a slow receiver never delays it) and "completed" (after "start" has been sent).
 
 The inputs live only in the task (never in the database): a restart cannot resume a prediction, so the next
 start marks the ones it cut off failed (`fail_interrupted`). A graceful shutdown waits a few seconds for running
@@ -32,7 +33,7 @@ from luminal.gateway.store.artifacts import ArtifactStore
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import Prediction
 from luminal.gateway.tensor_codec import InferRequest, encode_infer_response
-from luminal.gateway.webhooks import deliver
+from luminal.gateway.webhooks import COMPLETED, DEFAULT_EVENTS, START, Delivery, WebhookSender
 from luminal.scheduler.queues.base import QueueFull
 from luminal.scheduler.work import InferenceRequest
 
@@ -59,6 +60,10 @@ class PredictionJob:
     version: str
     signature: dict[str, Any]
     webhook_url: str | None = None
+    webhook_events: frozenset[str] = DEFAULT_EVENTS  # which of START and COMPLETED the webhook receives
+
+    def wants(self, event: str) -> bool:
+        return self.webhook_url is not None and event in self.webhook_events
 
 
 def prefers_async(prefer_headers: list[str]) -> bool:
@@ -102,10 +107,10 @@ class PredictionRunner:
         artifacts: ArtifactStore,
         backend: InferenceBackend,
         metrics: InferenceMetrics,
-        webhook_secret: str,
+        webhooks: WebhookSender,
     ):
         self.db, self.artifacts, self.backend, self.metrics = db, artifacts, backend, metrics
-        self.webhook_secret = webhook_secret
+        self.webhooks = webhooks
         # Kept here, not only in the event loop: the loop holds tasks weakly, and shutdown must find them.
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
@@ -141,14 +146,23 @@ class PredictionRunner:
     # --- the background task ---
 
     async def _run(self, prediction_id: str, job: PredictionJob) -> None:
+        started: asyncio.Task[Delivery] | None = None
         try:
-            await anyio.to_thread.run_sync(self._mark_running, prediction_id)
+            running = await anyio.to_thread.run_sync(self._mark_running, prediction_id)
+            if job.wants(START) and running is not None:
+                started = asyncio.create_task(self._notify(prediction_id, job, START, running))
             outcome = await self._execute(job)
             document = await anyio.to_thread.run_sync(self._finish, prediction_id, outcome)
-            if job.webhook_url is not None and document is not None:
-                await self._notify(prediction_id, job.webhook_url, document)
+            deliveries = [await started] if started is not None else []  # "start" is sent before "completed"
+            if job.wants(COMPLETED) and document is not None:
+                deliveries.append(await self._notify(prediction_id, job, COMPLETED, document))
+            if deliveries:
+                await anyio.to_thread.run_sync(self._record_webhook, prediction_id, deliveries)
         except Exception:  # a database failure: logged; the prediction stays unfinished until the next start
             log.exception("prediction %s could not be completed", prediction_id)
+        finally:
+            if started is not None and not started.done():  # cancelled at shutdown: its delivery goes too
+                started.cancel()
 
     async def _execute(self, job: PredictionJob) -> store.Outcome:
         try:
@@ -170,12 +184,16 @@ class PredictionRunner:
             return store.Outcome(None, output_key=key, billed_seconds=result.billed_seconds)
         return store.Outcome(None, output=payload.decode(), billed_seconds=result.billed_seconds)
 
-    async def _notify(self, prediction_id: str, url: str, document: PredictionPublic) -> None:
-        delivery = await deliver(url, document.model_dump_json().encode(), self.webhook_secret)
+    async def _notify(self, prediction_id: str, job: PredictionJob, event: str, document: PredictionPublic) -> Delivery:
+        assert job.webhook_url is not None
+        # One id per prediction and event, kept across retries, so a receiver can drop a duplicate delivery.
+        message_id = f"msg_{prediction_id}_{event}"
+        delivery = await self.webhooks.send(job.webhook_url, document.model_dump_json().encode(), message_id)
         if not delivery.delivered:
             attempts, error = delivery.attempts, delivery.error
-            log.info("prediction %s: webhook failed after %d attempt(s): %s", prediction_id, attempts, error)
-        await anyio.to_thread.run_sync(self._record_webhook, prediction_id, delivery.delivered, delivery.error)
+            log.info("prediction %s: %s webhook failed after %d attempt(s): %s", prediction_id, event, attempts, error)
+            delivery = dataclasses.replace(delivery, error=f"{event}: {error}")
+        return delivery
 
     @staticmethod
     def _encode(job: PredictionJob, outputs: dict[str, Any]) -> bytes:
@@ -189,18 +207,23 @@ class PredictionRunner:
         with self.db.session() as session:
             return store.create_prediction(session, spec).id
 
-    def _mark_running(self, prediction_id: str) -> None:
+    def _mark_running(self, prediction_id: str) -> PredictionPublic | None:
+        """The prediction as it now stands (what a "start" webhook sends); None when it is gone."""
         with self.db.session() as session:
             store.mark_running(session, prediction_id)
+            row = session.get(Prediction, prediction_id)
+            return None if row is None else PredictionPublic.of(row, None)
 
     def _finish(self, prediction_id: str, outcome: store.Outcome) -> PredictionPublic | None:
         with self.db.session() as session:
             row = store.finish_prediction(session, prediction_id, outcome)
             return None if row is None else PredictionPublic.of(row, output_text(row, self.artifacts))
 
-    def _record_webhook(self, prediction_id: str, delivered: bool, error: str | None) -> None:
+    def _record_webhook(self, prediction_id: str, deliveries: list[Delivery]) -> None:
+        """Delivered when every event was; else failed, with the first failure's error."""
+        failed = [d for d in deliveries if not d.delivered]
         with self.db.session() as session:
-            store.record_webhook(session, prediction_id, delivered, error)
+            store.record_webhook(session, prediction_id, not failed, failed[0].error if failed else None)
 
     def _fail(self, ids: list[str], message: str) -> None:
         with self.db.session() as session:

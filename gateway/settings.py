@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     # Signs webhook deliveries (Luminal-Signature). Unset, one is generated on the first start and kept under
     # data_dir, so receivers keep verifying across restarts; replicas that share no data_dir must all set it.
     webhook_secret: str | None = Field(default=None, min_length=16, description="HMAC key of webhook signatures")
+    # Webhooks go only to public addresses, so a client's URL cannot reach the platform's own network (the cloud
+    # metadata service, Redis, the database, this gateway). True lets them reach loopback and private addresses
+    # too: for local development and tests, never on a gateway that strangers can call.
+    webhook_allow_private: bool = Field(default=False, description="allow webhooks to private and loopback addresses")
 
     # How long a gateway trusts what it read about an API key or a ready deployment. Changes made through this
     # gateway apply at once; another replica's (a revoked key, a deleted deployment) within this many seconds.

@@ -1,11 +1,11 @@
-"""Signed webhook deliveries: when a prediction finishes, its document is POSTed to the URL the client gave.
+"""Webhook deliveries: when a prediction starts or finishes (the events it asked for), its document is POSTed,
+signed, to the URL the client gave.
 
-Each delivery carries `Luminal-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, f"{t}.{body}")>`, the
-scheme Stripe uses. A receiver recomputes the HMAC over the raw body it received and checks the timestamp is
-recent, so a forged body fails the HMAC and a replayed old delivery fails the timestamp:
-
-    from luminal.gateway.webhooks import verify_signature
-    ok = verify_signature(secret, request.headers["Luminal-Signature"], raw_body, tolerance_s=300)
+Where a delivery may go is `webhook_targets.py`'s rule: the URL's name is resolved once, every address checked,
+and the request is sent to a checked address with the name kept in Host and TLS's SNI, so a name that resolves
+elsewhere by now (DNS rebinding) cannot turn the delivery inward. Redirects are never followed: a 3xx is a failed
+delivery that names where it pointed (Stripe and Replicate do the same; a receiver gives its final URL).
+How deliveries are signed is `webhook_signatures.py`.
 
 The secret is `LUMINAL_WEBHOOK_SECRET`, or (unset) one generated on the first start and kept in
 `<data_dir>/webhook_secret`, so it survives restarts.
@@ -14,22 +14,29 @@ The secret is `LUMINAL_WEBHOOK_SECRET`, or (unset) one generated on the first st
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import os
 import secrets
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import anyio.to_thread
 import httpx
 
 from luminal.gateway.settings import Settings
+from luminal.gateway.webhook_signatures import signed_headers
+from luminal.gateway.webhook_targets import IPAddress, RefusedTarget, Target, check_target
 
-SIGNATURE_HEADER = "Luminal-Signature"
+# The events a prediction may ask for, as Replicate names them: when it starts running, and when it ends
+# (succeeded or failed). Replicate's default when none are chosen is "new output or finished"; a prediction's
+# output arrives only when it finishes, so that default is "completed" alone.
+START, COMPLETED = "start", "completed"
+EVENTS = (START, COMPLETED)
+DEFAULT_EVENTS = frozenset({COMPLETED})
+
 MAX_URL_CHARS = 2048  # what browsers and most proxies accept; a longer "URL" is an attack, not an address
-DEFAULT_TOLERANCE_S = 300  # how old a delivery a receiver accepts: clock skew plus our retries fit easily
 ATTEMPTS = 3
 TIMEOUT_S = 5.0  # per attempt: a receiver should answer at once and do its work later
 BACKOFF_S = 0.5  # before the second attempt; doubled before each later one
@@ -52,36 +59,6 @@ def check_webhook_url(url: str) -> str:
     if not parts.hostname:
         raise ValueError("the webhook URL has no host")
     return url
-
-
-def _hmac(secret: str, timestamp: int, body: bytes) -> str:
-    return hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
-
-
-def signature_header(secret: str, body: bytes, timestamp: int | None = None) -> str:
-    t = int(time.time()) if timestamp is None else timestamp
-    return f"t={t},v1={_hmac(secret, t, body)}"
-
-
-def verify_signature(
-    secret: str, header: str, body: bytes | str, tolerance_s: float = DEFAULT_TOLERANCE_S, now: float | None = None
-) -> bool:
-    """True when `header` (a Luminal-Signature value) signs exactly `body` with `secret` and its timestamp is
-    within `tolerance_s` of `now`. Several v1 entries are allowed (any may match), as during a secret rotation."""
-    raw = body.encode() if isinstance(body, str) else body
-    timestamp, candidates = None, []
-    for part in header.split(","):
-        key, _, value = part.strip().partition("=")
-        if key == "t" and value.isdigit() and len(value) <= 12:
-            timestamp = int(value)
-        elif key == "v1":
-            candidates.append(value)
-    if timestamp is None or not candidates:
-        return False
-    if abs((time.time() if now is None else now) - timestamp) > tolerance_s:
-        return False
-    expected = _hmac(secret, timestamp, raw)
-    return any(hmac.compare_digest(expected.encode(), c.encode()) for c in candidates)
 
 
 def webhook_secret(settings: Settings) -> str:
@@ -121,26 +98,64 @@ async def deliver(
     url: str,
     body: bytes,
     secret: str,
+    message_id: str | None = None,
+    allow_private: bool = False,
     attempts: int = ATTEMPTS,
     timeout_s: float = TIMEOUT_S,
     backoff_s: float = BACKOFF_S,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> Delivery:
-    """POST `body` (JSON) to `url`, signed afresh on each attempt (so the timestamp is the sending time); retry
-    network errors, 429 and 5xx with doubling backoff. Redirects are not followed: the URL is where it goes."""
+    """POST `body` (JSON) to `url` if its target passes the address rule (else no attempt at all), signed afresh on
+    each attempt (so the timestamp is the sending time) under one `message_id`; retry network errors, 429 and 5xx
+    with doubling backoff. `transport` replaces the network, for tests."""
+    try:
+        target = await anyio.to_thread.run_sync(check_target, url, allow_private)
+    except RefusedTarget as e:
+        return Delivery(False, 0, str(e))
+    message_id = message_id or f"msg_{uuid.uuid4().hex}"
     error = "not attempted"
-    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as client:
+    # trust_env=False: no proxy from the environment, which would connect on its own terms, not to our address.
+    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False, trust_env=False, transport=transport) as c:
         for attempt in range(1, attempts + 1):
-            headers = {"Content-Type": "application/json", SIGNATURE_HEADER: signature_header(secret, body)}
+            # Each attempt connects to a checked address (the next one when there are several: the last may be
+            # down), never to what a fresh lookup would give.
+            address = target.addresses[(attempt - 1) % len(target.addresses)]
+            request = _pinned_request(c, target, address, body, signed_headers(secret, message_id, body))
             try:
-                response = await client.post(url, content=body, headers=headers)
-            except (httpx.HTTPError, httpx.InvalidURL) as e:
+                response = await c.send(request, stream=True)  # the receiver's body is never read: it may be huge
+                await response.aclose()
+            except httpx.HTTPError as e:
                 error = f"{type(e).__name__}: {str(e)[:200]}"
             else:
-                if 200 <= response.status_code < 300:
+                status = response.status_code
+                if 200 <= status < 300:
                     return Delivery(True, attempt)
-                error = f"the receiver answered HTTP {response.status_code}"
-                if not _retryable(response.status_code):
+                error = f"the receiver answered HTTP {status}"
+                if response.is_redirect:
+                    location = response.headers.get("location", "")
+                    error += f", a redirect to {location!r:.200}; webhooks follow no redirects: give the final URL"
+                if not _retryable(status):
                     return Delivery(False, attempt, error)
             if attempt < attempts:
                 await asyncio.sleep(backoff_s * 2 ** (attempt - 1))
     return Delivery(False, attempts, error)
+
+
+def _pinned_request(
+    client: httpx.AsyncClient, target: Target, address: IPAddress, body: bytes, signatures: dict[str, str]
+) -> httpx.Request:
+    headers = {"Host": target.host_header, "Content-Type": "application/json", **signatures}
+    # TLS still names, and checks the certificate against, the host the client gave, not the address.
+    extensions = {"sni_hostname": target.server_name} if target.url.scheme == "https" else {}
+    return client.build_request("POST", target.url_at(address), content=body, headers=headers, extensions=extensions)
+
+
+@dataclass(frozen=True)
+class WebhookSender:
+    """The gateway's way of sending webhooks: its secret and whether private targets are allowed."""
+
+    secret: str
+    allow_private: bool = False
+
+    async def send(self, url: str, body: bytes, message_id: str) -> Delivery:
+        return await deliver(url, body, self.secret, message_id, self.allow_private)

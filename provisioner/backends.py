@@ -6,10 +6,10 @@ further backends of the same shape.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Protocol
 
 from luminal.scheduler.billing import UsageLedger
+from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
@@ -41,9 +41,10 @@ class WorkerBackend(Protocol):
 
 
 class _ThreadHandle:
-    def __init__(self, worker: Worker, spec: WorkerSpec):
+    def __init__(self, worker: Worker, spec: WorkerSpec, clock: Clock = SYSTEM_CLOCK):
         self.worker_id, self.deployment_id, self.spec = worker.worker_id, spec.deployment_id, spec
-        self.started_at = time.monotonic()
+        self.clock = clock
+        self.started_at = clock.monotonic()
         self._worker, self._stop = worker, threading.Event()
         self._ready_at: float | None = None
         self._thread = threading.Thread(target=self._run, name=f"worker-{worker.worker_id}", daemon=True)
@@ -59,7 +60,7 @@ class _ThreadHandle:
 
     def _note_ready(self) -> None:
         self._worker.ready.wait()
-        self._ready_at = time.monotonic()
+        self._ready_at = self.clock.monotonic()
 
     def alive(self) -> bool:
         return self._thread.is_alive()
@@ -79,9 +80,17 @@ class ThreadWorkers:
     """Workers as threads sharing this process's queue and loaded programs. The compiled C releases the GIL
     while it runs, so a batch executing does not stall the gateway's event loop."""
 
-    def __init__(self, queue: RequestQueue, programs: ProgramCache, ledger: UsageLedger, registry: WorkerRegistry):
+    def __init__(
+        self,
+        queue: RequestQueue,
+        programs: ProgramCache,
+        ledger: UsageLedger,
+        registry: WorkerRegistry,
+        clock: Clock = SYSTEM_CLOCK,  # times the cold starts
+    ):
         self.queue, self.programs, self.ledger, self.registry = queue, programs, ledger, registry
+        self.clock = clock
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
         worker = Worker(spec, self.queue, self.programs, self.ledger, self.registry, new_worker_id(spec.deployment_id))
-        return _ThreadHandle(worker, spec)
+        return _ThreadHandle(worker, spec, self.clock)

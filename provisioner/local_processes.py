@@ -12,20 +12,22 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from luminal.gateway.settings import Settings
 from luminal.provisioner.backends import WorkerHandle
+from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker import new_worker_id
 from luminal.scheduler.worker_spec import WorkerSpec
 
 
 class _ProcessHandle:
-    def __init__(self, process: subprocess.Popen, worker_id: str, spec: WorkerSpec, registry: WorkerRegistry):
+    def __init__(
+        self, process: subprocess.Popen, worker_id: str, spec: WorkerSpec, registry: WorkerRegistry, clock: Clock
+    ):
         self.worker_id, self.deployment_id, self.spec = worker_id, spec.deployment_id, spec
-        self.started_at = time.monotonic()
-        self._spawned_at = time.time()  # wall clock, comparable with the ready time the process registers
+        self.started_at = clock.monotonic()
+        self._spawned_at = clock.time()  # wall clock, comparable with the ready time the process registers
         self._process, self._registry = process, registry
         self._cold_start: float | None = None
 
@@ -55,13 +57,13 @@ class _ProcessHandle:
 
 
 class LocalProcessWorkers:
-    def __init__(self, settings: Settings, registry: WorkerRegistry):
+    def __init__(self, settings: Settings, registry: WorkerRegistry, clock: Clock = SYSTEM_CLOCK):
         if not settings.queue_url.startswith(("redis://", "rediss://")):
             raise ValueError(
                 "local worker processes need a queue they can reach: set LUMINAL_QUEUE_URL=redis://... "
                 "(the in-memory queue serves thread workers only)"
             )
-        self.settings, self.registry = settings, registry
+        self.settings, self.registry, self.clock = settings, registry, clock
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
         worker_id = new_worker_id(spec.deployment_id)
@@ -75,4 +77,4 @@ class LocalProcessWorkers:
         )
         command = [sys.executable, "-m", "luminal.scheduler.worker_process", str(spec.deployment_id), worker_id]
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
-        return _ProcessHandle(process, worker_id, spec, self.registry)
+        return _ProcessHandle(process, worker_id, spec, self.registry, self.clock)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from luminal.provisioner.autoscaler import Load, ScalingPolicy, desired_replicas
 from luminal.provisioner.backends import WorkerBackend, WorkerHandle
+from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker_spec import WorkerSpec
@@ -59,11 +59,13 @@ class Provisioner:
         registry: WorkerRegistry,
         backend: WorkerBackend,
         settings: ProvisionerSettings | None = None,
+        clock: Clock = SYSTEM_CLOCK,  # idle times, cooldowns, backoffs and the tick; tests step their own
     ):
         # Every deployment that can serve, read fresh (from the metadata store) each `refresh_s`.
         self.ready_specs = ready_specs
         self.queue, self.registry, self.backend = queue, registry, backend
         self.settings = settings or ProvisionerSettings()
+        self.clock = clock
         self._workers: dict[int, list[WorkerHandle]] = defaultdict(list)
         self._states: dict[int, _State] = {}
         self._cold_starts: dict[int, deque[float]] = defaultdict(lambda: deque(maxlen=COLD_STARTS_KEPT))
@@ -87,7 +89,7 @@ class Provisioner:
         with self._lock:
             state = self._states.get(deployment_id)
             if state is not None:
-                state.last_activity = time.monotonic()
+                state.last_activity = self.clock.monotonic()
             if deployment_id not in self._specs:
                 self._specs_read_at = float("-inf")  # deployed since the last read: re-read at once
             elif self._workers.get(deployment_id):
@@ -123,11 +125,11 @@ class Provisioner:
                 self.tick()
             except Exception:  # a database hiccup must not end provisioning for the whole platform
                 log.exception("provisioner tick failed")
-            self._wake.wait(self.settings.tick_s)
+            self.clock.wait(self._wake, self.settings.tick_s)
             self._wake.clear()
 
     def tick(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now - self._specs_read_at >= self.settings.refresh_s:
             specs = {s.deployment_id: s for s in self.ready_specs()}
             with self._lock:
@@ -197,7 +199,7 @@ class Provisioner:
             if state is not None and handle.cold_start_seconds() is None:
                 state.failed_starts += 1
                 backoff = min(MAX_RESTART_BACKOFF_S, 0.5 * 2 ** (state.failed_starts - 1))
-                state.no_start_before = time.monotonic() + backoff
+                state.no_start_before = self.clock.monotonic() + backoff
         if state is not None and any(h.cold_start_seconds() is not None for h in alive):
             state.failed_starts = 0
         self._workers[deployment_id] = alive

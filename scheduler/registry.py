@@ -4,7 +4,8 @@ A worker registers when it starts, marks itself ready once its program is loaded
 start), and heartbeats while it lives. The provisioner and the scheduler read it: `workers` to size pools and
 route, `dead` to find workers whose heartbeats stopped, so their pending requests can be reclaimed from the
 queue and the worker deregistered. `dead` only reports; deciding what to do is the caller's (policy apart from
-mechanism). Times are wall-clock seconds, since workers run on other machines.
+mechanism). Times are wall-clock seconds, since workers run on other machines, read from the registry's clock
+(the system's, or a test's that it steps).
 
 Backends: `MemoryRegistry` (the embedded platform) and `RedisRegistry` (`registry_redis.py`), chosen by the same
 URL as the queues (`open_registry`).
@@ -18,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.queues import backend_of
 
 
@@ -92,23 +94,24 @@ class WorkerRegistry(Protocol):
 
 
 class MemoryRegistry:
-    def __init__(self):
+    def __init__(self, clock: Clock = SYSTEM_CLOCK):
+        self.clock = clock
         self._lock = threading.Lock()
         self._workers: dict[str, WorkerInfo] = {}
 
     def register(self, info: WorkerInfo) -> None:
         info.check()
         with self._lock:
-            self._workers[info.worker_id] = dataclasses.replace(info, last_heartbeat=time.time())
+            self._workers[info.worker_id] = dataclasses.replace(info, last_heartbeat=self.clock.time())
 
     def mark_ready(self, worker_id: str) -> None:
         with self._lock:
             worker = self._get(worker_id)
-            worker.ready_at = worker.last_heartbeat = time.time()
+            worker.ready_at = worker.last_heartbeat = self.clock.time()
 
     def heartbeat(self, worker_id: str) -> None:
         with self._lock:
-            self._get(worker_id).last_heartbeat = time.time()
+            self._get(worker_id).last_heartbeat = self.clock.time()
 
     def deregister(self, worker_id: str) -> None:
         with self._lock:
@@ -120,7 +123,7 @@ class MemoryRegistry:
             return sorted((dataclasses.replace(w) for w in found), key=lambda w: (w.started_at, w.worker_id))
 
     def dead(self, timeout_s: float) -> list[WorkerInfo]:
-        cutoff = time.time() - timeout_s
+        cutoff = self.clock.time() - timeout_s
         with self._lock:
             found = [dataclasses.replace(w) for w in self._workers.values() if w.last_heartbeat < cutoff]
         return sorted(found, key=lambda w: w.last_heartbeat)
@@ -134,10 +137,10 @@ class MemoryRegistry:
         return self._workers[worker_id]
 
 
-def open_registry(url: str | None, namespace: str = "lm") -> WorkerRegistry:
+def open_registry(url: str | None, namespace: str = "lm", clock: Clock = SYSTEM_CLOCK) -> WorkerRegistry:
     """The registry beside the queues of the same URL: '' or memory:// in-process, redis:// or rediss:// Redis."""
     if backend_of(url, namespace) == "memory":
-        return MemoryRegistry()
+        return MemoryRegistry(clock)
     from luminal.scheduler.registry_redis import RedisRegistry
 
-    return RedisRegistry(url.strip(), namespace)
+    return RedisRegistry(url.strip(), namespace, clock)

@@ -7,10 +7,9 @@ deregistration cannot bring the record back half-written.
 
 from __future__ import annotations
 
-import time
-
 import redis
 
+from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.registry import UnknownWorker, WorkerInfo
 
 # KEYS: the worker's hash, the heartbeat set. ARGV: worker id, time, field to set besides last_heartbeat ('' for
@@ -29,7 +28,9 @@ return 1
 
 
 class RedisRegistry:
-    def __init__(self, url: str, namespace: str = "lm"):
+    def __init__(self, url: str, namespace: str = "lm", clock: Clock = SYSTEM_CLOCK):
+        # Times are this process's clock, not Redis's TIME: a test steps them, and every writer is one of ours.
+        self.clock = clock
         self._redis = redis.Redis.from_url(url, decode_responses=True)
         self._namespace = namespace
         self._heartbeats = f"{namespace}:heartbeats"
@@ -40,7 +41,7 @@ class RedisRegistry:
 
     def register(self, info: WorkerInfo) -> None:
         info.check()
-        now = time.time()
+        now = self.clock.time()
         record = {
             "worker_id": info.worker_id,
             "deployment_id": info.deployment_id,
@@ -75,7 +76,7 @@ class RedisRegistry:
         return sorted(found, key=lambda w: (w.started_at, w.worker_id))
 
     def dead(self, timeout_s: float) -> list[WorkerInfo]:
-        cutoff = time.time() - timeout_s
+        cutoff = self.clock.time() - timeout_s
         silent = self._redis.zrangebyscore(self._heartbeats, "-inf", f"({cutoff!r}")  # "(": strictly older
         return sorted(self._records(silent), key=lambda w: w.last_heartbeat)
 
@@ -83,7 +84,8 @@ class RedisRegistry:
         self._redis.close()
 
     def _touch_or_raise(self, worker_id: str, field: str) -> None:
-        if not self._touch(keys=[self._key(worker_id), self._heartbeats], args=[worker_id, repr(time.time()), field]):
+        now = repr(self.clock.time())
+        if not self._touch(keys=[self._key(worker_id), self._heartbeats], args=[worker_id, now, field]):
             raise UnknownWorker(worker_id)
 
     def _records(self, worker_ids: list[str]) -> list[WorkerInfo]:

@@ -25,6 +25,7 @@ from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import Tenant
 from luminal.gateway.tensor_codec import InferRequest, TensorError, encode_infer_response, parse_infer_request
+from luminal.gateway.webhooks import DEFAULT_EVENTS
 from luminal.scheduler.work import InferenceRequest, effective_priority
 
 router = APIRouter(prefix="/v2/models", tags=["inference"])
@@ -112,10 +113,20 @@ class PreparedInference:
     ref: DeploymentRef
     request: InferenceRequest
 
-    def prediction_job(self, webhook_url: str | None = None) -> PredictionJob:
+    def prediction_job(
+        self, webhook_url: str | None = None, webhook_events: frozenset[str] = DEFAULT_EVENTS
+    ) -> PredictionJob:
         d = self.deployment
         return PredictionJob(
-            self.ref, self.labels, self.request, self.parsed, self.name, d["version"], d["signature"], webhook_url
+            self.ref,
+            self.labels,
+            self.request,
+            self.parsed,
+            self.name,
+            d["version"],
+            d["signature"],
+            webhook_url,
+            webhook_events,
         )
 
 

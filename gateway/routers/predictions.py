@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
@@ -16,6 +17,7 @@ from luminal.gateway.predictions import accepted_response, output_text
 from luminal.gateway.request_body import read_json_model
 from luminal.gateway.routers.inference import prepare, resolve_ready
 from luminal.gateway.store import predictions as prediction_store
+from luminal.gateway.webhook_targets import check_target
 
 router = APIRouter(prefix="/v1/predictions", tags=["predictions"])
 _BODY_DOC = {"content": {"application/json": {"schema": PredictionCreate.model_json_schema()}}, "required": True}
@@ -27,17 +29,21 @@ ID_PATTERN = r"^[0-9a-f]{32}$"  # what create_prediction issues; anything else c
 async def create_prediction(
     request: Request, tenant: TenantDep, db: DatabaseDep, platform: PlatformDep
 ) -> JSONResponse:
-    """202 with `{"id", "status": "queued", "url"}`; poll the URL, or pass `webhook` to have the finished
-    prediction POSTed to you, signed (see gateway/webhooks.py)."""
+    """202 with `{"id", "status": "queued", "url"}`; poll the URL, or pass `webhook` to have the prediction
+    POSTed to you, signed, when it completes (and when it starts, with `webhook_events_filter`; see
+    gateway/webhooks.py). A webhook at a loopback, private or otherwise internal address is refused (400)."""
     body = await read_json_model(request, PredictionCreate, platform.settings.max_request_bytes)
     try:
         webhook = body.checked_webhook()
+        if webhook is not None:  # checked again at delivery, where the name may resolve elsewhere
+            await anyio.to_thread.run_sync(check_target, webhook, platform.settings.webhook_allow_private)
     except ValueError as e:
         raise ApiError(400, str(e)) from None
     version = None if body.version is None else str(body.version)
     d = await resolve_ready(platform, tenant, body.model, version)
     prepared = await prepare(platform.metrics, tenant, body.model, d, body.infer_body(), None)
-    prediction_id = await platform.predictions.submit(prepared.prediction_job(webhook), tenant.id)
+    job = prepared.prediction_job(webhook, body.webhook_events())
+    prediction_id = await platform.predictions.submit(job, tenant.id)
     return accepted_response(prediction_id)
 
 

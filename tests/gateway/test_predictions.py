@@ -1,6 +1,8 @@
 """Asynchronous predictions against a real server on SQLite and PostgreSQL: `Prefer: respond-async` and
 `/v1/predictions` answer 202, the poll gives what a synchronous infer gives, failures carry the message, the
-webhook arrives signed, tenants are isolated, and a restart fails what it cut off."""
+webhook arrives signed (both schemes) for the events the prediction chose, tenants are isolated, and a restart
+fails what it cut off. The webhook receivers listen on loopback, which these tests allow explicitly (as local
+development does); tests/gateway/test_webhook_targets.py shows such targets refused without the setting."""
 
 from __future__ import annotations
 
@@ -9,22 +11,31 @@ import json
 import os
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from luminal.gateway import predictions as predictions_module
 from luminal.gateway.app import create_app, start_platform, stop_platform
 from luminal.gateway.store import predictions as prediction_store
 from luminal.gateway.store.tables import Prediction, Tenant
 from luminal.gateway.store.tenants import create_tenant
-from luminal.gateway.webhooks import SIGNATURE_HEADER, deliver, verify_signature
+from luminal.gateway.webhook_signatures import SIGNATURE_HEADER, standard_webhooks_secret, verify_signature
+from luminal.gateway.webhooks import deliver
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
+from tests.gateway.webhook_receiver import Receiver
 
 ASYNC = {"Prefer": "respond-async"}
+
+
+@pytest.fixture(autouse=True)
+def allow_loopback_webhooks(monkeypatch):
+    """The receivers below listen on 127.0.0.1: allowed explicitly, as for local development (autouse fixtures
+    run first, so every Settings these tests build reads it)."""
+    monkeypatch.setenv("LUMINAL_WEBHOOK_ALLOW_PRIVATE", "true")
 
 
 @pytest.fixture
@@ -119,41 +130,33 @@ def test_v1_predictions_report_a_failing_input_with_its_message(deployed):
         ({"model": "tiny", "inputs": [tensor(rows(1))], "webhook": "http://a b.com/"}, 400, "whitespace"),
         ({"model": "tiny", "inputs": [tensor(rows(1))], "webhook": "http://h:99999/"}, 400, "malformed"),
         ({"model": "tiny", "inputs": [tensor(rows(1))], "webhook": "http://h/" + "a" * 3000}, 400, "over the limit"),
+        ({"model": "tiny", "inputs": [tensor(rows(1))], "webhook_events_filter": ["start"]}, 422, "without a webhook"),
+        (
+            {
+                "model": "tiny",
+                "inputs": [tensor(rows(1))],
+                "webhook": "http://127.0.0.1:9/",
+                "webhook_events_filter": ["output"],
+            },
+            422,
+            "webhook_events_filter",
+        ),
+        (
+            {
+                "model": "tiny",
+                "inputs": [tensor(rows(1))],
+                "webhook": "http://127.0.0.1:9/",
+                "webhook_events_filter": [],
+            },
+            422,
+            "webhook_events_filter",
+        ),
     ],
 )
 def test_bad_prediction_requests_are_refused_at_once(deployed, body, status, message):
     r = deployed.client().post("/v1/predictions", json=body)
     assert r.status_code == status and message in r.json()["error"], r.text
     assert deployed.client().get("/v1/predictions").json()["predictions"] == []  # nothing half-created
-
-
-class Receiver:
-    """A local HTTP server that records each webhook delivery and answers with the next scripted status."""
-
-    def __init__(self, statuses: list[int] | None = None):
-        self.deliveries: list[tuple[dict[str, str], bytes]] = []
-        self.statuses = list(statuses or [])
-        self.arrived = threading.Event()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.deliveries.append((dict(self.headers), body))
-                self.send_response(receiver.statuses.pop(0) if receiver.statuses else 204)
-                self.end_headers()
-                receiver.arrived.set()
-
-            def log_message(self, *args):
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/hook?src=luminal"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.http.shutdown()
-        self.http.server_close()
 
 
 @pytest.fixture
@@ -163,6 +166,15 @@ def receiver():
     r.close()
 
 
+def webhook_outcome(client, prediction_id: str, timeout: float = 30) -> dict:
+    """The prediction once its webhook deliveries are recorded (webhook_status no longer pending)."""
+    deadline = time.monotonic() + timeout
+    while (doc := client.get(f"/v1/predictions/{prediction_id}").json())["webhook_status"] in ("pending", None):
+        assert time.monotonic() < deadline, "the webhook outcome was never recorded"
+        time.sleep(0.05)
+    return doc
+
+
 def test_webhook_arrives_signed_and_a_tampered_body_fails_verification(deployed, receiver):
     c = deployed.client()
     r = c.post("/v1/predictions", json={"model": "tiny", "inputs": [tensor(rows(2))], "webhook": receiver.url})
@@ -170,20 +182,26 @@ def test_webhook_arrives_signed_and_a_tampered_body_fails_verification(deployed,
     assert receiver.arrived.wait(30), "no webhook arrived"
     headers, body = receiver.deliveries[0]
     assert headers["Content-Type"] == "application/json"
-    secret = deployed.platform.predictions.webhook_secret
+    secret = deployed.platform.predictions.webhooks.secret
     signature = headers[SIGNATURE_HEADER]
     assert verify_signature(secret, signature, body)
     tampered = body.replace(b'"succeeded"', b'"failed"')
     assert tampered != body and not verify_signature(secret, signature, tampered)
     assert not verify_signature(secret + "x", signature, body)
     assert not verify_signature(secret, signature, body, now=time.time() + 3600)  # a replay an hour later
+    # The Standard Webhooks headers, checked by that standard's own library.
+    standard = Webhook(standard_webhooks_secret(secret))
+    assert standard.verify(body, headers) == json.loads(body)
+    assert headers["webhook-id"] == f"msg_{r.json()['id']}_completed"
+    with pytest.raises(WebhookVerificationError):
+        standard.verify(tampered, headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(standard_webhooks_secret(secret + "x")).verify(body, headers)
     pushed = json.loads(body)
     polled = wait_finished(c, r.json()["id"])
     assert pushed["status"] == "succeeded" and pushed["output"] == polled["output"]
-    deadline = time.monotonic() + 10
-    while c.get(r.json()["url"]).json()["webhook_status"] != "delivered":
-        assert time.monotonic() < deadline, "the delivery was never recorded"
-        time.sleep(0.05)
+    assert webhook_outcome(c, r.json()["id"])["webhook_status"] == "delivered"
+    assert len(receiver.deliveries) == 1  # by default only "completed" is sent
 
 
 def test_webhook_retries_a_failing_receiver_then_records_the_failure(deployed):
@@ -191,17 +209,30 @@ def test_webhook_retries_a_failing_receiver_then_records_the_failure(deployed):
     try:
         c = deployed.client()
         r = c.post("/v1/predictions", json={"model": "tiny", "inputs": [tensor(rows(1))], "webhook": receiver.url})
-        deadline = time.monotonic() + 30
-        while (doc := c.get(r.json()["url"]).json())["webhook_status"] in ("pending", None):
-            assert time.monotonic() < deadline, "the webhook outcome was never recorded"
-            time.sleep(0.1)
+        doc = webhook_outcome(c, r.json()["id"])
         assert doc["status"] == "succeeded" and doc["webhook_status"] == "failed"
         assert len(receiver.deliveries) == 3
+        assert {h["webhook-id"] for h, _ in receiver.deliveries} == {f"msg_{r.json()['id']}_completed"}  # one event
         signatures = {h[SIGNATURE_HEADER] for h, _ in receiver.deliveries}
-        assert all(verify_signature(deployed.platform.predictions.webhook_secret, s, receiver.deliveries[0][1])
+        assert all(verify_signature(deployed.platform.predictions.webhooks.secret, s, receiver.deliveries[0][1])
                    for s in signatures)  # fmt: skip
     finally:
         receiver.close()
+
+
+def test_a_prediction_chooses_its_webhook_events(deployed, receiver):
+    c = deployed.client()
+    body = {"model": "tiny", "inputs": [tensor(rows(2))], "webhook": receiver.url}
+    both = c.post("/v1/predictions", json={**body, "webhook_events_filter": ["start", "completed"]}).json()["id"]
+    assert webhook_outcome(c, both)["webhook_status"] == "delivered"
+    sent = [(h["webhook-id"], json.loads(b)["status"]) for h, b in receiver.deliveries]
+    assert sent == [(f"msg_{both}_start", "running"), (f"msg_{both}_completed", "succeeded")]
+
+    start_only = c.post("/v1/predictions", json={**body, "webhook_events_filter": ["start"]}).json()["id"]
+    assert webhook_outcome(c, start_only)["webhook_status"] == "delivered"
+    assert wait_finished(c, start_only)["status"] == "succeeded"
+    sent = [(h["webhook-id"], json.loads(b)["status"]) for h, b in receiver.deliveries[2:]]
+    assert sent == [(f"msg_{start_only}_start", "running")]
 
 
 def test_another_tenants_prediction_is_not_found(deployed):
@@ -265,11 +296,11 @@ def test_a_restart_fails_the_predictions_it_cut_off(settings):
 
 def test_the_generated_webhook_secret_survives_a_restart(settings):
     first = start_platform(settings)
-    secret = first.predictions.webhook_secret
+    secret = first.predictions.webhooks.secret
     stop_platform(first)
     again = start_platform(settings)
     try:
-        assert again.predictions.webhook_secret == secret and len(secret) == 64
+        assert again.predictions.webhooks.secret == secret and len(secret) == 64
         path = settings.data_dir / "webhook_secret"
         assert path.read_text().strip() == secret and os.stat(path).st_mode & 0o077 == 0
     finally:
@@ -277,7 +308,7 @@ def test_the_generated_webhook_secret_survives_a_restart(settings):
     configured = settings.model_copy(update={"webhook_secret": "s" * 32})
     platform = start_platform(configured)
     try:
-        assert platform.predictions.webhook_secret == "s" * 32
+        assert platform.predictions.webhooks.secret == "s" * 32
     finally:
         stop_platform(platform)
 
@@ -325,7 +356,7 @@ def test_too_many_unfinished_predictions_is_429(deployed, monkeypatch):
 def test_deliver_retries_only_what_may_recover(status, attempts):
     receiver = Receiver(statuses=[status] * 3)
     try:
-        delivery = asyncio.run(deliver(receiver.url, b"{}", "s" * 32, backoff_s=0.01))
+        delivery = asyncio.run(deliver(receiver.url, b"{}", "s" * 32, allow_private=True, backoff_s=0.01))
     finally:
         receiver.close()
     assert not delivery.delivered and delivery.attempts == attempts == len(receiver.deliveries)

@@ -1,6 +1,6 @@
 """The distributed shape on one machine: requests through Redis Streams to worker processes the provisioner
 starts. A worker process serves and bills; when it is killed, the provisioner starts another and serving
-goes on."""
+goes on. Its cold start is measured from the spawn on a stepped clock, so it is exact."""
 
 from __future__ import annotations
 
@@ -12,7 +12,11 @@ import uuid
 import pytest
 
 from luminal.gateway.settings import Settings
+from luminal.provisioner.local_processes import _ProcessHandle
+from luminal.scheduler.clock import ManualClock
+from luminal.scheduler.registry import MemoryRegistry, WorkerInfo
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
+from tests.provisioner.test_provisioner import SPEC
 from tests.scheduler.queue_fixtures import REDIS_URL
 
 
@@ -81,3 +85,22 @@ def test_worker_processes_serve_bill_and_are_replaced_when_they_die(server, mode
         assert time.monotonic() < deadline, "the provisioner did not record both cold starts"
         time.sleep(0.1)
     assert all(s > 0 for s in cold_starts)
+
+
+class RunningProcess:
+    """What the handle needs of a Popen, for a process that never exits."""
+
+    def poll(self) -> None:
+        return None
+
+
+def test_a_cold_start_runs_from_the_spawn_to_the_ready_time_the_process_registers():
+    clock = ManualClock()
+    registry = MemoryRegistry(clock)
+    handle = _ProcessHandle(RunningProcess(), "w1", SPEC, registry, clock)
+    clock.advance(1.5)  # the interpreter starts and imports
+    registry.register(WorkerInfo("w1", SPEC.deployment_id, pid=1, host="h", started_at=clock.time()))
+    assert handle.cold_start_seconds() is None
+    clock.advance(1.0)  # it loads its program
+    registry.mark_ready("w1")
+    assert handle.cold_start_seconds() == 2.5 and handle.alive()

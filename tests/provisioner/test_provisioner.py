@@ -1,15 +1,19 @@
 """The provisioner's reconcile loop with a fake worker backend and a queue whose load the test sets: replicas
 follow the queue between min and max, a request wakes a deployment at zero, idle deployments go back to zero,
-dead workers are replaced, deleted deployments lose their workers, cold starts are recorded."""
+dead workers are replaced, deleted deployments lose their workers, cold starts are recorded. The provisioner and
+its registry read a stepped clock: idle times, backoffs and heartbeat ages are exact, and nothing sleeps."""
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 
 import pytest
 
+from luminal.provisioner.backends import _ThreadHandle
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
+from luminal.scheduler.clock import ManualClock
 from luminal.scheduler.registry import WorkerInfo, open_registry
 from luminal.scheduler.worker_spec import WorkerSpec
 
@@ -20,9 +24,9 @@ SPEC = WorkerSpec(
 
 
 class FakeHandle:
-    def __init__(self, spec: WorkerSpec, n: int):
+    def __init__(self, spec: WorkerSpec, n: int, started_at: float):
         self.worker_id, self.deployment_id, self.spec = f"w{n}", spec.deployment_id, spec
-        self.started_at = time.monotonic()
+        self.started_at = started_at
         self.running, self.stopped = True, False
 
     def alive(self) -> bool:
@@ -39,11 +43,12 @@ class FakeHandle:
 
 
 class FakeBackend:
-    def __init__(self):
+    def __init__(self, clock: ManualClock):
+        self.clock = clock
         self.started: list[FakeHandle] = []
 
     def start(self, spec: WorkerSpec) -> FakeHandle:
-        self.started.append(FakeHandle(spec, len(self.started)))
+        self.started.append(FakeHandle(spec, len(self.started), self.clock.monotonic()))
         return self.started[-1]
 
     def running(self) -> list[FakeHandle]:
@@ -63,11 +68,12 @@ class FakeQueue:
 
 @pytest.fixture
 def world():
-    specs = [SPEC]
-    queue, backend = FakeQueue(), FakeBackend()
-    settings = ProvisionerSettings(target_per_replica=4, idle_to_zero_s=0.2, scale_up_cooldown_s=0,
+    specs, clock = [SPEC], ManualClock()
+    queue, backend = FakeQueue(), FakeBackend(clock)
+    settings = ProvisionerSettings(target_per_replica=4, idle_to_zero_s=0.25, scale_up_cooldown_s=0,
                                    scale_down_cooldown_s=0, refresh_s=0)  # fmt: skip
-    provisioner = Provisioner(lambda: list(specs), queue, open_registry(None), backend, settings)
+    registry = open_registry(None, clock=clock)
+    provisioner = Provisioner(lambda: list(specs), queue, registry, backend, settings, clock)
     return provisioner, specs, queue, backend
 
 
@@ -94,7 +100,10 @@ def test_idle_deployments_scale_down_to_zero_and_a_request_wakes_them(world):
     queue.queued = 0
     provisioner.tick()
     assert len(backend.running()) == 1  # active a moment ago: one stays warm
-    time.sleep(0.25)
+    provisioner.clock.advance(0.125)
+    provisioner.tick()
+    assert len(backend.running()) == 1  # idle for half of idle_to_zero_s
+    provisioner.clock.advance(0.125)
     provisioner.tick()
     assert backend.running() == [] and backend.started[0].stopped
     provisioner.notify(1)
@@ -133,7 +142,10 @@ def test_workers_that_die_before_ready_are_restarted_with_backoff(world):
         failing.running = False
         provisioner.tick()
         assert len(backend.started) == attempt + 1, "restarted without waiting"
-        time.sleep(0.5 * 2**attempt + 0.05)
+        provisioner.clock.advance(0.5 * 2**attempt - 0.125)  # the backoff doubles: 0.5 s, then 1 s
+        provisioner.tick()
+        assert len(backend.started) == attempt + 1, "restarted before the backoff ended"
+        provisioner.clock.advance(0.125)
         provisioner.tick()
         assert len(backend.started) == attempt + 2
 
@@ -144,11 +156,12 @@ def test_a_ready_worker_that_stops_heartbeating_is_replaced(world):
     provisioner.tick()
     (hung,) = backend.running()
     registry = provisioner.registry
-    registry.register(WorkerInfo(hung.worker_id, 1, pid=1, host="h", started_at=time.time() - 1000))
+    registry.register(WorkerInfo(hung.worker_id, 1, pid=1, host="h", started_at=provisioner.clock.time()))
     registry.mark_ready(hung.worker_id)
+    provisioner.clock.advance(provisioner.settings.heartbeat_timeout_s)
     provisioner.tick()
-    assert backend.running() == [hung]  # heartbeating: left alone
-    registry._workers[hung.worker_id].last_heartbeat = time.time() - 10_000  # silent since long ago
+    assert backend.running() == [hung]  # its last heartbeat is exactly as old as the timeout: left alone
+    provisioner.clock.advance(1.0)  # silent past the timeout
     provisioner.tick()
     assert hung.stopped and len(backend.running()) == 1 and backend.running()[0] is not hung
     assert [w.worker_id for w in registry.workers(1)] == []  # deregistered: it steps down if it ever wakes
@@ -166,3 +179,29 @@ def test_workers_are_replaced_when_the_batching_settings_change_but_not_the_repl
     provisioner.tick()
     (second,) = backend.running()
     assert first.stopped and second.spec.max_batch_size == 64
+
+
+class LoadingWorker:
+    """What a thread handle needs of a Worker: it is ready when the test says its program has loaded."""
+
+    def __init__(self):
+        self.worker_id, self.ready = "w-thread", threading.Event()
+
+    def run(self, stop: threading.Event) -> None:
+        stop.wait()
+
+
+def test_a_thread_worker_cold_start_is_read_on_the_provisioner_clock():
+    clock, worker = ManualClock(), LoadingWorker()
+    handle = _ThreadHandle(worker, SPEC, clock)
+    try:
+        clock.advance(1.25)  # loading its program
+        worker.ready.set()
+        deadline = time.monotonic() + 10  # only for the handle's watcher thread to run: no duration is asserted
+        while handle.cold_start_seconds() is None:
+            assert time.monotonic() < deadline, "the handle never saw the worker ready"
+            time.sleep(0.01)
+        assert handle.cold_start_seconds() == 1.25
+    finally:
+        handle.stop()
+        assert handle.join(10)

@@ -71,11 +71,13 @@ def queue(queue_factory):
 
 @pytest.fixture(params=["memory", "redis"])
 def registry(request):
+    """A registry of the parametrised backend on a ManualClock (`registry.clock`), so tests step its time."""
+    from luminal.scheduler.clock import ManualClock
     from luminal.scheduler.registry import open_registry
 
     if request.param == "memory":
-        made = open_registry("")
+        made = open_registry("", clock=ManualClock())
     else:
-        made = open_registry(REDIS_URL, request.getfixturevalue("redis_namespace"))
+        made = open_registry(REDIS_URL, request.getfixturevalue("redis_namespace"), ManualClock())
     yield made
     made.close()

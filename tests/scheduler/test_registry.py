@@ -1,33 +1,35 @@
-"""The worker registry on both backends (in-memory and Redis): registration, readiness, heartbeats, dead workers."""
+"""The worker registry on both backends (in-memory and Redis): registration, readiness, heartbeats, dead workers.
+Each registry reads a stepped clock, so cold starts and heartbeat ages are exact, and nothing sleeps."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 
 from luminal.scheduler.registry import MemoryRegistry, UnknownWorker, WorkerInfo, open_registry
 
 
-def worker(worker_id: str, deployment_id: int = 1, started_ago: float = 0.0) -> WorkerInfo:
-    return WorkerInfo(worker_id, deployment_id, pid=1000, host="gpu-node-1", started_at=time.time() - started_ago)
+def worker(registry, worker_id: str, deployment_id: int = 1, started_ago: float = 0.0) -> WorkerInfo:
+    started_at = registry.clock.time() - started_ago
+    return WorkerInfo(worker_id, deployment_id, pid=1000, host="gpu-node-1", started_at=started_at)
 
 
 def test_register_then_ready_records_the_cold_start(registry):
-    registry.register(worker("w1", started_ago=2.0))
+    registry.register(worker(registry, "w1", started_ago=2.0))
     (info,) = registry.workers()
     assert (info.worker_id, info.deployment_id, info.pid, info.host) == ("w1", 1, 1000, "gpu-node-1")
     assert not info.ready and info.cold_start_seconds is None
-    assert abs(info.last_heartbeat - time.time()) < 1  # registering counts as a heartbeat
+    assert info.last_heartbeat == registry.clock.time()  # registering counts as a heartbeat
+    registry.clock.advance(0.5)  # loading the program
     registry.mark_ready("w1")
     (info,) = registry.workers()
-    assert info.ready and 2.0 <= info.cold_start_seconds < 3.0
+    assert info.ready and info.cold_start_seconds == pytest.approx(2.5)
+    assert info.last_heartbeat == info.ready_at == registry.clock.time()
 
 
 def test_workers_filters_by_deployment_oldest_first(registry):
-    registry.register(worker("b", deployment_id=1, started_ago=1))
-    registry.register(worker("a", deployment_id=1, started_ago=5))
-    registry.register(worker("c", deployment_id=2))
+    registry.register(worker(registry, "b", deployment_id=1, started_ago=1))
+    registry.register(worker(registry, "a", deployment_id=1, started_ago=5))
+    registry.register(worker(registry, "c", deployment_id=2))
     assert [w.worker_id for w in registry.workers(1)] == ["a", "b"]
     assert [w.worker_id for w in registry.workers(2)] == ["c"]
     assert registry.workers(3) == []
@@ -35,18 +37,21 @@ def test_workers_filters_by_deployment_oldest_first(registry):
 
 
 def test_dead_lists_workers_whose_heartbeats_stopped(registry):
-    registry.register(worker("silent"))
-    registry.register(worker("alive"))
-    time.sleep(0.4)
+    registry.register(worker(registry, "silent"))
+    registry.register(worker(registry, "alive"))
+    registry.clock.advance(0.4)
     registry.heartbeat("alive")
     assert [w.worker_id for w in registry.dead(timeout_s=0.3)] == ["silent"]
+    assert registry.dead(timeout_s=0.4) == []  # exactly as old as the timeout: not yet dead
     assert registry.dead(timeout_s=5) == []
+    registry.clock.advance(0.2)
+    assert [w.worker_id for w in registry.dead(timeout_s=0.3)] == ["silent"]  # the heartbeat restarted "alive"
     registry.deregister("silent")
     assert registry.dead(timeout_s=0.3) == [] and [w.worker_id for w in registry.workers()] == ["alive"]
 
 
 def test_deregistered_or_unknown_workers_cannot_heartbeat(registry):
-    registry.register(worker("w1"))
+    registry.register(worker(registry, "w1"))
     registry.deregister("w1")
     registry.deregister("w1")  # twice is fine
     with pytest.raises(UnknownWorker, match="'w1' is not registered"):
@@ -57,9 +62,9 @@ def test_deregistered_or_unknown_workers_cannot_heartbeat(registry):
 
 
 def test_registering_again_replaces_the_record(registry):
-    registry.register(worker("w1", deployment_id=1))
+    registry.register(worker(registry, "w1", deployment_id=1))
     registry.mark_ready("w1")
-    registry.register(worker("w1", deployment_id=2))  # the same id restarted for another deployment
+    registry.register(worker(registry, "w1", deployment_id=2))  # the same id restarted for another deployment
     (info,) = registry.workers()
     assert info.deployment_id == 2 and not info.ready
 
