@@ -11,8 +11,7 @@ import time
 import pytest
 
 import luminal as lm
-from luminal.gateway import predictions as predictions_module
-from luminal.gateway.webhooks import Delivery
+from luminal.gateway.webhooks import Delivery, WebhookSender
 from luminal.graph_file import graph_to_bytes
 from tests.gateway.conftest import deploy_and_wait, upload
 
@@ -78,11 +77,11 @@ def test_string_forms_round_trip_through_an_infer(deployed):
 def test_predictions_store_and_deliver_the_string_forms(deployed, monkeypatch):
     bodies: list[bytes] = []
 
-    async def capture(url: str, body: bytes, *args, **kwargs) -> Delivery:  # no packet leaves the test
+    async def capture(sender: WebhookSender, url: str, body: bytes, message_id: str) -> Delivery:  # nothing is sent
         bodies.append(body)
         return Delivery(True, 1)
 
-    monkeypatch.setattr(predictions_module, "deliver", capture)
+    monkeypatch.setattr(WebhookSender, "send", capture)
     c = deployed.client()
     body = {"model": "nonfinite", "inputs": [ZERO_NEG_ONE], "webhook": "http://93.184.215.14/hook"}
     accepted = c.post("/v1/predictions", json=body)
