@@ -26,6 +26,16 @@ def settings_with_admin(tmp_path: Path, database_url: str, admin_token: str | No
     )
 
 
+class SteppedClock:
+    """A clock for rate limits that moves only when the test moves it."""
+
+    def __init__(self, now: float = 1_700_000_000.0):  # epoch-sized, as the Redis limiter's clock is
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def admin(server) -> httpx.Client:
     return server.client(key=ADMIN_TOKEN)
 

@@ -10,15 +10,8 @@ import pytest
 
 from luminal.gateway.rate_limits import open_rate_limiter
 from luminal.gateway.rate_limits.base import gcra
+from tests.gateway.tenancy import SteppedClock
 from tests.scheduler.queue_fixtures import REDIS_URL, redis_namespace  # noqa: F401
-
-
-class SteppedClock:
-    def __init__(self, now: float = 1_700_000_000.0):  # epoch-sized, as Redis' limiter sees real clocks
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(params=["memory", "redis"])
