@@ -14,8 +14,11 @@ branch_labels = None
 depends_on = None
 
 
+# Never by copying the table (batch mode's way on SQLite when it cannot alter in place): dropping the old
+# `tenants` would cascade to every row that references a tenant. SQLite (3.35+) and PostgreSQL both add and drop
+# these columns in place.
 def upgrade() -> None:
-    with op.batch_alter_table("tenants") as batch:
+    with op.batch_alter_table("tenants", recreate="never") as batch:
         batch.add_column(sa.Column("suspended_at", sa.DateTime(timezone=True), nullable=True))
         batch.add_column(sa.Column("suspension_reason", sa.String(256), nullable=True))
         batch.add_column(sa.Column("max_deployments", sa.Integer, nullable=True))
@@ -24,7 +27,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("tenants") as batch:
+    with op.batch_alter_table("tenants", recreate="never") as batch:
         for column in (
             "max_requests_per_second",
             "max_replicas",
