@@ -40,7 +40,7 @@ async def create_tenant(request: Request, db: DatabaseDep) -> TenantCreated:
 
 def _create(db: Database, name: str, quotas: dict) -> TenantCreated:
     with db.session() as session:
-        summary, _row, key = tenant_admin.open_tenant(session, name, quotas)
+        summary, key = tenant_admin.open_tenant(session, name, quotas)
         return TenantCreated(key=key, **TenantPublic.of(summary).model_dump())
 
 

@@ -24,7 +24,7 @@ class TenantSummary:
     active_keys: int
 
 
-def open_tenant(session: Session, name: str, quotas: dict[str, float | None]) -> tuple[TenantSummary, ApiKey, str]:
+def open_tenant(session: Session, name: str, quotas: dict[str, float | None]) -> tuple[TenantSummary, str]:
     """A new tenant with `quotas` and one API key; returns the key itself, the only time it is available."""
     if session.scalars(select(Tenant.id).where(Tenant.name == name)).first() is not None:
         raise Conflict(f"a tenant named {name!r} already exists")
@@ -34,11 +34,12 @@ def open_tenant(session: Session, name: str, quotas: dict[str, float | None]) ->
         session.flush()
     except IntegrityError:  # created by a concurrent request since the check above
         raise Conflict(f"a tenant named {name!r} already exists") from None
-    row, key = create_key(session, tenant)
-    return TenantSummary(tenant, deployments=0, active_keys=1), row, key
+    _, key = create_key(session, tenant)
+    return TenantSummary(tenant, deployments=0, active_keys=1), key
 
 
-def _summaries(session: Session, where) -> list[TenantSummary]:
+def _summaries(session: Session, tenant_id: int | None = None) -> list[TenantSummary]:
+    """Every tenant (or the one `tenant_id`) with its deployments and active keys counted, by id."""
     deployments = select(func.count()).where(Deployment.tenant_id == Tenant.id).correlate(Tenant).scalar_subquery()
     keys = (
         select(func.count())
@@ -46,16 +47,19 @@ def _summaries(session: Session, where) -> list[TenantSummary]:
         .correlate(Tenant)
         .scalar_subquery()
     )
-    rows = session.execute(select(Tenant, deployments, keys).where(where).order_by(Tenant.id))
+    stmt = select(Tenant, deployments, keys).order_by(Tenant.id)
+    if tenant_id is not None:
+        stmt = stmt.where(Tenant.id == tenant_id)
+    rows = session.execute(stmt)
     return [TenantSummary(t, d, k) for t, d, k in rows]
 
 
 def list_tenants(session: Session) -> list[TenantSummary]:
-    return _summaries(session, Tenant.id.is_not(None))
+    return _summaries(session)
 
 
 def get_tenant(session: Session, tenant_id: int) -> TenantSummary:
-    found = _summaries(session, Tenant.id == tenant_id)
+    found = _summaries(session, tenant_id)
     if not found:
         raise NotFound(f"tenant {tenant_id} not found")
     return found[0]
