@@ -5,7 +5,9 @@ the admin API says it is disabled."""
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
+from luminal.gateway.settings import Settings
 from luminal.gateway.store.tenants import hash_key
 from tests.gateway.conftest import BOOTSTRAP_KEY, upload
 from tests.gateway.tenancy import ADMIN_TOKEN, admin, new_tenant, settings_with_admin
@@ -89,3 +91,8 @@ def test_without_a_token_the_admin_api_is_disabled(server):
     for key in (ADMIN_TOKEN, BOOTSTRAP_KEY, None):
         r = server.client(key=key).get("/v1/admin/tenants")
         assert r.status_code == 404 and "the admin API is disabled" in r.json()["error"], r.text
+
+
+def test_an_admin_token_is_at_least_16_characters(tmp_path):
+    with pytest.raises(ValidationError, match="admin_token"):
+        Settings(data_dir=tmp_path, admin_token="short-token")
