@@ -18,12 +18,12 @@ class ClientError(Exception):
     pass
 
 
-class PlatformClient:
-    def __init__(self, url: str, api_key: str | None, timeout: float = 60):
-        if not api_key:
-            raise ClientError("no API key: run `luminal login`, pass --api-key or set LUMINAL_API_KEY")
+class ApiClient:
+    """What every client of the platform shares: one bearer credential (a tenant's key, or the admin token)."""
+
+    def __init__(self, url: str, credential: str, timeout: float = 60):
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout)
+        self._http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {credential}"}, timeout=timeout)
 
     def close(self) -> None:
         self._http.close()
@@ -45,6 +45,15 @@ class PlatformClient:
         except (ValueError, KeyError, TypeError):
             message = response.text[:200] or response.reason_phrase
         raise ClientError(f"{response.status_code}: {message}")
+
+
+class PlatformClient(ApiClient):
+    """A tenant's client, holding one of its API keys."""
+
+    def __init__(self, url: str, api_key: str | None, timeout: float = 60):
+        if not api_key:
+            raise ClientError("no API key: run `luminal login`, pass --api-key or set LUMINAL_API_KEY")
+        super().__init__(url, api_key, timeout)
 
     def upload_model(self, path: Path, name: str, on_progress: Callable[[int], None] = lambda n: None) -> dict:
         """Streams the file (never read whole into memory); `on_progress` gets each chunk's size."""

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from luminal.cli.client import ClientError, PlatformClient
+from luminal.cli.client import ApiClient, ClientError, PlatformClient
 from luminal.cli.common import fail
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 FIELDS = ("url", "api_key")
+ClientT = TypeVar("ClientT", bound=ApiClient)
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,16 @@ def connect(url: str | None, api_key: str | None) -> PlatformClient:
 @contextmanager
 def client_session(url: str | None, api_key: str | None) -> Iterator[PlatformClient]:
     """A connected client for one command; any `ClientError` inside ends the command with its one-line message."""
+    with opened(lambda: connect(url, api_key)) as client:
+        yield client
+
+
+@contextmanager
+def opened(make: Callable[[], ClientT]) -> Iterator[ClientT]:
+    """The client `make` returns, for one command, closed after it; any `ClientError` in making or using it ends
+    the command with its one-line message."""
     try:
-        client = connect(url, api_key)
+        client = make()
         try:
             yield client
         finally:

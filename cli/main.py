@@ -1,5 +1,5 @@
 """The `luminal` command: `serve` runs the embedded platform; `deploy` uploads a model and waits for its compile;
-`login`, `models`, `deployments`, `keys`, `predict` and `compile` are registered from their own modules.
+`login`, `models`, `deployments`, `keys`, `admin`, `predict` and `compile` are registered from their own modules.
 
 Client commands read the server and key from --url / --api-key, else $LUMINAL_URL / $LUMINAL_API_KEY, else the
 config file `luminal login` writes (see cli/config.py). Errors print one line and exit with status 1.
@@ -14,8 +14,8 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
+from luminal.cli import admin, deployments, keys, login, models, predict
 from luminal.cli import compile as compile_command
-from luminal.cli import deployments, keys, login, models, predict
 from luminal.cli.client import ClientError
 from luminal.cli.common import KeyOption, UrlOption, err, fail, out
 from luminal.cli.config import connect
@@ -121,6 +121,7 @@ app.command()(login.login)
 app.add_typer(models.app, name="models")
 app.add_typer(deployments.app, name="deployments")
 app.add_typer(keys.app, name="keys")
+app.add_typer(admin.app, name="admin")
 app.command()(predict.predict)
 app.command(name="compile")(compile_command.compile_file)
 

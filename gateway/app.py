@@ -12,17 +12,30 @@ from luminal.gateway.errors import install_error_handlers
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.platform import Platform
 from luminal.gateway.predictions import fail_interrupted
-from luminal.gateway.routers import deployments, inference, keys, metrics, models, predictions, server, usage, workers
+from luminal.gateway.routers import (
+    admin,
+    deployments,
+    inference,
+    keys,
+    metrics,
+    models,
+    predictions,
+    server,
+    usage,
+    workers,
+)
 from luminal.gateway.scheduler_backend import SchedulerBackend
 from luminal.gateway.settings import Settings
 from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.artifacts import LocalArtifactStore
 from luminal.gateway.store.database import Database, migrate
+from luminal.gateway.store.tenant_admin import constrained_tenants
 from luminal.gateway.store.tenants import ensure_bootstrap_tenant
 from luminal.gateway.sweeps import Sweeper
 from luminal.provisioner.backends import ThreadWorkers
 from luminal.provisioner.local_processes import LocalProcessWorkers
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
+from luminal.provisioner.tenant_limits import TenantLimits
 from luminal.scheduler.compile_jobs import ProcessCompileRunner, ThreadCompileRunner
 from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
@@ -83,7 +96,9 @@ def _start_scheduler(
         # Workers heartbeat between batches: silent past the longest allowed batch, a worker is hung.
         heartbeat_timeout_s=settings.execution_timeout_s + 30,
     )
-    provisioner = Provisioner(partial(_ready_specs, db), queue, registry, worker_backend, scaling)
+    provisioner = Provisioner(
+        partial(_ready_specs, db), queue, registry, worker_backend, scaling, tenant_limits=partial(_tenant_limits, db)
+    )
     provisioner.start()
     return queue, registry, provisioner, ledger
 
@@ -91,6 +106,12 @@ def _start_scheduler(
 def _ready_specs(db: Database) -> list[WorkerSpec]:
     with db.session() as session:
         return ready_specs(session)
+
+
+def _tenant_limits(db: Database) -> dict[int, TenantLimits]:
+    with db.session() as session:
+        tenants = constrained_tenants(session)
+        return {t.id: TenantLimits(suspended=t.suspended_at is not None, max_replicas=t.max_replicas) for t in tenants}
 
 
 def stop_platform(platform: Platform) -> None:
@@ -125,6 +146,7 @@ def create_app(
             try:
                 await sweeper.stop()
                 await app.state.platform.predictions.shutdown()
+                await app.state.platform.rate_limiter.close()
             finally:
                 stop_platform(app.state.platform)
 
@@ -132,6 +154,6 @@ def create_app(
     # expects, never by what a header claims.
     app = FastAPI(title="Luminal Cloud", version="0.1.0", lifespan=lifespan, strict_content_type=False)
     install_error_handlers(app)
-    for module in (server, inference, models, deployments, workers, usage, predictions, metrics, keys):
+    for module in (server, inference, models, deployments, workers, usage, predictions, metrics, keys, admin):
         app.include_router(module.router)
     return app

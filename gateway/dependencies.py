@@ -20,6 +20,7 @@ from luminal.gateway.store.artifacts import ArtifactStore
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import Tenant
 from luminal.gateway.store.tenants import tenant_for_key
+from luminal.gateway.tenant_standing import check_standing
 from luminal.scheduler.compile_jobs import CompileRunner
 
 MAX_KEY_CHARS = 256  # our keys are 46 characters; refuse to hash anything absurd
@@ -72,6 +73,7 @@ async def _tenant(request: Request, p: PlatformDep) -> Tenant:
             p.tenants.put(key, tenant, generation)
     if tenant is None:
         raise ApiError(401, "invalid or revoked API key", _CHALLENGE)
+    await check_standing(tenant, p.rate_limiter)  # 403 when suspended, 429 past its requests per second
     return tenant
 
 

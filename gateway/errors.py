@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from luminal.gateway.store.errors import Conflict, NotFound
+from luminal.gateway.store.errors import Conflict, NotFound, QuotaExceeded
 from luminal.gateway.tensor_codec import TensorError
 from luminal.graph_json import GraphFileError
 from luminal.scheduler.programs import InvalidInput
@@ -50,6 +50,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(QueueFull)
     async def _queue_full(_r: Request, e: QueueFull) -> JSONResponse:
+        return error_response(429, str(e), {"Retry-After": str(max(1, math.ceil(e.retry_after_s)))})
+
+    @app.exception_handler(QuotaExceeded)
+    async def _quota(_r: Request, e: QuotaExceeded) -> JSONResponse:
         return error_response(429, str(e), {"Retry-After": str(max(1, math.ceil(e.retry_after_s)))})
 
     @app.exception_handler(ApiError)

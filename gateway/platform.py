@@ -8,6 +8,7 @@ from typing import Any
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.metrics import InferenceMetrics
 from luminal.gateway.predictions import PredictionRunner
+from luminal.gateway.rate_limits import RateLimiter, open_rate_limiter
 from luminal.gateway.settings import Settings
 from luminal.gateway.store.artifacts import ArtifactStore
 from luminal.gateway.store.database import Database
@@ -36,6 +37,8 @@ class Platform:
     provisioner: Provisioner | None = None
     ledger: BufferedLedger | None = None  # the thread workers' usage ledger (flushed before a usage report)
     metrics: InferenceMetrics = field(default_factory=InferenceMetrics)
+    # Each tenant's requests-per-second allowance (shared through Redis when the queues are).
+    rate_limiter: RateLimiter = field(init=False)
     # Built from the parts above (the webhook secret may be generated under data_dir on the first start).
     predictions: PredictionRunner = field(init=False)
 
@@ -46,6 +49,7 @@ class Platform:
     def __post_init__(self) -> None:
         self.tenants = TtlCache(self.settings.metadata_cache_s)
         self.ready_deployments = TtlCache(self.settings.metadata_cache_s)
+        self.rate_limiter = open_rate_limiter(self.settings.queue_url, self.settings.queue_namespace)
         webhooks = WebhookSender(webhook_secret(self.settings), self.settings.webhook_allow_private)
         self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks)
 

@@ -46,3 +46,12 @@ async def read_json_model(request: Request, model: type[ModelT], max_bytes: int)
         return model.model_validate_json(body)
     except ValidationError as e:
         raise RequestValidationError(e.errors(include_url=False, include_context=False)) from None
+
+
+async def read_optional_json_model(request: Request, model: type[ModelT], max_bytes: int) -> ModelT:
+    """As `read_json_model`, but an empty body is the model's defaults (`{}`): for bodies that are optional."""
+    body = await read_capped_body(request, max_bytes)
+    try:
+        return model.model_validate_json(body if body.strip() else b"{}")
+    except ValidationError as e:
+        raise RequestValidationError(e.errors(include_url=False, include_context=False)) from None

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     # /metrics names every tenant's models, so a reachable gateway should guard it; unset, it is open (the
     # embedded single-user default). At least 16 characters: it is a shared secret, not a password to remember.
     metrics_token: str | None = Field(default=None, min_length=16, description="bearer token that /metrics requires")
+    # Opens the admin API (/v1/admin: tenants, suspensions, quotas) to `Authorization: Bearer <this token>`;
+    # unset, the admin API is disabled. Never a tenant's key: it acts on every tenant.
+    admin_token: str | None = Field(default=None, min_length=16, description="bearer token of the admin API")
     # Signs webhook deliveries (Luminal-Signature). Unset, one is generated on the first start and kept under
     # data_dir, so receivers keep verifying across restarts; replicas that share no data_dir must all set it.
     webhook_secret: str | None = Field(default=None, min_length=16, description="HMAC key of webhook signatures")

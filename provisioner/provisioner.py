@@ -16,6 +16,13 @@ from dataclasses import dataclass
 
 from luminal.provisioner.autoscaler import Load, ScalingPolicy, desired_replicas
 from luminal.provisioner.backends import WorkerBackend, WorkerHandle
+from luminal.provisioner.tenant_limits import (
+    UNLIMITED,
+    TenantDeployment,
+    TenantLimits,
+    held_by_others,
+    limited_replicas,
+)
 from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
@@ -60,12 +67,16 @@ class Provisioner:
         backend: WorkerBackend,
         settings: ProvisionerSettings | None = None,
         clock: Clock = SYSTEM_CLOCK,  # idle times, cooldowns, backoffs and the tick; tests step their own
+        tenant_limits: Callable[[], dict[int, TenantLimits]] = dict,
     ):
         # Every deployment that can serve, read fresh (from the metadata store) each `refresh_s`.
         self.ready_specs = ready_specs
         self.queue, self.registry, self.backend = queue, registry, backend
         self.settings = settings or ProvisionerSettings()
         self.clock = clock
+        # Suspensions and replica quotas by tenant id (tenants without either are absent), read with the specs.
+        self.tenant_limits = tenant_limits
+        self._limits: dict[int, TenantLimits] = {}
         self._workers: dict[int, list[WorkerHandle]] = defaultdict(list)
         self._states: dict[int, _State] = {}
         self._cold_starts: dict[int, deque[float]] = defaultdict(lambda: deque(maxlen=COLD_STARTS_KEPT))
@@ -94,6 +105,13 @@ class Provisioner:
                 self._specs_read_at = float("-inf")  # deployed since the last read: re-read at once
             elif self._workers.get(deployment_id):
                 return
+        self._wake.set()
+
+    def refresh(self) -> None:
+        """Re-read the deployments and the tenants' limits now (an operator suspended, resumed or re-quota'd a
+        tenant), instead of at the next periodic read."""
+        with self._lock:
+            self._specs_read_at = float("-inf")
         self._wake.set()
 
     def status(self, deployment_id: int) -> dict:
@@ -132,8 +150,9 @@ class Provisioner:
         now = self.clock.monotonic()
         if now - self._specs_read_at >= self.settings.refresh_s:
             specs = {s.deployment_id: s for s in self.ready_specs()}
+            limits = self.tenant_limits()
             with self._lock:
-                self._specs, self._specs_read_at = specs, now
+                self._specs, self._limits, self._specs_read_at = specs, limits, now
         hung = {w.worker_id for w in self.registry.dead(self.settings.heartbeat_timeout_s) if w.ready_at is not None}
         with self._lock:
             self._hung = hung
@@ -177,7 +196,20 @@ class Provisioner:
             since_scale_up_s=now - state.last_scale_up,
             since_scale_down_s=now - state.last_scale_down,
         )
-        self._scale_to(d, spec, desired_replicas(policy, load), now)
+        with self._lock:
+            limits = self._limits.get(spec.tenant_id, UNLIMITED)
+            quota = limits.max_replicas
+            others = 0 if quota is None else held_by_others(self._tenant_deployments(spec.tenant_id), quota, d)
+        want = limited_replicas(desired_replicas(policy, load), queued + in_flight, others, limits)
+        self._scale_to(d, spec, want, now)
+
+    def _tenant_deployments(self, tenant_id: int) -> list[TenantDeployment]:
+        """The tenant's ready deployments by id, with their running workers (lock held)."""
+        return [
+            TenantDeployment(d, spec.min_replicas, sum(h.alive() for h in self._workers.get(d, [])))
+            for d, spec in sorted(self._specs.items())
+            if spec.tenant_id == tenant_id
+        ]
 
     def _live_workers(self, deployment_id: int) -> list[WorkerHandle]:
         """The deployment's workers still running; dead ones are dropped and deregistered (lock held)."""

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.dependencies import ChangesMetadata, DatabaseDep, TenantDep
-from luminal.gateway.request_body import read_capped_body
+from luminal.gateway.request_body import read_optional_json_model
 from luminal.gateway.schemas import KeyCreate, KeyCreated, KeyPublic, RowId
 from luminal.gateway.store import tenants as tenant_store
 from luminal.gateway.store.database import Database
@@ -23,11 +21,7 @@ _BODY_DOC = {"content": {"application/json": {"schema": KeyCreate.model_json_sch
 @router.post("", status_code=201, openapi_extra={"requestBody": _BODY_DOC})
 async def create_key(request: Request, tenant: TenantDep, db: DatabaseDep) -> KeyCreated:
     """The body `{"name": "..."}` is optional. The answer holds the key itself, which is never shown again."""
-    raw = await read_capped_body(request, MAX_BODY_BYTES)
-    try:
-        body = KeyCreate.model_validate_json(raw if raw.strip() else b"{}")  # no body: an unnamed key
-    except ValidationError as e:  # the same 422 a declared body parameter gives
-        raise RequestValidationError(e.errors(include_url=False, include_context=False)) from None
+    body = await read_optional_json_model(request, KeyCreate, MAX_BODY_BYTES)  # no body: an unnamed key
     return await run_in_threadpool(_create, db, tenant, body.name)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
+from luminal.gateway.store import quotas
 from luminal.gateway.store.errors import Conflict, NotFound
 from luminal.gateway.store.models import get_version, unreferenced
 from luminal.gateway.store.tables import Deployment, Model, ModelVersion, Tenant
@@ -40,6 +41,7 @@ def create_deployment(session: Session, tenant: Tenant, spec: DeploymentSpec) ->
         raise Conflict(
             f"model {spec.model!r} version {version.version} is already deployed (deployment {version.deployment.id})"
         )
+    quotas.check_new_deployment(session, tenant.id, spec.min_replicas, spec.max_replicas)
     row = Deployment(
         tenant_id=tenant.id,
         model_version_id=version.id,
@@ -129,6 +131,8 @@ def update_deployment(session: Session, tenant: Tenant, deployment_id: int, chan
     high = changes.get("max_replicas", row.max_replicas)
     if low > high:
         raise Conflict(f"min_replicas {low} would exceed max_replicas {high} of deployment {deployment_id}")
+    if {"min_replicas", "max_replicas"} & set(changes):
+        quotas.check_scaling(session, tenant.id, deployment_id, low, high)
     for field, value in changes.items():
         setattr(row, field, value)
     row.updated_at = dt.datetime.now(dt.UTC)

@@ -51,6 +51,13 @@ class Tenant(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
     created_at: Mapped[dt.datetime] = _now()
+    # Set by an operator: the tenant's keys are refused and its deployments drain to zero until resumed.
+    suspended_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    suspension_reason: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    # Quotas; NULL is no limit. Replicas count the workers of all the tenant's deployments together.
+    max_deployments: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_replicas: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_requests_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class ApiKey(Base):
