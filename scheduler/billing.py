@@ -41,6 +41,11 @@ class UsageRecord:
         return {rid: self.seconds * rows / total for rid, rows in zip(self.request_ids, self.request_rows)}
 
 
+class LedgerError(ValueError):
+    """The record cannot be billed as it is (malformed, unpriced GPU type, unknown tenant); nothing was written.
+    Writing it again cannot succeed, unlike a failure of the database."""
+
+
 class UsageLedger(Protocol):
     def record(self, record: UsageRecord) -> bool:
         """Write the record once; False when it bills nothing: a record with its batch id exists, or each of its

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import BilledRequest, Deployment, Model, ModelVersion, UsageRecordRow
-from luminal.scheduler.billing import UsageRecord
+from luminal.scheduler.billing import LedgerError, UsageRecord
 
 _INSERT_BY_DIALECT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
 MAX_ID_CHARS = 64  # batch and request ids are uuid4 hex (32); the columns hold 64
@@ -33,10 +33,6 @@ MAX_ID_CHARS = 64  # batch and request ids are uuid4 hex (32); the columns hold 
 # retried: the transaction rolled back whole, so trying again cannot bill anything twice.
 RETRY_BACKOFF_S = (0.05, 0.2, 1.0)
 log = logging.getLogger(__name__)
-
-
-class LedgerError(ValueError):
-    """The record cannot be billed as it is (malformed, unpriced GPU type, unknown tenant); nothing was written."""
 
 
 def check_record(record: UsageRecord) -> None:
