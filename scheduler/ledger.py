@@ -165,5 +165,7 @@ class SqlUsageLedger:
         table = BilledRequest.__table__
         # Sorted: racing transactions then take the ids' locks in one order, and cannot deadlock on them.
         rows = [{"request_id": rid, "usage_record_id": record_id} for rid in sorted(request_ids)]
-        stmt = self._insert(table).values(rows).on_conflict_do_nothing(index_elements=["request_id"])
-        return set(session.scalars(stmt.returning(table.c.request_id)))
+        stmt = self._insert(table).on_conflict_do_nothing(index_elements=["request_id"]).returning(table.c.request_id)
+        # The rows as parameters, not in the statement: one compiled statement serves every batch size (SQLAlchemy
+        # batches them into multi-row INSERTs and gathers what RETURNING says).
+        return set(session.scalars(stmt, rows))
