@@ -76,9 +76,10 @@ class BufferedLedger:
             self._cond.notify_all()
         self._thread.join(timeout)
         with self._cond:
+            kept = "kept in the journal for the next start" if self.journal is not None else "lost"
             for record in self._pending:
-                log.error("usage record of batch %s NOT written (ledger closed): %r", record.batch_id, record)
-            if self.journal is not None:  # what is not written stays journaled, for the next start
+                log.error("usage record of batch %s not written at close (%s): %r", record.batch_id, kept, record)
+            if self.journal is not None:
                 self.journal.close(all_written=not self._pending and not self._gave_up)
 
     def _run(self) -> None:
