@@ -43,6 +43,7 @@ from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry, open_registry
+from luminal.scheduler.usage_journal import UsageJournal, replay
 from luminal.scheduler.worker_spec import WorkerSpec, ready_specs
 
 
@@ -81,12 +82,16 @@ def _start_scheduler(
 ) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger | None]:
     queue = open_queue(settings.queue_url, settings.queue_namespace)
     registry = open_registry(settings.queue_url, settings.queue_namespace)
+    sql_ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)
+    # Bills what thread workers answered before an earlier process was killed (whatever the backend is now).
+    journal_dir = settings.data_dir / "usage-journal"
+    replay(journal_dir, sql_ledger)
     ledger = None  # worker processes keep their own
     if settings.worker_backend == "process":
         worker_backend = LocalProcessWorkers(settings, registry)
     else:
         programs = ProgramCache(artifacts.local_path)
-        ledger = BufferedLedger(SqlUsageLedger(db, settings.gpu_prices_per_second))
+        ledger = BufferedLedger(sql_ledger, UsageJournal(journal_dir))
         worker_backend = ThreadWorkers(queue, programs, ledger, registry)
     scaling = ProvisionerSettings(
         target_per_replica=settings.scale_target_per_replica,

@@ -1,9 +1,10 @@
 """One formed batch through the compiled program: grouped, concatenated, run, split, billed, answered.
 
 The usage record is handed to the ledger before any result is released: a worker process writes it there and
-then; thread workers inside the gateway hand it to a `BufferedLedger`, which writes it off the serving path
-and whose `flush()` makes it visible to a usage report. Each delivery is completed (result stored, then
-acknowledged) last.
+then; thread workers inside the gateway hand it to a `BufferedLedger`, which journals it to disk at once, writes
+it off the serving path and whose `flush()` makes it visible to a usage report. Each delivery is completed
+(result stored, then acknowledged) last, so a worker killed in between leaves its requests billed but pending:
+the worker that reclaims and re-runs them is not billed for them again (the ledger keys requests by id).
 """
 
 from __future__ import annotations

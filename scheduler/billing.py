@@ -1,7 +1,8 @@
 """The billing ledger's interface: one usage record per executed batch, written by the worker that ran it.
 
-A record is keyed by its batch id, so writing it again (a retried write, a re-delivered batch reporting twice)
-is a no-op: each executed batch is billed exactly once. Each request of the batch is billed its share,
+Each request is billed exactly once. A record is keyed by its batch id, so writing it again (a retried write)
+is a no-op; and by its requests' ids, so a request that a dead worker's batch billed and another worker re-ran
+after reclaiming it is not billed again by the re-run's batch. Each request of a batch is billed its share,
 `(ended_at - started_at) * rows / total rows` (rows: the request's extent along the batch dimension).
 """
 
@@ -40,7 +41,13 @@ class UsageRecord:
         return {rid: self.seconds * rows / total for rid, rows in zip(self.request_ids, self.request_rows)}
 
 
+class LedgerError(ValueError):
+    """The record cannot be billed as it is (malformed, unpriced GPU type, unknown tenant); nothing was written.
+    Writing it again cannot succeed, unlike a failure of the database."""
+
+
 class UsageLedger(Protocol):
     def record(self, record: UsageRecord) -> bool:
-        """Write the record once; False when a record with its batch id already exists."""
+        """Write the record once; False when it bills nothing: a record with its batch id exists, or each of its
+        requests was billed already."""
         ...

@@ -1,31 +1,38 @@
-"""The billing ledger in the metadata database: `usage_records`, one row per executed batch.
+"""The billing ledger in the metadata database: `usage_records`, one row per executed batch, and
+`billed_requests`, each billed request once.
 
-Exactly once rests on the database, not on the writer: `batch_id` is unique and the insert is
-`ON CONFLICT (batch_id) DO NOTHING RETURNING id` (SQLite >= 3.35 and PostgreSQL), so two workers or a retry racing
-on one batch leave one row, and the loser learns it from the empty RETURNING, with no error to tell apart from a real
-one (such as an unknown tenant).
+Exactly once rests on the database, not on the writer, at two levels. A batch: `batch_id` is unique and the insert
+is `ON CONFLICT (batch_id) DO NOTHING RETURNING id` (SQLite >= 3.35 and PostgreSQL), so a retried write or two
+writers racing on one batch leave one row. A request: a worker that died after billing its batch but before
+acknowledging it leaves its requests to be reclaimed and re-run by another worker, in a new batch; the request
+ids go into `billed_requests` (primary key) in the same transaction as the record, `ON CONFLICT DO NOTHING
+RETURNING`, so the re-run learns which of its requests are new. Its record bills only those (their shares of
+its time), and is removed again in the same transaction when there are none. On PostgreSQL a writer inserting a
+request id another open transaction holds waits for it to end, so two racing runs cannot both bill a request.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections.abc import Mapping
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from luminal.gateway.store.database import Database
-from luminal.gateway.store.tables import Deployment, Model, ModelVersion, UsageRecordRow
-from luminal.scheduler.billing import UsageRecord
+from luminal.gateway.store.tables import BilledRequest, Deployment, Model, ModelVersion, UsageRecordRow
+from luminal.scheduler.billing import LedgerError, UsageRecord
 
 _INSERT_BY_DIALECT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
-MAX_ID_CHARS = 64  # batch ids are uuid4 hex (32); the column holds 64
-
-
-class LedgerError(ValueError):
-    """The record cannot be billed as it is (malformed, unpriced GPU type, unknown tenant); nothing was written."""
+MAX_ID_CHARS = 64  # batch and request ids are uuid4 hex (32); the columns hold 64
+# A deadlock (two transactions billing overlapping requests in different orders) or a dropped connection is
+# retried: the transaction rolled back whole, so trying again cannot bill anything twice.
+RETRY_BACKOFF_S = (0.05, 0.2, 1.0)
+log = logging.getLogger(__name__)
 
 
 def check_record(record: UsageRecord) -> None:
@@ -44,6 +51,10 @@ def check_record(record: UsageRecord) -> None:
         )
     if any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in record.request_rows):
         raise LedgerError(f"batch {record.batch_id}: request rows must be non-negative integers")
+    if any(not isinstance(i, str) or not 0 < len(i) <= MAX_ID_CHARS for i in record.request_ids):
+        raise LedgerError(f"batch {record.batch_id}: request ids must be 1 to {MAX_ID_CHARS} characters")
+    if len(set(record.request_ids)) != len(record.request_ids):
+        raise LedgerError(f"batch {record.batch_id}: a request id appears twice")
 
 
 def _model_of(session: Session, deployment_id: int) -> tuple[str | None, int | None]:
@@ -67,50 +78,94 @@ class SqlUsageLedger:
         self._insert = _INSERT_BY_DIALECT[dialect]
 
     def record(self, record: UsageRecord) -> bool:
-        """Write the record once; False when its batch id was already recorded (nothing written then).
-        Raises LedgerError when it cannot be billed."""
+        """Write the record once; False when it bills nothing (its batch id was recorded, or every one of its
+        requests was billed before). Raises LedgerError when it cannot be billed."""
         return self.record_many([record])[0]
 
     def record_many(self, records: list[UsageRecord]) -> list[bool]:
         """Write several records in one transaction (what a busy worker's buffered ledger does); each answer as
         `record` gives it. Any record that cannot be billed fails them all, before anything is written."""
-        prices = []
-        for record in records:
-            check_record(record)
-            price = self.prices_per_second.get(record.gpu_type)
-            if price is None:
-                raise LedgerError(f"batch {record.batch_id}: no price for GPU type {record.gpu_type!r}")
-            prices.append(price)
-        table = UsageRecordRow.__table__
+        prices = [self._price_of(record) for record in records]
+        for pause in (*RETRY_BACKOFF_S, None):
+            try:
+                return self._write(records, prices)
+            except OperationalError:
+                if pause is None:
+                    raise
+                log.warning("writing %d usage record(s) failed; retrying in %g s", len(records), pause, exc_info=True)
+                time.sleep(pause)
+        raise AssertionError("unreachable")
+
+    def _price_of(self, record: UsageRecord) -> float:
+        check_record(record)
+        price = self.prices_per_second.get(record.gpu_type)
+        if price is None:
+            raise LedgerError(f"batch {record.batch_id}: no price for GPU type {record.gpu_type!r}")
+        return price
+
+    def _write(self, records: list[UsageRecord], prices: list[float]) -> list[bool]:
         try:
             with self.db.session() as session:
-                inserted = []
-                for record, price in zip(records, prices):
-                    name, version = record.model_name, record.model_version
-                    if name is None:
-                        name, version = _model_of(session, record.deployment_id)
-                    values = dict(
-                        batch_id=record.batch_id,
-                        tenant_id=record.tenant_id,
-                        deployment_id=record.deployment_id,
-                        model_name=name,
-                        model_version=version,
-                        worker_id=record.worker_id,
-                        gpu_type=record.gpu_type,
-                        started_at=record.started_at,
-                        ended_at=record.ended_at,
-                        seconds=record.seconds,
-                        batch_size=record.batch_size,
-                        request_ids=list(record.request_ids),
-                        request_rows=list(record.request_rows),
-                        price_per_second=price,
-                        cost=record.seconds * price,
-                    )
-                    stmt = self._insert(table).values(**values).on_conflict_do_nothing(index_elements=["batch_id"])
-                    # RETURNING says whether this statement inserted the row (the driver's rowcount is not reliable).
-                    inserted.append(session.execute(stmt.returning(table.c.id)).first() is not None)
-                return inserted
-        except IntegrityError as e:  # the batch id cannot conflict (DO NOTHING), so a foreign key failed
+                return [self._write_one(session, record, price) for record, price in zip(records, prices)]
+        except IntegrityError as e:  # the ids cannot conflict (DO NOTHING), so a foreign key failed
             tenants = sorted({r.tenant_id for r in records})
             which = f"tenant {tenants[0]}" if len(tenants) == 1 else f"one of tenants {tenants}"
             raise LedgerError(f"{len(records)} batch(es): {which} does not exist") from e
+
+    def _write_one(self, session: Session, record: UsageRecord, price: float) -> bool:
+        table = UsageRecordRow.__table__
+        name, version = record.model_name, record.model_version
+        if name is None:
+            name, version = _model_of(session, record.deployment_id)
+        values = dict(
+            batch_id=record.batch_id,
+            tenant_id=record.tenant_id,
+            deployment_id=record.deployment_id,
+            model_name=name,
+            model_version=version,
+            worker_id=record.worker_id,
+            gpu_type=record.gpu_type,
+            started_at=record.started_at,
+            ended_at=record.ended_at,
+            seconds=record.seconds,
+            batch_size=record.batch_size,
+            request_ids=list(record.request_ids),
+            request_rows=list(record.request_rows),
+            price_per_second=price,
+            cost=record.seconds * price,
+        )
+        stmt = self._insert(table).values(**values).on_conflict_do_nothing(index_elements=["batch_id"])
+        # RETURNING says whether this statement inserted the row (the driver's rowcount is not reliable).
+        record_id = session.execute(stmt.returning(table.c.id)).scalar()
+        if record_id is None:
+            return False
+        new = self._claim_requests(session, record_id, record.request_ids)
+        if not new:  # a re-run of requests billed already: it bills nothing
+            session.execute(delete(UsageRecordRow).where(UsageRecordRow.id == record_id))
+            return False
+        if len(new) < record.batch_size:  # bill only the requests not billed before, their shares of the batch
+            shares = record.shares()
+            kept = [(rid, rows) for rid, rows in zip(record.request_ids, record.request_rows) if rid in new]
+            seconds = sum(shares[rid] for rid, _ in kept)
+            session.execute(
+                update(UsageRecordRow)
+                .where(UsageRecordRow.id == record_id)
+                .values(
+                    request_ids=[rid for rid, _ in kept],
+                    request_rows=[rows for _, rows in kept],
+                    batch_size=len(kept),
+                    seconds=seconds,
+                    cost=seconds * price,
+                )
+            )
+        return True
+
+    def _claim_requests(self, session: Session, record_id: int, request_ids: tuple[str, ...]) -> set[str]:
+        """Marks the requests billed by record `record_id`; the ids that were not billed before."""
+        table = BilledRequest.__table__
+        # Sorted: racing transactions then take the ids' locks in one order, and cannot deadlock on them.
+        rows = [{"request_id": rid, "usage_record_id": record_id} for rid in sorted(request_ids)]
+        stmt = self._insert(table).on_conflict_do_nothing(index_elements=["request_id"]).returning(table.c.request_id)
+        # The rows as parameters, not in the statement: one compiled statement serves every batch size (SQLAlchemy
+        # batches them into multi-row INSERTs and gathers what RETURNING says).
+        return set(session.scalars(stmt, rows))

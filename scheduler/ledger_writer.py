@@ -1,10 +1,11 @@
 """Usage records written off the serving path: a worker hands each executed batch's record to this writer and
 answers its requests at once; one thread writes the records, retrying a failing database.
 
-Billing stays exactly once (the batch id is the key, so a retried write is a no-op) and nothing is dropped
-while the process lives: `close()` writes what is buffered before the process ends, and `flush()` lets a
-reader in the same process (the usage report of the embedded platform) see every batch answered so far. What a
-crash of the process loses is at most the records of its last moments, and they are logged with their ids.
+Billing stays exactly once (batch and request ids are the ledger's keys, so a retried write is a no-op), and
+`flush()` lets a reader in the same process (the usage report of the embedded platform) see every batch
+answered so far. Nothing is lost when the process is killed: given a journal, `record()` appends the record to
+it before returning, so before the batch's answers are released, and the next start replays it
+(`scheduler/usage_journal.py`). A journal segment is deleted once its records are in the database.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import threading
 import time
 from collections import deque
 
-from luminal.scheduler.billing import UsageLedger, UsageRecord
+from luminal.scheduler.billing import LedgerError, UsageLedger, UsageRecord
+from luminal.scheduler.usage_journal import UsageJournal
 
 log = logging.getLogger(__name__)
 RETRY_BACKOFF_S = (0.05, 0.2, 1.0, 5.0)
@@ -23,8 +25,11 @@ MAX_GATHERED = 500
 
 
 class BufferedLedger:
-    def __init__(self, ledger: UsageLedger):
-        self.ledger = ledger
+    def __init__(self, ledger: UsageLedger, journal: UsageJournal | None = None):
+        self.ledger, self.journal = ledger, journal
+        # Set when a record could not be written for a while (the database is down): the journal is then kept
+        # whole, for the next start to replay.
+        self._gave_up = False
         self._pending: deque[UsageRecord] = deque()
         self._written = 0  # records written (or given up on) so far, for flush()
         self._queued = 0
@@ -38,6 +43,11 @@ class BufferedLedger:
         with self._cond:
             if self._closing:
                 raise RuntimeError("the usage ledger is closed")
+            if self.journal is not None:
+                try:
+                    self.journal.append(record)
+                except OSError:  # a full disk: the record is still written from memory, unless the process dies
+                    log.exception("usage record of batch %s not journaled", record.batch_id)
             self._pending.append(record)
             self._queued += 1
             self._cond.notify_all()
@@ -66,8 +76,11 @@ class BufferedLedger:
             self._cond.notify_all()
         self._thread.join(timeout)
         with self._cond:
+            kept = "kept in the journal for the next start" if self.journal is not None else "lost"
             for record in self._pending:
-                log.error("usage record of batch %s NOT written (ledger closed): %r", record.batch_id, record)
+                log.error("usage record of batch %s not written at close (%s): %r", record.batch_id, kept, record)
+            if self.journal is not None:
+                self.journal.close(all_written=not self._pending and not self._gave_up)
 
     def _run(self) -> None:
         while True:
@@ -90,6 +103,8 @@ class BufferedLedger:
                 for _ in records:
                     self._pending.popleft()
                 self._written += len(records)
+                if self.journal is not None and not self._gave_up:
+                    self.journal.release(self._written)
                 self._cond.notify_all()
 
     def _write(self, records: list[UsageRecord]) -> None:
@@ -108,8 +123,12 @@ class BufferedLedger:
             try:
                 self.ledger.record(record)
                 return
+            except LedgerError:  # it can never be billed: writing it again would fail the same way
+                log.exception("usage record of batch %s refused by the ledger: %r", record.batch_id, record)
+                return
             except Exception:
                 if pause is None or (self._closing and attempt >= 1):
                     log.exception("usage record of batch %s NOT written: %r", record.batch_id, record)
+                    self._gave_up = True
                     return
                 time.sleep(pause)

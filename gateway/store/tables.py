@@ -135,9 +135,11 @@ class Deployment(Base):
 
 
 class UsageRecordRow(Base):
-    """One executed batch, billed once (`batch_id` is unique). Times are wall-clock epoch seconds as floats, so a
-    report buckets them by floor division alike on SQLite and PostgreSQL. The deployment is not a foreign key,
-    and its model's name and version are copied in: billing history outlives a deleted deployment."""
+    """One executed batch, billed once (`batch_id` is unique), holding the requests it billed: each request is
+    billed once in all (`billed_requests`), so a batch whose requests were all billed before writes no row.
+    Times are wall-clock epoch seconds as floats, so a report buckets them by floor division alike on SQLite and
+    PostgreSQL. The deployment is not a foreign key, and its model's name and version are copied in: billing
+    history outlives a deleted deployment."""
 
     __tablename__ = "usage_records"
     __table_args__ = (Index("ix_usage_records_tenant_started", "tenant_id", "started_at"),)
@@ -151,12 +153,25 @@ class UsageRecordRow(Base):
     gpu_type: Mapped[str] = mapped_column(String(32))
     started_at: Mapped[float] = mapped_column(Float)
     ended_at: Mapped[float] = mapped_column(Float)
-    seconds: Mapped[float] = mapped_column(Float)  # ended_at - started_at: the billed GPU-seconds
-    batch_size: Mapped[int] = mapped_column(Integer)  # requests in the batch
+    # The billed GPU-seconds: ended_at - started_at, or the shares of the requests billed here when some of the
+    # batch's requests had already been billed by an earlier run (a reclaimed request re-run elsewhere).
+    seconds: Mapped[float] = mapped_column(Float)
+    batch_size: Mapped[int] = mapped_column(Integer)  # requests billed by this record (those of request_ids)
     request_ids: Mapped[list[str]] = mapped_column(JSON)
     request_rows: Mapped[list[int]] = mapped_column(JSON)  # each request's rows, in the order of request_ids
     price_per_second: Mapped[float] = mapped_column(Float)  # the price when recorded; later changes bill new work
     cost: Mapped[float] = mapped_column(Float)
+
+
+class BilledRequest(Base):
+    """Each billed request once: the key that makes billing idempotent per request. A reclaimed request re-run by
+    another worker arrives in a new batch with a new batch id, and this table is what keeps it from being billed
+    again (see scheduler/ledger.py). Written in the transaction that writes its usage record."""
+
+    __tablename__ = "billed_requests"
+    request_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # The record that billed it; a deleted tenant takes its records and so these rows with them.
+    usage_record_id: Mapped[int] = mapped_column(ForeignKey("usage_records.id", ondelete="CASCADE"), index=True)
 
 
 class Prediction(Base):

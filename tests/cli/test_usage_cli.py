@@ -38,7 +38,7 @@ def billed(server):
             gpu_type=gpu,
             started_at=MIDNIGHT + offset,
             ended_at=MIDNIGHT + offset + seconds,
-            request_ids=tuple(str(i) for i in range(requests)),
+            request_ids=tuple(uuid.uuid4().hex for _ in range(requests)),  # each batch its own requests
             request_rows=(1,) * requests,
             model_name=model,
             model_version=1,

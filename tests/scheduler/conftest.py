@@ -1,6 +1,9 @@
-"""Compile-job tests use the gateway's store fixtures (SQLite and PostgreSQL)."""
+"""Compile-job and ledger tests use the gateway's store fixtures (SQLite and PostgreSQL)."""
 
 from tests.gateway.conftest import database_url, model_bytes, postgres_database, server, settings  # noqa: F401
+
+# The billing ledger's tests share a database holding one deployed tenant.
+from tests.scheduler.ledger_world import world  # noqa: F401
 
 # Request queues and the worker registry: each test runs on the in-memory backend and on Redis.
 from tests.scheduler.queue_fixtures import (  # noqa: F401

@@ -4,56 +4,14 @@ included), shares summing to the batch time, the model snapshot, and the tenant 
 from __future__ import annotations
 
 import threading
-import uuid
 
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 
 from luminal.gateway.store import deployments as deployment_store
-from luminal.gateway.store import models as model_store
-from luminal.gateway.store.database import Database, migrate
-from luminal.gateway.store.models import UploadedGraph
-from luminal.gateway.store.tables import Tenant, UsageRecordRow
-from luminal.gateway.store.tenants import create_tenant
-from luminal.scheduler.billing import UsageRecord
+from luminal.gateway.store.tables import Tenant
 from luminal.scheduler.ledger import LedgerError, SqlUsageLedger
-
-PRICES = {"cpu": 0.5, "h100": 2.0}
-SIGNATURE = {"inputs": [{"name": "x", "shape": [4], "dtype": "float32"}], "outputs": []}
-
-
-@pytest.fixture
-def world(database_url: str):
-    """A migrated database with tenant `acme` whose model `tiny` version 1 is deployed."""
-    db = Database(database_url)
-    migrate(db.engine)
-    spec = deployment_store.DeploymentSpec("tiny", None, "h100", "cpu", 8, 5, 0, 1)
-    with db.session() as s:
-        tenant, _ = create_tenant(s, "acme")
-        model_store.add_version(s, tenant, "tiny", UploadedGraph("ab" * 32, 10, "k", SIGNATURE, {}))
-        deployment_id = deployment_store.create_deployment(s, tenant, spec).id
-    yield db, tenant.id, deployment_id
-    db.dispose()
-
-
-def usage(tenant_id: int, deployment_id: int, **changes) -> UsageRecord:
-    fields = dict(
-        batch_id=uuid.uuid4().hex,
-        deployment_id=deployment_id,
-        tenant_id=tenant_id,
-        worker_id="worker-1",
-        gpu_type="h100",
-        started_at=1_700_000_000.25,
-        ended_at=1_700_000_001.75,
-        request_ids=("r1", "r2", "r3"),
-        request_rows=(1, 4, 3),
-    )
-    return UsageRecord(**{**fields, **changes})
-
-
-def rows(db: Database) -> list[UsageRecordRow]:
-    with db.session() as s:
-        return list(s.scalars(select(UsageRecordRow).order_by(UsageRecordRow.id)))
+from tests.scheduler.ledger_world import PRICES, rows, usage
 
 
 def test_a_record_is_written_once_with_its_price_and_model(world):
@@ -105,13 +63,13 @@ def test_shares_sum_to_the_batch_time_and_follow_the_rows(world):
 def test_the_model_snapshot_outlives_the_deployment(world):
     db, tenant_id, deployment_id = world
     ledger = SqlUsageLedger(db, PRICES)
-    ledger.record(usage(tenant_id, deployment_id))
+    ledger.record(usage(tenant_id, deployment_id, request_ids=("a1", "a2", "a3")))
     with db.session() as s:
         tenant = s.get(Tenant, tenant_id)
         deployment_store.delete_deployment(s, tenant, deployment_id)
     # Billed after the deletion: no model to look up, unless the worker carried it in the record.
-    ledger.record(usage(tenant_id, deployment_id))
-    ledger.record(usage(tenant_id, deployment_id, model_name="tiny", model_version=1))
+    ledger.record(usage(tenant_id, deployment_id, request_ids=("b1", "b2", "b3")))
+    ledger.record(usage(tenant_id, deployment_id, request_ids=("c1", "c2", "c3"), model_name="tiny", model_version=1))
     assert [(r.deployment_id, r.model_name, r.model_version) for r in rows(db)] == [
         (deployment_id, "tiny", 1),
         (deployment_id, None, None),
