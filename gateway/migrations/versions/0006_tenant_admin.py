@@ -2,14 +2,14 @@
 deployments, and requests per second. NULL quotas mean no limit, so existing tenants keep working as before.
 
 Revision ID: 0006
-Revises: 0004 (to be re-pointed at 0005 when that revision merges)
+Revises: 0005
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
-down_revision = "0004"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
