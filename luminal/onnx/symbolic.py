@@ -13,9 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from luminal.symbolic import Expr, as_dim
+from luminal.symbolic import Expr, SymbolicError, as_dim
 
 INTEGER_TYPES = {6, 7}  # ONNX INT32 and INT64: casts to these leave a shape value as it is
+
+
+class SymbolBound(Exception):
+    """Raised by a translator that finds the model defined only while `symbol` <= `hi`: BERT slices its
+    512 position ids to the sequence length and then expands them to it, which holds only up to 512. The
+    import starts again with the symbol's range narrowed, so that every later shape sees the bound."""
+
+    def __init__(self, symbol: str, hi: int) -> None:
+        super().__init__(f"symbol {symbol} is at most {hi}")
+        self.symbol = symbol
+        self.hi = hi
 
 
 def is_symbolic(value: Any) -> bool:
@@ -70,7 +81,15 @@ def _trunc_div(a: Any, b: Any) -> Any:
 
 def fold(op: str, attrs: dict, values: list[np.ndarray | None], opset: int) -> list[np.ndarray] | None:
     """The outputs of `op` on known values of which some are symbolic, or None when `op` is not one that shape
-    arithmetic uses (the node is then translated into the graph)."""
+    arithmetic uses, or its result's size would depend on the symbols (a slice of a buffer up to the sequence
+    length): the node is then translated into the graph, where a symbolic size is a view bounded by a symbol."""
+    try:
+        return _evaluate(op, attrs, values, opset)
+    except SymbolicError:  # a symbol where numpy needs a number: a size or an index that is not known yet
+        return None
+
+
+def _evaluate(op: str, attrs: dict, values: list[np.ndarray | None], opset: int) -> list[np.ndarray] | None:
     x = _array(values[0])
     if op == "Identity":
         return [x]
