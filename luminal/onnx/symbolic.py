@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from luminal.symbolic import Expr, SymbolicError, as_dim
+from luminal.symbolic import Expr, SymbolicError, as_dim, as_expr
 
 INTEGER_TYPES = {6, 7}  # ONNX INT32 and INT64: casts to these leave a shape value as it is
 
@@ -121,7 +121,7 @@ def _evaluate(op: str, attrs: dict, values: list[np.ndarray | None], opset: int)
         target = _ints(values[1])
         target = [x.shape[k] if d == 0 and not attrs.get("allowzero", 0) else d for k, d in enumerate(target)]
         return [x.reshape(target)]
-    if op in ("Add", "Sub", "Mul", "Div", "Mod"):
+    if op in ("Add", "Sub", "Mul", "Div", "Mod", "Max", "Min") and len(values) == 2:
         a, b = _array(values[0]), _array(values[1])
         fn = {
             "Add": lambda p, q: p + q,
@@ -129,6 +129,8 @@ def _evaluate(op: str, attrs: dict, values: list[np.ndarray | None], opset: int)
             "Mul": lambda p, q: p * q,
             "Div": _trunc_div,
             "Mod": lambda p, q: p % q,
+            "Max": lambda p, q: as_dim(as_expr(p).max(q)),  # (Expr's min and max keep ints ints)
+            "Min": lambda p, q: as_dim(as_expr(p).min(q)),
         }[op]
         return [_array(np.frompyfunc(fn, 2, 1)(a, b))]
     if op == "Equal":

@@ -20,7 +20,7 @@ def _ints(name: str, values: list[int]) -> onnx.TensorProto:
 def _model() -> onnx.ModelProto:
     """From x [batch, seq, 4]: a buffer sliced to seq plus a Range over seq, expanded and tiled to
     [batch, seq] (Expand's target read through Equal/Where as torch's expand(-1, ...) writes it), a
-    ConstantOfShape of it, and x cut to its first seq // 2 positions."""
+    ConstantOfShape of it, and x cut to its first max(seq // 2, 2) positions."""
     node = helper.make_node
     nodes = [
         node("Shape", ["x"], ["shape"]),
@@ -42,7 +42,8 @@ def _model() -> onnx.ModelProto:
         node("Add", ["expanded", "tiled"], ["partial"]),
         node("Add", ["partial", "ones"], ["indices"]),
         node("Div", ["seq1", "two1"], ["half"]),
-        node("Slice", ["x", "zero1", "half", "one1"], ["head"]),  # x[:, :seq // 2]
+        node("Max", ["half", "two1"], ["some"]),
+        node("Slice", ["x", "zero1", "some", "one1"], ["head"]),  # x[:, :max(seq // 2, 2)]
         node("Cast", ["steps"], ["ramp"], to=TensorProto.FLOAT),
     ]
     constants = [
