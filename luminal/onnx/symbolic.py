@@ -72,6 +72,25 @@ def _equal(a: Any, b: Any) -> bool | None:
     return False if n < e.lo or n > e.hi else None
 
 
+def _ordered(holds) -> Any:
+    """A comparison of shape values, decided by the symbols' ranges (seq > 0 always holds), else None."""
+
+    def compare(a: Any, b: Any) -> bool | None:
+        e = as_expr(holds(as_expr(a), as_expr(b)))  # a 0/1 expression, constant when the ranges decide it
+        return bool(e.args[0]) if e.is_const else None
+
+    return compare
+
+
+_COMPARISONS = {
+    "Equal": _equal,
+    "Less": _ordered(lambda a, b: a < b),
+    "LessOrEqual": _ordered(lambda a, b: a <= b),
+    "Greater": _ordered(lambda a, b: a > b),
+    "GreaterOrEqual": _ordered(lambda a, b: a >= b),
+}
+
+
 def _trunc_div(a: Any, b: Any) -> Any:
     if isinstance(a, Expr) or isinstance(b, Expr):
         return a // b  # shape values are non-negative, where floor and truncation agree
@@ -133,8 +152,8 @@ def _evaluate(op: str, attrs: dict, values: list[np.ndarray | None], opset: int)
             "Min": lambda p, q: as_dim(as_expr(p).min(q)),
         }[op]
         return [_array(np.frompyfunc(fn, 2, 1)(a, b))]
-    if op == "Equal":
-        decided = _array(np.frompyfunc(_equal, 2, 1)(_array(values[0]), _array(values[1])))
+    if op in _COMPARISONS:
+        decided = _array(np.frompyfunc(_COMPARISONS[op], 2, 1)(_array(values[0]), _array(values[1])))
         if any(v is None for v in np.asarray(decided).reshape(-1)):
             return None
         return [np.asarray(decided, dtype=bool)]

@@ -9,6 +9,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import luminal as lm
+from luminal.onnx import symbolic
 
 BUFFER = 16  # a registered buffer's length, like BERT's 512 position ids
 
@@ -76,3 +77,12 @@ def test_shape_arithmetic_stays_symbolic():
         for name, want in zip(["indices", "head", "ramp"], session.run(None, feed)):
             assert got[name].shape == want.shape, name
             np.testing.assert_array_equal(got[name], want, err_msg=name)
+
+
+def test_comparisons_of_shape_values_fold_where_the_ranges_decide_them():
+    seq = lm.sym("seq", 1, 16)
+    shape = symbolic.shape_value([seq, 4])
+    assert symbolic.fold("Greater", {}, [shape, np.array([0, 4])], 18)[0].tolist() == [True, False]
+    assert symbolic.fold("LessOrEqual", {}, [shape, np.array([16, 3])], 18)[0].tolist() == [True, False]
+    assert symbolic.fold("Equal", {}, [shape, np.array([17, 4])], 18)[0].tolist() == [False, True]
+    assert symbolic.fold("Less", {}, [shape, np.array([8, 8])], 18) is None  # seq < 8 depends on seq: the graph's
