@@ -28,7 +28,7 @@ from luminal.tensor import Tensor
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # Folding evaluates values in numpy at import; past this many elements a value is left to the graph instead.
 FOLD_LIMIT = 1 << 24
-# Each retry lowers one symbol's maximum for good (symbol.SymbolBound), so a model needs about one per symbol.
+# Each retry lowers one symbol's maximum for good (symbolic.SymbolBound), so a model needs about one per symbol.
 MAX_BOUND_RETRIES = 16
 _SYMBOL = re.compile(r"[^A-Za-z0-9_]")
 
