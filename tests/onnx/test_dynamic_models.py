@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import luminal as lm
+from luminal.runtime.reference import ExecutionError
 from tests.onnx.exports import EXPORTERS, cache_names, export, minilm, tiny_decoder
 from tests.torch.models import ConvNet
 
@@ -59,6 +60,8 @@ def test_minilm_with_real_weights(exporter):
     graph = _check(data, feeds, model, program=exporter == "torchscript")
     seq = graph.symbols["seq"]
     assert (seq.lo, seq.hi) == (1, 512)
+    with pytest.raises(ExecutionError, match=r"symbol 'seq' = 513 .* is outside \[1, 512\]"):
+        lm.run(graph, _tokens(1, 513, seed=0))
 
 
 def _decoder_feeds(model, batch: int, length: int, past: int, seed: int) -> dict[str, np.ndarray]:
