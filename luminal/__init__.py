@@ -62,6 +62,24 @@ def compile(graph: Graph, target: str = "cpu", **options: Any):  # noqa: A001 - 
     return compile_graph(graph, target, **options)
 
 
+# Importers of other frameworks' models, loaded on first use as numpy and torch load their submodules: each
+# pulls in a large optional dependency (onnx, torch) that `import luminal` must neither need nor wait for.
+_LAZY_SUBMODULES = ("onnx", "torch")
+
+
+def __getattr__(name: str) -> Any:
+    """`lm.onnx` and `lm.torch` without importing them first (PEP 562)."""
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"luminal.{name}")  # (which also sets it as this module's attribute)
+    raise AttributeError(f"module 'luminal' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
+
+
 __all__ = [
     "DType",
     "DTypeError",

@@ -330,9 +330,10 @@ def roll(x: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | Non
 
 
 def repeat(x: Tensor, *sizes: int | Sequence[int]) -> Tensor:
-    """torch.Tensor.repeat: tile every dim (new leading dims allowed); a view reading index i % n."""
+    """torch.Tensor.repeat: tile every dim (new leading dims allowed); a view reading index i % n. A count
+    may be a symbol (tiled by the batch size, as ONNX exports write Tile)."""
     reps = _shape_arg(sizes)
-    if len(reps) < x.ndim or any(not isinstance(r, int) or r < 0 for r in reps):
+    if len(reps) < x.ndim or any(not isinstance(r, (int, Expr)) or as_expr(r).lo < 0 for r in reps):
         raise ShapeError(f"repeat: {reps} must be non-negative ints, at least one per dim of {format_shape(x.shape)}")
     lead = len(reps) - x.ndim
     st = x.st.reshape((1,) * lead + tuple(x.shape)) if lead else x.st

@@ -22,12 +22,14 @@ from luminal.onnx.context import NodeContext, read_attributes
 from luminal.onnx.errors import OnnxImportError, OnnxUnsupportedError
 from luminal.onnx.registry import OPS
 from luminal.onnx.scope import Scope
-from luminal.symbolic import Dim, as_dim
+from luminal.symbolic import DEFAULT_MAX, Dim, as_dim
 from luminal.tensor import Tensor
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # Folding evaluates values in numpy at import; past this many elements a value is left to the graph instead.
 FOLD_LIMIT = 1 << 24
+# Each retry lowers one symbol's maximum for good (symbolic.SymbolBound), so a model needs about one per symbol.
+MAX_BOUND_RETRIES = 16
 _SYMBOL = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -42,7 +44,13 @@ def load(model: Any, constant_inputs: Mapping[str, Any] | None = None) -> Graph:
     proto = read_model(model)
     check_operators(proto.graph)
     opset = default_opset(proto)
-    return _Import(proto.graph, opset, dict(constant_inputs or {})).run()
+    bounds: dict[str, int] = {}  # symbol -> the largest value for which the model is defined
+    for _ in range(MAX_BOUND_RETRIES):
+        try:
+            return _Import(proto.graph, opset, dict(constant_inputs or {}), bounds).run()
+        except symbolic.SymbolBound as found:
+            bounds[found.symbol] = min(found.hi, bounds.get(found.symbol, found.hi))
+    raise OnnxImportError(f"the symbols' ranges were narrowed {MAX_BOUND_RETRIES} times without settling")
 
 
 def read_model(model: Any) -> onnx.ModelProto:
@@ -127,8 +135,11 @@ def _symbol_name(param: str, taken: dict[str, str]) -> str:
 
 
 class _Import:
-    def __init__(self, graph: onnx.GraphProto, opset: int, constant_inputs: dict[str, Any]) -> None:
+    def __init__(
+        self, graph: onnx.GraphProto, opset: int, constant_inputs: dict[str, Any], bounds: dict[str, int]
+    ) -> None:
         self.onnx = graph
+        self.bounds = bounds
         self.opset = opset
         self.constant_inputs = constant_inputs
         self.graph = Graph()
@@ -168,7 +179,8 @@ class _Import:
                 dims.append(int(d.dim_value))
             else:
                 param = d.dim_param or f"{value.name}_dim{k}"  # an unnamed unknown dim gets its own symbol
-                dims.append(lm.sym(_symbol_name(param, self.symbols)))
+                name = _symbol_name(param, self.symbols)
+                dims.append(lm.sym(name, max=self.bounds.get(name, DEFAULT_MAX)))
         return dtype, dims
 
     def _input(self, value: onnx.ValueInfoProto) -> None:

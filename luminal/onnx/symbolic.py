@@ -13,9 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from luminal.symbolic import Expr, as_dim
+from luminal.symbolic import Expr, SymbolicError, as_dim, as_expr
 
 INTEGER_TYPES = {6, 7}  # ONNX INT32 and INT64: casts to these leave a shape value as it is
+
+
+class SymbolBound(Exception):
+    """Raised by a translator that finds the model defined only while `symbol` <= `hi`: BERT slices its
+    512 position ids to the sequence length and then expands them to it, which holds only up to 512. The
+    import starts again with the symbol's range narrowed, so that every later shape sees the bound."""
+
+    def __init__(self, symbol: str, hi: int) -> None:
+        super().__init__(f"symbol {symbol} is at most {hi}")
+        self.symbol = symbol
+        self.hi = hi
 
 
 def is_symbolic(value: Any) -> bool:
@@ -61,6 +72,25 @@ def _equal(a: Any, b: Any) -> bool | None:
     return False if n < e.lo or n > e.hi else None
 
 
+def _ordered(holds) -> Any:
+    """A comparison of shape values, decided by the symbols' ranges (seq > 0 always holds), else None."""
+
+    def compare(a: Any, b: Any) -> bool | None:
+        e = as_expr(holds(as_expr(a), as_expr(b)))  # a 0/1 expression, constant when the ranges decide it
+        return bool(e.args[0]) if e.is_const else None
+
+    return compare
+
+
+_COMPARISONS = {
+    "Equal": _equal,
+    "Less": _ordered(lambda a, b: a < b),
+    "LessOrEqual": _ordered(lambda a, b: a <= b),
+    "Greater": _ordered(lambda a, b: a > b),
+    "GreaterOrEqual": _ordered(lambda a, b: a >= b),
+}
+
+
 def _trunc_div(a: Any, b: Any) -> Any:
     if isinstance(a, Expr) or isinstance(b, Expr):
         return a // b  # shape values are non-negative, where floor and truncation agree
@@ -70,7 +100,15 @@ def _trunc_div(a: Any, b: Any) -> Any:
 
 def fold(op: str, attrs: dict, values: list[np.ndarray | None], opset: int) -> list[np.ndarray] | None:
     """The outputs of `op` on known values of which some are symbolic, or None when `op` is not one that shape
-    arithmetic uses (the node is then translated into the graph)."""
+    arithmetic uses, or its result's size would depend on the symbols (a slice of a buffer up to the sequence
+    length): the node is then translated into the graph, where a symbolic size is a view bounded by a symbol."""
+    try:
+        return _evaluate(op, attrs, values, opset)
+    except SymbolicError:  # a symbol where numpy needs a number: a size or an index that is not known yet
+        return None
+
+
+def _evaluate(op: str, attrs: dict, values: list[np.ndarray | None], opset: int) -> list[np.ndarray] | None:
     x = _array(values[0])
     if op == "Identity":
         return [x]
@@ -102,7 +140,7 @@ def fold(op: str, attrs: dict, values: list[np.ndarray | None], opset: int) -> l
         target = _ints(values[1])
         target = [x.shape[k] if d == 0 and not attrs.get("allowzero", 0) else d for k, d in enumerate(target)]
         return [x.reshape(target)]
-    if op in ("Add", "Sub", "Mul", "Div", "Mod"):
+    if op in ("Add", "Sub", "Mul", "Div", "Mod", "Max", "Min") and len(values) == 2:
         a, b = _array(values[0]), _array(values[1])
         fn = {
             "Add": lambda p, q: p + q,
@@ -110,10 +148,12 @@ def fold(op: str, attrs: dict, values: list[np.ndarray | None], opset: int) -> l
             "Mul": lambda p, q: p * q,
             "Div": _trunc_div,
             "Mod": lambda p, q: p % q,
+            "Max": lambda p, q: as_dim(as_expr(p).max(q)),  # (Expr's min and max keep ints ints)
+            "Min": lambda p, q: as_dim(as_expr(p).min(q)),
         }[op]
         return [_array(np.frompyfunc(fn, 2, 1)(a, b))]
-    if op == "Equal":
-        decided = _array(np.frompyfunc(_equal, 2, 1)(_array(values[0]), _array(values[1])))
+    if op in _COMPARISONS:
+        decided = _array(np.frompyfunc(_COMPARISONS[op], 2, 1)(_array(values[0]), _array(values[1])))
         if any(v is None for v in np.asarray(decided).reshape(-1)):
             return None
         return [np.asarray(decided, dtype=bool)]

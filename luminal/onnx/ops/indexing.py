@@ -8,10 +8,11 @@ import numpy as np
 import luminal.functional as F
 from luminal import dtypes as dt
 from luminal.hl import prim
+from luminal.onnx import symbolic
 from luminal.onnx.context import NodeContext
 from luminal.onnx.ops.common import axis
 from luminal.onnx.registry import translates
-from luminal.symbolic import as_expr
+from luminal.symbolic import Expr, as_expr
 from luminal.tensor import Tensor
 from luminal.view import idx
 
@@ -93,11 +94,14 @@ def _slice_axis(ctx: NodeContext, x: Tensor, d: int, start: int, end: int, step:
     if step == 0:
         raise ctx.error("steps must not be 0")
     n = x.shape[d]
-    if not isinstance(n, int):
+    if isinstance(n, int) and isinstance(end, Expr) and end.op == "var" and end.hi > n:
+        raise symbolic.SymbolBound(end.args[0], n)  # a buffer sliced to a symbol: the model's maximum size
+    if not all(isinstance(v, int) for v in (n, start, end)):  # a view bounded by symbols (x[:, :seq])
         if step < 0:
-            raise ctx.unsupported("negative steps along a symbolic dim are not supported")
-        key = slice(None if start <= -_HUGE else start, None if end >= _HUGE else end, step)
-        return x[(slice(None),) * d + (key,)]
+            raise ctx.unsupported("negative steps with symbolic sizes or bounds are not supported")
+        start = None if isinstance(start, int) and start <= -_HUGE else start
+        end = None if isinstance(end, int) and end >= _HUGE else end
+        return x[(slice(None),) * d + (slice(start, end, step),)]
     lo, hi, step = slice(max(min(start, _HUGE), -_HUGE), max(min(end, _HUGE), -_HUGE), step).indices(n)
     count = len(range(lo, hi, step))
     if step > 0:
