@@ -1,9 +1,15 @@
 """Forming batches from a deployment's request queue (one former per worker).
 
-The first request of a batch is waited for up to `idle_wait_s` (short, so the worker's loop notices a stop);
-from the moment it was taken, the batch keeps taking requests until it holds the policy's rows or
-`max_queue_delay_s` has passed, measured on the monotonic clock it is given (the system's, or a test's). A
-request taken that would overflow the batch is kept (in queue order) as the start of the next batch, never
+A free worker takes what is queued (waiting up to `idle_wait_s` for a first request when nothing is, short so
+the worker's loop notices a stop) and runs it at once: at low load nobody pays the queue delay. It waits for more
+only when its last batch says more is coming: a batch holding fewer rows than the last one waits for company,
+until it holds as many, is full, or `max_queue_delay_s` has passed since its first request was taken (the
+monotonic clock it is given: the system's, or a test's). So under load batches keep their size (requests that
+arrived while the last batch ran fill the next), and a worker that saw nothing within `idle_wait_s` forgets the
+load it saw. Anchors: Triton's max_queue_delay and Ray Serve's batch_wait_timeout_s bound the wait; vLLM's step
+loop runs what is there whenever the engine is free.
+
+A request taken that would overflow the batch is kept (in queue order) as the start of the next batch, never
 dropped and never re-queued.
 """
 
@@ -35,6 +41,9 @@ class BatchFormer:
     def __init__(self, queue: RequestQueue, deployment_id: int, consumer: str, clock: Clock = SYSTEM_CLOCK):
         self.queue, self.deployment_id, self.consumer, self.clock = queue, deployment_id, consumer, clock
         self._carried: deque[_Held] = deque()  # taken from the queue, not yet in a batch
+        # Rows of the last batch formed: the load this worker last saw, so the rows worth waiting for. 1 (never
+        # wait) at the start and after an idle wait that found nothing.
+        self._expected_rows = 1
 
     @property
     def carried(self) -> int:
@@ -52,8 +61,10 @@ class BatchFormer:
         if not self._carried:
             self._take(capacity, idle_wait_s)
             if not self._carried:
+                self._expected_rows = 1  # idle for a whole wait: the load the last batches saw has gone
                 return []
         deadline = self._carried[0].taken_at + policy.max_queue_delay_s
+        worth_waiting_for = min(capacity, self._expected_rows)
         batch: list[Delivery] = []
         rows = 0
         while True:
@@ -65,13 +76,11 @@ class BatchFormer:
                     # unless the batch is empty (then it is the batch, however large; the program judges it).
                     if not batch:
                         return [self._carried.popleft().delivery]
-                    return batch
+                    break
                 batch.append(self._carried.popleft().delivery)
                 rows += extent
-            if rows >= capacity:
-                return batch
-            remaining = deadline - self.clock.monotonic()
-            if remaining <= 0:
+            if self._carried or rows >= worth_waiting_for or self.clock.monotonic() >= deadline:
+                self._expected_rows = rows
                 return batch
             # Each request brings at least one row, so more than `capacity - rows` could never all fit.
-            self._take(capacity - rows, remaining)
+            self._take(capacity - rows, deadline - self.clock.monotonic())

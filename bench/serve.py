@@ -1,15 +1,18 @@
 """The platform's serving overhead and the gain from dynamic batching, measured in one run on this machine.
 
 (a) Latency of one small-model request, sequential, p50/p99: through the platform (`luminal serve`: auth,
-    metadata lookup, admission, queue, batcher, worker, metrics) against a plain FastAPI endpoint that calls
-    the same compiled program directly (bench/plain_server.py). The two servers are called in turn, request by
-    request, so both see the same background load; the difference is the overhead the platform adds.
+    metadata lookup, admission, queue, batcher, worker, metrics), deployed with batching off and with batching
+    on (max batch 64, 5 ms delay, the default: at concurrency 1 an idle worker must not wait it out), against a
+    plain FastAPI endpoint that calls the same compiled program directly (bench/plain_server.py). The servers
+    are called in turn, request by request, so all see the same background load; the difference is the
+    overhead the platform adds.
 (b) Throughput of a memory-bound MLP (its weights are read once per batch, so batching pays), with inputs in
     Triton's binary format, at client
     concurrency 1, 16 and 64, deployed twice on the same platform: batching on (max batch 64, 2 ms delay) and
     off (max batch 1).
 
-Both servers run as their own processes; the load client is asyncio aiohttp. `python bench/serve.py [--quick]`.
+Both servers run as their own processes; the load client is asyncio aiohttp.
+`python bench/serve.py [--quick] [--only a|b]`.
 Goals (issue 4): overhead under 1 ms at p50; at concurrency 64 batching gives >= 5x the throughput.
 """
 
@@ -111,6 +114,10 @@ def latency(platform_url: str, key: str, plain_url: str, requests: int) -> None:
     payload = body(np.random.default_rng(1).standard_normal((1, 32)).astype(np.float32))
     targets = {
         "platform": (httpx.Client(headers={"Authorization": f"Bearer {key}"}), f"{platform_url}/v2/models/small/infer"),
+        "platform batched": (
+            httpx.Client(headers={"Authorization": f"Bearer {key}"}),
+            f"{platform_url}/v2/models/small-batching/infer",
+        ),
         "plain FastAPI": (httpx.Client(), f"{plain_url}/infer"),
     }
     times: dict[str, list[float]] = {name: [] for name in targets}
@@ -127,9 +134,10 @@ def latency(platform_url: str, key: str, plain_url: str, requests: int) -> None:
     print(f"    {'server':<16}{'p50 ms':>9}{'p99 ms':>9}")
     for name, t in times.items():
         print(f"    {name:<16}{statistics.median(t):>9.3f}{percentile(t, 0.99):>9.3f}")
-    overhead = statistics.median(times["platform"]) - statistics.median(times["plain FastAPI"])
-    p99 = percentile(times["platform"], 0.99) - percentile(times["plain FastAPI"], 0.99)
-    print(f"    platform overhead: p50 {overhead:+.3f} ms, p99 {p99:+.3f} ms (goal: p50 under 1 ms)")
+    for name in ("platform", "platform batched"):
+        overhead = statistics.median(times[name]) - statistics.median(times["plain FastAPI"])
+        p99 = percentile(times[name], 0.99) - percentile(times["plain FastAPI"], 0.99)
+        print(f"    {name} overhead: p50 {overhead:+.3f} ms, p99 {p99:+.3f} ms (goal: p50 under 1 ms)")
 
 
 def binary_body(rows: np.ndarray, name: str = "x") -> tuple[bytes, dict[str, str]]:
@@ -182,6 +190,7 @@ def throughput(platform_url: str, key: str, width: int, seconds: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description="serving overhead and batching throughput")
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter load phases")
+    parser.add_argument("--only", choices=("a", "b"), help="run one section: (a) latency or (b) throughput")
     args = parser.parse_args()
     requests, seconds = (200, 3.0) if args.quick else (1000, 8.0)
     key = "lm_" + secrets.token_urlsafe(32)
@@ -203,13 +212,18 @@ def main() -> None:
             wait_for(f"{platform_url}/v2/health/live", platform)
             wait_for(f"{plain_url}/live", plain)
             client = PlatformClient(platform_url, key, timeout=600)
-            deploy(client, small, "small", max_batch_size=64, delay_ms=0)
-            deploy(client, wide, "wide-batching-off", max_batch_size=1, delay_ms=0)
-            deploy(client, wide, "wide-batching-on", max_batch_size=64, delay_ms=2)
+            if args.only != "b":
+                deploy(client, small, "small", max_batch_size=1, delay_ms=0)
+                deploy(client, small, "small-batching", max_batch_size=64, delay_ms=5)
+            if args.only != "a":
+                deploy(client, wide, "wide-batching-off", max_batch_size=1, delay_ms=0)
+                deploy(client, wide, "wide-batching-on", max_batch_size=64, delay_ms=2)
             client.close()
             print(f"machine: {os.cpu_count()} CPUs; platform and anchor each in their own process")
-            latency(platform_url, key, plain_url, requests)
-            throughput(platform_url, key, WIDE, seconds)
+            if args.only != "b":
+                latency(platform_url, key, plain_url, requests)
+            if args.only != "a":
+                throughput(platform_url, key, WIDE, seconds)
         finally:
             for process in (platform, plain):
                 process.terminate()

@@ -1,5 +1,6 @@
-"""BatchFormer against a fake queue whose requests arrive at chosen times on a stepped clock: size cap, queue
-delay, idle wait, carry-over. The queue's waits step the clock, so every time is exact and nothing sleeps."""
+"""BatchFormer against a fake queue whose requests arrive at chosen times on a stepped clock: dispatch when idle,
+waiting only under load, size cap, queue delay, idle wait, carry-over. The queue's waits step the clock, so every
+time is exact and nothing sleeps."""
 
 from __future__ import annotations
 
@@ -58,6 +59,11 @@ def ids(batch: list[Delivery]) -> list[str]:
     return [d.request.id for d in batch]
 
 
+def former_start(former: BatchFormer) -> float:
+    """The time the former's fake queue was made: arrivals count from it."""
+    return former.queue.start
+
+
 def timed(former: BatchFormer, fn):
     """fn's result and how long it took on the former's clock."""
     start = former.clock.monotonic()
@@ -77,12 +83,23 @@ def test_a_full_batch_leaves_at_once_and_is_capped_at_the_policy_size():
 
 
 @pytest.mark.parametrize("delay_s", [0.0, 0.15])
-def test_a_lone_request_leaves_after_the_queue_delay(delay_s):
+def test_an_idle_worker_answers_a_lone_request_without_waiting_for_the_delay(delay_s):
     lone = req()
-    former, _ = former_over([(0.0, lone)])
+    former, queue = former_over([(0.0, lone)])
     batch, elapsed = timed(former, lambda: former.next_batch(BatchPolicy(8, delay_s), LAYOUT, idle_wait_s=1.0))
     assert ids(batch) == [lone.id]
-    assert elapsed == pytest.approx(delay_s)
+    assert elapsed == 0
+    assert len(queue.takes) == 1  # one take of what was queued; no wait for company
+
+
+def test_requests_arriving_one_at_a_time_to_an_idle_worker_each_leave_at_once():
+    requests = [req() for _ in range(3)]
+    former, _ = former_over([(float(i), r) for i, r in enumerate(requests)])
+    policy = BatchPolicy(8, 0.5)
+    for i, r in enumerate(requests):
+        batch = former.next_batch(policy, LAYOUT, idle_wait_s=5.0)
+        assert ids(batch) == [r.id]
+        assert former.clock.monotonic() - former_start(former) == pytest.approx(i)  # its arrival, no delay
 
 
 def test_an_empty_queue_gives_an_empty_batch_after_the_idle_wait():
@@ -92,20 +109,49 @@ def test_an_empty_queue_gives_an_empty_batch_after_the_idle_wait():
     assert queue.takes == [(8, 0.1)]
 
 
-def test_a_late_request_joins_within_the_delay_and_the_full_batch_leaves_early():
-    early, late, too_late = req(), req(), req()
-    former, _ = former_over([(0.0, early), (0.1, late), (3.0, too_late)])
-    batch, elapsed = timed(former, lambda: former.next_batch(BatchPolicy(2, 2.0), LAYOUT, idle_wait_s=1.0))
-    assert ids(batch) == [early.id, late.id]
-    assert elapsed == pytest.approx(0.1)  # left when full, on the late one's arrival, not at the delay
+def test_a_burst_takes_what_is_queued_at_once_in_full_batches():
+    burst = [req() for _ in range(6)]
+    former, _ = former_over([(0.0, r) for r in burst])
+    policy = BatchPolicy(4, 5.0)
+    first, elapsed = timed(former, lambda: former.next_batch(policy, LAYOUT, idle_wait_s=1.0))
+    assert ids(first) == [r.id for r in burst[:4]] and elapsed == 0
+
+
+def test_a_busy_worker_waits_for_as_many_rows_as_its_last_batch_within_the_delay():
+    # The last batch held 3 rows: after it, requests trickling in are batched again, and the batch leaves once it
+    # holds 3 (not at the 2 s delay, not with the first arrival alone).
+    last = [req() for _ in range(3)]
+    next_three, later = [req() for _ in range(3)], req()
+    # Times in binary fractions, so the stepped clock lands on each arrival exactly.
+    arrivals = [(0.0, r) for r in last] + [(0.125, next_three[0]), (0.25, next_three[1]), (0.375, next_three[2])]
+    former, _ = former_over([*arrivals, (3.0, later)])
+    policy = BatchPolicy(8, 2.0)
+    assert ids(former.next_batch(policy, LAYOUT, idle_wait_s=1.0)) == [r.id for r in last]
+    batch, elapsed = timed(former, lambda: former.next_batch(policy, LAYOUT, idle_wait_s=1.0))
+    assert ids(batch) == [r.id for r in next_three]
+    assert elapsed == pytest.approx(0.375)
 
 
 def test_the_delay_counts_from_the_first_request_not_the_last():
+    last = [req() for _ in range(3)]
     first, second, third = req(), req(), req()
-    former, _ = former_over([(0.0, first), (0.1, second), (0.5, third)])
-    batch, elapsed = timed(former, lambda: former.next_batch(BatchPolicy(8, 0.3), LAYOUT, idle_wait_s=1.0))
+    former, _ = former_over([*((0.0, r) for r in last), (1.0, first), (1.125, second), (1.5, third)])
+    policy = BatchPolicy(8, 0.25)
+    former.next_batch(policy, LAYOUT, idle_wait_s=5.0)  # 3 rows: under load, the next batch waits for company
+    batch = former.next_batch(policy, LAYOUT, idle_wait_s=5.0)
     assert ids(batch) == [first.id, second.id]
-    assert elapsed == pytest.approx(0.3)
+    assert former.clock.monotonic() - former_start(former) == pytest.approx(1.0 + 0.25)
+
+
+def test_a_worker_that_waited_idle_forgets_the_load_and_answers_at_once():
+    last = [req() for _ in range(3)]
+    lone = req()
+    former, _ = former_over([*((0.0, r) for r in last), (2.0, lone)])
+    policy = BatchPolicy(8, 0.5)
+    former.next_batch(policy, LAYOUT, idle_wait_s=1.0)
+    assert former.next_batch(policy, LAYOUT, idle_wait_s=1.0) == []  # nothing for a whole idle wait
+    assert ids(former.next_batch(policy, LAYOUT, idle_wait_s=1.0)) == [lone.id]
+    assert former.clock.monotonic() - former_start(former) == 2.0  # left on its arrival, not 0.5 s later
 
 
 def test_an_overflowing_request_is_carried_to_the_next_batch_in_order():

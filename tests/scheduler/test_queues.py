@@ -68,6 +68,13 @@ def test_deployments_have_separate_queues(queue):
     assert [d.request.deployment_id for d in queue.take(2, "w1", max_items=5, wait_s=0)] == [2]
 
 
+def test_a_take_with_no_wait_never_blocks(queue):
+    # The batch former relies on it: a free worker's take of what is queued must not sleep on an empty queue.
+    started = time.monotonic()
+    assert queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=0) == []
+    assert time.monotonic() - started < 0.5  # well under one blocking read on Redis (MAX_BLOCK_S, 1 s)
+
+
 def test_take_waits_then_returns_empty(queue):
     started = time.monotonic()
     assert queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=0.3) == []
