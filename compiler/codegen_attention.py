@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from luminal import dtypes as dt
 from luminal.compiler import ir
+from luminal.compiler.render import literal
 from luminal.symbolic import Expr
 
 ROWS = 32  # queries per task: the key and value blocks are copied once per this many rows
@@ -185,8 +186,6 @@ def _task(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls,
 def _row_update(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls, ptrs) -> list[str]:
     """One query row's block of scores: scale and bias, then the online softmax (its accumulator rescaled, the
     scores turned into the block's unnormalised probabilities for lm_att_pv)."""
-    from luminal.compiler.codegen_c import literal  # (codegen_c imports this module)
-
     s = a.s_var
     scale = literal(a.scale, dt.float32)
     lines = [f"const int64_t {row} = _tl0 + _ti;", f"float* restrict _trow = _tsc + _ti * {KEYS};"]
