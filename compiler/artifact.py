@@ -147,12 +147,16 @@ def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None, 
         text = bytes(raw[SOURCE]).decode("utf-8")
     except UnicodeDecodeError:
         raise ArtifactError(f"{SOURCE} is not UTF-8") from None
+    target_name = manifest["target"]
     try:
-        expected = text if not check_source else "" if kernels is None else program_source(kernels, manifest["target"])
+        expected = text if not check_source else "" if kernels is None else program_source(kernels, target_name)
     except ValueError as e:  # an IR that decodes but cannot be code (a packed buffer that fits no GEMM)
         raise ArtifactError(f"{KERNELS}: {e}") from None
     if text != expected:
-        raise ArtifactError(f"{SOURCE} is not the code this compiler generates from {KERNELS} (tampered or stale)")
+        raise ArtifactError(
+            f"{SOURCE} is not the code this compiler generates for target {target_name} from {KERNELS} "
+            "(tampered or stale)"
+        )
     if kernels is not None:
         _check_signature(kernels, graph)
     report = _json(raw[REPORT], REPORT)

@@ -20,7 +20,13 @@ def _c(kernels: ir.KernelProgram) -> str:
     return codegen_c.program_source(kernels, slots, sorted(kernels.symbols))
 
 
-GENERATORS: dict[str, Callable[[ir.KernelProgram], str]] = {"cpu": _c}
+def _cuda(kernels: ir.KernelProgram) -> str:
+    from luminal.compiler.cuda.program import program_source as cuda_source
+
+    return cuda_source(kernels)
+
+
+GENERATORS: dict[str, Callable[[ir.KernelProgram], str]] = {"cpu": _c, "cuda": _cuda}
 
 
 def program_source(kernels: ir.KernelProgram, target: str) -> str:
