@@ -88,17 +88,30 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, buffers, sym
         f"    {CUDA.barrier}",
         "  }",
     ]
+    return lines + _epilogue(launch, k, gemm, buffers) + FOOT
+
+
+def _epilogue(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, buffers) -> list[str]:
+    """The rest of the body on each of the thread's accumulated values, then the store. A row's indices are
+    decoded once for its 4 columns: a decode divides by the dims, and 64-bit divisions by a symbol are calls
+    whose saved registers spilled when all 16 were unrolled."""
     e = CudaEmitter(pointers(launch))
-    e.indent = 3
+    e.indent = 4
     value = e.emit(gemm.epilogue)
-    out = ShapeTracker.contiguous(shape).index.render_c()
-    lines += [
+    out = ShapeTracker.contiguous(k.shape).index.render_c()
+    lines = [
         "  #pragma unroll",
-        f"  for (int lm_i = 0; lm_i < {SUB * SUB}; lm_i++) {{",
-        f"    const int64_t lm_m = lm_m0 + lm_ty * {SUB} + lm_i / {SUB}, lm_n = lm_n0 + lm_tx * {SUB} + lm_i % {SUB};",
-        "    if (lm_m < lm_M && lm_n < lm_N) {",
+        f"  for (int lm_i = 0; lm_i < {SUB}; lm_i++) {{",
+        f"    const int64_t lm_m = lm_m0 + lm_ty * {SUB} + lm_i;",
+        "    if (lm_m >= lm_M) continue;",
     ]
-    lines += ["      " + s for s in decode("lm_m", shape, gemm.m) + decode("lm_n", shape, gemm.n)]
-    lines += [f"      const float lm_acc = {cell};"] + e.lines
-    lines += [f"      _q0[{out}] = {CUDA.store(value, buffers[k.out].dtype)};", "    }", "  }"]
-    return lines + FOOT
+    lines += ["    " + s for s in decode("lm_m", k.shape, gemm.m)]
+    lines += [
+        "    #pragma unroll",
+        f"    for (int lm_j = 0; lm_j < {SUB}; lm_j++) {{",
+        f"      const int64_t lm_n = lm_n0 + lm_tx * {SUB} + lm_j;",
+        "      if (lm_n >= lm_N) continue;",
+    ]
+    lines += ["      " + s for s in decode("lm_n", k.shape, gemm.n)]
+    lines += ["      const float lm_acc = lm_c[lm_i][lm_j];"] + e.lines
+    return lines + [f"      _q0[{out}] = {CUDA.store(value, buffers[k.out].dtype)};", "    }", "  }"]

@@ -14,6 +14,10 @@ from luminal.compiler.dialects import CUDA
 from luminal.compiler.gemm_operands import decode
 from luminal.view import dims_product
 
+# Blocks per SM the register budget must allow: up to 128 registers a thread. With the thread count alone as
+# the bound, ptxas aimed at 64 and spilled a GEMM's 64-bit index arithmetic (divisions by a symbol are calls).
+MIN_BLOCKS = 2
+
 
 def pointers(launch: Launch) -> dict[str, str]:
     return {name: f"_q{j}" for j, name in enumerate(launch.buffers)}
@@ -25,7 +29,8 @@ def head(launch: Launch, buffers: dict[str, ir.Buffer], symbols: list[str]) -> l
         const = "" if j == 0 else "const "
         params.append(f"{const}{CUDA.storage[buffers[name].dtype]}* __restrict__ _q{j}")
     params += ["const int64_t* __restrict__ D", "int* __restrict__ lm_status"]
-    lines = [f"{CUDA.kernel} __launch_bounds__({launch.block}) {launch.kernel}({', '.join(params)}) {{"]
+    bounds = f"__launch_bounds__({launch.block}, {MIN_BLOCKS})"
+    lines = [f"{CUDA.kernel} {bounds} {launch.kernel}({', '.join(params)}) {{"]
     lines += [f"  const int64_t {s} = D[{j}]; (void){s};" for j, s in enumerate(symbols)]
     return lines + ["  int lm_err = 0;"]
 

@@ -11,6 +11,7 @@ import numpy as np
 import luminal as lm
 import luminal.functional as F
 from luminal import nn
+from luminal.nn.models.gpt2 import GPT2LMHeadModel
 
 Case = tuple[lm.Graph, dict[str, np.ndarray]]
 
@@ -108,8 +109,20 @@ def encoder_block() -> Case:
     return bind_random(g), {"x": _floats(rng, 2, 11, 32)}
 
 
+def gpt2() -> Case:
+    """A one-layer GPT-2 (token and position embeddings, causal masked attention, GELU MLP, tied logits)."""
+    g, rng = lm.Graph(), np.random.default_rng(10)
+    config = dict(vocab_size=48, n_positions=16, n_embd=24, n_layer=1, n_head=3, n_inner=40)
+    ids = g.input("input_ids", (2, lm.sym("seq", max=16)), lm.int64)
+    mask = g.input("attention_mask", (2, lm.sym("seq", max=16)), lm.int64)
+    GPT2LMHeadModel(config).assign_names()(ids, mask)[0].output("logits")
+    attention_mask = np.ones((2, 6), np.int64)
+    attention_mask[1, 4:] = 0  # right padding: the last two keys of row 2 are hidden
+    return bind_random(g), {"input_ids": rng.integers(0, 48, (2, 6)), "attention_mask": attention_mask}
+
+
 CASES: dict[str, Callable[[], Case]] = {
     f.__name__: f
     for f in (elementwise, reductions, matmul, softmax_layernorm, attention, gather_scatter, where_casts, mlp)
 }
-MODELS: dict[str, Callable[[], Case]] = {"mlp": mlp, "encoder_block": encoder_block}
+MODELS: dict[str, Callable[[], Case]] = {"mlp": mlp, "encoder_block": encoder_block, "gpt2": gpt2}

@@ -10,7 +10,7 @@ from tests.compiler.cuda.graphs import CASES, MODELS
 pytestmark = pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
 
 
-@pytest.mark.parametrize("case", [*CASES, "encoder_block"])
+@pytest.mark.parametrize("case", [*CASES, "encoder_block", "gpt2"])
 def test_compiles_without_spills(case):
     g, _ = {**CASES, **MODELS}[case]()
     program = lm.compile(g, "h100", cache=False)

@@ -23,7 +23,7 @@ def test_gpu_targets_compile_to_cuda(target):
     program = lm.compile(g, target, cache=False)
     assert program.target == target and program.source.startswith("#include <math.h>")
     for k in program.kernels.kernels:
-        assert f'extern "C" __global__ void __launch_bounds__(256) {k.name}(' in program.source
+        assert f'extern "C" __global__ void __launch_bounds__(256, 2) {k.name}(' in program.source
     assert lm.compile(g, target, cache=False).source == program.source  # deterministic
 
 
