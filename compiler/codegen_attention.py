@@ -17,13 +17,11 @@ from __future__ import annotations
 
 from luminal import dtypes as dt
 from luminal.compiler import ir
+from luminal.compiler.attention_plan import LOG2_E, MAX_HEAD_DIM, fits
 from luminal.compiler.render import literal
-from luminal.symbolic import Expr
 
 ROWS = 32  # queries per task: the key and value blocks are copied once per this many rows
 KEYS = 64  # keys per block (LM_ATT_KEYS): a row's block of scores is 64 floats, a few vector registers
-MAX_HEAD_DIM = 256  # q·k's and v's widths; the blocks are sized by them, on the stack
-LOG2_E = "0x1.71547652b82fep+0f"
 
 # The two products of a task, as register-blocked loops over vector types (contracted to FMAs, as the GEMM's
 # micro-kernel is: the rest of the program is built with contraction off so that it rounds as the reference).
@@ -104,11 +102,6 @@ static void lm_att_pv(int64_t rows, int64_t cols, int64_t N, const float* restri
 }
 #pragma GCC pop_options
 """
-
-
-def fits(e_extent: Expr, n_extent: Expr) -> bool:
-    """Whether the head dims are concrete and small enough for the stack blocks."""
-    return all(d.is_const and 1 <= int(d.lo) <= MAX_HEAD_DIM for d in (e_extent, n_extent))
 
 
 def kernel_source(k: ir.LoopKernel, emitter_cls, head: list[str], ptrs: dict[str, str], store) -> list[str]:

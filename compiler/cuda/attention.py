@@ -12,7 +12,7 @@ Flash decoding (a long key axis split over several blocks, then a combine) is a 
 from __future__ import annotations
 
 from luminal.compiler import ir
-from luminal.compiler.codegen_attention import LOG2_E, MAX_HEAD_DIM, fits
+from luminal.compiler.attention_plan import LOG2_E, MAX_HEAD_DIM, fits
 from luminal.compiler.cuda.emitter import CudaEmitter
 from luminal.compiler.cuda.kernels import FOOT, head, pointers
 from luminal.compiler.cuda.launch import Launch
