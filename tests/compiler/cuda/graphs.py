@@ -55,6 +55,14 @@ def matmul() -> Case:
     return bind_random(g), {"a": _floats(rng, 2, 70, 40)}
 
 
+def gemv() -> Case:
+    """A decode step's linear layer: one row against a weight matrix (a GEMM with M = 1 today)."""
+    g, rng = lm.Graph(), np.random.default_rng(11)
+    x, w = g.input("x", (1, 256)), g.weight("w", (256, 300))
+    F.silu(x @ w).output("out")
+    return bind_random(g), {"x": _floats(rng, 1, 256)}
+
+
 def softmax_layernorm() -> Case:
     g, rng = lm.Graph(), np.random.default_rng(4)
     x = g.input("x", (lm.sym("rows", max=64), 200))
@@ -123,6 +131,6 @@ def gpt2() -> Case:
 
 CASES: dict[str, Callable[[], Case]] = {
     f.__name__: f
-    for f in (elementwise, reductions, matmul, softmax_layernorm, attention, gather_scatter, where_casts, mlp)
+    for f in (elementwise, reductions, matmul, gemv, softmax_layernorm, attention, gather_scatter, where_casts, mlp)
 }
 MODELS: dict[str, Callable[[], Case]] = {"mlp": mlp, "encoder_block": encoder_block, "gpt2": gpt2}
