@@ -58,3 +58,12 @@ def test_metal_targets_have_no_generator_yet():
     with pytest.raises(ValueError, match="unknown target 'm2'"):
         lm.compile(g, "m2", cache=False)
     assert np.isfinite(lm.compile(g, "reference").run(CASES["elementwise"]()[1])["out"]).all()
+
+
+def test_the_compile_cache_keeps_gpu_programs_apart(tmp_path, monkeypatch):
+    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
+    g, _ = CASES["elementwise"]()
+    first = lm.compile(g, "h100")
+    again, other = lm.compile(g, "h100"), lm.compile(g, "a100")
+    assert not first.report["cache"]["hit"] and again.report["cache"]["hit"] and not other.report["cache"]["hit"]
+    assert again.source == first.source
