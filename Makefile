@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test test-compiled run quickstart lint format bench clean
+.PHONY: test test-compiled test-cuda-shim run quickstart lint format bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -26,6 +26,11 @@ test: $(STAMP)
 # compile into one C program (tests/opcheck.py), a few minutes cold on 2 cores; .cache/ keeps reruns warm.
 test-compiled: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=cpu $(PY) -m pytest -q -n 2 tests/ops
+
+# The op suite compiled for h100 and run on the CPU through the CUDA host shim (runtime/cuda/shim.py): what the
+# generated CUDA means, checked without a GPU. Not part of `make test`: every block's threads are real threads.
+test-cuda-shim: $(STAMP)
+	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=h100-shim $(PY) -m pytest -q -n 2 tests/ops
 
 run: $(STAMP)
 	$(PY) examples/platform_demo.py

@@ -2,7 +2,8 @@
 
 Entries: manifest.json (format name and version, compiler version, target, the source graph's hash, the sha256
 and size of every other entry), graph.lgraph (the optimized graph with its weights, as `luminal.graph_file`
-writes it), kernels.json (the kernel IR, `compiler.artifact_json`), program.c (the generated source) and
+writes it), kernels.json (the kernel IR, `compiler.artifact_json`), program.c (the generated source: C for the
+cpu target, CUDA C++ for the GPU targets; the entry keeps its name across targets) and
 report.json (the compile report without its timings).
 
 Writing is deterministic: the same graph and target give the same bytes (sorted JSON keys, fixed zip
@@ -24,8 +25,9 @@ from typing import IO, Any
 
 from luminal.compiler import COMPILER_VERSION
 from luminal.compiler.artifact_json import ArtifactError, program_from_json, program_to_json
+from luminal.compiler.codegen import program_source
 from luminal.compiler.gc_pause import collector_paused
-from luminal.compiler.program import TARGETS, CompiledProgram, c_source
+from luminal.compiler.program import TARGETS, CompiledProgram
 from luminal.graph import Graph
 from luminal.graph_file import MAX_FILE_BYTES as MAX_GRAPH_BYTES
 from luminal.graph_file import graph_fingerprint, graph_to_bytes, load_graph
@@ -145,12 +147,16 @@ def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None, 
         text = bytes(raw[SOURCE]).decode("utf-8")
     except UnicodeDecodeError:
         raise ArtifactError(f"{SOURCE} is not UTF-8") from None
+    target_name = manifest["target"]
     try:
-        expected = text if not check_source else "" if kernels is None else c_source(kernels)
+        expected = text if not check_source else "" if kernels is None else program_source(kernels, target_name)
     except ValueError as e:  # an IR that decodes but cannot be code (a packed buffer that fits no GEMM)
         raise ArtifactError(f"{KERNELS}: {e}") from None
     if text != expected:
-        raise ArtifactError(f"{SOURCE} is not the code this compiler generates from {KERNELS} (tampered or stale)")
+        raise ArtifactError(
+            f"{SOURCE} is not the code this compiler generates for target {target_name} from {KERNELS} "
+            "(tampered or stale)"
+        )
     if kernels is not None:
         _check_signature(kernels, graph)
     report = _json(raw[REPORT], REPORT)

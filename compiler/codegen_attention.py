@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from luminal import dtypes as dt
 from luminal.compiler import ir
-from luminal.symbolic import Expr
+from luminal.compiler.attention_plan import LOG2_E, MAX_HEAD_DIM, fits
+from luminal.compiler.render import literal
 
 ROWS = 32  # queries per task: the key and value blocks are copied once per this many rows
 KEYS = 64  # keys per block (LM_ATT_KEYS): a row's block of scores is 64 floats, a few vector registers
-MAX_HEAD_DIM = 256  # q·k's and v's widths; the blocks are sized by them, on the stack
-LOG2_E = "0x1.71547652b82fep+0f"
 
 # The two products of a task, as register-blocked loops over vector types (contracted to FMAs, as the GEMM's
 # micro-kernel is: the rest of the program is built with contraction off so that it rounds as the reference).
@@ -105,11 +104,6 @@ static void lm_att_pv(int64_t rows, int64_t cols, int64_t N, const float* restri
 """
 
 
-def fits(e_extent: Expr, n_extent: Expr) -> bool:
-    """Whether the head dims are concrete and small enough for the stack blocks."""
-    return all(d.is_const and 1 <= int(d.lo) <= MAX_HEAD_DIM for d in (e_extent, n_extent))
-
-
 def kernel_source(k: ir.LoopKernel, emitter_cls, head: list[str], ptrs: dict[str, str], store) -> list[str]:
     """The kernel's C lines: `head` is its opening, `store(value)` the statement storing output element i."""
     a: ir.Attend = k.body
@@ -185,8 +179,6 @@ def _task(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls,
 def _row_update(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls, ptrs) -> list[str]:
     """One query row's block of scores: scale and bias, then the online softmax (its accumulator rescaled, the
     scores turned into the block's unnormalised probabilities for lm_att_pv)."""
-    from luminal.compiler.codegen_c import literal  # (codegen_c imports this module)
-
     s = a.s_var
     scale = literal(a.scale, dt.float32)
     lines = [f"const int64_t {row} = _tl0 + _ti;", f"float* restrict _trow = _tsc + _ti * {KEYS};"]

@@ -19,12 +19,11 @@ on this project's 2-core AVX-512 machine, one thread: 180 GFLOP/s for 12x32 agai
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
-from luminal import dtypes as dt
 from luminal.compiler import ir
 from luminal.compiler.gemm_operands import decode, direct_rows, extent, pack_phase
-from luminal.symbolic import Expr
+from luminal.compiler.gemm_plan import Accumulated, GemmPlan, index_vars, plan
+
+__all__ = ["PRELUDE", "Accumulated", "GemmPlan", "index_vars", "kernel_source", "plan", "prepare_source"]
 
 # A task's chunk is at most LM_MCP row panels by LM_NCP column panels; its C tile lives on the thread's stack.
 PRELUDE = """
@@ -106,90 +105,6 @@ LM_MICRO(lm_micro, a[LM_MR * k + i])
 LM_MICRO(lm_micro_rows, a[i * lda + k])
 #pragma GCC pop_options
 """
-
-
-@ir.value_node
-class Accumulated(ir.Value):
-    """The GEMM's result for the current output element (a C local), standing where the Contract stood."""
-
-    dtype: dt.DType
-
-
-@dataclass(frozen=True)
-class GemmPlan:
-    contract: ir.Contract
-    epilogue: ir.Value  # the kernel body with the Contract replaced by `Accumulated`
-    batch: tuple[int, ...]  # output axes of each role, in order
-    m: tuple[int, ...]
-    n: tuple[int, ...]
-
-
-def index_vars(v: ir.Value) -> set[str]:
-    names: set[str] = set()
-    for node in ir.walk(v):
-        for e in _exprs(node):
-            names |= e.symbols()
-    return names
-
-
-def _exprs(node: ir.Value) -> list[Expr]:
-    if isinstance(node, ir.Load):
-        return [node.index]
-    if isinstance(node, ir.Guard):
-        return [node.valid]
-    if isinstance(node, ir.IndexValue):
-        return [node.expr]
-    if isinstance(node, (ir.Reduce, ir.Contract)):
-        return [node.extent]
-    if isinstance(node, ir.GatherLoad):
-        return [node.index, node.valid, node.limit]
-    return []
-
-
-def _lift(v: ir.Value, bound: frozenset[str] = frozenset()) -> tuple[ir.Value, ir.Contract | None]:
-    """`v` with its one Contract replaced by Accumulated, and that Contract.
-
-    The Contract is reached through element-wise ops, guards, and reductions over variables it does not read
-    (`bound`: those enclosing it), where its value is the same at every step: an activation built on
-    maximum (relu, clamp) reads a GEMM's element through a reduction over the two rows it chooses from."""
-    if isinstance(v, ir.Contract):
-        free = (index_vars(v.a) | index_vars(v.b)) - {v.var}  # its own variable is bound by itself
-        return (Accumulated(v.dtype), v) if not free & bound else (v, None)
-    if isinstance(v, ir.Apply):
-        found, args = None, []
-        for a in v.args:
-            lifted, c = _lift(a, bound)
-            args.append(lifted)
-            found = found or c  # equal copies of the one Contract all become the one accumulator
-        return replace(v, args=tuple(args)), found
-    if isinstance(v, ir.Guard):
-        lifted, c = _lift(v.value, bound)
-        return replace(v, value=lifted), c
-    if isinstance(v, ir.Reduce):
-        lifted, c = _lift(v.body, bound | {v.var})
-        return replace(v, body=lifted), c
-    return v, None
-
-
-def plan(kernel: ir.Kernel) -> GemmPlan | None:
-    """How `kernel` runs as a GEMM, or None when it is not one (it is then emitted as plain loops)."""
-    if not isinstance(kernel, ir.LoopKernel):
-        return None
-    if len({n for n in ir.walk(kernel.body) if isinstance(n, ir.Contract)}) != 1:
-        return None
-    epilogue, c = _lift(kernel.body)
-    if c is None or any(isinstance(n, ir.Contract) for n in ir.walk(epilogue)):
-        return None  # a copy under a gather, or inside a reduction over its own indices: not one accumulator
-    if not (c.dtype == c.a.dtype == c.b.dtype == dt.float32):
-        return None  # half/integer arithmetic: exact loops instead
-    a_vars, b_vars = index_vars(c.a), index_vars(c.b)
-    axes = range(len(kernel.shape))
-    m = tuple(j for j in axes if f"_i{j}" in a_vars and f"_i{j}" not in b_vars)
-    n = tuple(j for j in axes if f"_i{j}" in b_vars and f"_i{j}" not in a_vars)
-    if not m or not n:
-        return None  # a batched dot product: nothing to tile
-    batch = tuple(j for j in axes if j not in m and j not in n)
-    return GemmPlan(c, epilogue, batch, m, n)
 
 
 def _reads_any(operand: ir.Value, axes: tuple[int, ...]) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from luminal.dtypes import DType
-from luminal.symbolic import Expr
+from luminal.symbolic import Expr, as_expr
 
 
 class Value:
@@ -258,3 +258,16 @@ def buffers_in_order(k: Kernel) -> list[str]:
     values = [k.body] if isinstance(k, LoopKernel) else [k.dest, k.at, k.src]
     found = [n.buffer for v in values for n in walk(v) if isinstance(n, (Load, GatherLoad))]
     return list(dict.fromkeys(found))
+
+
+def steps_per_element(v: Value) -> Expr:
+    """About how many loop steps one output element costs: 1, times the extent of each reduction it runs.
+    A row mean over 384 values is one output element per row but 384 steps; counting elements alone kept
+    [8, 128, 1] means on one thread."""
+    if isinstance(v, Reduce):
+        return v.extent * steps_per_element(v.body)
+    if isinstance(v, Contract):
+        return v.extent * (steps_per_element(v.a) + steps_per_element(v.b))
+    inner = [v.value] if isinstance(v, Guard) else [v.at] if isinstance(v, GatherLoad) else []
+    inner += list(v.args) if isinstance(v, Apply) else []
+    return sum((steps_per_element(a) for a in inner), as_expr(1)).max(1)

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from luminal.compiler import codegen_c, codegen_gemm, ir, memory
+from luminal.compiler import codegen, codegen_gemm, ir, memory
 from luminal.compiler.cost import estimate_program
 from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.fuse_chosen import fuse_chosen
@@ -24,10 +24,17 @@ from luminal.compiler.fused_ops import Inline
 from luminal.compiler.lower import buffer_name, lower
 from luminal.compiler.passes import PASSES
 from luminal.compiler.prepack import add_packed_buffers
+from luminal.compiler.targets import TARGETS as KNOWN_TARGETS
 from luminal.compiler.targets import get_target
 from luminal.graph import Graph, GraphError
 
-TARGETS = ("cpu", "reference")
+# The interpreter, and every target whose kind has a code generator (compiler/codegen.py).
+TARGETS = ("reference", *(name for name, t in KNOWN_TARGETS.items() if t.kind in codegen.GENERATORS))
+
+
+def target_kind(target: str) -> str:
+    """The kind of runtime a target's programs need: "reference", or the target's kind (cpu, cuda, metal)."""
+    return "reference" if target == "reference" else get_target(target).kind
 
 
 def _debug(stage: str, graph: Graph) -> None:
@@ -48,18 +55,16 @@ class CompiledProgram:
 
     def prepare(self) -> CompiledProgram:
         """Make it ready to run now (the C library built or loaded from the cache, weights packed) instead of in
-        the first `run`: a serving worker does this before it reports ready, so no request pays for it."""
-        if self.target != "reference" and self._executable is None:
-            from luminal.runtime.cpu import CpuRuntime
+        the first `run`: a serving worker does this before it reports ready, so no request pays for it. The
+        runtime is the one registered for the target's kind; where it cannot run here it raises
+        `luminal.runtime.RuntimeUnavailable`."""
+        if self._executable is None:
+            from luminal.runtime.registry import runtime_for  # at run time: the compiler imports no runtime
 
-            self._executable = CpuRuntime().load(self)
+            self._executable = runtime_for(target_kind(self.target)).load(self)
         return self
 
     def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
-        if self.target == "reference":
-            from luminal.runtime.reference import execute
-
-            return execute(self.graph, inputs, dims)
         return self.prepare()._executable.run(inputs, dims)
 
     def __repr__(self) -> str:
@@ -68,9 +73,8 @@ class CompiledProgram:
 
 
 def c_source(kernels: ir.KernelProgram) -> str:
-    """The generated C for `kernels` (also how a loaded artifact's stored source is checked)."""
-    slots = {name: k for k, name in enumerate(sorted(kernels.buffers))}
-    return codegen_c.program_source(kernels, slots, sorted(kernels.symbols))
+    """The generated C for `kernels`."""
+    return codegen.program_source(kernels, "cpu")
 
 
 OPTIONS = {
@@ -122,7 +126,7 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
         _debug("search", found.candidates["search"])
     chosen, kernels, report["candidates"] = select(candidates, target, options)
     report["choice"] = chosen
-    source = c_source(kernels)
+    source = codegen.program_source(kernels, target)
     report["stages"].append({"stage": "lower+fuse+codegen", "kernels": len(kernels.kernels)})
     report["kernels"] = kernel_summary(kernels)
     report["memory"] = memory.describe(kernels)  # arena vs naive bytes, at the symbols' maxima when dims are symbolic
@@ -143,7 +147,8 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     before = len(kernels.kernels)
     kernels = fuse_single_consumers(kernels, get_target(target))
     stats["fused_by_policy"] = before - len(kernels.kernels)
-    return add_packed_buffers(kernels)
+    # Weight panels packed at load are the CPU GEMM's layout; other targets read the weights as they are.
+    return add_packed_buffers(kernels) if get_target(target).kind == "cpu" else kernels
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
@@ -165,12 +170,13 @@ def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
 def select(
     candidates: Mapping[str, Graph], target: str, options: Mapping[str, Any]
 ) -> tuple[str, ir.KernelProgram, list[dict[str, Any]]]:
-    """Compile every candidate, drop duplicates (same C), rank by the cost model, or by timing with profile=True."""
+    """Compile every candidate, drop duplicates (same source), rank by the cost model, or by timing with
+    profile=True (on the CPU runtime: only cpu targets are timed until a GPU runtime can time its own)."""
     rows, programs, seen = [], {}, {}
     for name, graph in candidates.items():
         fusion: dict[str, int] = {}
         kernels = kernel_program(graph, target, searched=name != "unsearched", stats=fusion)
-        source = c_source(kernels)
+        source = codegen.program_source(kernels, target)
         row = {"name": name, "kernels": len(kernels.kernels), "estimated_s": estimate_program(kernels, target).seconds}
         row["fusion"] = fusion  # reads fused as the search chose, declined; kernels fused by the policy after
         if source in seen:
@@ -180,7 +186,7 @@ def select(
             programs[name] = (graph, kernels, source)
         rows.append(row)
     ranked = sorted(programs, key=lambda n: next(r["estimated_s"] for r in rows if r["name"] == n))
-    if options.get("profile"):
+    if options.get("profile") and get_target(target).kind == "cpu":
         from luminal.compiler.profile import time_candidates
 
         measured = time_candidates({n: programs[n] for n in ranked}, options.get("profile_dims"))

@@ -53,8 +53,9 @@ def load(path: Any) -> Graph:
 
 
 def compile(graph: Graph, target: str = "cpu", **options: Any):  # noqa: A001 - the pinned API name
-    """Compile `graph` for `target` ("cpu", or "reference" for the interpreter); `.run(inputs)` returns what
-    `lm.run` does. Options: search=True, profile=False, profile_dims=None, search_options=None, cache=True
+    """Compile `graph` for `target` ("cpu", a GPU such as "h100", or "reference" for the interpreter); `.run(inputs)`
+    returns what `lm.run` does (a GPU program raises `luminal.runtime.RuntimeUnavailable` where no GPU runtime can
+    run it). Options: search=True, profile=False, profile_dims=None, search_options=None, cache=True
     (see compiler/program.py); `program.report` says what the compiler found and chose.
     """
     from luminal.compiler.program import compile_graph

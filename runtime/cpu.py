@@ -99,7 +99,7 @@ class CpuExecutable:
         self.program = program
         self.slots = {name: k for k, name in enumerate(sorted(program.buffers))}
         self.symbols = sorted(program.symbols)
-        self.library = ctypes.CDLL(str(build_library(source)))
+        self.library = ctypes.CDLL(str(self.build(source)))
         self.entry = self.library.lm_run
         self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64)]
         self.entry.restype = ctypes.c_int
@@ -119,6 +119,10 @@ class CpuExecutable:
             raise IndexError("a gather index was out of range while packing weights")
         self.arenas: dict[tuple, dict[str, np.ndarray]] = {}  # symbol values -> views into that binding's arena
         self.plans: dict[tuple, memory.MemoryPlan] = {}
+
+    def build(self, source: str) -> Path:
+        """The shared library holding `lm_run` and `lm_prepare` (the CUDA host shim builds its own)."""
+        return build_library(source)
 
     def _arena(self, env: dict[str, int]) -> dict[str, np.ndarray]:
         key = tuple(env[s] for s in self.symbols)
@@ -164,6 +168,7 @@ class CpuRuntime:
     """`CpuRuntime().load(program, weights=None) -> CpuExecutable` for a CompiledProgram of target "cpu"."""
 
     name = "cpu"
+    executable = CpuExecutable  # what a loaded program becomes (the CUDA host shim's runtime swaps its own in)
 
     def load(self, program, weights: Mapping[str, np.ndarray] | None = None) -> CpuExecutable:
         graph = program.graph
@@ -171,4 +176,4 @@ class CpuRuntime:
         missing = [w for w in graph.weights if w not in weights]
         if missing:
             raise ExecutionError(f"weight(s) {missing[:8]} are not bound")
-        return CpuExecutable(graph, program.kernels, program.source, weights)
+        return self.executable(graph, program.kernels, program.source, weights)

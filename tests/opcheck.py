@@ -8,7 +8,8 @@ leading dim symbolic (`lm.sym`), bound only when the graph runs. `tests/op_cover
 name passed to `check` across the suite.
 
 With LUMINAL_OPCHECK_TARGET=cpu every variant runs through `lm.compile(g, target="cpu")` (generated C)
-instead of the reference interpreter, against the same torch results and tolerances.
+instead of the reference interpreter, against the same torch results and tolerances; with h100-shim, through
+`lm.compile(g, target="h100")`, the generated CUDA run on the CPU by the host shim (runtime/cuda/shim.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,17 @@ TOLERANCE = {  # (rtol, atol) by dtype: float32 to 1e-5, lower precisions to the
     "bfloat16": (1e-2, 1e-2),
 }
 REDUCTION_RTOL = 1e-4
-TARGET = os.environ.get("LUMINAL_OPCHECK_TARGET", "reference")  # "cpu": run compiled programs instead
+TARGET = os.environ.get("LUMINAL_OPCHECK_TARGET", "reference")  # "cpu" or "h100-shim": run compiled programs
+COMPILED = TARGET in ("cpu", "h100-shim")
+
+
+def run_compiled(g: lm.Graph, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`g` compiled for the opcheck target and run on `feed`."""
+    if TARGET == "h100-shim":
+        from luminal.runtime.cuda.shim import ShimRuntime
+
+        return ShimRuntime().load(lm.compile(g, target="h100")).run(feed)
+    return lm.compile(g, target="cpu").run(feed)
 
 
 def _random(shape: Sequence[int], dtype: str, low: float, high: float, rng: np.random.Generator) -> np.ndarray:
@@ -83,12 +94,12 @@ def _record(g: lm.Graph, prefix: str, lm_fn, arrays, decl_shapes, permuted: bool
 def _run_lm(lm_fn, arrays, decl_shapes, permuted: bool) -> list[np.ndarray]:
     g, feed = lm.Graph(), {}
     names = _record(g, "", lm_fn, arrays, decl_shapes, permuted, feed)
-    result = lm.compile(g, target="cpu").run(feed) if TARGET == "cpu" else lm.run(g, feed)
+    result = run_compiled(g, feed) if COMPILED else lm.run(g, feed)
     return [result[name] for name in names]
 
 
 class CompiledBatch:
-    """The variants checked during one test, recorded into shared graphs compiled once each (opcheck target cpu).
+    """The variants checked during one test, recorded into shared graphs compiled once each (compiled targets).
 
     A program per variant is ~3,600 runs of the C compiler for the suite (15 minutes on 2 cores); one per test
     is a few hundred. A graph holds at most LIMIT variants: tests that sweep many ops or dtypes would otherwise
@@ -116,7 +127,7 @@ class CompiledBatch:
 
     def _run(self) -> None:
         if self.checks:
-            result = lm.compile(self.graph, target="cpu").run(self.feed)
+            result = run_compiled(self.graph, self.feed)
             for outputs, want, name, rtol, atol, variant in self.checks:
                 for out, w in zip(outputs, want):
                     try:

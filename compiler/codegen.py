@@ -1,0 +1,37 @@
+"""The code generator of each target kind: a kernel program's whole source for a target.
+
+Every generator is the one C-like renderer (codegen_c.py's Emitter) in a dialect (compiler/dialects.py); the
+kinds differ in how kernels map onto the machine: C loops over OpenMP threads for the CPU, grids of CUDA thread
+blocks (compiler/cuda/) for NVIDIA GPUs. A loaded artifact's stored source is checked against this.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from luminal.compiler import ir
+from luminal.compiler.targets import get_target
+
+
+def _c(kernels: ir.KernelProgram) -> str:
+    from luminal.compiler import codegen_c
+
+    slots = {name: k for k, name in enumerate(sorted(kernels.buffers))}
+    return codegen_c.program_source(kernels, slots, sorted(kernels.symbols))
+
+
+def _cuda(kernels: ir.KernelProgram) -> str:
+    from luminal.compiler.cuda.program import program_source as cuda_source
+
+    return cuda_source(kernels)
+
+
+GENERATORS: dict[str, Callable[[ir.KernelProgram], str]] = {"cpu": _c, "cuda": _cuda}
+
+
+def program_source(kernels: ir.KernelProgram, target: str) -> str:
+    """The generated source of `kernels` for `target` (a target name)."""
+    kind = get_target(target).kind
+    if kind not in GENERATORS:
+        raise ValueError(f"target {target!r}: no code generator for {kind} targets yet")
+    return GENERATORS[kind](kernels)

@@ -1,0 +1,95 @@
+"""CUDA for an attention kernel (a loop kernel whose body is an `ir.Attend`): a block per query row.
+
+The block stages the row's query in shared memory, then walks the keys in blocks of its thread count: each
+thread computes one key's score (its dot product with the query, scaled, plus the bias), the block folds the
+scores' peak and the block's exponentials' sum into the running ones (the online softmax: what was summed so far
+is rescaled by exp2((old peak - new peak) * log2 e)), and each thread accumulates p·v for its output columns.
+Nothing of size keys x queries is stored. The softmax is the graph's own, as the C kernel computes it
+(codegen_attention.py): the peak is at least the lowest float32 and the safe form adds 1 to a sum under 0.5.
+Flash decoding (a long key axis split over several blocks, then a combine) is a later step.
+"""
+
+from __future__ import annotations
+
+from luminal.compiler import ir
+from luminal.compiler.attention_plan import LOG2_E, MAX_HEAD_DIM, fits
+from luminal.compiler.cuda.emitter import CudaEmitter
+from luminal.compiler.cuda.kernels import FOOT, head, pointers
+from luminal.compiler.cuda.launch import Launch
+from luminal.compiler.dialects import CUDA
+from luminal.compiler.gemm_operands import decode
+from luminal.compiler.render import literal
+from luminal.view import ShapeTracker
+
+
+def _operand(launch: Launch, value: ir.Value, target: str, indent: int) -> list[str]:
+    """Statements that evaluate `value` (at the locals named like its index variables) into `target`."""
+    e = CudaEmitter(pointers(launch))
+    e.indent = indent
+    result = e.emit(value)
+    return e.lines + ["  " * indent + f"{target} = {result};"]
+
+
+def kernel_source(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[str]:
+    a: ir.Attend = k.body
+    rank = len(k.shape)
+    if rank < 2 or not fits(a.e_extent, k.shape[-1]):  # recognition guarantees both; a loaded artifact may not
+        raise ValueError(f"attention kernel {k.name}: needs [..., L, N] with head dims in 1..{MAX_HEAD_DIM}")
+    threads, s, e = launch.block, a.s_var, a.e_var
+    e_dim, n_dim = int(a.e_extent.lo), int(k.shape[-1].lo)
+    columns = -(-n_dim // threads)  # output columns per thread
+    col = f"_i{rank - 1}"
+    lines = head(launch, buffers, symbols)
+    lines += [f"  const int64_t lm_row = {CUDA.block_index}, lm_S = {a.s_extent.render_c()};"]
+    lines += ["  " + x for x in decode("lm_row", k.shape, tuple(range(rank - 1)))]
+    lines += [f"  __shared__ float lm_q[{e_dim}], lm_p[{threads}];"]
+    lines += [f"  for (int64_t {e} = threadIdx.x; {e} < {e_dim}; {e} += {threads}) {{"]
+    lines += _operand(launch, a.q, f"lm_q[{e}]", 2) + ["  }", f"  {CUDA.barrier}"]
+    lines += [
+        "  float lm_peak = -0x1.fffffep+127f, lm_total = 0.0f;",
+        f"  float lm_acc[{columns}];",
+        f"  for (int lm_c = 0; lm_c < {columns}; lm_c++) lm_acc[lm_c] = 0.0f;",
+        f"  for (int64_t lm_k0 = 0; lm_k0 < lm_S; lm_k0 += {threads}) {{",
+        "    float lm_score = -INFINITY;",
+        f"    const int64_t {s} = lm_k0 + threadIdx.x;",
+        f"    if ({s} < lm_S) {{",
+        "      float lm_dot = 0.0f, lm_k, lm_bias;",
+        f"      for (int64_t {e} = 0; {e} < {e_dim}; {e}++) {{",
+    ]
+    lines += _operand(launch, a.k, "lm_k", 4) + [f"        lm_dot = fmaf(lm_q[{e}], lm_k, lm_dot);", "      }"]
+    lines += _operand(launch, a.bias, "lm_bias", 3)
+    lines += [f"      lm_score = lm_dot * {literal(a.scale, a.dtype)} + lm_bias;", "    }"]
+    lines += [
+        "    const float lm_new = fmaxf(lm_peak, lm_block_fold(lm_score, lm_fold_fmax()));",
+        f"    const float lm_rescale = exp2f((lm_peak - lm_new) * {LOG2_E});",
+        f"    const float lm_own = {s} < lm_S ? exp2f((lm_score - lm_new) * {LOG2_E}) : 0.0f;",
+        "    lm_total = lm_total * lm_rescale + lm_block_fold(lm_own, lm_fold_sum());",
+        "    lm_peak = lm_new;",
+        "    lm_p[threadIdx.x] = lm_own;",
+        f"    {CUDA.barrier}",
+        f"    const int64_t lm_keys = lm_S - lm_k0 < {threads} ? lm_S - lm_k0 : {threads};",
+        f"    for (int lm_c = 0; lm_c < {columns}; lm_c++) {{",
+        f"      const int64_t {col} = threadIdx.x + lm_c * {threads};",
+        f"      if ({col} < {n_dim}) {{",
+        "        float lm_pv = 0.0f, lm_v;",
+        "        for (int64_t lm_j = 0; lm_j < lm_keys; lm_j++) {",
+        f"          const int64_t {s} = lm_k0 + lm_j;",
+    ]
+    lines += _operand(launch, a.v, "lm_v", 5) + ["          lm_pv = fmaf(lm_p[lm_j], lm_v, lm_pv);", "        }"]
+    lines += [
+        "        lm_acc[lm_c] = lm_acc[lm_c] * lm_rescale + lm_pv;",
+        "      }",
+        "    }",
+        f"    {CUDA.barrier}",
+        "  }",
+    ]
+    guard = " + (lm_total < 0.5f ? 1.0f : 0.0f)" if a.safe else ""
+    out = ShapeTracker.contiguous(k.shape).index.render_c()
+    lines += [
+        f"  const float lm_inv = 1.0f / (lm_total{guard});",
+        f"  for (int lm_c = 0; lm_c < {columns}; lm_c++) {{",
+        f"    const int64_t {col} = threadIdx.x + lm_c * {threads};",
+        f"    if ({col} < {n_dim}) _q0[{out}] = {CUDA.store('lm_acc[lm_c] * lm_inv', buffers[k.out].dtype)};",
+        "  }",
+    ]
+    return lines + FOOT

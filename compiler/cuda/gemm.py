@@ -1,0 +1,117 @@
+"""CUDA for a GEMM kernel (compiler/gemm_plan.py): a shared-memory tiled fp32 kernel with the fused epilogue.
+
+A block computes a 64 x 64 tile of one batch element's output with 256 threads, each a 4 x 4 sub-tile in
+registers. Per step of 16 along the contraction the block stages A's 64 x 16 and B's 16 x 64 elements in shared
+memory, evaluating each operand's expression (a load, or a fused producer, a gather, a guard) at the element's
+indices; elements past an edge are zero, so partial tiles need no other care. The epilogue (bias, activation,
+residual, casts) runs on each accumulated value before the store. Products accumulate with fmaf, as the C GEMM
+contracts to FMAs; tensor-core `mma` for half types is a later step.
+"""
+
+from __future__ import annotations
+
+from luminal.compiler import ir
+from luminal.compiler.cuda.emitter import CudaEmitter
+from luminal.compiler.cuda.kernels import FOOT, head, pointers
+from luminal.compiler.cuda.launch import GEMM_TILE, Launch
+from luminal.compiler.dialects import CUDA
+from luminal.compiler.gemm_operands import decode, extent
+from luminal.compiler.gemm_plan import GemmPlan
+from luminal.view import ShapeTracker
+
+STEP = 16  # contraction elements per shared-memory stage
+SUB = 4  # each thread's sub-tile is SUB x SUB outputs: 16 x 16 threads cover the 64 x 64 tile
+
+
+def _stage(launch: Launch, value: ir.Value, k: str, rows: tuple[int, ...], shape, side: str) -> list[str]:
+    """A loop of the block's threads that stores one operand's 64 x 16 elements of this step in shared memory:
+    A (side "a") at [k][m], read with k fastest; B at [k][n], read with n fastest (each walks its source's
+    contiguous axis when it is a plain row-major matrix). Elements past an edge are 0."""
+    tile = GEMM_TILE
+    if side == "a":
+        row, limit, place = f"lm_m0 + lm_t / {STEP}", "lm_M", f"lm_as[lm_t % {STEP}][lm_t / {STEP}]"
+        depth = f"lm_t % {STEP}"
+    else:
+        row, limit, place = f"lm_n0 + lm_t % {tile}", "lm_N", f"lm_bs[lm_t / {tile}][lm_t % {tile}]"
+        depth = f"lm_t / {tile}"
+    e = CudaEmitter(pointers(launch))
+    e.indent = 4
+    result = e.emit(value)
+    lines = [
+        f"    for (int lm_t = threadIdx.x; lm_t < {tile * STEP}; lm_t += {launch.block}) {{",
+        f"      const int64_t lm_row = {row}, {k} = lm_k0 + {depth};",
+        "      float lm_v = 0.0f;",
+        f"      if (lm_row < {limit} && {k} < lm_K) {{",
+    ]
+    lines += ["        " + s for s in decode("lm_row", shape, rows)]
+    return lines + e.lines + [f"        lm_v = {result};", "      }", f"      {place} = lm_v;", "    }"]
+
+
+def kernel_source(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, buffers, symbols) -> list[str]:
+    c, shape, tile = gemm.contract, k.shape, GEMM_TILE
+    cell = f"lm_c[lm_i / {SUB}][lm_i % {SUB}]"  # lm_i's accumulator, lm_i in [0, SUB * SUB)
+    block = CUDA.block_index
+    lines = head(launch, buffers, symbols)
+    lines += [
+        f"  const int64_t lm_M = {extent(shape, gemm.m)}, lm_N = {extent(shape, gemm.n)};",
+        f"  const int64_t lm_K = {c.extent.render_c()};",
+        f"  const int64_t lm_tm = (lm_M + {tile - 1}) / {tile}, lm_tn = (lm_N + {tile - 1}) / {tile};",
+        f"  const int64_t lm_bt = {block} / (lm_tm * lm_tn);",
+        f"  const int64_t lm_m0 = {block} / lm_tn % lm_tm * {tile}, lm_n0 = {block} % lm_tn * {tile};",
+    ]
+    lines += ["  " + s for s in decode("lm_bt", shape, gemm.batch)]
+    lines += [
+        # A is stored k-major ([k][m]) so the inner loop reads a row of 4 m's; +4 keeps the transposing stores
+        # of a warp off a single bank.
+        f"  __shared__ float lm_as[{STEP}][{tile + 4}], lm_bs[{STEP}][{tile}];",
+        f"  float lm_c[{SUB}][{SUB}];",
+        "  #pragma unroll",
+        f"  for (int lm_i = 0; lm_i < {SUB * SUB}; lm_i++) {cell} = 0.0f;",
+        f"  const int lm_tx = threadIdx.x % {tile // SUB}, lm_ty = threadIdx.x / {tile // SUB};",
+        f"  for (int64_t lm_k0 = 0; lm_k0 < lm_K; lm_k0 += {STEP}) {{",
+    ]
+    lines += _stage(launch, c.a, c.var, gemm.m, shape, "a") + _stage(launch, c.b, c.var, gemm.n, shape, "b")
+    lines += [
+        f"    {CUDA.barrier}",
+        "    #pragma unroll",
+        f"    for (int lm_kk = 0; lm_kk < {STEP}; lm_kk++) {{",
+        f"      float lm_a[{SUB}], lm_b[{SUB}];",
+        "      #pragma unroll",
+        f"      for (int lm_i = 0; lm_i < {SUB}; lm_i++) {{",
+        f"        lm_a[lm_i] = lm_as[lm_kk][lm_ty * {SUB} + lm_i];",
+        f"        lm_b[lm_i] = lm_bs[lm_kk][lm_tx * {SUB} + lm_i];",
+        "      }",
+        "      #pragma unroll",
+        f"      for (int lm_i = 0; lm_i < {SUB * SUB}; lm_i++)",
+        f"        {cell} = fmaf(lm_a[lm_i / {SUB}], lm_b[lm_i % {SUB}], {cell});",
+        "    }",
+        f"    {CUDA.barrier}",
+        "  }",
+    ]
+    return lines + _epilogue(launch, k, gemm, buffers) + FOOT
+
+
+def _epilogue(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, buffers) -> list[str]:
+    """The rest of the body on each of the thread's accumulated values, then the store. A row's indices are
+    decoded once for its 4 columns: a decode divides by the dims, and 64-bit divisions by a symbol are calls
+    whose saved registers spilled when all 16 were unrolled."""
+    e = CudaEmitter(pointers(launch))
+    e.indent = 4
+    value = e.emit(gemm.epilogue)
+    out = ShapeTracker.contiguous(k.shape).index.render_c()
+    lines = [
+        "  #pragma unroll",
+        f"  for (int lm_i = 0; lm_i < {SUB}; lm_i++) {{",
+        f"    const int64_t lm_m = lm_m0 + lm_ty * {SUB} + lm_i;",
+        "    if (lm_m >= lm_M) continue;",
+    ]
+    lines += ["    " + s for s in decode("lm_m", k.shape, gemm.m)]
+    lines += [
+        "    #pragma unroll",
+        f"    for (int lm_j = 0; lm_j < {SUB}; lm_j++) {{",
+        f"      const int64_t lm_n = lm_n0 + lm_tx * {SUB} + lm_j;",
+        "      if (lm_n >= lm_N) continue;",
+    ]
+    lines += ["      " + s for s in decode("lm_n", k.shape, gemm.n)]
+    lines += ["      const float lm_acc = lm_c[lm_i][lm_j];"] + e.lines
+    return lines + [f"      _q0[{out}] = {CUDA.store(value, buffers[k.out].dtype)};", "    }", "  }"]

@@ -1,0 +1,117 @@
+"""CUDA for the loop-shaped kernels (a thread, a warp or a block per output element or row) and for scatters.
+
+Every kernel opens the same way (`head`): its pointers in launch order, `_q0` the output, then the program's
+symbols read from the dims block D, and a local error flag that gathers set and the kernel's last line
+reports. Kernels never return early: a thread past the end still reaches every fold and barrier its group runs.
+"""
+
+from __future__ import annotations
+
+from luminal.compiler import ir
+from luminal.compiler.cuda.emitter import CudaEmitter
+from luminal.compiler.cuda.launch import WARPS, Launch
+from luminal.compiler.dialects import CUDA
+from luminal.compiler.gemm_operands import decode
+from luminal.view import dims_product
+
+# Blocks per SM the register budget must allow: up to 128 registers a thread. With the thread count alone as
+# the bound, ptxas aimed at 64 and spilled a GEMM's 64-bit index arithmetic (divisions by a symbol are calls).
+MIN_BLOCKS = 2
+
+
+def pointers(launch: Launch) -> dict[str, str]:
+    return {name: f"_q{j}" for j, name in enumerate(launch.buffers)}
+
+
+def head(launch: Launch, buffers: dict[str, ir.Buffer], symbols: list[str]) -> list[str]:
+    params = []
+    for j, name in enumerate(launch.buffers):
+        const = "" if j == 0 else "const "
+        params.append(f"{const}{CUDA.storage[buffers[name].dtype]}* __restrict__ _q{j}")
+    params += ["const int64_t* __restrict__ D", "int* __restrict__ lm_status"]
+    bounds = f"__launch_bounds__({launch.block}, {MIN_BLOCKS})"
+    lines = [f"{CUDA.kernel} {bounds} {launch.kernel}({', '.join(params)}) {{"]
+    lines += [f"  const int64_t {s} = D[{j}]; (void){s};" for j, s in enumerate(symbols)]
+    return lines + ["  int lm_err = 0;"]
+
+
+FOOT = ["  if (lm_err) *lm_status = 1;", "}"]
+
+
+def _all_axes(shape) -> tuple[int, ...]:
+    return tuple(range(len(shape)))
+
+
+def _store(launch: Launch, buffers, position: str, value: str) -> str:
+    return f"_q0[{position}] = {CUDA.store(value, buffers[launch.buffers[0]].dtype)};"
+
+
+def thread_kernel(launch: Launch, shape, body: ir.Value, buffers, symbols) -> list[str]:
+    """One thread per element of `shape`: out[flat] = body."""
+    lines = head(launch, buffers, symbols)
+    numel = dims_product(shape).render_c()
+    lines += [
+        f"  const int64_t lm_flat = {CUDA.block_index} * {CUDA.block_size} + {CUDA.thread_index};",
+        f"  if (lm_flat < {numel}) {{",
+    ]
+    lines += ["    " + s for s in decode("lm_flat", shape, _all_axes(shape))]
+    e = CudaEmitter(pointers(launch))
+    e.indent = 2
+    value = e.emit(body)
+    lines += e.lines + ["    " + _store(launch, buffers, "lm_flat", value), "  }"]
+    return lines + FOOT
+
+
+def warp_kernel(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[str]:
+    """A warp per output element, its reductions split over the lanes; lane 0 stores. A warp past the end
+    computes the last element again (its lanes must all reach the folds) and stores nothing."""
+    lines = head(launch, buffers, symbols)
+    numel = dims_product(k.shape).render_c()
+    lines += [
+        "  const int64_t lm_lane = threadIdx.x & 31, lm_group = 32;",
+        f"  const int64_t lm_unit = {CUDA.block_index} * {WARPS} + threadIdx.x / 32;",
+        f"  const int64_t lm_flat = lm_unit < {numel} ? lm_unit : {numel} - 1;",
+    ]
+    lines += ["  " + s for s in decode("lm_flat", k.shape, _all_axes(k.shape))]
+    e = CudaEmitter(pointers(launch), "warp")
+    value = e.emit(k.body)
+    lines += e.lines + [f"  if (lm_lane == 0 && lm_unit < {numel}) " + _store(launch, buffers, "lm_flat", value)]
+    return lines + FOOT
+
+
+def row_kernel(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[str]:
+    """A block per row: the row's statistics split over the block, then its threads stride over the row."""
+    lines = head(launch, buffers, symbols)
+    last = len(k.shape) - 1
+    width = k.shape[-1].render_c()
+    lines += [
+        f"  const int64_t lm_lane = {CUDA.thread_index}, lm_group = {CUDA.block_size};",
+        f"  const int64_t lm_row = {CUDA.block_index};",
+    ]
+    lines += ["  " + s for s in decode("lm_row", k.shape, tuple(range(last)))]
+    outer = CudaEmitter(pointers(launch), "block")
+    row = outer.hoisted(k.body, f"_i{last}", k.shape[-1])
+    inner = CudaEmitter(pointers(launch))
+    inner.counter, inner.indent = outer.counter, 2  # fresh names must not shadow the statistics' names
+    value = inner.emit(row)
+    lines += outer.lines
+    lines += [f"  for (int64_t _i{last} = lm_lane; _i{last} < {width}; _i{last} += lm_group) {{"]
+    lines += inner.lines + ["    " + _store(launch, buffers, f"lm_row * {width} + _i{last}", value), "  }"]
+    return lines + FOOT
+
+
+def scatter_kernel(launch: Launch, k: ir.ScatterKernel, buffers, symbols) -> list[str]:
+    """One thread per scattered value: out[at(j)] = src(j). Where two values land on one index, which one wins
+    is unspecified on a GPU (the reference keeps the last), as in PyTorch's index_put without accumulate."""
+    lines = head(launch, buffers, symbols)
+    lines += [
+        f"  const int64_t lm_flat = {CUDA.block_index} * {CUDA.block_size} + {CUDA.thread_index};",
+        f"  if (lm_flat < {dims_product(k.src_shape).render_c()}) {{",
+    ]
+    lines += ["    " + s for s in decode("lm_flat", k.src_shape, _all_axes(k.src_shape))]
+    e = CudaEmitter(pointers(launch))
+    e.indent = 2
+    at, src = e.emit(k.at), e.emit(k.src)
+    e.stmt(f"const int64_t _tat = (int64_t)({at});")
+    e.stmt(f"if (_tat < 0 || _tat >= {k.limit.render_c()}) lm_err = 1; else {_store(launch, buffers, '_tat', src)}")
+    return lines + e.lines + ["  }"] + FOOT

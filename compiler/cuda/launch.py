@@ -1,0 +1,93 @@
+"""The launch plan: how each kernel of a program maps onto a CUDA grid, as data the runtimes read.
+
+Every launch is a one-dimensional grid of `block`-thread blocks; the block count is a symbolic expression the
+runtime evaluates at the bound dims (a launch of zero blocks is skipped). Each kernel takes its buffers as
+pointers (the output first, then what it reads in order), then the dims block `D` (the symbols' values, in the
+program's sorted symbol order) and `lm_status` (set to 1 when a gather or scatter index is out of range).
+
+Shapes, by what the kernel computes:
+- "thread": one thread per output element (element-wise and fused kernels, small reductions).
+- "warp": a warp per output element, its reductions split over the warp's lanes (a reduction over a long axis).
+- "row": a block per row of the output (all axes but the last): the row's statistics (a softmax's max and sum,
+  a layer norm's mean and variance: reductions that do not read the last axis) split over the block, then the
+  block's threads stride over the row's elements.
+- "gemm": a tiled GEMM with its epilogue (compiler/cuda/gemm.py); "attention": a block per query row.
+- "copy" then "scatter": a scatter kernel's destination copied element-wise, then one thread per scattered value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from luminal.compiler import hoist, ir
+from luminal.compiler.gemm_plan import plan
+from luminal.symbolic import Expr, as_expr
+from luminal.view import dims_product
+
+THREADS = 256  # threads per block: 8 warps, enough to hide latency, few enough to keep registers per thread high
+WARPS = THREADS // 32
+ATTENTION_THREADS = 128
+GEMM_TILE = 64  # a block's output tile is 64 x 64 (compiler/cuda/gemm.py)
+# A thread per element sums up to this many steps on its own; longer reductions are split over a warp.
+THREAD_STEPS = 64
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str  # the __global__ function's name
+    shape: str  # "thread", "warp", "row", "gemm", "attention", "copy" or "scatter"
+    grid: Expr  # blocks
+    block: int  # threads per block
+    buffers: tuple[str, ...]  # the pointer arguments, output first
+
+
+def _blocks(count: Expr, per_block: int) -> Expr:
+    return (as_expr(count) + (per_block - 1)) // per_block
+
+
+def has_cooperative_reduction(v: ir.Value) -> bool:
+    """Whether `v` reaches a reduction through element-wise ops, guards and gathers' indices: one a warp shares."""
+    if isinstance(v, (ir.Reduce, ir.Contract)):
+        return True
+    return any(has_cooperative_reduction(c) for c in ir.children(v) if not isinstance(c, ir.Attend))
+
+
+def row_statistics(k: ir.LoopKernel) -> bool:
+    """Whether the kernel's body reads reductions that do not depend on its last axis (computed once per row)."""
+    if not k.shape:
+        return False
+    return bool(hoist.invariant_reductions(k.body, f"_i{len(k.shape) - 1}", k.shape[-1]))
+
+
+def loop_shape(k: ir.LoopKernel) -> str:
+    if plan(k) is not None:
+        return "gemm"
+    if isinstance(k.body, ir.Attend):
+        return "attention"
+    if row_statistics(k):
+        return "row"
+    steps = ir.steps_per_element(k.body)
+    long = not steps.is_const or int(steps.lo) > THREAD_STEPS
+    return "warp" if long and has_cooperative_reduction(k.body) else "thread"
+
+
+def launches(k: ir.Kernel, reads: list[str]) -> list[Launch]:
+    """The launches that run kernel `k`, which reads `reads` (in order)."""
+    buffers = (k.out, *[b for b in reads if b != k.out])
+    numel = dims_product(k.shape)
+    if isinstance(k, ir.ScatterKernel):
+        copy = Launch(f"{k.name}_copy", "copy", _blocks(numel, THREADS), THREADS, buffers)
+        count = dims_product(k.src_shape)
+        return [copy, Launch(f"{k.name}_scatter", "scatter", _blocks(count, THREADS), THREADS, buffers)]
+    shape = loop_shape(k)
+    if shape == "gemm":
+        gemm = plan(k)
+        m, n, nb = (dims_product([k.shape[j] for j in axes]) for axes in (gemm.m, gemm.n, gemm.batch))
+        grid = _blocks(m, GEMM_TILE) * _blocks(n, GEMM_TILE) * nb
+        return [Launch(k.name, shape, grid, THREADS, buffers)]
+    if shape == "attention":
+        return [Launch(k.name, shape, dims_product(k.shape[:-1]), ATTENTION_THREADS, buffers)]
+    if shape == "row":
+        return [Launch(k.name, shape, dims_product(k.shape[:-1]), THREADS, buffers)]
+    per_block = WARPS if shape == "warp" else THREADS
+    return [Launch(k.name, shape, _blocks(numel, per_block), THREADS, buffers)]

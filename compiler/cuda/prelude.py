@@ -1,0 +1,57 @@
+"""The helpers every generated CUDA program starts with: half-type rounding, nan-aware max, selects, Python's
+floor division, and the warp and block folds that cooperative reductions end with.
+
+The folds are xor butterflies: every lane ends with the same value (IEEE addition is commutative, so each pair of
+lanes computes the same sum), which lets any lane use the result without a broadcast. A block fold goes through
+one word of shared memory per warp; it starts with a barrier so that a fold never overwrites what the previous
+fold's lanes are still reading.
+"""
+
+from luminal.symbolic import c_prelude
+
+PRELUDE = (
+    """#include <math.h>
+#include <stdint.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+"""
+    + c_prelude("static __device__ inline")
+    + """static __device__ inline float lm_round_f16(float f) { return __half2float(__float2half_rn(f)); }
+static __device__ inline float lm_round_bf16(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
+static __device__ inline float lm_maxf(float acc, float v) { return (v > acc || v != v) ? v : acc; }
+static __device__ inline float lm_selectf(int c, float a, float b) { return c ? a : b; }
+static __device__ inline int64_t lm_selecti(int c, int64_t a, int64_t b) { return c ? a : b; }
+struct lm_fold_sum {
+  template <class T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct lm_fold_fmax {  /* the larger, a nan ignored: attention's running peak, as the C's comparison gives */
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct lm_fold_max {
+  __device__ float operator()(float a, float b) const { return lm_maxf(a, b); }
+  template <class T> __device__ T operator()(T a, T b) const { return b > a ? b : a; }
+};
+static __device__ inline float lm_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+static __device__ inline int32_t lm_shfl_xor(int32_t v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+static __device__ inline int64_t lm_shfl_xor(int64_t v, int m) {
+  return (int64_t)__shfl_xor_sync(0xffffffffu, (long long)v, m);
+}
+static __device__ inline uint8_t lm_shfl_xor(uint8_t v, int m) {
+  return (uint8_t)__shfl_xor_sync(0xffffffffu, (int)v, m);
+}
+template <class T, class F> static __device__ inline T lm_warp_fold(T v, F f) {
+  for (int m = 16; m > 0; m >>= 1) v = f(v, lm_shfl_xor(v, m));
+  return v;
+}
+template <class T, class F> static __device__ inline T lm_block_fold(T v, F f) {
+  __shared__ T lm_partial[32];
+  v = lm_warp_fold(v, f);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) lm_partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  T r = lm_partial[0];
+  for (unsigned w = 1; w < (blockDim.x + 31) / 32; w++) r = f(r, lm_partial[w]);
+  return r;
+}
+"""
+)

@@ -1,0 +1,47 @@
+"""The whole CUDA source of a kernel program, and its launch plan.
+
+The source is deterministic: the prelude, then each kernel's __global__ function(s) in program order, named
+after the IR kernel (`k12`; a scatter's two are `k12_copy` and `k12_scatter`), each preceded by a comment
+giving its launch. Compiled with NVRTC or nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM
+and attention kernels ask for their FMAs with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
+"""
+
+from __future__ import annotations
+
+from luminal.compiler import ir
+from luminal.compiler.cuda import attention, gemm, kernels
+from luminal.compiler.cuda.launch import Launch, launches
+from luminal.compiler.cuda.prelude import PRELUDE
+from luminal.compiler.gemm_plan import plan
+
+
+def launch_plan(p: ir.KernelProgram) -> list[Launch]:
+    """Every launch of the program, in order."""
+    return [launch for k in p.kernels for launch in launches(k, ir.buffers_in_order(k))]
+
+
+def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: list[str]) -> list[str]:
+    buffers = p.buffers
+    if launch.shape == "copy":
+        return kernels.thread_kernel(launch, k.shape, k.dest, buffers, symbols)
+    if launch.shape == "scatter":
+        return kernels.scatter_kernel(launch, k, buffers, symbols)
+    if launch.shape == "gemm":
+        return gemm.kernel_source(launch, k, plan(k), buffers, symbols)
+    if launch.shape == "attention":
+        return attention.kernel_source(launch, k, buffers, symbols)
+    if launch.shape == "row":
+        return kernels.row_kernel(launch, k, buffers, symbols)
+    if launch.shape == "warp":
+        return kernels.warp_kernel(launch, k, buffers, symbols)
+    return kernels.thread_kernel(launch, k.shape, k.body, buffers, symbols)
+
+
+def program_source(p: ir.KernelProgram) -> str:
+    symbols = sorted(p.symbols)
+    parts = [PRELUDE]
+    for k in p.kernels:
+        for launch in launches(k, ir.buffers_in_order(k)):
+            comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} blocks of {launch.block} threads */"
+            parts.append("\n".join([comment, *kernel_source(launch, k, p, symbols)]))
+    return "\n\n".join(parts) + "\n"

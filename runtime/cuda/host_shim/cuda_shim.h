@@ -1,0 +1,85 @@
+// Stand-ins for the CUDA built-ins that generated kernels use, so that the same source compiles as C++20 and
+// runs on the CPU (runtime/cuda/shim.py force-includes this header). A launch runs its blocks one after another
+// on `blockDim.x` std::threads: __syncthreads is a std::barrier over the block, a warp shuffle is an exchange
+// through a per-warp array between two barriers over the warp (so all 32 lanes must take part, as a full-mask
+// shuffle requires on a GPU), and a static __shared__ array is the running block's shared memory. Tensor-core
+// instructions have no stand-in here.
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+struct uint3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline thread_local uint3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+
+// One launch's synchronisation: a barrier over the block, one per warp, and each thread's exchange slot.
+struct lm_shim_launch {
+  std::barrier<> block;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<uint64_t> exchange;
+  explicit lm_shim_launch(unsigned threads) : block(threads), exchange(threads) {
+    for (unsigned first = 0; first < threads; first += 32)
+      warps.push_back(std::make_unique<std::barrier<>>(threads - first < 32 ? threads - first : 32));
+  }
+};
+inline thread_local lm_shim_launch* lm_shim_current;
+
+inline void __syncthreads() { lm_shim_current->block.arrive_and_wait(); }
+
+template <class T> T __shfl_xor_sync(unsigned, T value, int lane_mask) {
+  static_assert(sizeof(T) <= sizeof(uint64_t), "a shuffle moves at most 8 bytes");
+  lm_shim_launch& launch = *lm_shim_current;
+  const unsigned self = threadIdx.x, warp = self / 32;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  launch.exchange[self] = bits;
+  launch.warps[warp]->arrive_and_wait();  // every lane has written
+  bits = launch.exchange[warp * 32 + ((self % 32) ^ (unsigned)lane_mask)];
+  launch.warps[warp]->arrive_and_wait();  // every lane has read before any writes again
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+
+inline float __int_as_float(int i) {
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+
+// kernel<<<blocks, threads>>>(args...): the blocks in order, each on the same `threads` threads.
+template <class... Params, class... Args>
+void lm_launch(void (*kernel)(Params...), int64_t blocks, unsigned threads, Args... args) {
+  gridDim = dim3{(unsigned)blocks, 1, 1};
+  blockDim = dim3{threads, 1, 1};
+  lm_shim_launch launch(threads);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; t++)
+    pool.emplace_back([&, t] {
+      lm_shim_current = &launch;
+      threadIdx = uint3{t, 0, 0};
+      for (int64_t b = 0; b < blocks; b++) {
+        blockIdx = uint3{(unsigned)b, 0, 0};
+        kernel(args...);
+        launch.block.arrive_and_wait();  // the next block reuses the shared arrays
+      }
+    });
+  for (std::thread& t : pool) t.join();
+}

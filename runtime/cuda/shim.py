@@ -1,0 +1,85 @@
+"""Runs a CUDA program on the CPU: its generated source compiled as C++ against the host shim's stand-in headers.
+
+This is how the meaning of the generated CUDA is checked on a machine without a GPU. The source is compiled
+unchanged by g++ -std=c++20 with host_shim/cuda_shim.h force-included, together with a small driver written
+from the program's launch plan: `lm_run(buffers, dims)` launches every kernel as the plan says (its block count
+evaluated at the dims, the blocks run on real threads with real barriers). The rest is the CPU runtime's: the
+same buffer table, arena and I/O (runtime/cpu.py), so a shim executable runs exactly like a CPU one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from luminal.compiler import ir
+from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.dialects import CUDA
+from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
+from luminal.runtime.cpu import cache_dir as cpu_cache_dir
+
+SHIM = Path(__file__).resolve().parent / "host_shim"
+# -ffp-contract=off: as --fmad=false on the GPU, every op rounds as the reference does (fmaf stays an FMA).
+FLAGS = ["-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-w"]
+
+
+def driver(p: ir.KernelProgram) -> str:
+    """`lm_run(B, D)`: every launch of the plan, its pointers read from the buffer table by slot."""
+    slots = {name: k for k, name in enumerate(sorted(p.buffers))}
+    symbols = sorted(p.symbols)
+    lines = ['extern "C" int lm_run(void** B, const int64_t* D) {', "  int lm_status = 0;"]
+    lines += [f"  const int64_t {s} = D[{j}]; (void){s};" for j, s in enumerate(symbols)]
+    for launch in launch_plan(p):
+        args = []
+        for j, name in enumerate(launch.buffers):
+            const = "" if j == 0 else "const "
+            args.append(f"({const}{CUDA.storage[p.buffers[name].dtype]}*)B[{slots[name]}]")
+        call = f"lm_launch({launch.kernel}, lm_blocks, {launch.block}, {', '.join(args)}, D, &lm_status);"
+        lines.append(f"  {{ const int64_t lm_blocks = {launch.grid.render_c()}; if (lm_blocks > 0) {call} }}")
+    lines += ["  return lm_status;", "}", 'extern "C" int lm_prepare(void**, const int64_t*) { return 0; }']
+    return "\n".join(lines) + "\n"
+
+
+def compiler() -> str:
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
+    if not cxx:
+        raise CompilerMissing("the CUDA host shim compiles C++20: no C++ compiler found (set CXX or install g++)")
+    return cxx
+
+
+def build_library(source: str) -> Path:
+    """The shared library of `source` (CUDA plus driver) built through the shim, cached by hash."""
+    cxx = compiler()
+    headers = "".join((SHIM / name).read_text() for name in sorted(os.listdir(SHIM)))
+    key = hashlib.sha256("\0".join([cxx, *FLAGS, headers, source]).encode()).hexdigest()[:32]
+    lib = cpu_cache_dir().parent / "cuda-shim" / f"{key}.so"
+    if lib.exists():
+        return lib
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "program.cu", Path(tmp) / "program.so"
+        src.write_text(source)
+        cmd = [cxx, *FLAGS, "-x", "c++", "-I", str(SHIM), "-include", "cuda_shim.h", "-o", str(out), str(src)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"the CUDA source did not compile through the host shim:\n{done.stderr[-4000:]}")
+        staged = lib.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(out, staged)
+        os.replace(staged, lib)
+    return lib
+
+
+class ShimExecutable(CpuExecutable):
+    def build(self, source: str) -> Path:
+        return build_library(source + "\n" + driver(self.program))
+
+
+class ShimRuntime(CpuRuntime):
+    """`ShimRuntime().load(program)`: a program compiled for a CUDA target, run on the CPU through the shim."""
+
+    name = "cuda-shim"
+    executable = ShimExecutable

@@ -1,0 +1,136 @@
+"""Small graphs that cover every kernel kind the IR has, each with its inputs: the cases the CUDA tests compile
+with nvcc and run through the host shim, and the C dialect's byte-identity check."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import ml_dtypes
+import numpy as np
+
+import luminal as lm
+import luminal.functional as F
+from luminal import nn
+from luminal.nn.models.gpt2 import GPT2LMHeadModel
+
+Case = tuple[lm.Graph, dict[str, np.ndarray]]
+
+
+def bind_random(g: lm.Graph, seed: int = 0) -> lm.Graph:
+    """Bind every unbound weight to small random values of its shape and dtype."""
+    rng = np.random.default_rng(seed)
+    values = {}
+    for label in g.unbound_weights():
+        node = g.nodes[g.weights[label]]
+        shape = tuple(int(d) for d in node.shape)
+        values[label] = (rng.standard_normal(shape) * 0.2).astype(node.dtype.np)
+    return g.bind(values) or g
+
+
+def _floats(rng, *shape, dtype=np.float32) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32).astype(dtype)
+
+
+def elementwise() -> Case:
+    g, rng = lm.Graph(), np.random.default_rng(1)
+    x, y = g.input("x", (5, 33)), g.input("y", (33,))
+    (F.gelu(x * y + 1.0).exp2().sqrt() - x.sin()).output("out")
+    return g, {"x": _floats(rng, 5, 33), "y": _floats(rng, 33)}
+
+
+def reductions() -> Case:
+    g, rng = lm.Graph(), np.random.default_rng(2)
+    x = g.input("x", (6, 300))
+    x.sum(-1).output("sum")
+    x.amax(0).output("max")
+    x.mean().output("mean")
+    return g, {"x": _floats(rng, 6, 300)}
+
+
+def matmul() -> Case:
+    g, rng = lm.Graph(), np.random.default_rng(3)
+    a, b = g.input("a", (2, 70, 40)), g.weight("b", (40, 90))
+    bias = g.weight("bias", (90,))
+    F.relu(a @ b + bias).output("out")
+    return bind_random(g), {"a": _floats(rng, 2, 70, 40)}
+
+
+def gemv() -> Case:
+    """A decode step's linear layer: one row against a weight matrix (a GEMM with M = 1 today)."""
+    g, rng = lm.Graph(), np.random.default_rng(11)
+    x, w = g.input("x", (1, 256)), g.weight("w", (256, 300))
+    F.silu(x @ w).output("out")
+    return bind_random(g), {"x": _floats(rng, 1, 256)}
+
+
+def softmax_layernorm() -> Case:
+    g, rng = lm.Graph(), np.random.default_rng(4)
+    x = g.input("x", (lm.sym("rows", max=64), 200))
+    F.softmax(x, dim=-1).output("softmax")
+    F.layer_norm(x, (200,)).output("layernorm")
+    return g, {"x": _floats(rng, 9, 200)}
+
+
+def attention() -> Case:
+    g, rng = lm.Graph(), np.random.default_rng(5)
+    shape = (1, 2, 40, 16)
+    q, k, v = (g.input(n, shape) for n in "qkv")
+    F.scaled_dot_product_attention(q, k, v, is_causal=True).output("out")
+    return g, {n: _floats(rng, *shape) for n in "qkv"}
+
+
+def gather_scatter() -> Case:
+    g, rng = lm.Graph(), np.random.default_rng(6)
+    table, ids = g.input("table", (20, 8)), g.input("ids", (7,), dtype=lm.int32)
+    F.embedding(ids, table).output("rows")
+    cache, pos = g.input("cache", (10, 8)), g.input("pos", (3,), dtype=lm.int64)
+    new = g.input("new", (3, 8))
+    F.index_put(cache, (pos,), new).output("cache_out")
+    feed = {"table": _floats(rng, 20, 8), "ids": rng.integers(0, 20, 7).astype(np.int32)}
+    feed |= {"cache": _floats(rng, 10, 8), "pos": np.array([7, 2, 5]), "new": _floats(rng, 3, 8)}
+    return g, feed
+
+
+def where_casts() -> Case:
+    g, rng = lm.Graph(), np.random.default_rng(7)
+    x, h = g.input("x", (4, 17)), g.input("h", (4, 17), dtype=lm.float16)
+    b = g.input("b", (4, 17), dtype=lm.bfloat16)
+    F.where(x > 0, x, x * 0.5).output("where")
+    (h * h + 1.0).output("half")
+    (b.float() * 2.0).bfloat16().output("bf16")
+    (x * 3.0).long().output("to_int")
+    feed = {"x": _floats(rng, 4, 17), "h": _floats(rng, 4, 17, dtype=np.float16)}
+    return g, feed | {"b": _floats(rng, 4, 17, dtype=ml_dtypes.bfloat16)}
+
+
+def mlp() -> Case:
+    g, rng = lm.Graph(), np.random.default_rng(8)
+    x = g.input("x", (lm.sym("batch", max=32), 48))
+    nn.MLP(48, 96).assign_names()(x).output("out")
+    return bind_random(g), {"x": _floats(rng, 5, 48)}
+
+
+def encoder_block() -> Case:
+    g, rng = lm.Graph(), np.random.default_rng(9)
+    x = g.input("x", (2, lm.sym("seq", max=32), 32))
+    nn.TransformerEncoderLayer(32, 4, 64, "gelu").assign_names()(x).output("out")
+    return bind_random(g), {"x": _floats(rng, 2, 11, 32)}
+
+
+def gpt2() -> Case:
+    """A one-layer GPT-2 (token and position embeddings, causal masked attention, GELU MLP, tied logits)."""
+    g, rng = lm.Graph(), np.random.default_rng(10)
+    config = dict(vocab_size=48, n_positions=16, n_embd=24, n_layer=1, n_head=3, n_inner=40)
+    ids = g.input("input_ids", (2, lm.sym("seq", max=16)), lm.int64)
+    mask = g.input("attention_mask", (2, lm.sym("seq", max=16)), lm.int64)
+    GPT2LMHeadModel(config).assign_names()(ids, mask)[0].output("logits")
+    attention_mask = np.ones((2, 6), np.int64)
+    attention_mask[1, 4:] = 0  # right padding: the last two keys of row 2 are hidden
+    return bind_random(g), {"input_ids": rng.integers(0, 48, (2, 6)), "attention_mask": attention_mask}
+
+
+CASES: dict[str, Callable[[], Case]] = {
+    f.__name__: f
+    for f in (elementwise, reductions, matmul, gemv, softmax_layernorm, attention, gather_scatter, where_casts, mlp)
+}
+MODELS: dict[str, Callable[[], Case]] = {"mlp": mlp, "encoder_block": encoder_block, "gpt2": gpt2}

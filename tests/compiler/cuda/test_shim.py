@@ -1,0 +1,47 @@
+"""The generated CUDA's meaning, checked on the CPU: each program compiled for h100 runs through the host shim
+(the same source as C++20, every launch as the plan says, blocks on real threads with real barriers) and must
+compute what the reference interpreter computes."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+import luminal as lm
+from luminal.runtime.cuda.shim import ShimRuntime
+from tests.compiler.cuda.graphs import CASES, MODELS
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+TOLERANCE = {"float32": (2e-5, 2e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2)}
+
+
+def check(g: lm.Graph, feed: dict) -> None:
+    program = lm.compile(g, "h100", cache=False)
+    got, want = ShimRuntime().load(program).run(feed), lm.run(g, feed)
+    assert got.keys() == want.keys()
+    for name, expected in want.items():
+        assert got[name].dtype == expected.dtype and got[name].shape == expected.shape, name
+        rtol, atol = TOLERANCE.get(expected.dtype.name, (0, 0))
+        np.testing.assert_allclose(got[name].astype(np.float64), expected.astype(np.float64), rtol, atol, err_msg=name)
+
+
+@pytest.mark.parametrize("case", [*CASES, *(m for m in MODELS if m not in CASES)])
+def test_matches_the_reference(case):
+    check(*{**CASES, **MODELS}[case]())
+
+
+def test_symbolic_dims_are_bound_at_launch():
+    g, feed = CASES["softmax_layernorm"]()
+    program = lm.compile(g, "h100", cache=False)
+    exe = ShimRuntime().load(program)
+    for rows in (1, 12):
+        x = np.random.default_rng(rows).standard_normal((rows, 200)).astype(np.float32)
+        np.testing.assert_allclose(exe.run({"x": x})["softmax"], lm.run(g, {"x": x})["softmax"], 1e-5, 1e-6)
+
+
+def test_an_index_out_of_range_is_reported():
+    g, feed = CASES["gather_scatter"]()
+    feed["ids"] = feed["ids"].copy()
+    feed["ids"][3] = 20
+    with pytest.raises(IndexError, match="out of range"):
+        ShimRuntime().load(lm.compile(g, "h100", cache=False)).run(feed)
