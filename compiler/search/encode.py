@@ -4,8 +4,11 @@ Insertion rules, from what egglog 13.2.0 does (shared/notes/egglog.md):
 - egglog-python let-binds every sub-expression that has two parents in one inserted expression, literals
   included, and egglog corrupts integer arguments read through such literal `let`s (upstream bug; the .egg
   reproduction and `tests/compiler/test_egraph.py` show it). So every node is inserted on its own as
-  `let n<id> = Op(<let refs>, <literals>)`: a depth-one call whose arguments are references to earlier lets
+  `let n<id>_ = Op(<let refs>, <literals>)`: a depth-one call whose arguments are references to earlier lets
   and literals. No sub-expression can have two parents, so the Python API creates no `let` of its own.
+- egglog 13.2.0 can also store a reference to one `let` as another's whose name it starts (`$n17` as `$n171`,
+  search/insertion_check.py). Let names are therefore prefix-free (`n<id>_`), what was stored is checked
+  against what was sent, and a graph stored wrongly anyway is inserted again under other names.
 - One `let` per node keeps insertion linear; inserting the whole DAG as one nested expression is quadratic.
 - View facts go in with `set` actions, which the Python API never rewrites into `let`s.
 
@@ -25,6 +28,7 @@ from egglog import EGraph, set_
 from luminal import ops
 from luminal.compiler.passes import broadcast_scalar
 from luminal.compiler.search import terms as T
+from luminal.compiler.search.insertion_check import misinserted
 from luminal.graph import Graph, Node
 from luminal.symbolic import as_expr
 from luminal.view import ShapeTracker, dims_product, provably_le
@@ -55,6 +59,7 @@ class Encoding:
     views: list[ShapeTracker] = field(default_factory=list)  # view id -> view
     params: list[ops.Op] = field(default_factory=list)  # parameter key -> op (Input, Weight, Iota)
     terms: dict[int, T.Tensor] = field(default_factory=dict)  # source node id -> its let-bound term
+    inserted: dict[str, T.Tensor] = field(default_factory=dict)  # let name -> the depth-one term sent
     root_name: str = "root"  # the root's let name (egglog calls it `$root`)
     _view_ids: dict[str, int] = field(default_factory=dict)
     _param_ids: dict[str, int] = field(default_factory=dict)
@@ -121,19 +126,38 @@ def _sinks(graph: Graph) -> list[int]:
     return list(graph.outputs.values()) + [i for i in graph.inputs.values() if i not in weights]
 
 
+class EncodingError(RuntimeError):
+    """egglog stored the graph's terms wrongly under every naming tried (search/insertion_check.py)."""
+
+
+NAMINGS = 3  # lets named n<id>_, then a<k>n<id>_: a wrong resolution is tied to names, so others avoid it
+
+
 def encode(graph: Graph) -> Encoding:
-    """Insert `graph` into a new e-graph (one graph per e-graph: the view and parameter tables are its own)."""
-    egraph = EGraph()
-    enc = Encoding(egraph, graph)
+    """Insert `graph` into a new e-graph (one graph per e-graph: the view and parameter tables are its own),
+    checked against what egglog stored; inserted again under other let names when something differs."""
+    wrong: list[str] = []
+    for naming in range(NAMINGS):
+        enc = _insert(graph, "" if naming == 0 else f"a{naming}")
+        wrong = misinserted(enc.egraph, enc.inserted)
+        if not wrong:
+            set_view_facts(enc)
+            return enc
+    raise EncodingError(f"egglog stored these lets differently from what was sent, under every naming: {wrong[:5]}")
+
+
+def _insert(graph: Graph, prefix: str) -> Encoding:
+    enc = Encoding(EGraph(), graph)
     live = _live(graph)
     for node in graph.nodes:
         if node.id in live:
-            enc.terms[node.id] = egraph.let(f"n{node.id}", node_term(enc, node))
+            name = f"{prefix}n{node.id}_"  # ended by `_`: no let's name is the start of another's
+            enc.inserted[name] = node_term(enc, node)
+            enc.terms[node.id] = enc.egraph.let(name, enc.inserted[name])
     root = T.NoSinks()
     for nid in reversed(_sinks(graph)):
         root = T.Sink(enc.terms[nid], root)  # a chain of distinct cells over distinct lets: nothing shared
-    enc.root = egraph.let(enc.root_name, root)
-    set_view_facts(enc)
+    enc.root = enc.egraph.let(enc.root_name, root)
     return enc
 
 

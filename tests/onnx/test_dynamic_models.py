@@ -91,7 +91,8 @@ def test_decoder(kind, with_past, exporter):
     dims += [{0: "batch", 2: "past"}] * (len(names) - 2)
     data = export(model, tuple(torch.from_numpy(v) for v in example.values()), names, outputs, exporter, dims)
     feeds = [_decoder_feeds(model, b, s, p if with_past else 0, seed) for seed, (b, s, p) in enumerate(SIZES)]
-    _check(data, feeds, model, program=with_past and exporter == "torchscript" and kind == "llama")
+    # Compiled with both exporters: dynamo's Llama once came back wrong from the search (test_insertion.py).
+    _check(data, feeds, model, program=with_past and kind == "llama")
 
 
 @pytest.mark.parametrize("exporter", EXPORTERS)
