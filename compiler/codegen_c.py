@@ -43,6 +43,7 @@ static inline float lm_round_bf16(float f) { return lm_bf16_load(lm_bf16_store(f
 static inline float lm_maxf(float acc, float v) { return (v > acc || v != v) ? v : acc; }
 static inline float lm_selectf(int c, float a, float b) { return c ? a : b; }
 static inline int64_t lm_selecti(int c, int64_t a, int64_t b) { return c ? a : b; }
+static inline int64_t lm_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
 """
 )
 

@@ -153,7 +153,11 @@ class Emitter:
             return chosen if v.dtype.is_float else f"(({COMPUTE[v.dtype]}){chosen})"
         a, b = args
         if op == "Max":  # nan wins, as in MaxReduce
-            return f"lm_maxf({a}, {b})" if v.dtype.is_float else f"(({a}) > ({b}) ? ({a}) : ({b}))"
+            if v.dtype.is_float:
+                return f"lm_maxf({a}, {b})"
+            # A function, not `a > b ? a : b`: the text of nested maxima stays linear, and GCC 12's SLP vectorizer
+            # miscompiled the ternary form of a 4-way max of 0/1 values at -O2 (`all` over int32 gave wrong rows).
+            return f"(({COMPUTE[v.dtype]})lm_maxi({a}, {b}))"
         if op == "LessThan":
             return f"((uint8_t)({a} < {b}))"
         if op == "Add":

@@ -21,6 +21,7 @@ static __device__ inline float lm_round_bf16(float f) { return __bfloat162float(
 static __device__ inline float lm_maxf(float acc, float v) { return (v > acc || v != v) ? v : acc; }
 static __device__ inline float lm_selectf(int c, float a, float b) { return c ? a : b; }
 static __device__ inline int64_t lm_selecti(int c, int64_t a, int64_t b) { return c ? a : b; }
+static __device__ inline int64_t lm_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
 struct lm_fold_sum {
   template <class T> __device__ T operator()(T a, T b) const { return a + b; }
 };
