@@ -2,8 +2,10 @@
 
 A loop thread reconciles every deployment each tick: dead workers are dropped (what they held is reclaimed
 from the queue by the survivors), the autoscaler's decision is applied (start workers, or stop the newest),
-and cold-start times are recorded. The gateway calls `notify` on every request, which also wakes the loop at
-once, so a deployment scaled to zero starts its first worker without waiting for the next tick.
+and cold-start times are recorded. A deployment whose GPU type the backend cannot provide gets no workers at all
+(never a worker on another device); `unschedulable` gives the reason the gateway shows. The gateway calls
+`notify` on every request, which also wakes the loop at once, so a deployment scaled to zero starts its first
+worker without waiting for the next tick.
 """
 
 from __future__ import annotations
@@ -114,10 +116,17 @@ class Provisioner:
             self._specs_read_at = float("-inf")
         self._wake.set()
 
-    def status(self, deployment_id: int) -> dict:
+    def unschedulable(self, gpu_type: str) -> str | None:
+        """Why no worker can serve a deployment of `gpu_type` ("no worker can provide h100: ..."); None if one can."""
+        return self.backend.offer.refusal(gpu_type)
+
+    def status(self, deployment_id: int, gpu_type: str | None = None) -> dict:
+        """Its replicas; with its `gpu_type`, also why it cannot have any (`unschedulable`, None when it can)."""
         with self._lock:
             workers = [w for w in self._workers.get(deployment_id, []) if w.alive()]
+            extra = {} if gpu_type is None else {"unschedulable": self.unschedulable(gpu_type)}
             return {
+                **extra,
                 "replicas": len(workers),
                 "ready_replicas": sum(w.cold_start_seconds() is not None for w in workers),
                 "cold_start_seconds": list(self._cold_starts.get(deployment_id, ())),
@@ -161,7 +170,8 @@ class Provisioner:
         for deployment_id in gone:  # deleted (or no longer ready): its workers go
             self._scale_to(deployment_id, None, 0, now)
         for spec in specs.values():
-            self._reconcile(spec, now)
+            if self.unschedulable(spec.gpu_type) is None:
+                self._reconcile(spec, now)
 
     def _reconcile(self, spec: WorkerSpec, now: float) -> None:
         d = spec.deployment_id
