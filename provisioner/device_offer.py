@@ -23,8 +23,9 @@ class DeviceOffer:
 
     @property
     def types(self) -> frozenset[str]:
-        """The GPU types (compiler targets) workers can be started on; "cpu" always."""
-        return frozenset({CPU, *(g.target for g in self.gpus if g.target is not None)})
+        """The GPU types (compiler targets) workers can be started on; "cpu" always. A GPU counts only when CuPy
+        sees it: a worker there could not load its program otherwise."""
+        return frozenset({CPU, *(g.target for g in self.gpus if g.target is not None and g.cupy_sees)})
 
     def refusal(self, gpu_type: str) -> str | None:
         """Why no worker can run a deployment of `gpu_type`; None when one can."""
@@ -44,7 +45,15 @@ class DeviceOffer:
     def _found(self) -> str:
         if not self.gpus:
             return "no GPU"
-        return ", ".join(f"{g.name} ({g.target or 'no compiler target'})" for g in self.gpus)
+        return ", ".join(f"{g.name} ({_why_not(g)})" for g in self.gpus)
+
+
+def _why_not(gpu: Gpu) -> str:
+    if gpu.target is None:
+        return "no compiler target"
+    if not gpu.cupy_sees:
+        return f"{gpu.target}, but CuPy cannot reach it: install cupy-cuda12x or cupy-cuda13x as the driver allows"
+    return gpu.target
 
 
 def local_offer() -> DeviceOffer:

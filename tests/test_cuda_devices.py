@@ -43,9 +43,9 @@ def test_device_names_map_to_targets(name, target):
 def test_nvidia_smi_csv_is_parsed_in_device_order():
     text = "NVIDIA H100 80GB HBM3, 81559 MiB\nNVIDIA L40S, 46068 MiB\n\nTesla T4, [N/A]\n"
     assert parse_nvidia_smi(text) == [
-        Gpu(0, "NVIDIA H100 80GB HBM3", "h100", 81559 * 2**20),
-        Gpu(1, "NVIDIA L40S", None, 46068 * 2**20),  # kept with its name: an operator sees what was found
-        Gpu(2, "Tesla T4", "t4", None),
+        Gpu(0, "NVIDIA H100 80GB HBM3", "h100", 81559 * 2**20, cupy_sees=False),
+        Gpu(1, "NVIDIA L40S", None, 46068 * 2**20, cupy_sees=False),  # kept with its name: it was found
+        Gpu(2, "Tesla T4", "t4", None, cupy_sees=False),
     ]
 
 
@@ -55,7 +55,7 @@ def test_discovery_falls_back_to_nvidia_smi(tmp_path, monkeypatch):
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(devices, "_from_cupy", lambda: None)  # as where CuPy is missing or reaches no driver
-    assert local_gpus() == [Gpu(0, "NVIDIA L4", "l4", 23034 * 2**20)]
+    assert local_gpus() == [Gpu(0, "NVIDIA L4", "l4", 23034 * 2**20, cupy_sees=False)]
 
 
 def test_a_failing_nvidia_smi_means_no_gpu(tmp_path, monkeypatch):

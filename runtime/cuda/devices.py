@@ -1,7 +1,8 @@
 """The NVIDIA GPUs this machine has, each named by the compiler target its programs are compiled for.
 
 Asked of CuPy first (the runtime that will run the programs; imported lazily), else of the driver through
-`nvidia-smi`, so a worker host without CuPy still reports what it has. A machine with neither has no GPU: [].
+`nvidia-smi`, so a worker host without CuPy still reports what it has (marked `cupy_sees=False`: the CUDA
+runtime cannot use it until CuPy can). A machine with neither has no GPU: [].
 A part the compiler has no target for (an L40S, a GH200) is kept with its driver name and target None, so a
 platform can say what it found instead of hiding it.
 """
@@ -26,6 +27,7 @@ class Gpu:
     name: str  # as the driver reports it, e.g. "NVIDIA H100 80GB HBM3"
     target: str | None  # the compiler target for it ("h100"); None: a part the compiler has no target for
     memory_bytes: int | None = None
+    cupy_sees: bool = True  # False: only nvidia-smi reported it, so the CUDA runtime (CuPy) cannot run on it
 
 
 def target_for_device_name(name: str) -> str | None:
@@ -49,7 +51,8 @@ def parse_nvidia_smi(text: str) -> list[Gpu]:
             name, memory = memory, ""
         name = name.strip()
         amount = re.fullmatch(r"\s*(\d+)\s*MiB\s*", memory)
-        gpus.append(Gpu(len(gpus), name, target_for_device_name(name), int(amount[1]) * MIB if amount else None))
+        memory = int(amount[1]) * MIB if amount else None
+        gpus.append(Gpu(len(gpus), name, target_for_device_name(name), memory, cupy_sees=False))
     return gpus
 
 

@@ -37,6 +37,16 @@ def test_a_refusal_names_the_type_and_what_was_found():
     assert DeviceOffer((L4,)).refusal("l4") is None and DeviceOffer().refusal("cpu") is None
 
 
+def test_a_gpu_only_nvidia_smi_reported_is_named_but_not_offered():
+    seen_by_driver_only = Gpu(0, "NVIDIA H100 80GB HBM3", "h100", cupy_sees=False)
+    offer = DeviceOffer((seen_by_driver_only,))
+    assert offer.types == {"cpu"}
+    assert offer.refusal("h100") == (
+        "no worker can provide h100: this platform's local provisioner found NVIDIA H100 80GB HBM3 (h100, but CuPy "
+        "cannot reach it: install cupy-cuda12x or cupy-cuda13x as the driver allows)"
+    )
+
+
 def test_gpu_index_and_the_default_device():
     offer = DeviceOffer((H100, L4))
     assert (offer.gpu_index("l4"), offer.gpu_index("h100"), offer.gpu_index("cpu")) == (1, 0, None)
