@@ -86,5 +86,5 @@ def test_a_priced_gpu_type_without_a_compiler_target_is_refused(server, model_by
     r = c.post("/v1/deployments", json={"model": "tiny", "gpu_type": "a10g"})  # priced by the default settings
     assert r.status_code == 400
     assert r.json()["error"].startswith("gpu_type 'a10g' has no compiler target")
-    assert "deploy on one of ['a100', 'cpu', 'h100', 'l4', 't4']" in r.json()["error"]
+    assert "deploy on one of ['a100', 'cpu', 'h100', 'h200', 'l4', 't4']" in r.json()["error"]
     assert c.get("/v1/deployments").json() == []
