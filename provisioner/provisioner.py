@@ -84,6 +84,7 @@ class Provisioner:
         self._cold_starts: dict[int, deque[float]] = defaultdict(lambda: deque(maxlen=COLD_STARTS_KEPT))
         self._noted: set[str] = set()  # workers whose cold start is recorded
         self._hung: set[str] = set()  # ready workers whose heartbeats stopped, as of this tick
+        self._refused: set[int] = set()  # deployments whose GPU type the backend lacks, logged once each
         self._specs: dict[int, WorkerSpec] = {}
         self._specs_read_at = float("-inf")
         self._wake = threading.Event()
@@ -169,9 +170,14 @@ class Provisioner:
             gone = [d for d in self._workers if d not in specs]
         for deployment_id in gone:  # deleted (or no longer ready): its workers go
             self._scale_to(deployment_id, None, 0, now)
+        self._refused &= specs.keys()  # a deleted deployment's id is not remembered
         for spec in specs.values():
-            if self.unschedulable(spec.gpu_type) is None:
+            refusal = self.unschedulable(spec.gpu_type)
+            if refusal is None:
                 self._reconcile(spec, now)
+            elif spec.deployment_id not in self._refused:
+                self._refused.add(spec.deployment_id)
+                log.warning("deployment %s gets no workers: %s", spec.deployment_id, refusal)
 
     def _reconcile(self, spec: WorkerSpec, now: float) -> None:
         d = spec.deployment_id

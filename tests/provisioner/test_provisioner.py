@@ -115,13 +115,16 @@ def test_idle_deployments_scale_down_to_zero_and_a_request_wakes_them(world):
     assert len(backend.running()) == 1
 
 
-def test_a_gpu_type_the_backend_lacks_gets_no_worker_and_says_why(world):
+def test_a_gpu_type_the_backend_lacks_gets_no_worker_and_says_why(world, caplog):
     provisioner, specs, queue, backend = world
     specs[0] = dataclasses.replace(SPEC, gpu_type="h100", min_replicas=1)
     queue.queued = 50
     provisioner.notify(1)
     provisioner.tick()
+    provisioner.tick()
     assert backend.started == []  # never a worker on the CPU in its place
+    logged = [r.getMessage() for r in caplog.records if "gets no workers" in r.getMessage()]
+    assert logged == ["deployment 1 gets no workers: " + provisioner.unschedulable("h100")]  # once, not per tick
     reason = "no worker can provide h100: this platform's local provisioner found no GPU"
     assert provisioner.unschedulable("h100") == reason
     assert provisioner.status(1, "h100") == {"unschedulable": reason, "replicas": 0, "ready_replicas": 0,
