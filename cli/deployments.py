@@ -33,8 +33,8 @@ def list_deployments(url: UrlOption = None, api_key: KeyOption = None) -> None:
     columns = ("ID", "MODEL", "VERSION", "GPU", "STATUS", "REPLICAS", "MAX BATCH", "MAX DELAY MS")
     print_table(columns, rows, empty="No deployments.")
     for d in deployments:
-        if d["status"] == "failed":
-            out.print(f"deployment {d['id']} failed: {d['error']}", highlight=False, markup=False)
+        if d["status"] in ("failed", "unschedulable"):
+            out.print(f"deployment {d['id']} {d['status']}: {d['error']}", highlight=False, markup=False)
 
 
 @app.command("scale")

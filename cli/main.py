@@ -69,7 +69,10 @@ def deploy(
     url: UrlOption = None,
     api_key: KeyOption = None,
     name: Annotated[str | None, typer.Option(help="model name (default: the file's name)")] = None,
-    gpu: Annotated[str, typer.Option(help="GPU type to run on")] = "cpu",
+    # The CPU unless asked, as Modal runs a function without `gpu=`: a GPU is a priced choice the user makes.
+    gpu: Annotated[
+        str, typer.Option(help="GPU type to compile for and run on: cpu, or one the platform has (h100, a100, l4...)")
+    ] = "cpu",
     max_batch_size: Annotated[int, typer.Option(help="largest batch the scheduler forms")] = 8,
     max_delay_ms: Annotated[int, typer.Option(help="longest a request waits for its batch")] = 5,
     min_replicas: Annotated[int, typer.Option(help="workers kept warm")] = 0,
@@ -98,6 +101,12 @@ def deploy(
         fail(str(e))
     if deployment["status"] == "failed":
         fail(f"the compile failed: {deployment['error']}")
+    if deployment["status"] == "unschedulable":  # compiled, but it would answer every request 503
+        fail(
+            f"deployment {deployment['id']} is compiled for {deployment['target']} but cannot run: "
+            f"{deployment['error']}. Remove it with `luminal deployments rm {deployment['id']}`, or deploy with a "
+            "--gpu this platform has (cpu always)."
+        )
     endpoint = client.url + deployment["endpoint"]
     out.print(f"Deployed {name} version {version['version']} (deployment {deployment['id']}).", highlight=False)
     out.print(f"Endpoint: {endpoint}", highlight=False, soft_wrap=True)

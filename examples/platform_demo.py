@@ -2,7 +2,8 @@
 
 1. starts `luminal serve` (gateway, scheduler, batcher, workers, compile jobs; SQLite and in-memory queues)
    with its state in ./.luminal-run (LUMINAL_DATA_DIR chooses another place);
-2. exports an example classifier to classifier.lgraph and deploys it with `luminal deploy`;
+2. exports an example classifier to classifier.lgraph and deploys it with `luminal deploy`, on this machine's GPU
+   where it has one CuPy can use (`--gpu h100` on an H100), on the CPU otherwise;
 3. calls the endpoint with the real Triton client, one request and then 64 concurrent ones, so the scheduler
    batches them, and prints the answers;
 4. prints `luminal usage` (billed GPU-seconds and cost by second) and keeps serving until Ctrl-C
@@ -26,6 +27,7 @@ import httpx
 import numpy as np
 
 import luminal as lm
+from luminal.provisioner.device_offer import local_offer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quickstart import build_classifier  # noqa: E402
@@ -56,6 +58,13 @@ def wait_live(url: str, server: subprocess.Popen, timeout: float = 60) -> None:
             pass
         time.sleep(0.1)
     sys.exit(f"luminal serve did not answer on {url} within {timeout:.0f} s")
+
+
+def demo_gpu_type() -> str:
+    """The GPU type `luminal serve`'s workers run on here: its default GPU's (they share its process, which uses
+    device 0), else the CPU. The same offer the server makes, so the deployment is never unschedulable."""
+    gpus = sorted(local_offer().default_device_only().types - {"cpu"})
+    return gpus[0] if gpus else "cpu"
 
 
 def step(text: str) -> None:
@@ -100,12 +109,13 @@ def main() -> None:
         wait_live(url, server)
         model = data_dir / "classifier.lgraph"
         lm.save(build_classifier(), model)
-        step(f"luminal deploy {model.name} --gpu h100 --max-batch-size 32 --max-delay-ms 5")
+        gpu = demo_gpu_type()
+        step(f"luminal deploy {model.name} --gpu {gpu} --max-batch-size 32 --max-delay-ms 5")
         existing = httpx.get(f"{url}/v1/deployments", headers={"Authorization": f"Bearer {key}"}, timeout=10).json()
         if any(d["model"] == "classifier" and d["status"] == "ready" for d in existing):
             print("  already deployed by an earlier `make run` (its state is kept in the data dir)")
         else:
-            deploy = [*LUMINAL, "deploy", str(model), "--name", "classifier", "--gpu", "h100"]
+            deploy = [*LUMINAL, "deploy", str(model), "--name", "classifier", "--gpu", gpu]
             deploy += ["--max-batch-size", "32", "--max-delay-ms", "5", "--min-replicas", "1"]
             if subprocess.run(deploy, env=env).returncode != 0:
                 sys.exit("the deploy failed")

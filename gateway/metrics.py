@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from luminal.scheduler.queues.base import QueueFull
-from luminal.scheduler.work import EXPIRED, INVALID_INPUT, InferenceRequest, InferenceResult
+from luminal.scheduler.work import EXPIRED, INVALID_INPUT, UNSCHEDULABLE, InferenceRequest, InferenceResult
 
 if TYPE_CHECKING:  # the backend module imports nothing of ours; the annotation only names its types
     from luminal.gateway.inference_backend import DeploymentRef, InferenceBackend
@@ -68,7 +68,7 @@ class ModelLabels:
 
 def failure_reason(status: int) -> str:
     """The failure reason of a request answered with HTTP `status`."""
-    if status == 429:
+    if status in (429, UNSCHEDULABLE):  # refused before admission, as a full queue refuses
         return REJECTED
     if status == EXPIRED:
         return EXPIRED_REASON

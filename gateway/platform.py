@@ -53,6 +53,10 @@ class Platform:
         webhooks = WebhookSender(webhook_secret(self.settings), self.settings.webhook_allow_private)
         self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks)
 
+    def unschedulable(self, gpu_type: str) -> str | None:
+        """Why no worker can serve a deployment of `gpu_type`, or None (also when a test's backend serves all)."""
+        return None if self.provisioner is None else self.provisioner.unschedulable(gpu_type)
+
     def clear_caches(self) -> None:
         self.tenants.clear()
         self.ready_deployments.clear()

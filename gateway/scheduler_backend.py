@@ -1,5 +1,6 @@
 """The platform's inference path: admission into the deployment's queue, a nudge to the provisioner (which
-starts a worker when the deployment has none), then the wait for the worker's result.
+starts a worker when the deployment has none), then the wait for the worker's result. A deployment whose GPU type
+no worker can provide is answered 503 with the reason at once: queued, it could only wait for its deadline.
 
 Every request gets a deadline for the start of its execution (the client's `timeout` parameter, capped by
 `request_timeout_s`), so a request can never wait unboundedly: past it the queue answers 504 and the request is
@@ -13,7 +14,7 @@ import time
 from luminal.gateway.inference_backend import DeploymentRef
 from luminal.provisioner.provisioner import Provisioner
 from luminal.scheduler.queues.base import RequestQueue, ResultTimeout
-from luminal.scheduler.work import EXPIRED, InferenceRequest, InferenceResult, expired_result
+from luminal.scheduler.work import EXPIRED, UNSCHEDULABLE, InferenceRequest, InferenceResult, expired_result
 
 DEADLINE_GRACE_S = 0.05  # a result stored right at the deadline is still returned
 
@@ -32,6 +33,9 @@ class SchedulerBackend:
         self.request_timeout_s, self.execution_timeout_s = request_timeout_s, execution_timeout_s
 
     async def infer(self, deployment: DeploymentRef, request: InferenceRequest) -> InferenceResult:
+        refusal = self.provisioner.unschedulable(deployment.gpu_type)
+        if refusal is not None:
+            return InferenceResult(request.id, UNSCHEDULABLE, error=refusal)
         latest = request.enqueued_at + self.request_timeout_s
         request.deadline = latest if request.deadline is None else min(request.deadline, latest)
         self.queue.submit(request, self.max_queue_depth)  # QueueFull: a 429 with Retry-After (gateway/errors.py)

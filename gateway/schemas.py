@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from luminal.gateway.store.deployments import READY, UNSCHEDULABLE
 from luminal.gateway.store.tables import ApiKey, Deployment, Model, ModelVersion
 from luminal.gateway.tensor_codec import oip_datatype, oip_shape
 
@@ -93,15 +94,20 @@ class DeploymentPublic(BaseModel):
     max_queue_delay_ms: int
     min_replicas: int
     max_replicas: int
-    status: str  # compiling | ready | failed
-    error: str | None
+    status: str  # compiling | ready | failed | unschedulable (compiled, but no worker here runs its gpu_type)
+    error: str | None  # why it failed or is unschedulable
     endpoint: str  # the OIP path that serves it
     created_at: dt.datetime
     updated_at: dt.datetime
 
     @classmethod
-    def of(cls, row: Deployment) -> DeploymentPublic:
+    def of(cls, row: Deployment, unschedulable: str | None = None) -> DeploymentPublic:
+        """`unschedulable`: why no worker can run its GPU type (the provisioner's word); a ready deployment then
+        shows `unschedulable` with that reason, since it will answer no request."""
         name, version = row.model_version.model.name, row.model_version.version
+        status, error = row.status, row.error
+        if status == READY and unschedulable is not None:
+            status, error = UNSCHEDULABLE, unschedulable
         return cls(
             id=row.id,
             model=name,
@@ -112,8 +118,8 @@ class DeploymentPublic(BaseModel):
             max_queue_delay_ms=row.max_queue_delay_ms,
             min_replicas=row.min_replicas,
             max_replicas=row.max_replicas,
-            status=row.status,
-            error=row.error,
+            status=status,
+            error=error,
             endpoint=f"/v2/models/{name}/versions/{version}/infer",
             created_at=row.created_at,
             updated_at=row.updated_at,

@@ -25,9 +25,19 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(default=2048 * MiB, gt=0, description="largest accepted .lgraph upload")
     # An inference request's body (JSON or binary tensors) is read into memory, so it has its own, smaller cap.
     max_request_bytes: int = Field(default=64 * MiB, gt=0, description="largest accepted inference request body")
-    # Billing multiplies billed GPU-seconds by these; the keys are also the GPU types a deployment may ask for.
+    # Billing multiplies billed GPU-seconds by these; the keys are also the GPU types a deployment may ask for,
+    # those with a compiler target of the same name (a10g has none yet: a deploy on it is refused, naming why).
+    # The GPU rates are of the order of serverless GPU clouds' list prices (e.g. $4.54/h for an H200).
     gpu_prices_per_second: dict[str, float] = Field(
-        default={"cpu": 0.00001, "t4": 0.000164, "a10g": 0.000306, "l4": 0.000222, "a100": 0.000833, "h100": 0.00123},
+        default={
+            "cpu": 0.00001,
+            "t4": 0.000164,
+            "a10g": 0.000306,
+            "l4": 0.000222,
+            "a100": 0.000833,
+            "h100": 0.00123,
+            "h200": 0.001261,
+        },
         description="USD per GPU-second by GPU type",
     )
     # The first start creates a tenant with this key when set (else a random one, printed once), so scripted

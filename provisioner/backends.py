@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
+from luminal.provisioner.device_offer import DeviceOffer, local_offer
 from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.programs import ProgramCache
@@ -37,7 +38,19 @@ class WorkerHandle(Protocol):
 
 
 class WorkerBackend(Protocol):
-    def start(self, spec: WorkerSpec) -> WorkerHandle: ...
+    offer: DeviceOffer  # the GPU types its workers can run on; the provisioner starts none for any other
+
+    def start(self, spec: WorkerSpec) -> WorkerHandle:
+        """A worker for `spec` on a device of its GPU type; ValueError when `offer` refuses that type."""
+        ...
+
+
+def checked_device(offer: DeviceOffer, spec: WorkerSpec) -> str:
+    """The device type a worker for `spec` runs on: its GPU type, which `offer` must provide."""
+    refusal = offer.refusal(spec.gpu_type)
+    if refusal is not None:
+        raise ValueError(f"deployment {spec.deployment_id}: {refusal}")
+    return spec.gpu_type
 
 
 class _ThreadHandle:
@@ -87,10 +100,14 @@ class ThreadWorkers:
         ledger: UsageLedger,
         registry: WorkerRegistry,
         clock: Clock = SYSTEM_CLOCK,  # times the cold starts
+        offer: DeviceOffer | None = None,  # None: this machine's CPU and its default GPU
     ):
         self.queue, self.programs, self.ledger, self.registry = queue, programs, ledger, registry
         self.clock = clock
+        self.offer = offer if offer is not None else local_offer().default_device_only()
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
-        worker = Worker(spec, self.queue, self.programs, self.ledger, self.registry, new_worker_id(spec.deployment_id))
+        device = checked_device(self.offer, spec)
+        worker_id = new_worker_id(spec.deployment_id)
+        worker = Worker(spec, self.queue, self.programs, self.ledger, self.registry, worker_id, device=device)
         return _ThreadHandle(worker, spec, self.clock)

@@ -14,7 +14,8 @@ import subprocess
 import sys
 
 from luminal.gateway.settings import Settings
-from luminal.provisioner.backends import WorkerHandle
+from luminal.provisioner.backends import WorkerHandle, checked_device
+from luminal.provisioner.device_offer import DeviceOffer, local_offer
 from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker import new_worker_id
@@ -56,18 +57,36 @@ class _ProcessHandle:
             return False
 
 
+def _visible_device(index: int) -> str:
+    """CUDA_VISIBLE_DEVICES for a child that should see our device `index`: where this process was itself
+    limited to some devices, ordinals count within that list, so the child gets the list's entry."""
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return visible[index] if index < len(visible) else str(index)
+
+
 class LocalProcessWorkers:
-    def __init__(self, settings: Settings, registry: WorkerRegistry, clock: Clock = SYSTEM_CLOCK):
+    def __init__(
+        self,
+        settings: Settings,
+        registry: WorkerRegistry,
+        clock: Clock = SYSTEM_CLOCK,
+        offer: DeviceOffer | None = None,  # None: this machine's CPU and every GPU it has
+    ):
         if not settings.queue_url.startswith(("redis://", "rediss://")):
             raise ValueError(
                 "local worker processes need a queue they can reach: set LUMINAL_QUEUE_URL=redis://... "
                 "(the in-memory queue serves thread workers only)"
             )
         self.settings, self.registry, self.clock = settings, registry, clock
+        self.offer = offer if offer is not None else local_offer()
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
+        device = checked_device(self.offer, spec)
         worker_id = new_worker_id(spec.deployment_id)
         env = dict(os.environ)
+        gpu = self.offer.gpu_index(device)
+        if gpu is not None:  # the process sees only a GPU of its type, as its device 0
+            env["CUDA_VISIBLE_DEVICES"] = _visible_device(gpu)
         env.update(
             LUMINAL_DATA_DIR=str(self.settings.data_dir),
             LUMINAL_DATABASE_URL=self.settings.resolved_database_url,
@@ -75,6 +94,6 @@ class LocalProcessWorkers:
             LUMINAL_QUEUE_NAMESPACE=self.settings.queue_namespace,
             LUMINAL_GPU_PRICES_PER_SECOND=json.dumps(self.settings.gpu_prices_per_second),
         )
-        command = [sys.executable, "-m", "luminal.scheduler.worker_process", str(spec.deployment_id), worker_id]
+        command = [sys.executable, "-m", "luminal.scheduler.worker_process", str(spec.deployment_id), worker_id, device]
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
         return _ProcessHandle(process, worker_id, spec, self.registry, self.clock)

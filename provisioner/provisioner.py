@@ -2,8 +2,10 @@
 
 A loop thread reconciles every deployment each tick: dead workers are dropped (what they held is reclaimed
 from the queue by the survivors), the autoscaler's decision is applied (start workers, or stop the newest),
-and cold-start times are recorded. The gateway calls `notify` on every request, which also wakes the loop at
-once, so a deployment scaled to zero starts its first worker without waiting for the next tick.
+and cold-start times are recorded. A deployment whose GPU type the backend cannot provide gets no workers at all
+(never a worker on another device); `unschedulable` gives the reason the gateway shows. The gateway calls
+`notify` on every request, which also wakes the loop at once, so a deployment scaled to zero starts its first
+worker without waiting for the next tick.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class Provisioner:
         self._cold_starts: dict[int, deque[float]] = defaultdict(lambda: deque(maxlen=COLD_STARTS_KEPT))
         self._noted: set[str] = set()  # workers whose cold start is recorded
         self._hung: set[str] = set()  # ready workers whose heartbeats stopped, as of this tick
+        self._refused: set[int] = set()  # deployments whose GPU type the backend lacks, logged once each
         self._specs: dict[int, WorkerSpec] = {}
         self._specs_read_at = float("-inf")
         self._wake = threading.Event()
@@ -114,10 +117,17 @@ class Provisioner:
             self._specs_read_at = float("-inf")
         self._wake.set()
 
-    def status(self, deployment_id: int) -> dict:
+    def unschedulable(self, gpu_type: str) -> str | None:
+        """Why no worker can serve a deployment of `gpu_type` ("no worker can provide h100: ..."); None if one can."""
+        return self.backend.offer.refusal(gpu_type)
+
+    def status(self, deployment_id: int, gpu_type: str | None = None) -> dict:
+        """Its replicas; with its `gpu_type`, also why it cannot have any (`unschedulable`, None when it can)."""
         with self._lock:
             workers = [w for w in self._workers.get(deployment_id, []) if w.alive()]
+            extra = {} if gpu_type is None else {"unschedulable": self.unschedulable(gpu_type)}
             return {
+                **extra,
                 "replicas": len(workers),
                 "ready_replicas": sum(w.cold_start_seconds() is not None for w in workers),
                 "cold_start_seconds": list(self._cold_starts.get(deployment_id, ())),
@@ -160,8 +170,14 @@ class Provisioner:
             gone = [d for d in self._workers if d not in specs]
         for deployment_id in gone:  # deleted (or no longer ready): its workers go
             self._scale_to(deployment_id, None, 0, now)
+        self._refused &= specs.keys()  # a deleted deployment's id is not remembered
         for spec in specs.values():
-            self._reconcile(spec, now)
+            refusal = self.unschedulable(spec.gpu_type)
+            if refusal is None:
+                self._reconcile(spec, now)
+            elif spec.deployment_id not in self._refused:
+                self._refused.add(spec.deployment_id)
+                log.warning("deployment %s gets no workers: %s", spec.deployment_id, refusal)
 
     def _reconcile(self, spec: WorkerSpec, now: float) -> None:
         d = spec.deployment_id

@@ -36,6 +36,7 @@ RunProgram = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 class BatchExecutor:
     spec: WorkerSpec
     worker_id: str
+    device: str  # the GPU type the worker runs on: billed, rather than the type the deployment asked for
     queue: RequestQueue
     ledger: UsageLedger
     layout: BatchLayout | None
@@ -98,7 +99,7 @@ class BatchExecutor:
             deployment_id=self.spec.deployment_id,
             tenant_id=self.spec.tenant_id,
             worker_id=self.worker_id,
-            gpu_type=self.spec.gpu_type,
+            gpu_type=self.device,
             started_at=started,
             ended_at=started + seconds,
             request_ids=tuple(r.id for r in group),

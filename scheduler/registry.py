@@ -29,6 +29,7 @@ class WorkerInfo:
     deployment_id: int
     pid: int
     host: str
+    device: str = "cpu"  # the GPU type it runs on ("cpu", "h100", ...): what its batches are billed as
     started_at: float = dataclasses.field(default_factory=time.time)  # when the worker process started
     ready_at: float | None = None  # when its program was loaded and it began taking requests; None: not yet
     last_heartbeat: float = 0.0  # set by the registry on register, mark_ready and heartbeat
@@ -51,6 +52,8 @@ class WorkerInfo:
                 raise ValueError(f"{name} must be a non-negative int, got {value!r}")
         if not isinstance(self.host, str):
             raise ValueError(f"host must be a string, got {self.host!r}")
+        if not isinstance(self.device, str) or not self.device or len(self.device) > 32:
+            raise ValueError(f"device must be a non-empty string of at most 32 characters, got {self.device!r}")
 
 
 class UnknownWorker(KeyError):

@@ -47,6 +47,7 @@ class RedisRegistry:
             "deployment_id": info.deployment_id,
             "pid": info.pid,
             "host": info.host,
+            "device": info.device,
             "started_at": repr(info.started_at),
             "last_heartbeat": repr(now),
         }
@@ -103,6 +104,7 @@ def _info(record: dict[str, str]) -> WorkerInfo:
         deployment_id=int(record["deployment_id"]),
         pid=int(record["pid"]),
         host=record["host"],
+        device=record.get("device", "cpu"),  # records of workers from before devices were recorded ran on the CPU
         started_at=float(record["started_at"]),
         ready_at=float(record["ready_at"]) if "ready_at" in record else None,
         last_heartbeat=float(record["last_heartbeat"]),

@@ -54,6 +54,7 @@ class InferenceRequest:
 OK = 200
 INVALID_INPUT = 400  # the inputs do not fit the program (shape, symbol range, index out of range)
 FAILED = 500  # the batch failed for a reason that is not the request's fault
+UNSCHEDULABLE = 503  # no worker can run its deployment's GPU type here; it was never queued, nothing billed
 EXPIRED = 504  # the deadline passed before execution started; the request was never executed
 
 

@@ -51,11 +51,13 @@ class Worker:
         registry: WorkerRegistry,
         worker_id: str | None = None,
         reclaim_idle_s: float = 30.0,
+        device: str = "cpu",  # the GPU type it runs on (chosen by its backend): what its batches are billed as
     ):
         self.spec, self.queue, self.programs, self.ledger, self.registry = spec, queue, programs, ledger, registry
         self.worker_id = worker_id or new_worker_id(spec.deployment_id)
         # A delivery unacknowledged this long belongs to a worker that died (or hangs): another one takes it.
         self.reclaim_idle_s = reclaim_idle_s
+        self.device = device
         self.ready = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
@@ -66,6 +68,7 @@ class Worker:
             pid=os.getpid(),
             host=socket.gethostname(),
             started_at=started,
+            device=self.device,
         )
         self.registry.register(self._info)
         try:
@@ -89,7 +92,7 @@ class Worker:
     def _serve(self, run, stop: threading.Event) -> None:
         layout, policy = batching_for(self.spec)
         former = BatchFormer(self.queue, self.spec.deployment_id, self.worker_id)
-        executor = BatchExecutor(self.spec, self.worker_id, self.queue, self.ledger, layout, policy)
+        executor = BatchExecutor(self.spec, self.worker_id, self.device, self.queue, self.ledger, layout, policy)
         last_beat = last_reclaim = time.monotonic()
         while not stop.is_set():
             deliveries = former.next_batch(policy, layout, IDLE_WAIT_S)

@@ -1,5 +1,6 @@
-"""`python -m luminal.scheduler.worker_process DEPLOYMENT_ID WORKER_ID`: one worker as its own process, started
-by the local provisioner. Settings come from the `LUMINAL_*` environment; SIGTERM stops it after the batch it
+"""`python -m luminal.scheduler.worker_process DEPLOYMENT_ID WORKER_ID [DEVICE]`: one worker as its own process,
+started by the local provisioner on a device of the deployment's GPU type (DEVICE, "cpu" when omitted; its usage
+records bill that type). Settings come from the `LUMINAL_*` environment; SIGTERM stops it after the batch it
 is executing."""
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from luminal.scheduler.worker_spec import spec_for
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
-    if len(argv) != 2 or not argv[0].isdigit():
-        print("usage: python -m luminal.scheduler.worker_process DEPLOYMENT_ID WORKER_ID", file=sys.stderr)
+    if len(argv) not in (2, 3) or not argv[0].isdigit():
+        print("usage: python -m luminal.scheduler.worker_process DEPLOYMENT_ID WORKER_ID [DEVICE]", file=sys.stderr)
         return 2
     deployment_id, worker_id = int(argv[0]), argv[1]
+    device = argv[2] if len(argv) == 3 else "cpu"
     settings = Settings()
     db = Database(settings.resolved_database_url)
     with db.session() as session:
@@ -43,7 +45,7 @@ def main(argv: list[str]) -> int:
     # and in its own process the write competes with no gateway thread for the GIL.
     ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)
     try:
-        Worker(spec, queue, programs, ledger, registry, worker_id, settings.reclaim_idle_s).run(stop)
+        Worker(spec, queue, programs, ledger, registry, worker_id, settings.reclaim_idle_s, device).run(stop)
     finally:
         queue.close()
         db.dispose()

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from luminal.gateway.dependencies import DatabaseDep, TenantDep
+from luminal.gateway.dependencies import DatabaseDep, PlatformDep, TenantDep
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import DeploymentRef
 from luminal.gateway.metrics import INVALID, InferenceMetrics, ModelLabels, observed_infer
@@ -76,10 +76,13 @@ def _metadata(db: Database, tenant: Tenant, name: str, version: str | None) -> d
     }
 
 
-def _ready(db: Database, tenant: Tenant, name: str, version: str | None) -> dict[str, Any]:
-    d = _resolve(db, tenant, name, version)
+def _ready(platform: Platform, tenant: Tenant, name: str, version: str | None) -> dict[str, Any]:
+    d = _resolve(platform.db, tenant, name, version)
     if d["status"] != deployment_store.READY:
         raise ApiError(400, _not_ready_message(name, d))
+    refusal = platform.unschedulable(d["gpu_type"])
+    if refusal is not None:  # compiled, but no worker will ever take its requests: not ready to serve
+        raise ApiError(400, f"model {name!r} version {d['version']} is not ready (unschedulable): {refusal}")
     return {"name": name, "ready": True}
 
 
@@ -206,13 +209,15 @@ def model_version_metadata(name: ModelNameInPath, version: str, tenant: TenantDe
 
 
 @router.get("/{name}/ready")
-def model_ready(name: ModelNameInPath, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
-    return _ready(db, tenant, name, None)
+def model_ready(name: ModelNameInPath, tenant: TenantDep, platform: PlatformDep) -> dict[str, Any]:
+    return _ready(platform, tenant, name, None)
 
 
 @router.get("/{name}/versions/{version}/ready")
-def model_version_ready(name: ModelNameInPath, version: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
-    return _ready(db, tenant, name, version)
+def model_version_ready(
+    name: ModelNameInPath, version: str, tenant: TenantDep, platform: PlatformDep
+) -> dict[str, Any]:
+    return _ready(platform, tenant, name, version)
 
 
 # The infer routes take only the tenant as a dependency and read the platform from the app: every dependency

@@ -1,5 +1,6 @@
 """`/v1/deployments/{id}/workers`: the deployment's replicas as the provisioner sees them (running, ready, the
-recent cold-start times) and the worker registry's records (host, pid, heartbeats)."""
+recent cold-start times, why it can have none when its GPU type is not provided) and the worker registry's records
+(host, pid, the device type each runs on, heartbeats)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,16 @@ def deployment_workers(
     deployment_id: RowId, tenant: TenantDep, db: DatabaseDep, platform: PlatformDep
 ) -> dict[str, Any]:
     with db.session() as session:
-        deployment_store.get_deployment(session, tenant, deployment_id)  # 404 for another tenant's id
+        gpu_type = deployment_store.get_deployment(session, tenant, deployment_id).gpu_type  # 404: another's id
     if platform.provisioner is None:  # a backend without workers (the direct anchor of bench/serve.py)
-        return {"replicas": 0, "ready_replicas": 0, "cold_start_seconds": [], "workers": []}
-    status = platform.provisioner.status(deployment_id)
+        return {"unschedulable": None, "replicas": 0, "ready_replicas": 0, "cold_start_seconds": [], "workers": []}
+    status = platform.provisioner.status(deployment_id, gpu_type)
     workers = [
         {
             "worker_id": w.worker_id,
             "host": w.host,
             "pid": w.pid,
+            "device": w.device,
             "started_at": w.started_at,
             "ready_at": w.ready_at,
             "last_heartbeat": w.last_heartbeat,

@@ -15,6 +15,9 @@ from luminal.gateway.store.models import get_version, unreferenced
 from luminal.gateway.store.tables import Deployment, Model, ModelVersion, Tenant
 
 COMPILING, READY, FAILED = "compiling", "ready", "failed"
+# Shown, never stored: a ready deployment whose GPU type no worker of this platform can run. It is the
+# provisioner's present view (a platform restarted on a GPU machine serves it), so it is computed when read.
+UNSCHEDULABLE = "unschedulable"
 # What a PATCH may change: the settings the scheduler and provisioner read, never what was compiled.
 SCALING_FIELDS = frozenset({"max_batch_size", "max_queue_delay_ms", "min_replicas", "max_replicas"})
 

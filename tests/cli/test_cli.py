@@ -19,6 +19,8 @@ import luminal as lm
 from luminal.cli.main import app
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tenants import tenant_for_key
+from luminal.provisioner import backends
+from luminal.provisioner.device_offer import DeviceOffer
 from tests.gateway.conftest import BOOTSTRAP_KEY, tiny_graph
 
 runner = CliRunner()
@@ -37,7 +39,7 @@ def deploy(server, *args: str, key: str = BOOTSTRAP_KEY):
 
 
 def test_deploy_uploads_waits_and_prints_a_working_endpoint(server, model_file):
-    result = deploy(server, str(model_file), "--gpu", "h100", "--max-batch-size", "4")
+    result = deploy(server, str(model_file), "--max-batch-size", "4")
     assert result.exit_code == 0, result.output
     endpoint = re.search(r"Endpoint: (\S+)", result.stdout).group(1)
     assert endpoint == f"{server.url}/v2/models/tiny-model/versions/1/infer"
@@ -48,7 +50,27 @@ def test_deploy_uploads_waits_and_prints_a_working_endpoint(server, model_file):
     want = lm.run(tiny_graph(), {"x": x})["probs"].reshape(-1)
     np.testing.assert_allclose(answer["outputs"][0]["data"], want, rtol=1e-5)
     deployment = server.client().get("/v1/deployments").json()[0]
-    assert (deployment["gpu_type"], deployment["max_batch_size"]) == ("h100", 4)
+    assert (deployment["gpu_type"], deployment["target"], deployment["max_batch_size"]) == ("cpu", "cpu", 4)
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """The server's workers find no GPU, whatever this machine has (requested before `server`, which reads it)."""
+    monkeypatch.setattr(backends, "local_offer", DeviceOffer)
+
+
+def test_deploy_on_a_gpu_the_platform_lacks_says_why_and_fails(no_gpu, server, model_file):
+    result = deploy(server, str(model_file), "--gpu", "h100")
+    assert result.exit_code == 1
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert (
+        "deployment 1 is compiled for h100 but cannot run: no worker can provide h100: this platform's local "
+        "provisioner found no GPU. Remove it with `luminal deployments rm 1`"
+    ) in " ".join(result.stderr.split())
+    env = {"LUMINAL_URL": server.url, "LUMINAL_API_KEY": BOOTSTRAP_KEY}
+    listed = runner.invoke(app, ["deployments", "ls"], env=env)
+    assert listed.exit_code == 0 and "unschedulable" in listed.stdout
+    assert "deployment 1 unschedulable: no worker can provide h100" in " ".join(listed.stdout.split())
 
 
 @pytest.mark.parametrize(

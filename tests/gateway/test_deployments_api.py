@@ -14,9 +14,9 @@ from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 def test_deploy_compiles_to_ready_then_delete(server, model_bytes):
     c = server.client()
     upload(c, "tiny", model_bytes)
-    d = deploy_and_wait(c, "tiny", gpu_type="h100", max_batch_size=16, max_queue_delay_ms=3, max_replicas=2)
+    d = deploy_and_wait(c, "tiny", gpu_type="cpu", max_batch_size=16, max_queue_delay_ms=3, max_replicas=2)
     assert d["status"] == "ready" and d["error"] is None, d
-    assert (d["gpu_type"], d["target"], d["max_batch_size"], d["max_queue_delay_ms"]) == ("h100", "cpu", 16, 3)
+    assert (d["gpu_type"], d["target"], d["max_batch_size"], d["max_queue_delay_ms"]) == ("cpu", "cpu", 16, 3)
     assert d["endpoint"] == "/v2/models/tiny/versions/1/infer"
     assert [x["id"] for x in c.get("/v1/deployments").json()] == [d["id"]]
     again = c.post("/v1/deployments", json={"model": "tiny"})

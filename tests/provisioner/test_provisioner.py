@@ -12,7 +12,9 @@ import time
 import pytest
 
 from luminal.provisioner.backends import _ThreadHandle
+from luminal.provisioner.device_offer import DeviceOffer
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
+from luminal.runtime.cuda.devices import Gpu
 from luminal.scheduler.clock import ManualClock
 from luminal.scheduler.registry import WorkerInfo, open_registry
 from luminal.scheduler.worker_spec import WorkerSpec
@@ -44,10 +46,11 @@ class FakeHandle:
 
 class FakeBackend:
     def __init__(self, clock: ManualClock):
-        self.clock = clock
+        self.clock, self.offer = clock, DeviceOffer()  # the CPU only; a test may give it GPUs
         self.started: list[FakeHandle] = []
 
     def start(self, spec: WorkerSpec) -> FakeHandle:
+        assert self.offer.refusal(spec.gpu_type) is None, "the provisioner started a worker the backend lacks"
         self.started.append(FakeHandle(spec, len(self.started), self.clock.monotonic()))
         return self.started[-1]
 
@@ -110,6 +113,32 @@ def test_idle_deployments_scale_down_to_zero_and_a_request_wakes_them(world):
     queue.queued = 1
     provisioner.tick()
     assert len(backend.running()) == 1
+
+
+def test_a_gpu_type_the_backend_lacks_gets_no_worker_and_says_why(world, caplog):
+    provisioner, specs, queue, backend = world
+    specs[0] = dataclasses.replace(SPEC, gpu_type="h100", min_replicas=1)
+    queue.queued = 50
+    provisioner.notify(1)
+    provisioner.tick()
+    provisioner.tick()
+    assert backend.started == []  # never a worker on the CPU in its place
+    logged = [r.getMessage() for r in caplog.records if "gets no workers" in r.getMessage()]
+    assert logged == ["deployment 1 gets no workers: " + provisioner.unschedulable("h100")]  # once, not per tick
+    reason = "no worker can provide h100: this platform's local provisioner found no GPU"
+    assert provisioner.unschedulable("h100") == reason
+    assert provisioner.status(1, "h100") == {"unschedulable": reason, "replicas": 0, "ready_replicas": 0,
+                                             "cold_start_seconds": []}  # fmt: skip
+    assert provisioner.unschedulable("cpu") is None
+
+
+def test_a_gpu_type_the_backend_found_gets_workers(world):
+    provisioner, specs, queue, backend = world
+    backend.offer = DeviceOffer((Gpu(0, "NVIDIA H100 80GB HBM3", "h100"),))
+    specs[0] = dataclasses.replace(SPEC, gpu_type="h100", min_replicas=1)
+    provisioner.tick()
+    assert [h.spec.gpu_type for h in backend.running()] == ["h100"]
+    assert provisioner.status(1, "h100")["unschedulable"] is None
 
 
 def test_min_replicas_stay_warm_and_dead_workers_are_replaced(world):

@@ -28,8 +28,8 @@ class DiesBeforeAcknowledging:
 
 
 def executor(deployment_id: int, tenant_id: int, worker_id: str, queue, ledger) -> BatchExecutor:
-    spec = WorkerSpec(deployment_id, tenant_id, "tiny", 1, "tiny.lprog", "h100", 8, 5, 0, 2, {}, {})
-    return BatchExecutor(spec, worker_id, queue, ledger, None, BatchPolicy.from_deployment(8, 5))
+    spec = WorkerSpec(deployment_id, tenant_id, "tiny", 1, "tiny.lprog", "cpu", 8, 5, 0, 2, {}, {})
+    return BatchExecutor(spec, worker_id, "cpu", queue, ledger, None, BatchPolicy.from_deployment(8, 5))
 
 
 def double(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

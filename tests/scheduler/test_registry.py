@@ -8,15 +8,18 @@ import pytest
 from luminal.scheduler.registry import MemoryRegistry, UnknownWorker, WorkerInfo, open_registry
 
 
-def worker(registry, worker_id: str, deployment_id: int = 1, started_ago: float = 0.0) -> WorkerInfo:
+def worker(
+    registry, worker_id: str, deployment_id: int = 1, started_ago: float = 0.0, device: str = "cpu"
+) -> WorkerInfo:
     started_at = registry.clock.time() - started_ago
-    return WorkerInfo(worker_id, deployment_id, pid=1000, host="gpu-node-1", started_at=started_at)
+    return WorkerInfo(worker_id, deployment_id, pid=1000, host="gpu-node-1", device=device, started_at=started_at)
 
 
 def test_register_then_ready_records_the_cold_start(registry):
-    registry.register(worker(registry, "w1", started_ago=2.0))
+    registry.register(worker(registry, "w1", started_ago=2.0, device="h100"))
     (info,) = registry.workers()
     assert (info.worker_id, info.deployment_id, info.pid, info.host) == ("w1", 1, 1000, "gpu-node-1")
+    assert info.device == "h100"  # the GPU type it runs on, kept by both backends
     assert not info.ready and info.cold_start_seconds is None
     assert info.last_heartbeat == registry.clock.time()  # registering counts as a heartbeat
     registry.clock.advance(0.5)  # loading the program
@@ -76,6 +79,7 @@ def test_registering_again_replaces_the_record(registry):
         (WorkerInfo("w", "1", 1, "h"), "deployment_id"),  # type: ignore[arg-type]
         (WorkerInfo("w", 1, -5, "h"), "pid"),
         (WorkerInfo("w", 1, 1, None), "host"),  # type: ignore[arg-type]
+        (WorkerInfo("w", 1, 1, "h", device=""), "device"),
     ],
 )
 def test_bad_records_are_refused(registry, bad, message):

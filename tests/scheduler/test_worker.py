@@ -46,7 +46,7 @@ def program_dir(tmp_path_factory) -> Path:
     return folder
 
 
-def spec(max_batch_size: int = 16, delay_ms: int = 50) -> WorkerSpec:
+def spec(max_batch_size: int = 16, delay_ms: int = 50, gpu_type: str = "cpu") -> WorkerSpec:
     g = tiny_graph()
     return WorkerSpec(
         deployment_id=DEPLOYMENT,
@@ -54,7 +54,7 @@ def spec(max_batch_size: int = 16, delay_ms: int = 50) -> WorkerSpec:
         model="tiny",
         version=1,
         program_key="tiny.lprog",
-        gpu_type="h100",
+        gpu_type=gpu_type,
         max_batch_size=max_batch_size,
         max_queue_delay_ms=delay_ms,
         min_replicas=0,
@@ -65,10 +65,10 @@ def spec(max_batch_size: int = 16, delay_ms: int = 50) -> WorkerSpec:
 
 
 class Running:
-    def __init__(self, program_dir: Path, worker_spec: WorkerSpec):
+    def __init__(self, program_dir: Path, worker_spec: WorkerSpec, device: str = "cpu"):
         self.queue, self.ledger, self.registry = MemoryQueue(), ListLedger(), open_registry(None)
         programs = ProgramCache(lambda key: program_dir / key)
-        self.worker = Worker(worker_spec, self.queue, programs, self.ledger, self.registry)
+        self.worker = Worker(worker_spec, self.queue, programs, self.ledger, self.registry, device=device)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.worker.run, args=(self.stop,), daemon=True)
 
@@ -112,7 +112,17 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_rows(program_dir)
     for rec in records:
         mine = [r for r in results if r.batch_id == rec.batch_id]
         assert sum(r.billed_seconds for r in mine) == pytest.approx(rec.ended_at - rec.started_at)
-        assert rec.gpu_type == "h100" and rec.deployment_id == DEPLOYMENT
+        assert rec.gpu_type == "cpu" and rec.deployment_id == DEPLOYMENT
+
+
+def test_batches_are_billed_as_the_device_the_worker_runs_on(program_dir):
+    # The backend chose the device (a "t4" here, standing in for the GPU it found); the spec's own gpu_type is
+    # only what was asked: the ledger records what ran, and the registry shows it.
+    with Running(program_dir, spec(gpu_type="cpu"), device="t4") as running:
+        assert [w.device for w in running.registry.workers(DEPLOYMENT)] == ["t4"]
+        results = running.serve([request(np.ones((1, 4), np.float32)) for _ in range(3)])
+    assert all(r.status == OK for r in results)
+    assert running.ledger.records and {rec.gpu_type for rec in running.ledger.records} == {"t4"}
 
 
 def test_a_bad_request_fails_alone_and_its_neighbours_succeed(program_dir):
@@ -162,7 +172,7 @@ def test_a_failing_batch_fails_each_of_its_requests_with_the_reason(program_dir)
     def broken_program(inputs):
         raise RuntimeError("device lost")
 
-    BatchExecutor(worker_spec, "w", queue, ledger, layout, policy).execute(broken_program, deliveries)
+    BatchExecutor(worker_spec, "w", "cpu", queue, ledger, layout, policy).execute(broken_program, deliveries)
 
     async def results():
         return [await queue.wait_result(r.id, 5) for r in requests]
