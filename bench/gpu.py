@@ -48,6 +48,7 @@ from gpu_runners import (  # noqa: E402
     copy_bandwidth,
     device,
     device_name,
+    fail,
     luminal_cuda,
     torch_runner,
 )
@@ -56,6 +57,8 @@ from torch_models import TorchBert, TorchLlama  # noqa: E402
 
 import luminal as lm  # noqa: E402
 import luminal.functional as F  # noqa: E402
+from luminal.compiler.artifact import ArtifactError  # noqa: E402
+from luminal.compiler.targets import TARGETS  # noqa: E402
 
 GRAPH, KERNELS = "luminal cuda (one CUDA graph)", "luminal cuda (kernel by kernel)"
 EAGER, COMPILED = "torch eager", "torch.compile reduce-overhead"
@@ -113,6 +116,7 @@ class Bench:
         self.sizes, self.programs, self.timing, self.small = sizes, programs, timing, small
         self.torch_compile = torch_compile
         self.graphs = graphs(sizes)
+        programs.check(list(self.graphs))
         self.results: dict[str, Result] = {}
         self.dev = device()
 
@@ -122,13 +126,20 @@ class Bench:
         numpy_weights = {k: as_numpy(v) for k, v in torch_weights.items()}
         return torch_weights, numpy_weights
 
-    def luminal(self, name: str, numpy_weights: dict, inputs: dict, graph_launch: tuple[bool, ...] = (True,)):
+    def luminal(self, name: str, numpy_weights: dict, inputs: dict, launches: dict | None = None):
         """The luminal runners of program `name` (compiled or read now, its time printed), and in --small the
         reference interpreter, which checks the torch anchor against the builders' own meaning."""
-        graph = self.graphs[name].bind(numpy_weights)
-        got = self.programs.get(name, graph)
-        print(f"  {name}: {got.how} in {got.seconds:.1f} s, {len(got.program.kernels.kernels)} kernels")
-        runners = [luminal_cuda(GRAPH if g else KERNELS, got.program, numpy_weights, inputs, g) for g in graph_launch]
+        graph, launches = self.graphs[name].bind(numpy_weights), launches or {GRAPH: True}
+        try:
+            got = self.programs.get(name, graph)
+        except (FileNotFoundError, ArtifactError):
+            raise  # the programs folder is wrong for this run: nothing here can be measured
+        except Exception as e:  # a compile that fails costs its rows, not the rest of a device session
+            print(f"  {name}: the compile FAILED: {type(e).__name__}: {str(e)[:400]}")
+            runners = [Runner(n, lambda e=e: fail(e)) for n in launches]
+        else:
+            print(f"  {name}: {got.how} in {got.seconds:.1f} s, {len(got.program.kernels.kernels)} kernels")
+            runners = luminal_cuda(got.program, numpy_weights, inputs, launches)
         if self.small:
             feed = {k: as_numpy(v) for k, v in inputs.items()}
             runners.append(Runner("luminal reference interpreter", lambda: lm.run(graph, feed), timed=False))
@@ -161,7 +172,7 @@ class Bench:
         }
         static = tuple(t for pair in past for t in pair)
         runners = self.torch_pair(self.llama, (ids, past), decoder_outputs, static)
-        runners += self.luminal("decode", numpy_weights, inputs, graph_launch=(True, False))
+        runners += self.luminal("decode", numpy_weights, inputs, {GRAPH: True, KERNELS: False})
         self.llama_weights = numpy_weights  # the prefill graph's too: the same names
         weight_bytes, kv_bytes = decode_bytes(s, shapes_of(self.graphs["decode"]))
         params = parameter_count(shapes_of(self.graphs["decode"]))
@@ -263,9 +274,12 @@ class Bench:
         self.gemms()
         self.goals()
         disagree = [d for r in self.results.values() for d in r.disagree]
+        failed = [f for r in self.results.values() for f in r.failed]
         if disagree:
             print("OUTPUTS DISAGREE: " + "; ".join(disagree))
-        return 1 if disagree else 0
+        if failed:
+            print("FAILED: " + "; ".join(failed))
+        return 1 if disagree or failed else 0
 
 
 def main() -> int:
@@ -276,6 +290,9 @@ def main() -> int:
     parser.add_argument("--programs", type=Path, metavar="DIR", help="read the programs from DIR, not compile")
     parser.add_argument("--no-torch-compile", action="store_true", help="skip the torch.compile rows (quick)")
     args = parser.parse_args()
+    cuda_targets = sorted(name for name, t in TARGETS.items() if t.kind == "cuda")
+    if args.target not in cuda_targets:
+        parser.error(f"--target {args.target!r} is not a CUDA target; one of {', '.join(cuda_targets)}")
     sizes = SMALL if args.small else FULL
     if args.precompile:
         precompile(sizes, Programs(args.target, args.precompile))

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import ml_dtypes
 import numpy as np
 import torch
 
@@ -49,26 +50,38 @@ def copy_bandwidth(nbytes: int, repeats: int = 20) -> float:
 
 
 def on_device(t: torch.Tensor) -> Any:
-    """A torch tensor as a CuPy array sharing its memory (DLPack); bf16 through its raw bits where this CuPy
-    cannot import bf16 by DLPack (CuPy reads bf16 through ml_dtypes since 14)."""
+    """A torch tensor as a CuPy array sharing its memory (DLPack), converted once here rather than in every run;
+    the tensor itself (a DLPack array the runtime also takes) where this CuPy cannot import its dtype (bf16
+    needs CuPy 14 with ml_dtypes)."""
     import cupy
-    import ml_dtypes
 
     try:
         return cupy.from_dlpack(t)
     except (TypeError, NotImplementedError, BufferError, ValueError):
-        if t.dtype != torch.bfloat16:
-            raise
-        return cupy.from_dlpack(t.view(torch.int16)).view(ml_dtypes.bfloat16)
+        return t
 
 
-def to_host(value: Any) -> np.ndarray:
-    """An output as float64 numpy, whatever produced it (torch tensor, CuPy array, numpy incl. bfloat16)."""
+def to_host(value: Any, like: Any = None) -> np.ndarray:
+    """An output as float64 numpy, whatever produced it (torch tensor, CuPy array, numpy incl. bfloat16).
+    bf16 outputs that come back as their uint16 bits (CuPy without bfloat16) are read as bf16 when `like`, the
+    anchor's output, is bf16."""
     if isinstance(value, torch.Tensor):
         return value.detach().float().cpu().numpy().astype(np.float64)
     if hasattr(value, "get") and not isinstance(value, np.ndarray):  # a CuPy array
         value = value.get()
-    return np.asarray(value).astype(np.float32).astype(np.float64)
+    value = np.asarray(value)
+    if value.dtype == np.uint16 and _is_bfloat16(like):
+        value = value.view(ml_dtypes.bfloat16)
+    return value.astype(np.float32).astype(np.float64)
+
+
+def _is_bfloat16(x: Any) -> bool:
+    return getattr(x, "dtype", None) in (torch.bfloat16, np.dtype(ml_dtypes.bfloat16))
+
+
+def fail(error: Exception) -> dict:
+    """A runner's call that raises what broke it, so its row says FAILED with the error."""
+    raise error
 
 
 @dataclass
@@ -82,18 +95,18 @@ class Runner:
     timed: bool = True  # False: checked only (the reference interpreter's time means nothing here)
 
 
-def luminal_cuda(
-    name: str, prog: CompiledProgram, weights: dict, inputs: dict[str, torch.Tensor], graph: bool
-) -> Runner:
-    """The program on the CUDA runtime with device-resident inputs (shared with torch through DLPack) and
-    outputs left on the device, so a timed call is the program's launches alone; `graph` picks one CUDA graph
-    launch or kernel-by-kernel launches."""
+def luminal_cuda(prog: CompiledProgram, weights: dict, inputs: dict[str, torch.Tensor], launches: dict) -> list[Runner]:
+    """The program loaded once by the CUDA runtime, one runner per launch mode ({runner name: graph}: one CUDA
+    graph launch or kernel-by-kernel launches), with device-resident inputs (shared with torch through DLPack)
+    and outputs left on the device, so a timed call is the program's launches alone."""
     try:
         exe = runtime_for("cuda").load(prog, weights)
+        feed = {k: on_device(v) for k, v in inputs.items()}
     except RuntimeUnavailable as e:
-        return Runner(name, None, f"unavailable: {e}")
-    feed = {k: on_device(v) for k, v in inputs.items()}
-    return Runner(name, lambda: exe.run(feed, device_outputs=True, graph=graph))
+        return [Runner(name, None, f"unavailable: {e}") for name in launches]
+    except Exception as e:  # a broken load fails its rows (the table says so), not the rest of the session
+        return [Runner(name, lambda e=e: fail(e)) for name in launches]
+    return [Runner(name, lambda g=g: exe.run(feed, device_outputs=True, graph=g)) for name, g in launches.items()]
 
 
 def torch_runner(name: str, fn: Callable[..., Any], args: tuple, outputs: Callable[[Any], dict]) -> Runner:

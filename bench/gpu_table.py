@@ -26,6 +26,7 @@ class Result:
     ms: dict[str, float] = field(default_factory=dict)  # runner -> median ms per call
     unavailable: dict[str, str] = field(default_factory=dict)
     disagree: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
 
 
 def worst_difference(got: dict, want: dict) -> tuple[float, float, str]:
@@ -33,7 +34,7 @@ def worst_difference(got: dict, want: dict) -> tuple[float, float, str]:
     common = sorted(set(got) & set(want))
     worst = (0.0, 1.0, common[0] if common else "no common outputs")
     for name in common:
-        a, b = to_host(got[name]), to_host(want[name])
+        a, b = to_host(got[name], like=want[name]), to_host(want[name])
         if a.shape != b.shape:
             return float("inf"), 1.0, f"{name} shape {a.shape} != {b.shape}"
         diff = float(np.max(np.abs(a - b))) if a.size else 0.0
@@ -54,21 +55,32 @@ def compare(title: str, runners: list[Runner], timing: Timing) -> Result:
             result.unavailable[runner.name] = runner.unavailable or "unavailable"
             print(f"  {runner.name:<40} {runner.unavailable}")
             continue
-        out = keep(runner.call())
-        sync()
-        if anchor_out is None:
-            anchor_out, check = out, "(anchor)"
-        else:
-            diff, scale, name = worst_difference(out, anchor_out)
-            ok = diff <= AGREE * max(scale, 1.0)
-            check = f"{diff:.3g} ({name}{'' if ok else ', DISAGREES'})"
-            if not ok:
-                result.disagree.append(f"{title}: {runner.name}")
-        if not runner.timed:
-            print(f"  {runner.name:<40} {'-':>9} {'-':>9} {check:>34}  {runner.note}")
-            continue
-        ms = synced_median_ms(runner.call, sync, timing.samples, timing.inner, timing.warmup)
-        result.ms[runner.name] = ms
-        eager = next(iter(result.ms.values()))
-        print(f"  {runner.name:<40} {ms:>9.3f} {eager / ms:>8.2f}x {check:>34}  {runner.note}")
+        try:
+            anchor_out = _row(title, runner, anchor_out, result, timing)
+        except Exception as e:  # one broken runner must not cost the rest of a device session
+            result.failed.append(f"{title}: {runner.name}: {type(e).__name__}")
+            print(f"  {runner.name:<40} FAILED: {type(e).__name__}: {str(e)[:400]}")
     return result
+
+
+def _row(title: str, runner: Runner, anchor_out: dict | None, result: Result, timing: Timing) -> dict:
+    """Check `runner` against the anchor's outputs (it is the anchor when there are none yet), time it, print
+    its row; returns the anchor's outputs."""
+    out = keep(runner.call())
+    sync()
+    if anchor_out is None:
+        anchor_out, check = out, "(anchor)"
+    else:
+        diff, scale, name = worst_difference(out, anchor_out)
+        ok = diff <= AGREE * max(scale, 1.0)
+        check = f"{diff:.3g} ({name}{'' if ok else ', DISAGREES'})"
+        if not ok:
+            result.disagree.append(f"{title}: {runner.name}")
+    if not runner.timed:
+        print(f"  {runner.name:<40} {'-':>9} {'-':>9} {check:>34}  {runner.note}")
+        return anchor_out
+    ms = synced_median_ms(runner.call, sync, timing.samples, timing.inner, timing.warmup)
+    result.ms[runner.name] = ms
+    eager = next(iter(result.ms.values()))
+    print(f"  {runner.name:<40} {ms:>9.3f} {eager / ms:>8.2f}x {check:>34}  {runner.note}")
+    return anchor_out

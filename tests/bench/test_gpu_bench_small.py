@@ -61,3 +61,8 @@ def test_a_missing_program_names_the_fix(tmp_path):
         [sys.executable, str(BENCH), "--small", "--programs", str(tmp_path)], capture_output=True, text=True
     )
     assert done.returncode != 0 and f"run bench/gpu.py --precompile {tmp_path}" in done.stderr
+
+
+def test_a_target_that_is_not_cuda_is_refused():
+    done = subprocess.run([sys.executable, str(BENCH), "--small", "--target", "cpu"], capture_output=True, text=True)
+    assert done.returncode == 2 and "--target 'cpu' is not a CUDA target; one of a100, h100" in done.stderr
