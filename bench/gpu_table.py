@@ -45,11 +45,13 @@ def worst_difference(got: dict, want: dict) -> tuple[float, float, str]:
 
 
 def compare(title: str, runners: list[Runner], timing: Timing) -> Result:
-    """Check every runner's outputs against the first (the anchor), then time each in its own block (warm-up,
-    then medians); one row per runner. A runner that cannot run here prints why."""
+    """Check every runner's outputs against the first (the anchor: torch eager, or cuBLAS for a GEMM), then
+    time each in its own block (warm-up, then medians); one row per runner, its speed-up over the anchor. A
+    runner that cannot run here prints why."""
     result, anchor_out = Result(), None
     print(f"\n{title}")
-    print(f"  {'runner':<40} {'ms/call':>9} {'vs eager':>9} {'max|diff| vs eager (output)':>34}")
+    anchor = "cuBLAS" if runners and runners[0].name.startswith("cuBLAS") else "eager"
+    print(f"  {'runner':<40} {'ms/call':>9} {'vs ' + anchor:>9} {'max|diff| vs ' + anchor + ' (output)':>34}")
     for runner in runners:
         if runner.call is None:
             result.unavailable[runner.name] = runner.unavailable or "unavailable"
