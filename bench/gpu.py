@@ -271,6 +271,7 @@ class Bench:
     def run(self) -> int:
         print(f"device: {device_name()}; torch {torch.__version__}")
         print(f"models: {self.sizes.name}; luminal compile target: {self.programs.target}")
+        print("torch side: plain PyTorch implementations (bench/torch_models.py, not transformers), same bf16 weights")
         self.bandwidth = copy_bandwidth(2**30 if self.dev == "cuda" else 2**26)
         print(f"copy bandwidth: {self.bandwidth / 1e9:.0f} GB/s (bytes read + written by a device-to-device copy)")
         self.decode()
