@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test test-compiled test-cuda-shim run quickstart lint format bench clean
+.PHONY: test test-compiled test-cuda-shim run quickstart lint format bench bench-gpu gpu-wheels clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -41,6 +41,18 @@ quickstart: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/reference.py
+
+# The luminal CUDA runtime beside torch eager, torch.compile and cuBLAS on this machine's GPU (bench/gpu.py);
+# BENCH_GPU_ARGS=--small runs tiny models anywhere. GPU_PYTHON: a Python whose torch has CUDA (the venv's torch is
+# the CPU build) and with luminal installed. The lent GPU machine runs it through bench/device_session.sh
+# (bench/gpu_runbook.md).
+GPU_PYTHON ?= $(PY)
+bench-gpu:
+	$(GPU_PYTHON) bench/gpu.py $(BENCH_GPU_ARGS)
+
+# The wheels the lent GPU machine lacks (egglog and what it imports), into .whl/ for the device call's carry.
+gpu-wheels:
+	bash bench/build_wheels.sh
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

@@ -35,3 +35,22 @@ def interleaved_ms(fns: dict[str, Callable[[], object]], repeats: int = 10, warm
             fn()
             times[name].append((time.perf_counter() - start) * 1e3)
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def synced_median_ms(
+    fn: Callable[[], object], sync: Callable[[], object], samples: int = 15, inner: int = 10, warmup: int = 3
+) -> float:
+    """Median milliseconds per call of an asynchronous `fn` (a GPU launch): each sample issues `inner` calls
+    back to back and waits for the device once (`sync`, e.g. torch.cuda.synchronize), so the time is what a
+    stream of calls costs, not the host's wait after each."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        sync()
+        times.append((time.perf_counter() - start) * 1e3 / inner)
+    return statistics.median(times)

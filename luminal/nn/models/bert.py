@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import luminal as lm
+from luminal import dtypes as dt
 from luminal import functional as F
 from luminal.nn.activation import activation_fn
 from luminal.nn.attention import merge_heads, padding_mask, split_heads
@@ -35,10 +36,13 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     # Only absolute learned positions are built; relative-key variants would need another attention score term.
     position_embedding_type: str = "absolute"
+    # Parameters' and activations' dtype (torch's model.to(torch.bfloat16)); from_hf keeps float32, the dtype
+    # checkpoints are widened to when loaded.
+    dtype: dt.DType = dt.float32
 
     @classmethod
     def from_hf(cls, config: Any) -> BertConfig:
-        cfg = pick(cls, load_config(config))
+        cfg = pick(cls, load_config(config), dtype=dt.float32)
         if cfg.position_embedding_type != "absolute":
             raise NotImplementedError(f"BERT: position_embedding_type {cfg.position_embedding_type!r}")
         return cfg
@@ -47,10 +51,10 @@ class BertConfig:
 class BertEmbeddings(Module):
     def __init__(self, cfg: BertConfig) -> None:
         super().__init__()
-        self.word_embeddings = Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.position_embeddings = Embedding(cfg.max_position_embeddings, cfg.hidden_size)
-        self.token_type_embeddings = Embedding(cfg.type_vocab_size, cfg.hidden_size)
-        self.LayerNorm = LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
+        self.word_embeddings = Embedding(cfg.vocab_size, cfg.hidden_size, cfg.dtype)
+        self.position_embeddings = Embedding(cfg.max_position_embeddings, cfg.hidden_size, cfg.dtype)
+        self.token_type_embeddings = Embedding(cfg.type_vocab_size, cfg.hidden_size, cfg.dtype)
+        self.LayerNorm = LayerNorm(cfg.hidden_size, cfg.layer_norm_eps, dtype=cfg.dtype)
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         g, seq = input_ids.graph, input_ids.shape[1]
@@ -67,9 +71,9 @@ class BertSelfAttention(Module):
     def __init__(self, cfg: BertConfig) -> None:
         super().__init__()
         self.heads = cfg.num_attention_heads
-        self.query = Linear(cfg.hidden_size, cfg.hidden_size)
-        self.key = Linear(cfg.hidden_size, cfg.hidden_size)
-        self.value = Linear(cfg.hidden_size, cfg.hidden_size)
+        self.query = Linear(cfg.hidden_size, cfg.hidden_size, dtype=cfg.dtype)
+        self.key = Linear(cfg.hidden_size, cfg.hidden_size, dtype=cfg.dtype)
+        self.value = Linear(cfg.hidden_size, cfg.hidden_size, dtype=cfg.dtype)
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
         q, k, v = (split_heads(proj(x), self.heads) for proj in (self.query, self.key, self.value))
@@ -81,8 +85,8 @@ class BertResidualOutput(Module):
 
     def __init__(self, in_features: int, cfg: BertConfig) -> None:
         super().__init__()
-        self.dense = Linear(in_features, cfg.hidden_size)
-        self.LayerNorm = LayerNorm(cfg.hidden_size, cfg.layer_norm_eps)
+        self.dense = Linear(in_features, cfg.hidden_size, dtype=cfg.dtype)
+        self.LayerNorm = LayerNorm(cfg.hidden_size, cfg.layer_norm_eps, dtype=cfg.dtype)
 
     def forward(self, x: Tensor, residual: Tensor) -> Tensor:
         return self.LayerNorm(residual + self.dense(x))
@@ -101,7 +105,7 @@ class BertAttention(Module):
 class BertIntermediate(Module):
     def __init__(self, cfg: BertConfig) -> None:
         super().__init__()
-        self.dense = Linear(cfg.hidden_size, cfg.intermediate_size)
+        self.dense = Linear(cfg.hidden_size, cfg.intermediate_size, dtype=cfg.dtype)
         self.act = activation_fn(cfg.hidden_act)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -136,7 +140,7 @@ class BertPooler(Module):
 
     def __init__(self, cfg: BertConfig) -> None:
         super().__init__()
-        self.dense = Linear(cfg.hidden_size, cfg.hidden_size)
+        self.dense = Linear(cfg.hidden_size, cfg.hidden_size, dtype=cfg.dtype)
 
     def forward(self, hidden: Tensor) -> Tensor:
         return F.tanh(self.dense(hidden[:, 0]))

@@ -69,8 +69,9 @@ def decoder_graphs(model: Module, max_batch: int = 16, max_positions: int = 512,
 
     step = lm.Graph()
     past_len = lm.sym("past", max=max_positions - 1)
+    dtype = getattr(model.config, "dtype", lm.float32)  # the caches hold what the model computes in
     past = [
-        tuple(step.input(f"past.{k}.{part}", (batch, kv_heads, past_len, head_dim)) for part in ("key", "value"))
+        tuple(step.input(f"past.{k}.{part}", (batch, kv_heads, past_len, head_dim), dtype) for part in ("key", "value"))
         for k in range(layers)
     ]
     _record(model, step, batch, 1, padded, past)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from luminal import dtypes as dt
 from luminal.nn.grouped_attention import KVCache
 from luminal.nn.linear import Embedding, Linear
 from luminal.nn.models.config import load_config, pick
@@ -42,6 +43,9 @@ class LlamaConfig:
     mlp_bias: bool = False
     # Per layer, the sliding window (keys a query may see, itself included) or None for full attention.
     windows: tuple[int | None, ...] = field(default=())
+    # Parameters' and activations' dtype (torch's model.to(torch.bfloat16)). from_hf keeps float32: loading
+    # widens half checkpoints to float32 (checkpoint.widen_to_float32), whatever the config's torch_dtype says.
+    dtype: dt.DType = dt.float32
 
     @classmethod
     def from_hf(cls, config: Any) -> LlamaConfig:
@@ -58,7 +62,8 @@ class LlamaConfig:
             biases = dict(qkv_bias=True, out_bias=False)
         else:
             biases = dict(qkv_bias=bool(raw.get("attention_bias")), out_bias=bool(raw.get("attention_bias")))
-        return pick(cls, raw, rope_theta=float(theta), windows=_windows(kind, raw, layers), **biases)
+        windows = _windows(kind, raw, layers)
+        return pick(cls, raw, rope_theta=float(theta), windows=windows, dtype=dt.float32, **biases)
 
     @property
     def kv_heads(self) -> int:
@@ -89,7 +94,7 @@ class LlamaModel(Module):
     def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
         self.config = cfg
-        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, cfg.dtype)
         self.layers = ModuleList(
             [
                 DecoderLayer(
@@ -103,11 +108,12 @@ class LlamaModel(Module):
                     cfg.out_bias,
                     cfg.mlp_bias,
                     cfg.hidden_act,
+                    cfg.dtype,
                 )
                 for _ in range(cfg.num_hidden_layers)
             ]
         )
-        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=cfg.dtype)
         self.rotary = RotaryEmbedding(cfg.head_size, cfg.rope_theta)
 
     def forward(
@@ -119,7 +125,7 @@ class LlamaModel(Module):
     ) -> tuple[Tensor, list[KVCache]]:
         start = past_length(past)
         positions = step_positions(input_ids, start) if position_ids is None else position_ids
-        rotary = self.rotary(positions)
+        rotary = self.rotary(positions, self.config.dtype)  # cos/sin in float32, rounded as Hugging Face does
         masks: dict[int | None, Tensor] = {}  # one mask per distinct window, shared by the layers using it
         x, caches = self.embed_tokens(input_ids), []
         for k, layer in enumerate(self.layers):
@@ -143,7 +149,7 @@ class LlamaForCausalLM(Module):
         self.config = cfg = config if isinstance(config, LlamaConfig) else LlamaConfig.from_hf(config)
         self.model = LlamaModel(cfg)
         if not cfg.tie_word_embeddings:
-            self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+            self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False, dtype=cfg.dtype)
 
     def forward(
         self,

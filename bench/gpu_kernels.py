@@ -1,0 +1,78 @@
+"""What the GPU bench's programs launch, and what ptxas makes of their kernels, without a GPU.
+
+    .venv/bin/python bench/gpu_kernels.py [--small] [--target h100] [--only decode,prefill,encoder]
+
+For each program of bench/gpu.py (compiled here from zero weights: compiling reads shapes only): its launches
+per run by shape (thread, warp, row, gemm, attention, copy, scatter), and for each shape the registers, spilled
+bytes and shared memory that this machine's nvcc reports for sm_90 (the issue's "register and shared-memory
+report of the hot kernels"). Also the launches' floor at batch-1 decode: a kernel boundary costs ~1.3 us even
+inside a CUDA graph (Hazy Research's measurement on an H100), against the copy-bandwidth floor of the bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.compiler.cuda.nvcc: the nvcc report parser
+
+from gpu import graphs  # noqa: E402
+from gpu_models import FULL, SMALL, decode_bytes, shapes_of, zero_weights  # noqa: E402
+
+import luminal as lm  # noqa: E402
+from luminal.compiler.cuda.program import launch_plan  # noqa: E402
+
+GAP_S = 1.3e-6  # per kernel boundary inside a CUDA graph on an H100 (notes/gpu.md: Hazy Research, 2025)
+COPY_BANDWIDTH = 3.0e12  # an H100 SXM's device-to-device copy, read + written (KINDS.md: measured ~3.0 TB/s)
+
+
+def report(name: str, graph: lm.Graph, target: str, sizes) -> None:
+    prog = lm.compile(graph.bind(zero_weights(graph)), target, cache=False)
+    plan = launch_plan(prog.kernels)
+    shapes = Counter(launch.shape for launch in plan)
+    print(f"\n{name}: {len(prog.kernels.kernels)} kernels, {len(plan)} launches per run: {dict(shapes)}")
+    if name == "decode":
+        weights, kv = decode_bytes(sizes, shapes_of(graph))
+        floor, gaps = (weights + kv) / COPY_BANDWIDTH, len(plan) * GAP_S
+        print(
+            f"  at {COPY_BANDWIDTH / 1e12:.1f} TB/s the bytes take {floor * 1e3:.3f} ms; {len(plan)} kernel "
+            f"boundaries at {GAP_S * 1e6:.1f} us add {gaps * 1e3:.3f} ms: at most "
+            f"{floor / (floor + gaps):.0%} of the bandwidth, however fast each kernel"
+        )
+    if shutil.which("nvcc") is None:
+        print("  nvcc not found: no register report")
+        return
+    from tests.compiler.cuda.nvcc import compile_cuda
+
+    kinds = {launch.kernel: launch.shape for launch in plan}
+    per_shape: dict[str, list] = defaultdict(list)
+    for usage in compile_cuda(prog.source):
+        if usage.arch == "90" and usage.kernel in kinds:
+            per_shape[kinds[usage.kernel]].append(usage)
+    print(f"  {'shape':<10} {'kernels':>7} {'registers (max)':>16} {'spilled bytes':>14} {'shared bytes (max)':>19}")
+    for shape, usages in sorted(per_shape.items()):
+        regs = max(u.registers for u in usages)
+        spills = sum(u.spill_bytes for u in usages)
+        smem = max(u.shared_bytes for u in usages)
+        print(f"  {shape:<10} {len(usages):>7} {regs:>16} {spills:>14} {smem:>19}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--small", action="store_true", help="the tiny configurations")
+    parser.add_argument("--target", default="h100")
+    parser.add_argument("--only", default="decode,prefill,encoder", help="programs, comma-separated")
+    args = parser.parse_args()
+    sizes = SMALL if args.small else FULL
+    wanted = args.only.split(",")
+    for name, graph in graphs(sizes).items():
+        if name in wanted:
+            report(name, graph, args.target, sizes)
+
+
+if __name__ == "__main__":
+    main()

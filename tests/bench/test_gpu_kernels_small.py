@@ -1,0 +1,26 @@
+"""bench/gpu_kernels.py --small: the decode step's launches by shape and ptxas's report per shape, no GPU needed."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu_kernels.py"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="the register report needs nvcc")
+def test_decode_report_lists_launches_and_registers():
+    cmd = [sys.executable, str(SCRIPT), "--small", "--only", "decode"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    launches = re.search(r"decode: (\d+) kernels, (\d+) launches per run: \{(.*)\}", done.stdout)
+    assert launches and int(launches.group(2)) >= int(launches.group(1)) > 0
+    counts = dict(re.findall(r"'(\w+)': (\d+)", launches.group(3)))
+    assert "attention" in counts and "warp" in counts  # attention and the decode's matrix-vector products
+    rows = re.findall(r"^  (\w+) +(\d+) +(\d+) +(\d+) +(\d+)$", done.stdout, re.M)
+    assert {shape for shape, *_ in rows} == set(counts)
+    assert sum(int(n) for _, n, *_ in rows) == sum(int(n) for n in counts.values())
+    assert all(int(regs) > 0 for _, _, regs, _, _ in rows)
