@@ -16,7 +16,7 @@ from luminal import functional as F
 from luminal.nn.activation import activation_fn
 from luminal.nn.attention import merge_heads, padding_mask, split_heads
 from luminal.nn.linear import Embedding, Linear
-from luminal.nn.models.config import load_config, pick
+from luminal.nn.models.config import load_config, pick, sequence_pads
 from luminal.nn.module import Module, ModuleList
 from luminal.nn.normalization import LayerNorm
 from luminal.tensor import Tensor
@@ -35,6 +35,7 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     # Only absolute learned positions are built; relative-key variants would need another attention score term.
     position_embedding_type: str = "absolute"
+    pad_token_id: int = 0  # what padded positions hold when a server pads requests to batch them
 
     @classmethod
     def from_hf(cls, config: Any) -> BertConfig:
@@ -168,7 +169,10 @@ def bert_graph(config: Any, max_batch: int = 64, max_seq: int | None = None, poo
     model = BertModel(config, add_pooling_layer=pooled)
     g = lm.Graph()
     shape = (lm.sym("batch", max=max_batch), lm.sym("seq", max=max_seq or model.config.max_position_embeddings))
-    ids, mask, types = (g.input(n, shape, lm.int64) for n in ("input_ids", "attention_mask", "token_type_ids"))
+    # Padded keys are masked, so requests of different lengths can share a batch (see `luminal.padding`).
+    pads = sequence_pads({"pad_token_id": model.config.pad_token_id})
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    ids, mask, types = (g.input(n, shape, lm.int64, pad=pads[n]) for n in names)
     hidden = model(ids, mask, types).output("last_hidden_state")
     if pooled:
         model.pooler(hidden).output("pooler_output")
