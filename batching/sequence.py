@@ -50,7 +50,8 @@ class SequencePadding:
         batch_symbol: str,
         length_buckets: Sequence[int] | None = None,
     ) -> SequencePadding | None:
-        """The padding a stored signature declares; None when it declares none. `length_buckets` (one list for
+        """The padding a stored signature declares; None when it declares none (or pads the batch symbol).
+        `length_buckets` (one list for
         every padded symbol) replaces the powers of two; lengths above its last bucket share the symbol's max."""
         inputs: dict[str, PadDims] = {}
         for entry in signature.get("inputs", []):
@@ -58,7 +59,7 @@ class SequencePadding:
             for pad in entry.get("pad", []):
                 symbol = symbol_name(entry["shape"][pad["dim"]])
                 if symbol is None or symbol == batch_symbol:
-                    raise ValueError(f"input {entry['name']!r} pads dim {pad['dim']}, which is not a sequence symbol")
+                    return None  # padding the batch dim itself is meaningless to a batcher: it stacks rows there
                 dims.append((pad["dim"], symbol, pad["value"]))
             if dims:
                 inputs[entry["name"]] = tuple(dims)
