@@ -167,3 +167,42 @@ def apply_manifest_padding(graph: Graph, signature: Any) -> None:
         node = graph.nodes[graph.inputs[name]]
         graph.declare_padding(name, pads_from_json(name, entry["pad"], len(node.shape)))
     check_padding(graph)
+
+
+# Inputs of Hugging Face-style sequence models and what a padded position holds. Only graphs whose every input
+# carrying the sequence symbol is one of these are padded by `declare_masked_sequence_padding`.
+MASKED_SEQUENCE_INPUTS = {"input_ids": None, "attention_mask": 0, "token_type_ids": 0}
+
+
+def declare_masked_sequence_padding(graph: Graph, pad_token_id: int = 0) -> bool:
+    """For an imported model (ONNX, torch.export) that takes attention_mask [batch, seq]: declare dim 1 of
+    input_ids (with `pad_token_id`: a masked position's id only has to be valid), attention_mask and
+    token_type_ids paddable. Returns whether it did. It declares nothing unless input_ids shares the mask's
+    length symbol, no other input carries that symbol, and every output can be cut back: a mask over past + new
+    tokens, or another input of that length (position ids, a cache), could not be padded safely."""
+    if "attention_mask" not in graph.inputs:
+        return False
+    shape = graph.nodes[graph.inputs["attention_mask"]].shape
+    seq = _symbol(shape[1]) if len(shape) == 2 else None
+    if seq is None or _symbol(shape[0]) == seq:
+        return False
+    pads: dict[str, dict[int, PadValue]] = {}
+    for name, node_id in graph.inputs.items():
+        axes = [axis for axis, dim in enumerate(graph.nodes[node_id].shape) if _mentions(dim, {seq})]
+        if not axes:
+            continue
+        if name not in MASKED_SEQUENCE_INPUTS or axes != [1] or _symbol(graph.nodes[node_id].shape[1]) != seq:
+            return False
+        value = MASKED_SEQUENCE_INPUTS[name]
+        pads[name] = {1: pad_token_id if value is None else value}
+    if "input_ids" not in pads:  # a mask of its own length (past + new tokens, exported as one symbol)
+        return False
+    before = dict(graph.padding)
+    for name, pad in pads.items():
+        graph.declare_padding(name, pad)
+    try:
+        check_padding(graph)
+    except PaddingError:
+        graph.padding = before  # an output the declaration cannot cut back: the graph stays unpadded
+        return False
+    return True
