@@ -2,8 +2,8 @@
 
 A graph that declares padding (`luminal.padding`; in its stored signature, "pad" on inputs and "unpad" on
 outputs) lets requests whose padded dims differ share a batch. Requests are grouped by length bucket (the
-smallest bucket holding each padded length: powers of two unless buckets are given), so a 5-token sentence
-never pays for a 500-token one; within a group every request is padded to the group's longest length with the
+smallest bucket holding each padded length: powers of two from 32 unless buckets are given), so a 5-token
+sentence never pays for a 500-token one; within a group every request is padded to the group's longest length with the
 declared values, and every output dim that follows a padded dim is cut back to the request's own length.
 """
 
@@ -27,9 +27,16 @@ def symbol_name(dim: Any) -> str | None:
     return None
 
 
-def powers_of_two(limit: int) -> tuple[int, ...]:
-    """1, 2, 4, ... up to and including `limit` (the symbol's maximum, a bucket even when not a power of two)."""
-    sizes, size = [], 1
+# The smallest default length bucket. Finer buckets split a formed batch into more executions run one after
+# another: for short texts (most sentences are under 32 tokens) one execution over a few padded positions
+# costs less than a second execution with its fixed overhead, and a batch that stays whole batches better.
+MIN_LENGTH_BUCKET = 32
+
+
+def powers_of_two(limit: int, start: int = MIN_LENGTH_BUCKET) -> tuple[int, ...]:
+    """start, 2 * start, ... below `limit`, then `limit` (the symbol's maximum, a bucket even when not a power
+    of two)."""
+    sizes, size = [], start
     while size < limit:
         sizes.append(size)
         size *= 2

@@ -34,18 +34,20 @@ def req(length: int, rows: int = 1, first: int = 1) -> InferenceRequest:
 
 
 def test_powers_of_two_end_at_the_symbols_maximum():
-    assert powers_of_two(40) == (1, 2, 4, 8, 16, 32, 40)
-    assert powers_of_two(1) == (1,)
+    assert powers_of_two(40, start=1) == (1, 2, 4, 8, 16, 32, 40)
+    assert powers_of_two(1, start=1) == (1,)
+    assert powers_of_two(512) == (32, 64, 128, 256, 512)  # the default starts at 32 tokens
+    assert powers_of_two(20) == (20,)
 
 
 def test_requests_group_by_length_bucket_in_queue_order():
-    layout = layout_of(graph())
+    layout = layout_of(graph(), length_buckets=(1, 2, 4, 8, 16, 32))
     a, b, c, d, e = req(5), req(3), req(8), req(33), req(2)
     groups = compatible_groups([a, b, c, d, e], layout)
     # buckets 8 (5, 8), 4 (3), 40 (33), 2 (2)
     assert [[r.id for r in group] for group in groups] == [[a.id, c.id], [b.id], [d.id], [e.id]]
-    coarse = compatible_groups([a, b, c, d, e], layout_of(graph(), length_buckets=(16,)))
-    assert [[r.id for r in group] for group in coarse] == [[a.id, b.id, c.id, e.id], [d.id]]
+    default = compatible_groups([a, b, c, d, e], layout_of(graph()))  # buckets 32 and 40
+    assert [[r.id for r in group] for group in default] == [[a.id, b.id, c.id, e.id], [d.id]]
 
 
 def test_a_group_is_padded_to_its_longest_with_the_declared_values_and_cut_back():
@@ -83,7 +85,7 @@ def test_without_declarations_different_lengths_never_share_a_batch():
 
 
 def test_a_request_whose_inputs_disagree_on_the_length_runs_alone():
-    layout = layout_of(graph())
+    layout = layout_of(graph(), length_buckets=(4,))
     odd = InferenceRequest(1, 1, {"ids": np.ones((1, 4), np.int64), "mask": np.ones((1, 3), np.int64)})
     four, three = req(4), req(3)
     groups = compatible_groups([four, odd, three], layout)

@@ -38,7 +38,8 @@ def test_gpt2_with_mask_padded_batch_equals_each_request_alone():
 def test_llama_with_mask_padded_batch_equals_each_request_alone():
     _, weights = tiny_model(transformers.LlamaForCausalLM, transformers.LlamaConfig(**LLAMA))
     g = model_graph(LLAMA, max_batch=16).bind(weights)
-    assert check_batched_equals_alone(g, requests_of([5, 2, 8], 48, ())) == 2  # powers of two: 5, 8 -> 8; 2 -> 2
+    # Buckets 2, 4, 8 (and 16): 5 and 8 share bucket 8, 2 runs in bucket 2.
+    assert check_batched_equals_alone(g, requests_of([5, 2, 8], 48, ()), length_buckets=(2, 4, 8)) == 2
 
 
 @pytest.mark.parametrize("lengths", [(9, 4, 12, 7, 16, 5)])
