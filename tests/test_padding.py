@@ -130,3 +130,29 @@ def test_hostile_or_inconsistent_manifests_are_rejected(change, message):
 def test_old_files_without_declarations_load_as_no_padding():
     data = edit(MANIFEST, lambda m: None, encoder(pad_ids=None, pad_mask=None))
     assert lm.load(data).padding == {}
+
+
+def _imported(extra_input: str | None = None, mask_symbol: str = "s", longer_output: bool = False) -> lm.Graph:
+    """What an importer produces: inputs without declarations, named as Hugging Face names them."""
+    g = lm.Graph()
+    b, s = lm.sym("b", max=8), lm.sym("s", max=32)
+    ids = g.input("input_ids", (b, s), lm.int64)
+    mask = g.input("attention_mask", (b, lm.sym(mask_symbol, max=32)), lm.int64)
+    if extra_input:
+        g.input(extra_input, (b, s), lm.int64)
+    y = ids * 2
+    (lm.functional.pad(y, (0, 1)) if longer_output else y).output("y")
+    mask.sum(1).output("tokens")
+    return g
+
+
+def test_importers_declare_padding_only_for_a_mask_over_the_tokens():
+    from luminal.padding import declare_masked_sequence_padding
+
+    g = _imported(extra_input="token_type_ids")
+    assert declare_masked_sequence_padding(g, pad_token_id=7)
+    assert g.padding == {"input_ids": {1: 7}, "attention_mask": {1: 0}, "token_type_ids": {1: 0}}
+    # a mask of its own length (past + new tokens), an unknown input of that length, an output s + 1
+    for refused in (_imported(mask_symbol="total"), _imported("position_ids"), _imported(longer_output=True)):
+        assert not declare_masked_sequence_padding(refused)
+        assert refused.padding == {}
