@@ -22,6 +22,8 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from luminal.symbolic import Expr, as_expr
 
 if TYPE_CHECKING:
@@ -65,6 +67,9 @@ def pad_value(value: Any, dtype: DType, where: str) -> PadValue:
     if dtype.is_int:
         if isinstance(value, float) and not value.is_integer():
             raise PaddingError(f"{where}: an integer input pads with an integer, got {value!r}")
+        info = np.iinfo(dtype.np)
+        if not info.min <= value <= info.max:
+            raise PaddingError(f"{where}: pad value {value!r:.40} does not fit {dtype.name}")
         return int(value)
     if not math.isfinite(value):
         raise PaddingError(f"{where}: the pad value must be finite, got {value!r}")

@@ -110,6 +110,7 @@ def _set_pad(index: int, value):
     [
         (_set_pad(0, [{"dim": 0, "value": 0}]), "'input_ids' dim 1 is 's', which another input pads"),
         (_set_pad(0, [{"dim": 1, "value": "zero"}]), "must be a number"),
+        (_set_pad(0, [{"dim": 1, "value": 2**70}]), "does not fit int64"),
         (_set_pad(0, [{"dim": 7, "value": 0}]), "not a dim of its shape"),
         (_set_pad(0, [{"dim": 1}]), "each pad entry must be"),
         (_set_pad(0, "all"), "pad must be a list"),
