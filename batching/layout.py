@@ -3,7 +3,8 @@
 A program is batchable when every input and every output has the same symbol as its leading dim (and that
 symbol appears nowhere else in the signature): then stacking requests along axis 0 is a valid input, and row
 i of every output belongs to row i of the inputs. That is the contract a batchable model keeps (rows never mix);
-the signature cannot prove it, so `split` at least checks every output's extent.
+the signature cannot prove it, so `split` at least checks every output's extent. A signature that declares
+padding also lets requests of different sequence lengths share a batch (`sequence.py`).
 """
 
 from __future__ import annotations
