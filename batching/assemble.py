@@ -4,6 +4,9 @@ Rows are stacked along the batch axis in queue order; each request remembers its
 up to its bucket by repeating the last real row: a repeated row is a valid input, while zeros can make NaN or
 inf in some models (a log, a normalization), which costs time and trips floating-point checks. `split` strips
 the padding again, after checking the program kept the batch contract (every output has the batch's rows).
+
+A layout with sequence padding (`sequence.py`) also groups requests of different lengths by length bucket, pads
+each to its group's longest, and cuts every output dim that follows a padded dim back to each request's length.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from luminal.batching.layout import BATCH_AXIS, BatchLayout
+from luminal.batching.sequence import SequencePadding
 from luminal.scheduler.work import InferenceRequest
 
 
@@ -28,23 +32,39 @@ class AssembledBatch:
     row_ranges: tuple[tuple[int, int], ...]  # each request's [start, stop) rows, in the order of request_ids
     rows: int  # real rows
     padded_rows: int  # rows the program runs: rows plus padding
+    padding: SequencePadding | None = None  # the layout's sequence padding, when the requests were padded
+    lengths: tuple[dict[str, int], ...] = ()  # each request's own length of every padded symbol
+    padded_lengths: dict[str, int] | None = None  # the lengths the program runs: the group's longest
 
     @property
     def request_rows(self) -> tuple[int, ...]:
         return tuple(stop - start for start, stop in self.row_ranges)
 
 
-def _batch_key(request: InferenceRequest) -> tuple:
-    """What must match for two requests to share a batch: input names, dtypes and every dim but the batch's."""
-    return tuple(sorted((name, a.dtype.str, a.shape[BATCH_AXIS + 1 :]) for name, a in request.inputs.items()))
+def _batch_key(request: InferenceRequest, padding: SequencePadding | None = None) -> tuple:
+    """What must match for two requests to share a batch: input names, dtypes and every dim but the batch's,
+    where a padded dim's extent is replaced by its length bucket."""
+    if padding is None:
+        return tuple(sorted((name, a.dtype.str, a.shape[BATCH_AXIS + 1 :]) for name, a in request.inputs.items()))
+    padded_axes = {name: {axis for axis, _, _ in dims} for name, dims in padding.inputs.items()}
+
+    def dims(name: str, a: np.ndarray) -> tuple:
+        skip = padded_axes.get(name, set())
+        return tuple(None if axis in skip else n for axis, n in enumerate(a.shape) if axis != BATCH_AXIS)
+
+    names = tuple(sorted((name, a.dtype.str, dims(name, a)) for name, a in request.inputs.items()))
+    return names, padding.key(request)
 
 
-def compatible_groups(requests: Sequence[InferenceRequest]) -> list[list[InferenceRequest]]:
+def compatible_groups(
+    requests: Sequence[InferenceRequest], layout: BatchLayout | None = None
+) -> list[list[InferenceRequest]]:
     """Requests split into groups that can each run as one batch; queue order is kept within each group, and the
     groups come in the order of their first request."""
+    padding = layout.padding if layout is not None else None
     groups: dict[tuple, list[InferenceRequest]] = {}
     for request in requests:
-        groups.setdefault(_batch_key(request), []).append(request)
+        groups.setdefault(_batch_key(request, padding), []).append(request)
     return list(groups.values())
 
 
@@ -55,10 +75,11 @@ def assemble(
     the layout's). Raises ValueError naming the problem when they cannot form one batch."""
     if not requests:
         raise ValueError("cannot assemble an empty batch")
-    key = _batch_key(requests[0])
+    padding = layout.padding
+    key = _batch_key(requests[0], padding)
     ranges, start = [], 0
     for request in requests:
-        if _batch_key(request) != key:
+        if _batch_key(request, padding) != key:
             raise ValueError(f"request {request.id} does not match the batch's input names, dtypes or dims")
         rows = layout.rows_of(request)
         if rows is None:
@@ -67,14 +88,19 @@ def assemble(
         start += rows
     total = start
     padded = layout.padded_size(total, buckets)
+    lengths = tuple(padding.lengths_of(r) for r in requests) if padding is not None else ()
+    longest = {s: max(own[s] for own in lengths) for s in lengths[0]} if lengths else None
     inputs = {}
     for name in requests[0].inputs:
         parts = [request.inputs[name] for request in requests]
+        if longest is not None:
+            parts = [padding.pad(name, part, longest) for part in parts]
         if padded > total:
             last_row = parts[-1][-1:]
             parts.append(np.repeat(last_row, padded - total, axis=BATCH_AXIS))
         inputs[name] = np.concatenate(parts, axis=BATCH_AXIS)
-    return AssembledBatch(inputs, tuple(r.id for r in requests), tuple(ranges), total, padded)
+    ids = tuple(r.id for r in requests)
+    return AssembledBatch(inputs, ids, tuple(ranges), total, padded, padding, lengths, longest)
 
 
 def split(batch: AssembledBatch, outputs: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
@@ -86,4 +112,15 @@ def split(batch: AssembledBatch, outputs: dict[str, np.ndarray]) -> list[dict[st
                 f"output {name!r} has shape {array.shape}, but the batch ran {batch.padded_rows} rows: "
                 "the program broke the batch contract (one output row per input row)"
             )
-    return [{name: array[start:stop] for name, array in outputs.items()} for start, stop in batch.row_ranges]
+    if batch.padding is None:
+        return [{name: array[start:stop] for name, array in outputs.items()} for start, stop in batch.row_ranges]
+    try:
+        return [
+            {
+                name: batch.padding.unpad(name, array[start:stop], batch.padded_lengths, own)
+                for name, array in outputs.items()
+            }
+            for (start, stop), own in zip(batch.row_ranges, batch.lengths)
+        ]
+    except ValueError as e:
+        raise BatchContractError(str(e)) from None

@@ -3,7 +3,8 @@
 A program is batchable when every input and every output has the same symbol as its leading dim (and that
 symbol appears nowhere else in the signature): then stacking requests along axis 0 is a valid input, and row
 i of every output belongs to row i of the inputs. That is the contract a batchable model keeps (rows never mix);
-the signature cannot prove it, so `split` at least checks every output's extent.
+the signature cannot prove it, so `split` at least checks every output's extent. A signature that declares
+padding also lets requests of different sequence lengths share a batch (`sequence.py`).
 """
 
 from __future__ import annotations
@@ -12,21 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from luminal.batching.sequence import SequencePadding, symbol_name
 from luminal.scheduler.work import InferenceRequest
 
 BATCH_AXIS = 0
 
 
-def _symbol_name(dim: Any) -> str | None:
-    """The symbol's name when the JSON dim is a plain symbol (["var", name, lo, hi]), else None."""
-    if isinstance(dim, list) and len(dim) == 4 and dim[0] == "var" and isinstance(dim[1], str):
-        return dim[1]
-    return None
-
-
 def _mentions(dim: Any, name: str) -> bool:
     if isinstance(dim, list):
-        return _symbol_name(dim) == name or any(_mentions(part, name) for part in dim[1:])
+        return symbol_name(dim) == name or any(_mentions(part, name) for part in dim[1:])
     return False
 
 
@@ -37,21 +32,28 @@ class BatchLayout:
     max_rows: int
     # Batch sizes the program was compiled for, smallest first; None: any size in [min_rows, max_rows].
     buckets: tuple[int, ...] | None = None
+    # The sequence dims requests may be padded along to share a batch; None: only equal shapes batch.
+    padding: SequencePadding | None = None
 
     @classmethod
     def from_signature(
-        cls, signature: Mapping[str, Any], symbols: Mapping[str, Any], buckets: Sequence[int] | None = None
+        cls,
+        signature: Mapping[str, Any],
+        symbols: Mapping[str, Any],
+        buckets: Sequence[int] | None = None,
+        length_buckets: Sequence[int] | None = None,
     ) -> BatchLayout | None:
         """The layout of a stored signature ({"inputs": [...], "outputs": [...]}, each entry {"name", "dtype",
-        "shape"}) and symbol table ({name: {"min", "max"}}); None when the program cannot be batched."""
+        "shape"}, with "pad"/"unpad" where the graph declares padding) and symbol table ({name: {"min", "max"}});
+        None when the program cannot be batched. `length_buckets`: see `SequencePadding.from_signature`."""
         entries = [*signature.get("inputs", []), *signature.get("outputs", [])]
         if not signature.get("inputs") or not signature.get("outputs"):
             return None
         shapes = [entry["shape"] for entry in entries]
         if any(not isinstance(shape, list) or not shape for shape in shapes):
             return None  # a scalar has no batch axis
-        name = _symbol_name(shapes[0][0])
-        if name is None or any(_symbol_name(shape[0]) != name for shape in shapes):
+        name = symbol_name(shapes[0][0])
+        if name is None or any(symbol_name(shape[0]) != name for shape in shapes):
             return None
         # (batch, batch) or (batch, 2*batch) would change more than one dim when requests are stacked.
         if any(_mentions(dim, name) for shape in shapes for dim in shape[1:]):
@@ -67,7 +69,9 @@ class BatchLayout:
             buckets = tuple(buckets)
             if not buckets or any(not min_rows <= b <= hi for b in buckets) or list(buckets) != sorted(set(buckets)):
                 raise ValueError(f"compiled batch sizes {buckets!r} must be increasing and within [{min_rows}, {hi}]")
-        return cls(name, min_rows, hi, buckets)
+        return cls(
+            name, min_rows, hi, buckets, SequencePadding.from_signature(signature, symbols, name, length_buckets)
+        )
 
     def rows_of(self, request: InferenceRequest) -> int | None:
         """The request's extent on the batch axis; None when its inputs disagree on it (or have no batch axis):

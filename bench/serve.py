@@ -11,8 +11,11 @@
     concurrency 1, 16 and 64, deployed twice on the same platform: batching on (max batch 64, 2 ms delay) and
     off (max batch 1).
 
+(c) A real embedding model, all-MiniLM-L6-v2, with sentences of varied lengths at concurrency 1, 8 and 64,
+    against the same compiled program and sentence-transformers in-process (bench/sentence_load.py).
+
 Both servers run as their own processes; the load client is asyncio aiohttp.
-`python bench/serve.py [--quick] [--only a|b]`.
+`python bench/serve.py [--quick] [--only a|b|c]`.
 Goals (issue 4): overhead under 1 ms at p50; at concurrency 64 batching gives >= 5x the throughput.
 """
 
@@ -37,6 +40,9 @@ import numpy as np
 import luminal as lm
 import luminal.functional as F
 from luminal.cli.client import PlatformClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ holds scripts, not a package
+import sentence_load  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 WIDE = 4096
@@ -190,7 +196,9 @@ def throughput(platform_url: str, key: str, width: int, seconds: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description="serving overhead and batching throughput")
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter load phases")
-    parser.add_argument("--only", choices=("a", "b"), help="run one section: (a) latency or (b) throughput")
+    parser.add_argument(
+        "--only", choices=("a", "b", "c"), help="one section: (a) latency, (b) throughput, (c) a real model"
+    )
     args = parser.parse_args()
     requests, seconds = (200, 3.0) if args.quick else (1000, 8.0)
     key = "lm_" + secrets.token_urlsafe(32)
@@ -199,6 +207,9 @@ def main() -> None:
         small, wide = tmp / "small.lgraph", tmp / "wide.lgraph"
         lm.save(small_model(), small)
         lm.save(wide_model(), wide)
+        minilm = tmp / "minilm.lgraph"
+        if args.only in (None, "c"):
+            sentence_load.save_graph(minilm)
         platform_port, plain_port = free_port(), free_port()
         env = dict(os.environ, LUMINAL_DATA_DIR=str(tmp / "data"), LUMINAL_BOOTSTRAP_KEY=key)
         env["LUMINAL_MAX_QUEUE_DEPTH"] = "4096"
@@ -212,18 +223,22 @@ def main() -> None:
             wait_for(f"{platform_url}/v2/health/live", platform)
             wait_for(f"{plain_url}/live", plain)
             client = PlatformClient(platform_url, key, timeout=600)
-            if args.only != "b":
+            if args.only in (None, "a"):
                 deploy(client, small, "small", max_batch_size=1, delay_ms=0)
                 deploy(client, small, "small-batching", max_batch_size=64, delay_ms=5)
-            if args.only != "a":
+            if args.only in (None, "b"):
                 deploy(client, wide, "wide-batching-off", max_batch_size=1, delay_ms=0)
                 deploy(client, wide, "wide-batching-on", max_batch_size=64, delay_ms=2)
+            if args.only in (None, "c"):
+                deploy(client, minilm, "minilm", max_batch_size=64, delay_ms=5)
             client.close()
             print(f"machine: {os.cpu_count()} CPUs; platform and anchor each in their own process")
-            if args.only != "b":
+            if args.only in (None, "a"):
                 latency(platform_url, key, plain_url, requests)
-            if args.only != "a":
+            if args.only in (None, "b"):
                 throughput(platform_url, key, WIDE, seconds)
+            if args.only in (None, "c"):
+                sentence_load.run(platform_url, key, minilm, seconds)
         finally:
             for process in (platform, plain):
                 process.terminate()

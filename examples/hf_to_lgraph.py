@@ -5,7 +5,8 @@
 
 BERT, GPT-2 and Llama / Mistral / Qwen2 folders are read by config.json's model_type; a sentence-transformers
 folder (with modules.json) becomes a sentence-embedding graph. Token ids are the graph's inputs: tokenize on
-the client side.
+the client side. Every one of these models masks padded positions, so the file declares its sequence dims
+paddable (`luminal/padding.py`) and a deployment batches requests of different lengths.
 """
 
 from __future__ import annotations

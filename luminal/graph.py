@@ -14,6 +14,7 @@ import numpy as np
 
 from luminal import dtypes as dt
 from luminal import ops
+from luminal import padding as pad_rules
 from luminal.dtypes import DType
 from luminal.symbolic import Dim, Expr, SymbolicError, as_dim, as_expr
 from luminal.view import ShapeError, ShapeTracker, format_shape
@@ -67,6 +68,8 @@ class Graph:
         self.outputs: dict[str, int] = {}
         self.symbols: dict[str, Expr] = {}  # name -> the symbol, which carries its range
         self.weight_data: dict[str, np.ndarray] = {}
+        # input name -> {dim: pad value}: the dims a batcher may pad (see `luminal.padding`)
+        self.padding: dict[str, dict[int, pad_rules.PadValue]] = {}
 
     # ---- recording -----------------------------------------------------------------------------------
     def add(self, op: ops.Op, inputs: Sequence[tuple[int, ShapeTracker]] = ()) -> Node:
@@ -116,12 +119,35 @@ class Graph:
         if name in table:
             raise GraphError(f"{what} {name!r} is already defined")
 
-    def input(self, name: str, shape: Sequence[Dim], dtype: Any = dt.float32) -> Tensor:
-        """A tensor supplied at every run; dims may be ints or symbols (`lm.sym`)."""
+    def input(
+        self, name: str, shape: Sequence[Dim], dtype: Any = dt.float32, pad: Mapping[int, Any] | None = None
+    ) -> Tensor:
+        """A tensor supplied at every run; dims may be ints or symbols (`lm.sym`).
+
+        `pad={dim: value}` lets a server pad that (symbolic) dim with `value` to batch requests of different
+        lengths, like `torch.nn.utils.rnn.pad_sequence(padding_value=...)`: token ids with the pad id, an
+        attention mask with 0. Declare it only where the model masks padded positions (see `luminal.padding`);
+        output dims that are the same symbol are cut back to each request's length."""
         self._check_name(name, self.inputs, "input")
-        node = self.add(ops.Input(name, tuple(as_dim(d) for d in shape), dt.dtype_of(dtype)))
+        shape = tuple(as_dim(d) for d in shape)
+        pads = pad_rules.normalize(name, shape, dt.dtype_of(dtype), pad) if pad is not None else {}
+        node = self.add(ops.Input(name, shape, dt.dtype_of(dtype)))
         self.inputs[name] = node.id
+        if pads:
+            self.padding[name] = pads
         return self._tensor(node)
+
+    def declare_padding(self, name: str, pad: Mapping[int, Any]) -> None:
+        """Declare (or replace) the pad values of an existing input, as `input(..., pad=)` does; an empty
+        mapping removes them. For importers, which create inputs before they know the model masks them."""
+        if name not in self.inputs:
+            raise GraphError(f"declare_padding: the graph has no input {name!r:.80}")
+        node = self.nodes[self.inputs[name]]
+        pads = pad_rules.normalize(name, node.shape, node.dtype, pad)
+        if pads:
+            self.padding[name] = pads
+        else:
+            self.padding.pop(name, None)
 
     def weight(self, name: str, shape: Sequence[int], dtype: Any = dt.float32) -> Tensor:
         """A named parameter, bound with `bind` and stored in the graph file."""

@@ -32,6 +32,7 @@ from luminal.graph_json import (
     signature,
     symbol_table,
 )
+from luminal.padding import PaddingError, apply_manifest_padding
 from luminal.safezip import end_record, entry_info, read_entry, write_atomic
 from luminal.symbolic import MAX_SYMBOL_CHARS
 from luminal.view import format_shape
@@ -193,6 +194,10 @@ def _load(f: IO[bytes], size: int) -> Graph:
         _check_digest(manifest, name, data)
     graph = decode_graph(parse_json(graph_bytes, GRAPH))
     _bind(graph, read_safetensors(weight_bytes))
+    try:  # padding lives in the manifest's signature only (graph.json holds ops): declare it, then compare
+        apply_manifest_padding(graph, manifest["signature"])
+    except PaddingError as e:
+        raise GraphFileError(f"{MANIFEST}: bad padding declaration: {e}") from None
     _check_manifest(manifest, graph)
     return graph
 

@@ -19,6 +19,7 @@ from luminal import dtypes as dt
 from luminal import ops
 from luminal.dtypes import DType
 from luminal.graph import Graph, GraphError, Node
+from luminal.padding import check_padding, input_pad_json, output_dims
 from luminal.symbolic import SymbolicError, as_dim, as_expr, expr_from_json, sym
 from luminal.tensor import Tensor
 from luminal.view import ShapeTracker, format_shape, idx
@@ -108,15 +109,26 @@ def symbol_table(graph: Graph) -> dict[str, dict[str, int]]:
 
 
 def signature(graph: Graph) -> dict[str, list[dict[str, Any]]]:
-    """Names, shapes (symbolic dims as JSON) and dtypes of the inputs and outputs, in declaration order."""
+    """Names, shapes (symbolic dims as JSON) and dtypes of the inputs and outputs, in declaration order. A graph
+    with padding declarations adds "pad" to its padded inputs and "unpad" to the outputs whose dims follow them
+    (see `luminal.padding`; raises PaddingError for a declaration the graph cannot honour)."""
+    padded = check_padding(graph)
 
     def entry(name: str, node_id: int) -> dict[str, Any]:
         node = graph.nodes[node_id]
         return {"name": name, "shape": shape_json(node.shape), "dtype": node.dtype.name}
 
+    def input_entry(name: str, node_id: int) -> dict[str, Any]:
+        pads = graph.padding.get(name)
+        return {**entry(name, node_id), "pad": input_pad_json(pads)} if pads else entry(name, node_id)
+
+    def output_entry(name: str, node_id: int) -> dict[str, Any]:
+        follows = output_dims(graph, name, padded) if padded else []
+        return {**entry(name, node_id), "unpad": follows} if follows else entry(name, node_id)
+
     return {
-        "inputs": [entry(n, i) for n, i in graph.inputs.items()],
-        "outputs": [entry(n, i) for n, i in graph.outputs.items()],
+        "inputs": [input_entry(n, i) for n, i in graph.inputs.items()],
+        "outputs": [output_entry(n, i) for n, i in graph.outputs.items()],
     }
 
 

@@ -50,7 +50,7 @@ class BatchExecutor:
             if delivery.request.expired(now):
                 self.queue.complete(delivery, expired_result(delivery.request))
         requests = [d.request for d in deliveries if not d.request.expired(now)]
-        groups = compatible_groups(requests) if self.layout is not None else [[r] for r in requests]
+        groups = compatible_groups(requests, self.layout) if self.layout is not None else [[r] for r in requests]
         for group in groups:
             for request, result in self._run_group(run, group):
                 self.queue.complete(by_id[request.id], result)
@@ -65,7 +65,10 @@ class BatchExecutor:
     def _runs_alone(self, request: InferenceRequest) -> bool:
         """Not batchable: the program has no batch axis, or the request's inputs disagree on their rows (the
         program itself then says what is wrong with them)."""
-        return self.layout is None or self.layout.rows_of(request) is None
+        if self.layout is None or self.layout.rows_of(request) is None:
+            return True
+        padding = self.layout.padding
+        return padding is not None and padding.lengths_of(request) is None
 
     def _rows(self, request: InferenceRequest) -> int:
         rows = None if self.layout is None else self.layout.rows_of(request)

@@ -22,6 +22,7 @@ from luminal.onnx.context import NodeContext, read_attributes
 from luminal.onnx.errors import OnnxImportError, OnnxUnsupportedError
 from luminal.onnx.registry import OPS
 from luminal.onnx.scope import Scope
+from luminal.padding import declare_masked_sequence_padding
 from luminal.symbolic import DEFAULT_MAX, Dim, as_dim
 from luminal.tensor import Tensor
 
@@ -162,6 +163,8 @@ class _Import:
             self._node(node)
         for value in self.onnx.output:
             self._output(value)
+        # A masked sequence model (attention_mask [batch, seq]) may batch requests of different lengths.
+        declare_masked_sequence_padding(self.graph)
         return self.graph
 
     # ---- graph inputs and outputs --------------------------------------------------------------------

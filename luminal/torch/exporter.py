@@ -13,6 +13,7 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
 from luminal.graph import Graph
+from luminal.padding import declare_masked_sequence_padding
 from luminal.tensor import Tensor
 from luminal.torch.arrays import to_numpy
 from luminal.torch.decompositions import decomposition_table
@@ -69,6 +70,8 @@ def from_exported_program(program: torch.export.ExportedProgram, dynamic_shapes:
         if not isinstance(value, Tensor):
             raise TorchImportError(f"output {i} is {type(value).__name__}, not a tensor")
         value.output(f"output{i}")
+    # A masked sequence model (attention_mask [batch, seq]) may batch requests of different lengths.
+    declare_masked_sequence_padding(graph)
     return graph
 
 

@@ -34,6 +34,9 @@ def test_causal_lm_folder_to_lgraph(tmp_path):
     hf.save_pretrained(tmp_path / "qwen")
     assert main([str(tmp_path / "qwen"), str(tmp_path / "qwen.lgraph"), "--max-seq", "32"]) == 0
     assert _compare(tmp_path / "qwen.lgraph", hf) < 1e-4
+    # Causal and masked: the file lets a server pad requests of different lengths into one batch.
+    padding = lm.load(tmp_path / "qwen.lgraph").padding
+    assert set(padding) == {"input_ids", "attention_mask"} and padding["attention_mask"] == {1: 0}
 
 
 def test_gpt2_base_checkpoint_binds_under_the_lm_head_names(tmp_path):

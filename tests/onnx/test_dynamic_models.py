@@ -12,6 +12,7 @@ import torch
 
 import luminal as lm
 from luminal.runtime.reference import ExecutionError
+from tests.batching.padded_runs import check_batched_equals_alone, requests_of
 from tests.onnx.exports import EXPORTERS, cache_names, export, minilm, tiny_decoder
 from tests.torch.models import ConvNet
 
@@ -60,6 +61,9 @@ def test_minilm_with_real_weights(exporter):
     graph = _check(data, feeds, model, program=exporter == "torchscript")
     seq = graph.symbols["seq"]
     assert (seq.lo, seq.hi) == (1, 512)
+    # It takes an attention_mask over its tokens: the import declares padding, and padded batches are exact.
+    assert graph.padding == {"input_ids": {1: 0}, "attention_mask": {1: 0}}
+    assert check_batched_equals_alone(graph, requests_of([3, 8, 5], VOCAB, ()), length_buckets=(8,)) == 1
     with pytest.raises(ExecutionError, match=r"symbol 'seq' = 513 .* is outside \[1, 512\]"):
         lm.run(graph, _tokens(1, 513, seed=0))
 
@@ -92,7 +96,9 @@ def test_decoder(kind, with_past, exporter):
     data = export(model, tuple(torch.from_numpy(v) for v in example.values()), names, outputs, exporter, dims)
     feeds = [_decoder_feeds(model, b, s, p if with_past else 0, seed) for seed, (b, s, p) in enumerate(SIZES)]
     # Compiled with both exporters: dynamo's Llama once came back wrong from the search (test_insertion.py).
-    _check(data, feeds, model, program=with_past and kind == "llama")
+    graph = _check(data, feeds, model, program=with_past and kind == "llama")
+    # A mask over past + new tokens (and the caches) cannot be padded: only the prefill graph declares it.
+    assert bool(graph.padding) == (not with_past)
 
 
 @pytest.mark.parametrize("exporter", EXPORTERS)

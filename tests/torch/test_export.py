@@ -9,6 +9,7 @@ import torch
 
 import luminal as lm
 import luminal.torch
+from tests.batching.padded_runs import check_batched_equals_alone, requests_of
 from tests.torch.models import MLP, ConvNet, encoder_layer, seeded, tiny_bert, tiny_gpt2, tiny_llama, tiny_mistral
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -90,6 +91,7 @@ def test_dynamic_sequence_of_gpt2():
     seq = torch.export.Dim("seq", min=2, max=32)
     graph = luminal.torch.export(model, (_tokens((2, 6)),), dynamic_shapes=({1: seq},))
     assert "seq" in graph.symbols
+    assert graph.padding == {}  # no attention_mask: nothing says padded positions are harmless
     for n in (3, 11):
         x = _tokens((2, n))
         np.testing.assert_allclose(_run(graph, x)[0], _eager(model, x)[0], rtol=RTOL, atol=ATOL)
@@ -147,3 +149,6 @@ def test_bert_with_a_padding_mask_and_dynamic_batch_and_sequence():
         with torch.no_grad():
             want = model(ids, mask).last_hidden_state.numpy()
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    # The mask covers the tokens: the export declares padding, and padded batches give each request its answer.
+    assert graph.padding == {"input_ids": {1: 0}, "attention_mask": {1: 0}}
+    assert check_batched_equals_alone(graph, requests_of([2, 7, 4], 60, ()), length_buckets=(8,)) == 1

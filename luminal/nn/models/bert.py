@@ -17,7 +17,7 @@ from luminal import functional as F
 from luminal.nn.activation import activation_fn
 from luminal.nn.attention import merge_heads, padding_mask, split_heads
 from luminal.nn.linear import Embedding, Linear
-from luminal.nn.models.config import load_config, pick
+from luminal.nn.models.config import load_config, pick, sequence_pads
 from luminal.nn.module import Module, ModuleList
 from luminal.nn.normalization import LayerNorm
 from luminal.tensor import Tensor
@@ -39,6 +39,7 @@ class BertConfig:
     # Parameters' and activations' dtype (torch's model.to(torch.bfloat16)); from_hf keeps float32, the dtype
     # checkpoints are widened to when loaded.
     dtype: dt.DType = dt.float32
+    pad_token_id: int = 0  # what padded positions hold when a server pads requests to batch them
 
     @classmethod
     def from_hf(cls, config: Any) -> BertConfig:
@@ -172,7 +173,10 @@ def bert_graph(config: Any, max_batch: int = 64, max_seq: int | None = None, poo
     model = BertModel(config, add_pooling_layer=pooled)
     g = lm.Graph()
     shape = (lm.sym("batch", max=max_batch), lm.sym("seq", max=max_seq or model.config.max_position_embeddings))
-    ids, mask, types = (g.input(n, shape, lm.int64) for n in ("input_ids", "attention_mask", "token_type_ids"))
+    # Padded keys are masked, so requests of different lengths can share a batch (see `luminal.padding`).
+    pads = sequence_pads({"pad_token_id": model.config.pad_token_id})
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    ids, mask, types = (g.input(n, shape, lm.int64, pad=pads[n]) for n in names)
     hidden = model(ids, mask, types).output("last_hidden_state")
     if pooled:
         model.pooler(hidden).output("pooler_output")

@@ -14,7 +14,7 @@ import luminal as lm
 from luminal.graph import GraphError
 from luminal.nn.models.bert import bert_graph
 from luminal.nn.models.checkpoint import align_names, read_checkpoint, widen_to_float32
-from luminal.nn.models.config import load_config
+from luminal.nn.models.config import load_config, sequence_pads
 from luminal.nn.models.gpt2 import GPT2LMHeadModel
 from luminal.nn.models.llama import LlamaForCausalLM
 from luminal.nn.models.sentence import sentence_graph
@@ -52,7 +52,10 @@ def model_graph(config: Any, max_batch: int = 64, max_seq: int | None = None) ->
     model = causal_lm(raw)
     g = lm.Graph()
     shape = (lm.sym("batch", max=max_batch), lm.sym("seq", max=max_seq))
-    logits, _ = model(g.input("input_ids", shape, lm.int64), g.input("attention_mask", shape, lm.int64))
+    # Causal and masked: right padding changes no real position's logits (see `luminal.padding`).
+    pads = sequence_pads(raw)
+    ids, mask = (g.input(n, shape, lm.int64, pad=pads[n]) for n in ("input_ids", "attention_mask"))
+    logits, _ = model(ids, mask)
     logits.output("logits")
     return g
 

@@ -16,6 +16,7 @@ import luminal as lm
 from luminal import functional as F
 from luminal.nn.models.bert import BertModel
 from luminal.nn.models.checkpoint import read_checkpoint, widen_to_float32
+from luminal.nn.models.config import sequence_pads
 from luminal.nn.pooling import mean_pool
 from luminal.tensor import Tensor
 
@@ -73,6 +74,8 @@ def sentence_graph(folder: str | Path, max_batch: int = 64, max_seq: int | None 
     g = lm.Graph()
     limit = max_seq or encoder.config.max_position_embeddings
     shape = (lm.sym("batch", max=max_batch), lm.sym("seq", max=limit))
-    ids, mask = g.input("input_ids", shape, lm.int64), g.input("attention_mask", shape, lm.int64)
+    # Padded keys are masked and mean pooling weighs by the mask: padding changes no embedding.
+    pads = sequence_pads({"pad_token_id": encoder.config.pad_token_id})
+    ids, mask = (g.input(n, shape, lm.int64, pad=pads[n]) for n in ("input_ids", "attention_mask"))
     encoder(ids, mask).output("sentence_embedding")
     return g.bind(widen_to_float32(read_checkpoint(folder)))

