@@ -51,6 +51,22 @@ def driver(p: ir.KernelProgram) -> str:
     return "\n".join(lines) + "\n"
 
 
+def kernel_entries(p: ir.KernelProgram) -> str:
+    """`lm_kernel_<name>(P, blocks)` per launch: one kernel launched alone, its arguments (buffers, D, lm_status)
+    the pointers in P, as a CUDA driver launch passes them; what a stand-in for CuPy calls in the tests."""
+    lines = []
+    for launch in launch_plan(p):
+        args = []
+        for j, name in enumerate(launch.buffers):
+            const = "" if j == 0 else "const "
+            args.append(f"({const}{CUDA.storage[p.buffers[name].dtype]}*)P[{j}]")
+        n = len(launch.buffers)
+        args += [f"(const int64_t*)P[{n}]", f"(int*)P[{n + 1}]"]
+        lines.append(f'extern "C" void lm_kernel_{launch.kernel}(void** P, int64_t blocks) '
+                     f"{{ lm_launch({launch.kernel}, blocks, {launch.block}, {', '.join(args)}); }}")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def compiler() -> str:
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
     if not cxx:
@@ -82,7 +98,7 @@ def build_library(source: str) -> Path:
 
 class ShimExecutable(CpuExecutable):
     def build(self, source: str) -> Path:
-        return build_library(source + "\n" + driver(self.program))
+        return build_library(source + "\n" + driver(self.program) + kernel_entries(self.program))
 
 
 class BucketShimExecutable(ShimExecutable):
