@@ -31,17 +31,18 @@ TOLERANCE = {  # (rtol, atol) by dtype: float32 to 1e-5, lower precisions to the
     "bfloat16": (1e-2, 1e-2),
 }
 REDUCTION_RTOL = 1e-4
-# "cpu", "h100-shim" or "h100" (a real GPU through the CUDA runtime): run compiled programs
+# "cpu", "h100-shim", "h100-shim-buckets" (grids and arena of the dims' shape bucket, as a CUDA graph launches)
+# or "h100" (a real GPU through the CUDA runtime): run compiled programs
 TARGET = os.environ.get("LUMINAL_OPCHECK_TARGET", "reference")
-COMPILED = TARGET in ("cpu", "h100-shim", "h100")
+COMPILED = TARGET in ("cpu", "h100-shim", "h100-shim-buckets", "h100")
 
 
 def run_compiled(g: lm.Graph, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """`g` compiled for the opcheck target and run on `feed`."""
-    if TARGET == "h100-shim":
+    if TARGET.startswith("h100-shim"):
         from luminal.runtime.cuda.shim import ShimRuntime
 
-        return ShimRuntime().load(lm.compile(g, target="h100")).run(feed)
+        return ShimRuntime(buckets=TARGET.endswith("buckets")).load(lm.compile(g, target="h100")).run(feed)
     return lm.compile(g, target=TARGET).run(feed)  # h100: RuntimeUnavailable where CuPy sees no device
 
 

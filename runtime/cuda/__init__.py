@@ -14,12 +14,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from luminal.runtime.cuda import nvrtc
 from luminal.runtime.reference import ExecutionError
 from luminal.runtime.registry import RuntimeUnavailable
 
 
 def missing() -> str | None:
-    """What this machine lacks to run CUDA programs, or None when CuPy sees a device."""
+    """What this machine lacks to run CUDA programs (CuPy, a device, NVRTC), or None when it has all three."""
     if importlib.util.find_spec("cupy") is None:
         return "CuPy is not installed (pip install 'luminal[cuda]': cupy-cuda13x and NVRTC, or luminal[cuda12])"
     try:
@@ -28,7 +29,13 @@ def missing() -> str | None:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # no driver, no libcuda: CuPy raises its own error types
         return f"no CUDA device: CuPy could not reach the driver ({type(e).__name__}: {e})"
-    return None if count > 0 else "no CUDA device: CuPy found none"
+    if count == 0:
+        return "no CUDA device: CuPy found none"
+    try:  # programs are compiled here, for this device's architecture
+        nvrtc.library()
+    except nvrtc.NvrtcError as e:
+        return str(e)
+    return None
 
 
 class CudaRuntime:

@@ -86,7 +86,9 @@ class CudaExecutable:
     def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None, *,
             device_outputs: bool = False, graph: bool | None = None) -> dict[str, Any]:  # fmt: skip
         """Outputs by name: numpy arrays, or CuPy arrays (DLPack: `torch.from_dlpack` takes them) when
-        device_outputs=True. Inputs may be numpy arrays or any DLPack arrays, device ones read in place."""
+        device_outputs=True, bfloat16 ones as their uint16 bits (CuPy has no bfloat16: `.view(torch.bfloat16)`).
+        Inputs may be numpy arrays or any DLPack arrays, device ones read in place. `graph` overrides the
+        load's choice between one CUDA graph launch and kernel-by-kernel launches for this run."""
         cp, stream = self.cp, self.stream
         use_graph = self.graphs if graph is None else graph
         with self.lock, self.device, stream:

@@ -1,6 +1,9 @@
 """What the CUDA runtime decides without a device: where each buffer of a bucket lives, which launches run at
 which grids, and how inputs split into host and device arrays."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -62,3 +65,10 @@ def test_inputs_split_into_host_and_device_arrays():
     assert set(host) == {"a", "t", "l"} and set(device) == {"d"}
     assert np.shares_memory(host["t"], cpu_tensor.numpy())  # a CPU tensor is read in place
     assert shapes["d"].shape == (3, 4) and shapes["d"].dtype == np.float32 and shapes["d"].base.nbytes == 4
+
+
+def test_importing_the_runtime_imports_no_cupy():
+    """Checked in a fresh interpreter (meaningful where CuPy is installed: it is imported only by a load)."""
+    code = "import sys, luminal.runtime.cuda.executable, luminal.runtime.cuda.shim; assert 'cupy' not in sys.modules"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
