@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test test-compiled test-cuda-shim run quickstart lint format bench bench-gpu gpu-wheels clean
+.PHONY: test test-compiled test-cuda-shim test-cuda run quickstart lint format bench bench-gpu gpu-wheels clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -31,6 +31,14 @@ test-compiled: $(STAMP)
 # generated CUDA means, checked without a GPU. Not part of `make test`: every block's threads are real threads.
 test-cuda-shim: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=h100-shim $(PY) -m pytest -q -n 2 tests/ops
+
+# On a machine with an NVIDIA GPU: the CUDA runtime's device tests, then the op suite compiled for h100 and run on
+# the GPU, against the same torch results. Not part of `make test` (it needs CuPy and a device; without them the
+# device tests skip and the op suite stops at RuntimeUnavailable).
+test-cuda: $(STAMP)
+	$(PY) -m pip install -q -e ".[cuda]"
+	LUMINAL_CACHE_DIR=.cache $(PY) -m pytest -q tests/runtime/cuda tests/compiler/cuda/test_target.py
+	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=h100 $(PY) -m pytest -q -n 2 tests/ops
 
 run: $(STAMP)
 	$(PY) examples/platform_demo.py

@@ -124,6 +124,12 @@ class CpuExecutable:
         """The shared library holding `lm_run` and `lm_prepare` (the CUDA host shim builds its own)."""
         return build_library(source)
 
+    def call(self, table, env: dict[str, int]) -> int:
+        """One forward pass: `lm_run(table, D)` with the dims block D at `env`; nonzero when an index was out of
+        range (the CUDA host shim also passes the dims its grids are sized for)."""
+        dims_array = (ctypes.c_int64 * max(len(self.symbols), 1))(*[env[s] for s in self.symbols])
+        return self.entry(table, dims_array)
+
     def _arena(self, env: dict[str, int]) -> dict[str, np.ndarray]:
         key = tuple(env[s] for s in self.symbols)
         arena = self.arenas.get(key)
@@ -153,8 +159,7 @@ class CpuExecutable:
             a = np.ascontiguousarray(arrays[label]).view(_np_storage(self.program.buffers[buf].dtype))
             bound[buf] = a if a.size else np.zeros(1, a.dtype)  # an empty input still needs a valid pointer
             table[self.slots[buf]] = bound[buf].ctypes.data
-        dims_array = (ctypes.c_int64 * max(len(self.symbols), 1))(*[env[s] for s in self.symbols])
-        if self.entry(table, dims_array):
+        if self.call(table, env):
             raise IndexError("a gather or scatter index was out of range")
         out = {}
         for label, (buf, shape) in self.program.outputs.items():

@@ -9,7 +9,8 @@ name passed to `check` across the suite.
 
 With LUMINAL_OPCHECK_TARGET=cpu every variant runs through `lm.compile(g, target="cpu")` (generated C)
 instead of the reference interpreter, against the same torch results and tolerances; with h100-shim, through
-`lm.compile(g, target="h100")`, the generated CUDA run on the CPU by the host shim (runtime/cuda/shim.py).
+`lm.compile(g, target="h100")`, the generated CUDA run on the CPU by the host shim (runtime/cuda/shim.py); with
+h100, the same program run on a real GPU by the CUDA runtime (runtime/cuda/: needs CuPy and a device).
 """
 
 from __future__ import annotations
@@ -30,17 +31,19 @@ TOLERANCE = {  # (rtol, atol) by dtype: float32 to 1e-5, lower precisions to the
     "bfloat16": (1e-2, 1e-2),
 }
 REDUCTION_RTOL = 1e-4
-TARGET = os.environ.get("LUMINAL_OPCHECK_TARGET", "reference")  # "cpu" or "h100-shim": run compiled programs
-COMPILED = TARGET in ("cpu", "h100-shim")
+# "cpu", "h100-shim", "h100-shim-buckets" (grids and arena of the dims' shape bucket, as a CUDA graph launches)
+# or "h100" (a real GPU through the CUDA runtime): run compiled programs
+TARGET = os.environ.get("LUMINAL_OPCHECK_TARGET", "reference")
+COMPILED = TARGET in ("cpu", "h100-shim", "h100-shim-buckets", "h100")
 
 
 def run_compiled(g: lm.Graph, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """`g` compiled for the opcheck target and run on `feed`."""
-    if TARGET == "h100-shim":
+    if TARGET.startswith("h100-shim"):
         from luminal.runtime.cuda.shim import ShimRuntime
 
-        return ShimRuntime().load(lm.compile(g, target="h100")).run(feed)
-    return lm.compile(g, target="cpu").run(feed)
+        return ShimRuntime(buckets=TARGET.endswith("buckets")).load(lm.compile(g, target="h100")).run(feed)
+    return lm.compile(g, target=TARGET).run(feed)  # h100: RuntimeUnavailable where CuPy sees no device
 
 
 def _random(shape: Sequence[int], dtype: str, low: float, high: float, rng: np.random.Generator) -> np.ndarray:

@@ -2,7 +2,11 @@
 
 Every kernel opens the same way (`head`): its pointers in launch order, `_q0` the output, then the program's
 symbols read from the dims block D, and a local error flag that gathers set and the kernel's last line
-reports. Kernels never return early: a thread past the end still reaches every fold and barrier its group runs.
+reports. A grid may be larger than the dims in D need: a CUDA graph captured for a shape bucket launches every
+kernel with the grid of the bucket's largest dims (runtime/cuda/). So a kernel whose grid depends on a symbol
+first returns from every block past the grid at the live dims; that exit is the whole block's, so no barrier is
+left waiting. Past that line kernels never return early: a thread past the end still reaches every fold and
+barrier its group runs.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ def head(launch: Launch, buffers: dict[str, ir.Buffer], symbols: list[str]) -> l
     bounds = f"__launch_bounds__({launch.block}, {MIN_BLOCKS})"
     lines = [f"{CUDA.kernel} {bounds} {launch.kernel}({', '.join(params)}) {{"]
     lines += [f"  const int64_t {s} = D[{j}]; (void){s};" for j, s in enumerate(symbols)]
+    if not launch.grid.is_const:  # a bucket's grid: blocks past the live dims' grid have nothing to do
+        lines.append(f"  if ({CUDA.block_index} >= {launch.grid.render_c()}) return;")
     return lines + ["  int lm_err = 0;"]
 
 

@@ -1,8 +1,10 @@
-"""The CUDA runtime: runs programs compiled for a CUDA target (h100, h200, a100, l4, t4).
+"""The CUDA runtime: runs programs compiled for a CUDA target (h100, h200, a100, l4, t4) through CuPy.
 
-CuPy is imported lazily, so this module imports everywhere. Until the CuPy runtime lands (NVRTC modules cached by
-source hash, one device arena, CUDA-graph capture), loading a program says plainly what this machine lacks; the
-generated CUDA is checked on the CPU through the host shim (runtime/cuda/host_shim/, runtime/cuda/shim.py).
+`CudaRuntime().load(program)` compiles the program's CUDA source with NVRTC for the device's architecture (cached
+on disk), uploads the weights once and returns a CudaExecutable (runtime/cuda/executable.py) that issues each
+forward pass as one CUDA graph launch per shape bucket. CuPy is imported only when a program is loaded, so this
+package imports everywhere; where CuPy or a device is missing, loading raises RuntimeUnavailable naming what is.
+The generated CUDA is also checked on the CPU through the host shim (runtime/cuda/host_shim/, shim.py).
 """
 
 from __future__ import annotations
@@ -12,33 +14,48 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from luminal.runtime.cuda import nvrtc
+from luminal.runtime.reference import ExecutionError
 from luminal.runtime.registry import RuntimeUnavailable
 
 
 def missing() -> str | None:
-    """What this machine lacks to run CUDA programs, or None when CuPy sees a device."""
+    """What this machine lacks to run CUDA programs (CuPy, a device, NVRTC), or None when it has all three."""
     if importlib.util.find_spec("cupy") is None:
-        return "CuPy is not installed (pip install cupy-cuda12x or cupy-cuda13x, as the driver's CUDA allows)"
+        return "CuPy is not installed (pip install 'luminal[cuda]': cupy-cuda13x and NVRTC, or luminal[cuda12])"
     try:
         import cupy
 
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # no driver, no libcuda: CuPy raises its own error types
         return f"no CUDA device: CuPy could not reach the driver ({type(e).__name__}: {e})"
-    return None if count > 0 else "no CUDA device: CuPy found none"
+    if count == 0:
+        return "no CUDA device: CuPy found none"
+    try:  # programs are compiled here, for this device's architecture
+        nvrtc.library()
+    except nvrtc.NvrtcError as e:
+        return str(e)
+    return None
 
 
 class CudaRuntime:
-    """`CudaRuntime().load(program)`: raises RuntimeUnavailable naming what is missing."""
+    """`CudaRuntime().load(program, weights=None, graphs=True) -> CudaExecutable`, or RuntimeUnavailable."""
 
     name = "cuda"
 
-    def load(self, program: Any, weights: Mapping[str, np.ndarray] | None = None):
+    def load(self, program: Any, weights: Mapping[str, np.ndarray] | None = None, *, graphs: bool = True):
+        """`graphs=False` launches every kernel one by one instead of one captured graph per shape bucket (the
+        default for `run`; each run can still choose with `run(..., graph=...)`)."""
         reason = missing()
-        target = getattr(program, "target", "cuda")
         if reason is not None:
-            raise RuntimeUnavailable(f"cannot run the {target} program here: {reason}")
-        raise RuntimeUnavailable(
-            f"cannot run the {target} program here: the CuPy runtime (NVRTC modules, device arena, CUDA graphs) "
-            "is not built yet; its CUDA source is in program.source"
-        )
+            raise RuntimeUnavailable(f"cannot run the {getattr(program, 'target', 'cuda')} program here: {reason}")
+        import cupy
+
+        from luminal.runtime.cuda.executable import CudaExecutable
+
+        graph = program.graph
+        weights = graph.weight_data if weights is None else weights
+        unbound = [w for w in graph.weights if w not in weights]
+        if unbound:
+            raise ExecutionError(f"weight(s) {unbound[:8]} are not bound")
+        return CudaExecutable(cupy, graph, program.kernels, program.source, weights, graphs=graphs)

@@ -9,6 +9,7 @@ same buffer table, arena and I/O (runtime/cpu.py), so a shim executable runs exa
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import shutil
@@ -16,11 +17,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from luminal.compiler import ir
 from luminal.compiler.cuda.program import launch_plan
 from luminal.compiler.dialects import CUDA
 from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
+from luminal.runtime.cuda import buckets
 
 SHIM = Path(__file__).resolve().parent / "host_shim"
 # -ffp-contract=off: as --fmad=false on the GPU, every op rounds as the reference does (fmaf stays an FMA).
@@ -28,11 +32,13 @@ FLAGS = ["-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-fwrapv", "-ffp-c
 
 
 def driver(p: ir.KernelProgram) -> str:
-    """`lm_run(B, D)`: every launch of the plan, its pointers read from the buffer table by slot."""
+    """`lm_run_grid(B, D, G)`: every launch of the plan, its pointers read from the buffer table by slot, its
+    block count evaluated at the dims G while the kernels read the dims D (a CUDA graph captured for a shape
+    bucket launches so); `lm_run(B, D)` is the exact launch, G = D."""
     slots = {name: k for k, name in enumerate(sorted(p.buffers))}
     symbols = sorted(p.symbols)
-    lines = ['extern "C" int lm_run(void** B, const int64_t* D) {', "  int lm_status = 0;"]
-    lines += [f"  const int64_t {s} = D[{j}]; (void){s};" for j, s in enumerate(symbols)]
+    lines = ['extern "C" int lm_run_grid(void** B, const int64_t* D, const int64_t* G) {', "  int lm_status = 0;"]
+    lines += [f"  const int64_t {s} = G[{j}]; (void){s};" for j, s in enumerate(symbols)]
     for launch in launch_plan(p):
         args = []
         for j, name in enumerate(launch.buffers):
@@ -41,6 +47,23 @@ def driver(p: ir.KernelProgram) -> str:
         call = f"lm_launch({launch.kernel}, lm_blocks, {launch.block}, {', '.join(args)}, D, &lm_status);"
         lines.append(f"  {{ const int64_t lm_blocks = {launch.grid.render_c()}; if (lm_blocks > 0) {call} }}")
     lines += ["  return lm_status;", "}", 'extern "C" int lm_prepare(void**, const int64_t*) { return 0; }']
+    lines += ['extern "C" int lm_run(void** B, const int64_t* D) { return lm_run_grid(B, D, D); }']
+    return "\n".join(lines) + "\n"
+
+
+def kernel_entries(p: ir.KernelProgram) -> str:
+    """`lm_kernel_<name>(P, blocks)` per launch: one kernel launched alone, its arguments (buffers, D, lm_status)
+    the pointers in P, as a CUDA driver launch passes them; what a stand-in for CuPy calls in the tests."""
+    lines = []
+    for launch in launch_plan(p):
+        args = []
+        for j, name in enumerate(launch.buffers):
+            const = "" if j == 0 else "const "
+            args.append(f"({const}{CUDA.storage[p.buffers[name].dtype]}*)P[{j}]")
+        n = len(launch.buffers)
+        args += [f"(const int64_t*)P[{n}]", f"(int*)P[{n + 1}]"]
+        lines.append(f'extern "C" void lm_kernel_{launch.kernel}(void** P, int64_t blocks) '
+                     f"{{ lm_launch({launch.kernel}, blocks, {launch.block}, {', '.join(args)}); }}")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -75,11 +98,33 @@ def build_library(source: str) -> Path:
 
 class ShimExecutable(CpuExecutable):
     def build(self, source: str) -> Path:
-        return build_library(source + "\n" + driver(self.program))
+        return build_library(source + "\n" + driver(self.program) + kernel_entries(self.program))
+
+
+class BucketShimExecutable(ShimExecutable):
+    """Runs as a CUDA graph captured for a shape bucket would: every grid and the arena sized for the bucket of
+    the live dims (runtime/cuda/buckets.py), the live dims in D. What it computes must not depend on that."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.grid_entry = self.library.lm_run_grid
+        self.grid_entry.argtypes = [*self.entry.argtypes, ctypes.POINTER(ctypes.c_int64)]
+        self.grid_entry.restype = ctypes.c_int
+
+    def _arena(self, env: dict[str, int]) -> dict[str, np.ndarray]:
+        return super()._arena(buckets.bucket(env, self.program.symbols))
+
+    def call(self, table, env: dict[str, int]) -> int:
+        grid = buckets.bucket(env, self.program.symbols)
+        live, sized = ((ctypes.c_int64 * max(len(self.symbols), 1))(*[e[s] for s in self.symbols]) for e in (env, grid))
+        return self.grid_entry(table, live, sized)
 
 
 class ShimRuntime(CpuRuntime):
-    """`ShimRuntime().load(program)`: a program compiled for a CUDA target, run on the CPU through the shim."""
+    """`ShimRuntime().load(program)`: a program compiled for a CUDA target, run on the CPU through the shim;
+    `ShimRuntime(buckets=True)` launches as the CUDA runtime's graphs do, at the bucket's grids."""
 
     name = "cuda-shim"
-    executable = ShimExecutable
+
+    def __init__(self, buckets: bool = False):
+        self.executable = BucketShimExecutable if buckets else ShimExecutable

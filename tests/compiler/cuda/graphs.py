@@ -134,3 +134,26 @@ CASES: dict[str, Callable[[], Case]] = {
     for f in (elementwise, reductions, matmul, gemv, softmax_layernorm, attention, gather_scatter, where_casts, mlp)
 }
 MODELS: dict[str, Callable[[], Case]] = {"mlp": mlp, "encoder_block": encoder_block, "gpt2": gpt2}
+
+
+def every_kind_symbolic(n: int) -> Case:
+    """Every kernel kind with its grid depending on one symbol `n` (max 40), fed at n: what a CUDA graph captured
+    for a shape bucket launches with a larger grid than the live dims need (runtime/cuda/buckets.py)."""
+    g, rng, sym = lm.Graph(), np.random.default_rng(12 + n), lm.sym("n", max=40)
+    x, long = g.input("x", (sym, 33)), g.input("long", (sym, 300))
+    F.gelu(x * 2.0 + 1.0).output("elementwise")
+    long.sum(-1).output("warp_sum")
+    F.softmax(long, dim=-1).output("row_softmax")
+    a, b = g.input("a", (sym, 70, 40)), g.weight("b", (40, 90))
+    F.relu(a @ b).output("gemm")
+    q, k, v = (g.input(name, (1, 2, sym, 16)) for name in "qkv")
+    F.scaled_dot_product_attention(q, k, v, is_causal=True).output("attention")
+    table, ids = g.input("table", (20, 8)), g.input("ids", (sym,), dtype=lm.int32)
+    F.embedding(ids, table).output("gather")
+    cache, pos, new = g.input("cache", (48, 8)), g.input("pos", (sym,), dtype=lm.int64), g.input("new", (sym, 8))
+    F.index_put(cache, (pos,), new).output("scatter")
+    feed = {"x": _floats(rng, n, 33), "long": _floats(rng, n, 300), "a": _floats(rng, n, 70, 40)}
+    feed |= {name: _floats(rng, 1, 2, n, 16) for name in "qkv"}
+    feed |= {"table": _floats(rng, 20, 8), "ids": rng.integers(0, 20, n).astype(np.int32)}
+    feed |= {"cache": _floats(rng, 48, 8), "pos": rng.permutation(48)[:n].astype(np.int64), "new": _floats(rng, n, 8)}
+    return bind_random(g), feed

@@ -9,20 +9,15 @@ import pytest
 
 import luminal as lm
 from luminal.runtime.cuda.shim import ShimRuntime
+from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import CASES, MODELS
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
-TOLERANCE = {"float32": (2e-5, 2e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2)}
 
 
 def check(g: lm.Graph, feed: dict) -> None:
     program = lm.compile(g, "h100", cache=False)
-    got, want = ShimRuntime().load(program).run(feed), lm.run(g, feed)
-    assert got.keys() == want.keys()
-    for name, expected in want.items():
-        assert got[name].dtype == expected.dtype and got[name].shape == expected.shape, name
-        rtol, atol = TOLERANCE.get(expected.dtype.name, (0, 0))
-        np.testing.assert_allclose(got[name].astype(np.float64), expected.astype(np.float64), rtol, atol, err_msg=name)
+    assert_matches(ShimRuntime().load(program).run(feed), lm.run(g, feed))
 
 
 @pytest.mark.parametrize("case", [*CASES, *(m for m in MODELS if m not in CASES)])

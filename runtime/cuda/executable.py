@@ -1,0 +1,149 @@
+"""A program loaded on a CUDA device through CuPy: one CUBIN, resident weights, one arena per shape bucket, and a
+whole forward pass issued as one CUDA graph launch.
+
+Load: the source compiled once by NVRTC for this device's architecture (cached on disk, runtime/cuda/nvrtc.py),
+the CUBIN loaded as one module, each launch's function looked up by name, the weights uploaded once.
+Run: the symbols bound from the inputs' shapes; the dims rounded up to their bucket (runtime/cuda/buckets.py);
+on the bucket's first run its arena is allocated and, with graph=True, the whole launch plan is captured on a
+non-default stream at the bucket's grids; every run then copies the live dims into D and the inputs into their
+slots and launches the graph. A kernel returns from the blocks the live dims do not need, so one capture serves
+every dims of its bucket. With graph=False the kernels are launched one by one at the live dims' grids (for
+debugging, and as the anchor the graph launch is measured against). The status flag is read after the run: a
+gather or scatter index out of range raises IndexError, as on the CPU.
+
+CuPy is passed in (`cp`), never imported here at module import.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping
+
+import numpy as np
+
+from luminal import dtypes as dt
+from luminal.compiler import ir, prepack
+from luminal.compiler.cuda.program import launch_plan
+from luminal.graph import Graph
+from luminal.runtime.cuda import arrays, buckets, nvrtc
+from luminal.runtime.cuda.arena import DeviceArena
+from luminal.runtime.cuda.layout import launches_at
+from luminal.runtime.reference import bind_symbols
+
+
+def storage(d: dt.DType) -> np.dtype:
+    """The dtype a buffer's elements are moved as: bfloat16 as its 16 bits (neither numpy nor CuPy has it)."""
+    return np.dtype(np.uint16) if d == dt.bfloat16 else np.dtype(d.np)
+
+
+def architecture(cp: Any) -> str:
+    """The current device's SM architecture, e.g. "90" for an H100 (a CUBIN is compiled for exactly this)."""
+    return str(cp.cuda.Device().compute_capability)
+
+
+class CudaExecutable:
+    def __init__(self, cp: Any, graph: Graph, program: ir.KernelProgram, source: str,
+                 weights: Mapping[str, Any], *, graphs: bool = True):  # fmt: skip
+        packed = [name for name, b in program.buffers.items() if b.role == prepack.ROLE]
+        if packed:  # the CPU GEMM's weight panels: a CUDA program reads its weights as they are
+            raise ValueError(f"a CUDA program has no packed weight buffers, this one has {packed[:4]}")
+        self.cp, self.graph, self.program, self.graphs = cp, graph, program, graphs
+        self.device = cp.cuda.Device()  # the current device at load: every run goes there
+        self.lock = threading.Lock()  # one run at a time: the arenas, D and the status flag are shared
+        self.symbols = sorted(program.symbols)
+        self.plan = launch_plan(program)
+        self.arch = architecture(cp)
+        self.module = cp.cuda.function.Module()
+        self.module.load(nvrtc.compile_cubin(source, self.arch))
+        self.functions = {launch.kernel: self.module.get_function(launch.kernel) for launch in self.plan}
+        self.stream = cp.cuda.Stream(non_blocking=True)  # graph capture needs a stream other than the legacy one
+        self.weights = {b: self._upload(weights[label], program.buffers[b]) for label, b in program.weights.items()}
+        self.weight_uploads = len(self.weights)  # what the load copied to the device; runs copy no weight again
+        self.dims = cp.zeros(max(len(self.symbols), 1), cp.int64)  # the dims block D every kernel reads
+        self.status = cp.zeros(1, cp.int32)  # lm_status: set to 1 by a kernel that met an index out of range
+        self.arenas: dict[tuple[int, ...], DeviceArena] = {}
+
+    def _upload(self, value: Any, buf: ir.Buffer):
+        """A weight as a resident flat device array of its storage dtype (a device array is used in place)."""
+        cp = self.cp
+        if arrays.on_device(value):
+            array = cp.ascontiguousarray(cp.from_dlpack(value)).ravel()
+        else:
+            array = cp.asarray(np.ascontiguousarray(arrays.host_array(value)).reshape(-1).view(storage(buf.dtype)))
+        if array.size != int(buf.size.evaluate({})) or array.dtype.itemsize != buf.dtype.itemsize:
+            raise ValueError(f"weight {buf.label!r}: {array.size} elements of {array.dtype}, expected "
+                             f"{buf.size} of {buf.dtype.name}")  # fmt: skip
+        return array
+
+    def arena(self, env: Mapping[str, int]) -> DeviceArena:
+        """The arena of the bucket that dims `env` fall in, allocated on first use."""
+        sized = buckets.bucket(env, self.program.symbols)
+        key = buckets.key(sized, self.symbols)
+        if key not in self.arenas:
+            self.arenas[key] = DeviceArena(self.cp, self.program, sized, self.weights, (self.dims, self.status))
+        return self.arenas[key]
+
+    def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None, *,
+            device_outputs: bool = False, graph: bool | None = None) -> dict[str, Any]:  # fmt: skip
+        """Outputs by name: numpy arrays, or CuPy arrays (DLPack: `torch.from_dlpack` takes them) when
+        device_outputs=True, bfloat16 ones as their uint16 bits (CuPy has no bfloat16: `.view(torch.bfloat16)`).
+        Inputs may be numpy arrays or any DLPack arrays, device ones read in place. `graph` overrides the
+        load's choice between one CUDA graph launch and kernel-by-kernel launches for this run."""
+        cp, stream = self.cp, self.stream
+        use_graph = self.graphs if graph is None else graph
+        with self.lock, self.device, stream:
+            host, device, shapes = arrays.split(inputs, cp.from_dlpack)
+            env = bind_symbols(self.graph, shapes, dims)
+            arena = self.arena(env)
+            self.dims.set(np.array([env[s] for s in self.symbols] or [0], np.int64), stream=stream)
+            self._copy_inputs(arena, env, host, device)
+            if use_graph:
+                if arena.graph is None:
+                    arena.graph = self._capture(arena)
+                arena.graph.launch(stream)
+            else:
+                self._issue(arena, env)
+            outputs = self._outputs(arena, env, device_outputs)
+            failed = int(self.status.get(stream=stream)[0])  # waits for the run (and the outputs' copies)
+        if failed:
+            raise IndexError("a gather or scatter index was out of range")
+        return outputs
+
+    def _capture(self, arena: DeviceArena):
+        """The whole plan at the bucket's grids, captured as one CUDA graph (D holds the live dims at each run)."""
+        self.stream.begin_capture()
+        try:
+            self._issue(arena, arena.env)
+        except BaseException:
+            self.stream.end_capture()  # leave the stream usable; the half-captured graph is dropped
+            raise
+        return self.stream.end_capture()
+
+    def _issue(self, arena: DeviceArena, env: Mapping[str, int]) -> None:
+        """The status flag cleared, then every launch of the plan at the grids of dims `env`, on the stream."""
+        self.cp.cuda.runtime.memsetAsync(self.status.data.ptr, 0, self.status.nbytes, self.stream.ptr)
+        for launch, blocks in launches_at(self.plan, env):
+            self.functions[launch.kernel]((blocks,), (launch.block,), arena.arguments(launch), stream=self.stream)
+
+    def _copy_inputs(self, arena: DeviceArena, env, host: dict[str, np.ndarray], device: dict[str, Any]) -> None:
+        for label, buf in self.program.inputs.items():
+            kind = storage(self.program.buffers[buf].dtype)
+            source = host.get(label)
+            if source is not None:
+                flat = np.ascontiguousarray(source).reshape(-1).view(kind)
+                arena.view(buf, flat.size, kind).set(flat, stream=self.stream)
+            else:
+                flat = device[label].reshape(-1).view(kind)
+                arena.view(buf, flat.size, kind)[...] = flat  # a copy kernel on the current stream (ours)
+
+    def _outputs(self, arena: DeviceArena, env: Mapping[str, int], on_device: bool) -> dict[str, Any]:
+        out = {}
+        for label, (buf, shape) in self.program.outputs.items():
+            concrete = tuple(int(d.evaluate(dict(env))) for d in shape)
+            d = self.program.buffers[buf].dtype
+            view = arena.view(buf, int(np.prod(concrete, dtype=np.int64)), storage(d))
+            if on_device:  # a copy: the arena is overwritten by the next run
+                out[label] = view.copy().reshape(concrete)
+            else:
+                out[label] = view.get(stream=self.stream).view(d.np).reshape(concrete)
+        return out

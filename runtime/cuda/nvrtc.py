@@ -1,0 +1,166 @@
+"""NVRTC through ctypes: a program's CUDA source to a CUBIN for one architecture, cached on disk.
+
+No GPU and no CuPy are needed: NVRTC is a plain library (the `nvidia-cuda-nvrtc` wheel ships it, as does any CUDA
+toolkit), so CI compiles every program it tests. A CUBIN (not PTX) is what we keep: SASS for the exact
+architecture loads on any driver of the same CUDA major version, where PTX from a newer NVRTC would need a newer
+driver to JIT it.
+
+The cache key is the sha256 of (source, architecture, NVRTC version, options); entries are written atomically,
+so concurrent workers compiling the same program never read a half-written file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import hashlib
+import os
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+# --fmad=false: every op rounds as the reference interpreter does (the GEMM and attention kernels ask for their
+# FMAs with fmaf); the same flag the nvcc tests compile with (tests/compiler/cuda/nvcc.py).
+OPTIONS = ("--fmad=false", "-std=c++17")
+ELF_MAGIC = b"\x7fELF"
+# The generated source includes the C headers nvcc finds on the host; NVRTC has no host headers, so these two are
+# handed to it in memory. The math functions themselves are NVRTC built-ins.
+HOST_HEADERS = {
+    "math.h": "#pragma once\n#define INFINITY __int_as_float(0x7f800000)\n#define NAN __int_as_float(0x7fffffff)\n",
+    "stdint.h": "#pragma once\n"
+    "typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long long int64_t;\n"
+    "typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;\n"
+    "typedef unsigned long long uint64_t;\n",
+}
+
+
+class NvrtcError(RuntimeError):
+    """NVRTC is missing, or it rejected a source (the message carries NVRTC's log)."""
+
+
+def _candidates() -> list[str]:
+    """Where libnvrtc may be, most specific first: the pip wheel, $CUDA_PATH, the usual toolkit folders."""
+    found = []
+    for root in sys.path:
+        for sub in ("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"):
+            found += sorted(glob.glob(os.path.join(root, sub, "libnvrtc.so*")), reverse=True)
+    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda", "/usr/local/cuda-*"):
+        if root:
+            found += sorted(glob.glob(os.path.join(root, "lib64", "libnvrtc.so*")), reverse=True)
+    name = ctypes.util.find_library("nvrtc")
+    return found + ([name] if name else [])
+
+
+@lru_cache(maxsize=1)
+def library() -> ctypes.CDLL:
+    """The loaded libnvrtc (raises NvrtcError naming where it looked)."""
+    tried = _candidates()
+    for path in tried:
+        if "builtins" in os.path.basename(path):
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+        return lib
+    raise NvrtcError(
+        "libnvrtc not found (pip install 'nvidia-cuda-nvrtc>=13,<14', or set CUDA_PATH to a CUDA toolkit); "
+        f"tried: {tried or 'nothing on sys.path, CUDA_PATH or /usr/local/cuda*'}"
+    )
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        message = library().nvrtcGetErrorString(result).decode()
+        raise NvrtcError(f"{what} failed: {message}")
+
+
+def version() -> tuple[int, int]:
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    _check(library().nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
+    return major.value, minor.value
+
+
+def version_text() -> str:
+    return ".".join(map(str, version()))
+
+
+def _strings(items) -> ctypes.Array:
+    return (ctypes.c_char_p * max(len(items), 1))(*[s.encode() for s in items])
+
+
+def _log(lib: ctypes.CDLL, program: ctypes.c_void_p) -> str:
+    size = ctypes.c_size_t()
+    _check(lib.nvrtcGetProgramLogSize(program, ctypes.byref(size)), "nvrtcGetProgramLogSize")
+    log = ctypes.create_string_buffer(size.value)
+    _check(lib.nvrtcGetProgramLog(program, log), "nvrtcGetProgramLog")
+    return log.value.decode(errors="replace")
+
+
+def compile_uncached(source: str, arch: str, options: tuple[str, ...] = OPTIONS, name: str = "program.cu") -> bytes:
+    """The CUBIN of `source` for `arch` ("90" or "sm_90"); raises NvrtcError with NVRTC's log on an error."""
+    lib = library()
+    program = ctypes.c_void_p()
+    names, texts = list(HOST_HEADERS), list(HOST_HEADERS.values())
+    created = lib.nvrtcCreateProgram(
+        ctypes.byref(program), source.encode(), name.encode(), len(names), _strings(texts), _strings(names)
+    )
+    _check(created, "nvrtcCreateProgram")
+    try:
+        flags = (f"--gpu-architecture=sm_{arch.removeprefix('sm_')}", *options, *include_flags())
+        result = lib.nvrtcCompileProgram(program, len(flags), _strings(flags))
+        if result != 0:
+            status = lib.nvrtcGetErrorString(result).decode()
+            raise NvrtcError(f"NVRTC could not compile {name} for sm_{arch.removeprefix('sm_')} ({status}):\n"
+                             f"{_log(lib, program)[-8000:]}")  # fmt: skip
+        size = ctypes.c_size_t()
+        _check(lib.nvrtcGetCUBINSize(program, ctypes.byref(size)), "nvrtcGetCUBINSize")
+        cubin = ctypes.create_string_buffer(size.value)
+        _check(lib.nvrtcGetCUBIN(program, cubin), "nvrtcGetCUBIN")
+        return cubin.raw
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(program))
+
+
+@lru_cache(maxsize=1)
+def include_flags() -> tuple[str, ...]:
+    """-I flags for the CUDA headers the source includes (cuda_fp16.h, cuda_bf16.h): the headers this NVRTC
+    bundles, extracted once into the cache (NVRTC 13.1+), else a toolkit's include folder where there is one."""
+    lib = library()
+    if hasattr(lib, "nvrtcInstallBundledHeaders"):
+        path = cache_dir().parent / f"nvrtc-headers-{version_text()}"
+        error = ctypes.c_char_p()
+        # flags 0: skip when this version's headers are already there; NVRTC locks against concurrent installs.
+        if lib.nvrtcInstallBundledHeaders(str(path).encode(), 0, ctypes.byref(error)) != 0:
+            raise NvrtcError(f"NVRTC could not extract its bundled headers into {path}: {error.value}")
+        return (f"-I{path}",)
+    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), *sorted(glob.glob("/usr/local/cuda*"))]
+    return tuple(f"-I{r}/include" for r in roots if r and os.path.exists(os.path.join(r, "include", "cuda_fp16.h")))
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("LUMINAL_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "luminal")
+    path = Path(root) / "cuda-cubin"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_path(source: str, arch: str, options: tuple[str, ...] = OPTIONS) -> Path:
+    """Where the CUBIN of (source, arch, this NVRTC, options) lives in the cache."""
+    arch = arch.removeprefix("sm_")
+    key = "\0".join([source, arch, version_text(), *options])
+    return cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.sm_{arch}.cubin"
+
+
+def compile_cubin(source: str, arch: str, options: tuple[str, ...] = OPTIONS) -> bytes:
+    """The CUBIN of `source` for `arch`, compiled once per (source, arch, NVRTC version, options)."""
+    path = cache_path(source, arch, options)
+    if path.exists():
+        return path.read_bytes()
+    cubin = compile_uncached(source, arch, options)
+    staged = path.with_suffix(f".{os.getpid()}.tmp")
+    staged.write_bytes(cubin)
+    os.replace(staged, path)  # atomic: a concurrent compile of the same key writes the same bytes
+    return cubin

@@ -1,0 +1,109 @@
+"""The CUDA runtime's own logic, run on the CPU: CudaExecutable driven through a stand-in for CuPy whose device
+memory is host memory and whose kernels run through the host shim (fake_cupy.py). The CUBIN is NVRTC's real one;
+only its execution is the shim's. What a GPU adds (the real CuPy calls) is tested by test_device.py."""
+
+import ctypes
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+import luminal as lm
+from luminal.runtime import cuda as cuda_runtime
+from luminal.runtime.cuda import shim
+from luminal.runtime.cuda.buckets import bucket
+from luminal.runtime.cuda.executable import CudaExecutable
+from luminal.runtime.cuda.layout import launches_at
+from tests.compiler.cuda.compare import assert_matches
+from tests.compiler.cuda.graphs import CASES, MODELS, every_kind_symbolic
+from tests.runtime.cuda import fake_cupy
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+
+
+def use_shim_for(program) -> None:
+    """Make the fake device run `program`'s kernels (its CUBIN loads; the shim library runs)."""
+    entries = shim.driver(program.kernels) + shim.kernel_entries(program.kernels)
+    fake_cupy.Module.library = ctypes.CDLL(str(shim.build_library(program.source + "\n" + entries)))
+
+
+def load(g: lm.Graph, **options) -> CudaExecutable:
+    program = lm.compile(g, "h100")
+    use_shim_for(program)
+    return CudaExecutable(fake_cupy, program.graph, program.kernels, program.source, g.weight_data, **options)
+
+
+@pytest.mark.parametrize("case", ["where_casts", "gather_scatter", "gpt2"])
+@pytest.mark.parametrize("graph", [True, False], ids=["graph", "launches"])
+def test_matches_the_reference(case, graph):
+    g, feed = {**CASES, **MODELS}[case]()
+    assert_matches(load(g).run(feed, graph=graph), lm.run(g, feed))
+
+
+def test_one_capture_per_bucket_replayed_with_the_live_dims():
+    g, _ = every_kind_symbolic(5)
+    exe = load(g)
+    for n, arenas in ((5, 1), (7, 1), (9, 2), (1, 3), (6, 3)):  # buckets 8, 8, 16, 1, 8
+        _, feed = every_kind_symbolic(n)
+        before = fake_cupy.Function.launched
+        assert_matches(exe.run(feed), lm.run(g, feed))
+        arena = exe.arena({"n": n})
+        assert len(exe.arenas) == arenas and arena.env == bucket({"n": n}, exe.program.symbols)
+        # the graph launched every kernel at the bucket's grids, and nothing else ran
+        assert fake_cupy.Function.launched - before == len(launches_at(exe.plan, arena.env))
+    assert sorted(a.graph.launches for a in exe.arenas.values()) == [1, 1, 3]
+
+
+def test_kernel_by_kernel_launches_use_the_live_grids():
+    g, feed = every_kind_symbolic(5)
+    exe = load(g, graphs=False)
+    before = fake_cupy.Function.launched
+    by_launch = exe.run(feed)
+    assert fake_cupy.Function.launched - before == len(launches_at(exe.plan, {"n": 5}))
+    assert all(a.graph is None for a in exe.arenas.values())
+    by_graph = exe.run(feed, graph=True)
+    for name in by_graph:
+        np.testing.assert_array_equal(by_graph[name], by_launch[name], err_msg=name)
+
+
+def test_device_inputs_and_outputs():
+    g, feed = every_kind_symbolic(6)
+    exe, want = load(g), lm.run(g, feed)
+    got = exe.run({name: fake_cupy.asarray(x) for name, x in feed.items()}, device_outputs=True)
+    assert all(isinstance(v, fake_cupy.ndarray) for v in got.values())
+    first = {name: v.get() for name, v in got.items()}
+    assert_matches(first, want)
+    exe.run(every_kind_symbolic(7)[1])
+    for name in first:  # a returned device array is a copy: the next run does not change it
+        np.testing.assert_array_equal(got[name].get(), first[name])
+
+
+def test_weights_are_uploaded_once():
+    g, feed = CASES["matmul"]()
+    exe = load(g)
+    where = {buf: array.data.ptr for buf, array in exe.weights.items()}
+    exe.run(feed), exe.run(feed, graph=False)
+    assert {buf: array.data.ptr for buf, array in exe.weights.items()} == where
+    assert exe.weight_uploads == len(where) == 2
+
+
+def test_an_index_out_of_range_is_reported_and_cleared():
+    g, feed = CASES["gather_scatter"]()
+    exe = load(g)
+    bad = {**feed, "ids": feed["ids"].copy()}
+    bad["ids"][3] = 20
+    for graph in (True, False):
+        with pytest.raises(IndexError, match="out of range"):
+            exe.run(bad, graph=graph)
+        assert_matches(exe.run(feed, graph=graph), lm.run(g, feed))
+
+
+def test_the_runtime_loads_through_cupy_where_a_device_is_seen(monkeypatch):
+    g, feed = CASES["mlp"]()
+    program = lm.compile(g, "h100")
+    use_shim_for(program)
+    monkeypatch.setattr(cuda_runtime, "missing", lambda: None)
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    assert_matches(program.run(feed), lm.run(g, feed))
+    assert isinstance(program.prepare()._executable, CudaExecutable)
