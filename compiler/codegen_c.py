@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from luminal.compiler import codegen_attention, codegen_gemm, ir, prepack
+from luminal.compiler import codegen_attention, codegen_gemm, integers, ir, prepack
 from luminal.compiler.dialects import C
 from luminal.compiler.render import Emitter
 from luminal.symbolic import Expr, as_expr, c_prelude
@@ -42,9 +42,8 @@ static inline float lm_round_f16(float f) { return (float)(_Float16)f; }
 static inline float lm_round_bf16(float f) { return lm_bf16_load(lm_bf16_store(f)); }
 static inline float lm_maxf(float acc, float v) { return (v > acc || v != v) ? v : acc; }
 static inline float lm_selectf(int c, float a, float b) { return c ? a : b; }
-static inline int64_t lm_selecti(int c, int64_t a, int64_t b) { return c ? a : b; }
-static inline int64_t lm_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
 """
+    + integers.prelude()
 )
 
 

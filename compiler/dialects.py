@@ -11,17 +11,17 @@ round to their type after every op, as the reference interpreter's numpy does.
 from __future__ import annotations
 
 from luminal import dtypes as dt
+from luminal.compiler.integers import CTYPE
 
-COMPUTE = {dt.float32: "float", dt.float16: "float", dt.bfloat16: "float", dt.int32: "int32_t",
-           dt.int64: "int64_t", dt.bool_: "uint8_t"}  # fmt: skip
+# Integers compute and are stored as their own C type (int8_t .. uint64_t); bool as a 0/1 byte.
+COMPUTE = {dt.float32: "float", dt.float16: "float", dt.bfloat16: "float", **CTYPE, dt.bool_: "uint8_t"}  # fmt: skip
 
 
 class CDialect:
     """C11 for the CPU target (gcc/clang, OpenMP)."""
 
     name = "c"
-    storage = {dt.float32: "float", dt.float16: "_Float16", dt.bfloat16: "uint16_t", dt.int32: "int32_t",
-               dt.int64: "int64_t", dt.bool_: "uint8_t"}  # fmt: skip
+    storage = {dt.float32: "float", dt.float16: "_Float16", dt.bfloat16: "uint16_t", **CTYPE, dt.bool_: "uint8_t"}
     restrict = "restrict"
     # OpenMP SIMD pragmas on reductions whose body is one expression; without them a float sum is sequential
     # and accumulates in `serial_sum_type` (double on a CPU, where it costs little).

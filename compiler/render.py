@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import replace
 
 from luminal import dtypes as dt
-from luminal.compiler import hoist, ir
+from luminal.compiler import hoist, integers, ir
 from luminal.compiler.dialects import COMPUTE, C, CDialect
 from luminal.compiler.gemm_plan import Accumulated
 from luminal.symbolic import Expr
@@ -23,7 +23,7 @@ def literal(value: float | int | bool, dtype: dt.DType) -> str:
     if dtype == dt.bool_:
         return "1" if value else "0"
     if dtype.is_int:
-        return f"((int64_t){int(value)}LL)" if dtype == dt.int64 else f"((int32_t){int(value)})"
+        return integers.literal(value, dtype)
     v = float(value)
     if math.isnan(v):
         return "NAN"
@@ -157,25 +157,28 @@ class Emitter:
                 return f"lm_maxf({a}, {b})"
             # A function, not `a > b ? a : b`: the text of nested maxima stays linear, and GCC 12's SLP vectorizer
             # miscompiled the ternary form of a 4-way max of 0/1 values at -O2 (`all` over int32 gave wrong rows).
-            return f"(({COMPUTE[v.dtype]})lm_maxi({a}, {b}))"
+            return integers.maximum(a, b, v.dtype)
         if op == "LessThan":
             return f"((uint8_t)({a} < {b}))"
         if op == "Add":
-            return f"({a} | {b})" if src == dt.bool_ else self.dialect.round(f"({a} + {b})", v.dtype)
+            return f"({a} | {b})" if src == dt.bool_ else self.arithmetic("+", a, b, v.dtype)
         if op == "Mul":
-            return f"({a} & {b})" if src == dt.bool_ else self.dialect.round(f"({a} * {b})", v.dtype)
+            return f"({a} & {b})" if src == dt.bool_ else self.arithmetic("*", a, b, v.dtype)
         if op == "Mod":
             if src.is_float:
                 return self.dialect.round(f"{self.dialect.math['Mod']}({a}, {b})", v.dtype)
-            t = COMPUTE[v.dtype]  # int % 0 is defined as 0 (the reference's choice); % -1 avoids MIN % -1
-            return f"(({b}) == 0 || ({b}) == -1 ? ({t})0 : ({t})(({a}) % ({b})))"
+            return integers.remainder(a, b, v.dtype)
         raise ValueError(f"unknown element-wise op {op}")
+
+    def arithmetic(self, op: str, a: str, b: str, dtype: dt.DType) -> str:
+        """a + b or a * b: half types rounded after the op, narrow integers wrapped to their type."""
+        return integers.wrapping(op, a, b, dtype) if dtype.is_int else self.dialect.round(f"({a} {op} {b})", dtype)
 
     def cast(self, x: str, src: dt.DType, dst: dt.DType) -> str:
         if dst == dt.bool_:
             return f"((uint8_t)(({x}) != 0))"
         if dst.is_int and src.is_float:
-            return f"(({COMPUTE[dst]}){self.dialect.math['Trunc']}({x}))"
+            return integers.from_float(x, dst)
         if dst.is_float:
             return self.dialect.round(f"((float)({x}))", dst)
         return f"(({COMPUTE[dst]})({x}))"
@@ -200,7 +203,7 @@ class Emitter:
         elif v.dtype.is_float:
             init = "-INFINITY"
         else:
-            init = "INT32_MIN" if v.dtype == dt.int32 else "INT64_MIN"
+            init = integers.literal(v.dtype.min, v.dtype)
         decl_at = len(self.lines)
         self.stmt(f"{acc_type} {acc} = {init};")
         loop_at = len(self.lines)

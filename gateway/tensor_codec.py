@@ -18,18 +18,24 @@ import numpy as np
 
 from luminal.gateway.json_floats import NON_FINITE, float_values, strict_dumps, tensor_values
 
-# Our graph dtypes by their OIP names (BYTES and unsigned types have no luminal dtype, so a model never takes
-# them). Binary data is little-endian, row-major, as the extension defines.
+# Our graph dtypes by their OIP names (BYTES has no luminal dtype, so a model never takes it). Binary data is
+# little-endian, row-major, as the extension defines.
 DATATYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype(np.bool_),
+    "INT8": np.dtype("i1"),
+    "INT16": np.dtype("<i2"),
     "INT32": np.dtype("<i4"),
     "INT64": np.dtype("<i8"),
+    "UINT8": np.dtype("u1"),
+    "UINT16": np.dtype("<u2"),
+    "UINT32": np.dtype("<u4"),
+    "UINT64": np.dtype("<u8"),
     "FP16": np.dtype("<f2"),
     "BF16": np.dtype(ml_dtypes.bfloat16),
     "FP32": np.dtype("<f4"),
 }
-BY_LUMINAL_NAME = {"bool": "BOOL", "int32": "INT32", "int64": "INT64", "float16": "FP16", "bfloat16": "BF16"}
-BY_LUMINAL_NAME["float32"] = "FP32"
+BY_LUMINAL_NAME = {"bool": "BOOL", "float16": "FP16", "bfloat16": "BF16", "float32": "FP32"}
+BY_LUMINAL_NAME |= {name.lower(): name for name in DATATYPES if "INT" in name}  # int8 -> INT8 .. uint64 -> UINT64
 FLOAT_DATATYPES = {"FP16", "BF16", "FP32"}  # the ones whose JSON data may hold "NaN", "Infinity", "-Infinity"
 MAX_RANK = 32  # far above any model's rank; stops a shape list of a million entries early
 # A request id is echoed in the answer and stored with a prediction: a correlation token, not a payload.
@@ -126,7 +132,7 @@ def _checked_elements(flat: list[Any], datatype: str, name: str) -> list[Any]:
     """The values as numpy can take them: floats may be the strings "NaN", "Infinity", "-Infinity"."""
     if datatype == "BOOL":
         ok = all(isinstance(v, bool) for v in flat)
-    elif datatype.startswith("INT"):
+    elif datatype.startswith(("INT", "UINT")):
         ok = all(isinstance(v, int) and not isinstance(v, bool) for v in flat)
         if not ok and any(_non_finite(v) for v in flat):
             raise TensorError(f"input {name!r}: {datatype} data holds NaN or infinity, which only float tensors take")

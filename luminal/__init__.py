@@ -16,7 +16,22 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal import dtypes, ops
-from luminal.dtypes import DType, DTypeError, bfloat16, bool_, float16, float32, int32, int64
+from luminal.dtypes import (
+    DType,
+    DTypeError,
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from luminal.graph import Graph, GraphError
 from luminal.graph_file import GraphFileError
 from luminal.symbolic import Expr, SymbolicError, smax, smin, sym
@@ -100,6 +115,8 @@ __all__ = [
     "float16",
     "float32",
     "functional",
+    "int8",
+    "int16",
     "int32",
     "int64",
     "load",
@@ -109,4 +126,8 @@ __all__ = [
     "smax",
     "smin",
     "sym",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
 ]

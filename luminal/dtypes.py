@@ -1,4 +1,9 @@
-"""Element types and PyTorch's type-promotion rules."""
+"""Element types and PyTorch's type-promotion rules.
+
+Integers follow torch 2.13: bool < uint8/int8 < int16 < int32 < int64, and uint8 with a signed type gives the
+smallest signed type holding both (uint8 + int8 = int16). uint16, uint32 and uint64 are torch's "limited" types:
+torch.promote_types refuses to mix them with any other integer or bool, and so does `promote` (cast first).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ class DType:
     np: np.dtype
     category: int  # 0 bool, 1 integer, 2 floating: promotion never goes down a category
     bits: int
+    signed: bool = True  # integers only: False for uint8..uint64
 
     @property
     def is_float(self) -> bool:
@@ -24,6 +30,25 @@ class DType:
         return self.category == 1
 
     @property
+    def is_unsigned(self) -> bool:
+        return self.category == 1 and not self.signed
+
+    @property
+    def min(self) -> int:
+        """The smallest value of an integer type."""
+        return -(2 ** (self.bits - 1)) if self.signed else 0
+
+    @property
+    def max(self) -> int:
+        """The largest value of an integer type."""
+        return 2 ** (self.bits - 1) - 1 if self.signed else 2**self.bits - 1
+
+    def wrap(self, value: int) -> int:
+        """An integer brought into this integer type's range modulo 2^bits, as C and torch convert integers."""
+        v = value % 2**self.bits
+        return v - 2**self.bits if self.signed and v > self.max else v
+
+    @property
     def itemsize(self) -> int:
         return self.bits // 8 if self.bits >= 8 else 1
 
@@ -32,15 +57,25 @@ class DType:
 
 
 bool_ = DType("bool", np.dtype(np.bool_), 0, 8)
+int8 = DType("int8", np.dtype(np.int8), 1, 8)
+int16 = DType("int16", np.dtype(np.int16), 1, 16)
 int32 = DType("int32", np.dtype(np.int32), 1, 32)
 int64 = DType("int64", np.dtype(np.int64), 1, 64)
+uint8 = DType("uint8", np.dtype(np.uint8), 1, 8, signed=False)
+uint16 = DType("uint16", np.dtype(np.uint16), 1, 16, signed=False)
+uint32 = DType("uint32", np.dtype(np.uint32), 1, 32, signed=False)
+uint64 = DType("uint64", np.dtype(np.uint64), 1, 64, signed=False)
 float16 = DType("float16", np.dtype(np.float16), 2, 16)
 bfloat16 = DType("bfloat16", np.dtype(ml_dtypes.bfloat16), 2, 16)
 float32 = DType("float32", np.dtype(np.float32), 2, 32)
 
-ALL = (bool_, int32, int64, float16, bfloat16, float32)
+INTEGERS = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+ALL = (bool_, *INTEGERS, float16, bfloat16, float32)
+# torch's limited unsigned types: they promote only with themselves and floating types (torch.promote_types)
+LIMITED = (uint16, uint32, uint64)
 BY_NAME = {d.name: d for d in ALL}
-_ALIASES = {"float": float32, "half": float16, "long": int64, "int": int32, "bool_": bool_, "fp32": float32}
+_ALIASES = {"float": float32, "half": float16, "long": int64, "int": int32, "bool_": bool_, "fp32": float32,
+            "short": int16, "char": int8, "byte": uint8}  # fmt: skip
 
 
 class DTypeError(TypeError):
@@ -80,11 +115,23 @@ def promote(a: DType, b: DType) -> DType:
     """The result type of a binary op on two tensors (torch.promote_types)."""
     if a == b:
         return a
+    if a.is_float or b.is_float:
+        if {a, b} == {float16, bfloat16}:
+            return float32  # neither half type holds the other's values
+        if a.category != b.category:
+            return a if a.is_float else b
+        return a if a.bits >= b.bits else b
+    if a in LIMITED or b in LIMITED:
+        raise DTypeError(
+            f"cannot promote {a.name} with {b.name}: torch supports no promotion for uint16, uint32 and uint64 "
+            "except with themselves and floating types; cast one operand first"
+        )
     if a.category != b.category:
         return a if a.category > b.category else b
-    if {a, b} == {float16, bfloat16}:
-        return float32  # neither half type holds the other's values
-    return a if a.bits >= b.bits else b
+    if a.signed == b.signed:
+        return a if a.bits >= b.bits else b
+    unsigned, signed = (a, b) if b.signed else (b, a)
+    return signed if signed.bits > unsigned.bits else int16  # uint8 with int8: the smallest type holding both
 
 
 def promote_tensors(a: DType, a_ndim: int, b: DType, b_ndim: int) -> DType:
@@ -92,7 +139,7 @@ def promote_tensors(a: DType, a_ndim: int, b: DType, b_ndim: int) -> DType:
     if (a_ndim == 0) == (b_ndim == 0):
         return promote(a, b)
     zero, full = (a, b) if a_ndim == 0 else (b, a)
-    return zero if zero.category > full.category else full
+    return promote(zero, full) if zero.category > full.category else full  # torch refuses bool with uint16 here too
 
 
 def promote_scalar(t: DType, scalar: object) -> DType:

@@ -161,7 +161,7 @@ class Graph:
     def constant(self, value: float | int | bool, dtype: Any = None) -> Tensor:
         """A scalar tensor (shape ()); expand it to use it as a full tensor."""
         d = dt.dtype_of(dtype) if dtype is not None else dt.dtype_of(type(value))
-        v = bool(value) if d == dt.bool_ else int(value) if d.is_int else float(value)
+        v = bool(value) if d == dt.bool_ else d.wrap(int(value)) if d.is_int else float(value)  # 300 as uint8: 44
         return self._tensor(self.add(ops.Constant(v, d)))
 
     def mark_output(self, name: str, t: Tensor) -> None:

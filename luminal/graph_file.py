@@ -64,8 +64,14 @@ _ST_NAMES = {
     dt.float32: "F32",
     dt.float16: "F16",
     dt.bfloat16: "BF16",
+    dt.int8: "I8",
+    dt.int16: "I16",
     dt.int32: "I32",
     dt.int64: "I64",
+    dt.uint8: "U8",
+    dt.uint16: "U16",
+    dt.uint32: "U32",
+    dt.uint64: "U64",
     dt.bool_: "BOOL",
 }
 _ST_DTYPES = {v: k for k, v in _ST_NAMES.items()}

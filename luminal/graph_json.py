@@ -374,7 +374,7 @@ def _constant(value: Any, dtype: DType) -> ops.Constant:
     if dtype == dt.bool_:
         ok = isinstance(value, bool)
     elif dtype.is_int:
-        ok = type(value) is int and -(2**63) <= value < 2**63
+        ok = type(value) is int and dtype.min <= value <= dtype.max
     elif isinstance(value, str):
         ok = value in _NON_FINITE
         value = float(value) if ok else value

@@ -49,8 +49,12 @@ def run_compiled(g: lm.Graph, feed: dict[str, np.ndarray]) -> dict[str, np.ndarr
 def _random(shape: Sequence[int], dtype: str, low: float, high: float, rng: np.random.Generator) -> np.ndarray:
     if dtype == "bool":
         return rng.random(shape) < 0.5
-    if dtype in ("int32", "int64"):
-        return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
+    if dtype.startswith(("int", "uint")):  # the range clipped to the type's: a default (-2, 2) suits unsigned too
+        info = np.iinfo(dtype)
+        lo, hi = max(int(low), int(info.min)), min(int(high), int(info.max))
+        return rng.integers(
+            lo, hi, size=shape, dtype=np.uint64 if dtype == "uint64" else np.int64, endpoint=True
+        ).astype(dtype)
     data = rng.uniform(low, high, size=shape).astype(np.float32)
     return data.astype(ml_dtypes.bfloat16) if dtype == "bfloat16" else data.astype(dtype)
 

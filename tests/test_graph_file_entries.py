@@ -120,6 +120,7 @@ def node(i, key, value):
         (lambda d: d["nodes"][3]["params"].__setitem__("extra", 1), r"unexpected \['extra'\]"),
         (lambda d: d["nodes"][1]["params"].__setitem__("dtype", "float64"), "unknown dtype 'float64'"),
         (node(3, "dtype", "complex"), "node 3 .*unknown dtype"),
+        (node(3, "dtype", "uint128"), "node 3 .*unknown dtype 'uint128'"),
         (lambda d: d["nodes"][2]["inputs"][1][1]["ops"].insert(0, ["permute", [0, 0]]), "not a permutation"),
         (lambda d: d["nodes"][2]["inputs"][1][1]["ops"].insert(0, ["explode", []]), "unknown movement op"),
         (
@@ -159,6 +160,10 @@ def test_too_many_nodes(monkeypatch):
         (1, "bool", "not a valid bool"),
         ("Infinity", "float32", "not a valid float32"),
         (2**70, "int64", "not a valid int64"),
+        (256, "uint8", "not a valid uint8"),
+        (-129, "int8", "not a valid int8"),
+        (-1, "uint64", "not a valid uint64"),
+        (2**64, "uint64", "not a valid uint64"),
     ],
 )
 def test_bad_constants(value, dtype, message):
@@ -193,6 +198,8 @@ def test_weight_defects():
         ({"w": {**entry, "shape": [2, 2]}}, four, r"holds float32\(2, 2\), the graph declares float32\(4,\)"),
         ({"w": {**entry, "dtype": "I32"}}, four, "holds int32"),
         ({"w": {**entry, "dtype": "F64"}}, four, "unsupported dtype 'F64'"),
+        ({"w": {**entry, "dtype": "U32"}}, four, "holds uint32"),
+        ({"w": {**entry, "dtype": "U128"}}, four, "unsupported dtype 'U128'"),
         ({"w": {**entry, "data_offsets": [0, 64]}}, four, "lie outside the 16-byte data buffer"),
         ({"w": {**entry, "data_offsets": [0, 12]}}, four[:12], "span 12 bytes but float32"),
         ({"w": entry}, four + b"\0" * 8, "8 bytes after the last tensor"),

@@ -7,6 +7,7 @@ one word of shared memory per warp; it starts with a barrier so that a fold neve
 fold's lanes are still reading.
 """
 
+from luminal.compiler import integers
 from luminal.symbolic import c_prelude
 
 PRELUDE = (
@@ -20,9 +21,9 @@ PRELUDE = (
 static __device__ inline float lm_round_bf16(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
 static __device__ inline float lm_maxf(float acc, float v) { return (v > acc || v != v) ? v : acc; }
 static __device__ inline float lm_selectf(int c, float a, float b) { return c ? a : b; }
-static __device__ inline int64_t lm_selecti(int c, int64_t a, int64_t b) { return c ? a : b; }
-static __device__ inline int64_t lm_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
-struct lm_fold_sum {
+"""
+    + integers.prelude("static __device__ inline")
+    + """struct lm_fold_sum {
   template <class T> __device__ T operator()(T a, T b) const { return a + b; }
 };
 struct lm_fold_fmax {  /* the larger, a nan ignored: attention's running peak, as the C's comparison gives */
@@ -39,6 +40,10 @@ static __device__ inline int64_t lm_shfl_xor(int64_t v, int m) {
 }
 static __device__ inline uint8_t lm_shfl_xor(uint8_t v, int m) {
   return (uint8_t)__shfl_xor_sync(0xffffffffu, (int)v, m);
+}
+static __device__ inline uint32_t lm_shfl_xor(uint32_t v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+static __device__ inline uint64_t lm_shfl_xor(uint64_t v, int m) {
+  return (uint64_t)__shfl_xor_sync(0xffffffffu, (unsigned long long)v, m);
 }
 template <class T, class F> static __device__ inline T lm_warp_fold(T v, F f) {
   for (int m = 16; m > 0; m >>= 1) v = f(v, lm_shfl_xor(v, m));

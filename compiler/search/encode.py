@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from egglog import EGraph, set_
 
+from luminal import dtypes as dt
 from luminal import ops
 from luminal.compiler.passes import broadcast_scalar
 from luminal.compiler.search import terms as T
@@ -94,7 +95,7 @@ def constant_term(op: ops.Constant) -> T.Tensor:
     if d.is_float:
         v = float(v)
         return T.NegZero(d.name) if v == 0.0 and math.copysign(1.0, v) < 0 else T.ConstF(v, d.name)
-    return T.ConstI(int(v), d.name)
+    return T.ConstI(dt.int64.wrap(int(v)), d.name)  # egglog's i64: uint64's upper half as its bit pattern
 
 
 def node_term(enc: Encoding, node: Node) -> T.Tensor:

@@ -69,7 +69,7 @@ def _decode(enc: Encoding, name: str, params: list) -> ops.Op:
         return ops.Constant(-0.0, dt.dtype_of(params[0]))
     if name == "ConstI":
         dtype = dt.dtype_of(params[1])
-        return ops.Constant(bool(params[0]) if dtype == dt.bool_ else int(params[0]), dtype)
+        return ops.Constant(bool(params[0]) if dtype == dt.bool_ else dtype.wrap(int(params[0])), dtype)
     if name in ("SumReduce", "MaxReduce"):
         return ops.BY_NAME[name](axis=params[0])
     if name == "Cast":

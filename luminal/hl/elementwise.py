@@ -308,6 +308,18 @@ def int(x: Tensor) -> Tensor:  # noqa: A001 - torch method named like a builtin 
     return prim.cast(x, dt.int32)
 
 
+def short(x: Tensor) -> Tensor:
+    return prim.cast(x, dt.int16)
+
+
+def char(x: Tensor) -> Tensor:
+    return prim.cast(x, dt.int8)  # torch's char is signed
+
+
+def byte(x: Tensor) -> Tensor:
+    return prim.cast(x, dt.uint8)
+
+
 def bool(x: Tensor) -> Tensor:  # noqa: A001 - torch method named like a builtin (module code uses _bool)
     return prim.cast(x, dt.bool_)
 
@@ -323,7 +335,8 @@ METHODS = (
     "add", "sub", "mul", "div", "true_divide", "neg", "square", "reciprocal", "addcmul", "addcdiv", "lerp",
     "sign", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
     "sin", "cos", "tan", "tanh", "erf",
-    "cast", "to", "type_as", "float", "half", "bfloat16", "long", "int", "bool", "contiguous",
+    "cast", "to", "type_as", "float", "half", "bfloat16", "long", "int", "short", "char", "byte",
+    "bool", "contiguous",
 )  # fmt: skip
 _OPERATORS = {
     "add": add,

@@ -122,7 +122,7 @@ def _drop_axis(x: Tensor, axis: int) -> Tensor:
 
 
 def sum(x: Tensor, dim: Dims = None, keepdim: bool = False, dtype=None) -> Tensor:  # noqa: A001
-    """Sum; bool and int32 inputs accumulate as int64, as in torch."""
+    """Sum; bool and integer inputs accumulate as int64, as in torch."""
     if dtype is not None:
         x = prim.cast(x, dtype)
     elif not x.dtype.is_float:
@@ -346,7 +346,7 @@ def _prod_axis(x: Tensor, axis: int) -> Tensor:
 
 
 def prod(x: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """Product (exact for ints, zeros and signs: no log/exp); bool and int32 give int64, as in torch."""
+    """Product (exact for ints, zeros and signs: no log/exp); bool and integers give int64, as in torch."""
     if dtype is not None:
         x = prim.cast(x, dtype)
     elif not x.dtype.is_float:

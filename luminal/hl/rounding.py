@@ -167,18 +167,28 @@ def _nearest_int(q: Tensor, dtype: dt.DType) -> Tensor:
 
 def _exact_quotient(m: Tensor, b: Tensor) -> Tensor:
     """m / b for integers where b divides m: a float32 estimate (24 bits), corrected with exact integer
-    residuals; each pass gains 22 bits, so int32 needs 2 and int64 3."""
+    residuals; each pass gains 22 bits, so 32-bit types need 2 and 64-bit ones 3. Signed types only (a
+    residual may be negative): unsigned ones divide in a signed type (_unsigned_quotient)."""
     inv = prim.recip(prim.cast(b, dt.float32))
     estimate = lambda v: _nearest_int(prim.mul(prim.cast(v, dt.float32), inv), m.dtype)  # noqa: E731
     q = estimate(m)
-    for _ in range(1 if m.dtype == dt.int32 else 2):
+    for _ in range(1 if m.dtype.bits <= 32 else 2):
         q = prim.add(q, estimate(E.sub(m, prim.mul(q, b))))  # q + (m - q b) / b
     return q
+
+
+def _unsigned_quotient(a: Tensor, b: Tensor) -> Tensor:
+    """a / b truncated (= floored) for unsigned integers, computed in a signed type holding both; uint64 divides
+    in int64, exact below 2^63 (torch has no uint64 division at all)."""
+    wide = dt.int32 if a.dtype.bits <= 16 else dt.int64
+    return prim.cast(trunc_divide(prim.cast(a, wide), prim.cast(b, wide)), a.dtype)
 
 
 def trunc_divide(a: Any, b: Any) -> Tensor:
     a, b = operands(a, b, "div")
     E._no_bool(a, "div with rounding_mode")
+    if a.dtype.is_unsigned:
+        return _unsigned_quotient(a, b)
     if a.dtype.is_int:
         return _exact_quotient(E.sub(a, prim.fmod(a, b)), b)  # (a - fmod(a, b)) / b
     return E.opmath2(a, b, "div", _float_trunc_divide)
@@ -199,6 +209,8 @@ def floor_divide(a: Any, b: Any) -> Tensor:
     """a / b rounded toward -inf (torch.floor_divide; integers stay integers)."""
     a, b = operands(a, b, "floor_divide")
     E._no_bool(a, "floor_divide")
+    if a.dtype.is_unsigned:
+        return _unsigned_quotient(a, b)  # no negative quotients: floor is trunc
     if a.dtype.is_int:
         r = prim.fmod(a, b)
         q = _exact_quotient(E.sub(a, r), b)

@@ -1,4 +1,4 @@
-"""ONNX element types and tensors in luminal terms: the six dtypes luminal has, nothing else."""
+"""ONNX element types and tensors in luminal terms: the dtypes luminal has, nothing else."""
 
 from __future__ import annotations
 
@@ -16,8 +16,14 @@ TO_LUMINAL: dict[int, DType] = {
     P.FLOAT: dt.float32,
     P.FLOAT16: dt.float16,
     P.BFLOAT16: dt.bfloat16,
+    P.INT8: dt.int8,
+    P.INT16: dt.int16,
     P.INT32: dt.int32,
     P.INT64: dt.int64,
+    P.UINT8: dt.uint8,
+    P.UINT16: dt.uint16,
+    P.UINT32: dt.uint32,
+    P.UINT64: dt.uint64,
     P.BOOL: dt.bool_,
 }
 

@@ -13,8 +13,14 @@ _TO_LUMINAL = {
     torch.float32: dt.float32,
     torch.float16: dt.float16,
     torch.bfloat16: dt.bfloat16,
+    torch.int8: dt.int8,
+    torch.int16: dt.int16,
     torch.int32: dt.int32,
     torch.int64: dt.int64,
+    torch.uint8: dt.uint8,
+    torch.uint16: dt.uint16,
+    torch.uint32: dt.uint32,
+    torch.uint64: dt.uint64,
     torch.bool: dt.bool_,
 }
 _TO_TORCH = {v: k for k, v in _TO_LUMINAL.items()}

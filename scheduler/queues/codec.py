@@ -17,9 +17,9 @@ import math
 import struct
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
+from luminal import dtypes as dt
 from luminal.scheduler.work import HIGHEST_PRIORITY, LOWEST_PRIORITY, InferenceRequest, InferenceResult
 
 MAGIC = b"LMQ1"
@@ -29,14 +29,7 @@ MAX_NPY_HEADER_BYTES = 10_000  # numpy's own default cap on an .npy header
 
 # The dtypes luminal programs take and return, by name. bfloat16 travels as its bits (uint16): .npy has no
 # descriptor for it, and ml_dtypes' own descriptor would not read back without ml_dtypes' registration.
-DTYPES: dict[str, np.dtype] = {
-    "bool": np.dtype(np.bool_),
-    "int32": np.dtype(np.int32),
-    "int64": np.dtype(np.int64),
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float32": np.dtype(np.float32),
-}
+DTYPES: dict[str, np.dtype] = {d.name: d.np for d in dt.ALL}
 _CARRIER = {"bfloat16": np.dtype(np.uint16)}  # the dtype written to .npy when it differs from the array's
 _DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 

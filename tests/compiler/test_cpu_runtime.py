@@ -50,6 +50,25 @@ def test_dtypes_round_like_the_reference(dtype):
     _assert_close(lm.compile(g).run(feed), lm.run(g, feed), dtype)
 
 
+def test_integer_extremes_compile_like_the_reference():
+    """Every integer type's minimum and maximum as C literals (int64's minimum and uint64's maximum have no
+    plain literal), an empty max reduction's identity, and products that overflow int inside C's promotion."""
+    g, feed = lm.Graph(), {}
+    for d in lm.dtypes.INTEGERS:
+        x = g.input(f"x_{d.name}", (3, 5), dtype=d)
+        lo, hi = g.constant(d.min, d), g.constant(d.max, d)
+        (x + hi).output(f"plus_max_{d.name}")
+        (x * lo - hi).output(f"times_min_{d.name}")
+        (x * x).output(f"square_{d.name}")  # uint16: 65535^2 overflows a (promoted) int
+        F.maximum(x, hi).output(f"max_{d.name}")
+        x[:, :0].amax(1).output(f"empty_max_{d.name}")
+        feed[f"x_{d.name}"] = np.array([[d.min, d.max, 0, 1, d.max - 1]] * 3, d.np)
+    want, got = lm.run(g, feed), lm.compile(g).run(feed)
+    for name in want:
+        assert got[name].dtype == want[name].dtype, name
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
 def test_gather_out_of_range_raises_and_errors_name_inputs():
     g = lm.Graph()
     table = g.weight("table", (5, 3))

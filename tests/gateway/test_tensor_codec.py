@@ -38,6 +38,28 @@ def test_json_tensors_nested_or_flat():
     assert req.inputs["x"].dtype == np.float32 and req.inputs["ids"].dtype == np.int64
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int16", "uint8", "uint16", "uint32", "uint64"])
+def test_every_integer_type_in_json_and_binary(dtype):
+    """Each luminal integer type has its OIP name; JSON values outside the type's range are a named 400."""
+    name = dtype.upper()
+    sig = {
+        "inputs": [{"name": "q", "shape": [2], "dtype": dtype}],
+        "outputs": [{"name": "q", "shape": [2], "dtype": dtype}],
+    }
+    top = int(np.iinfo(dtype).max)
+    req = parse_infer_request(*body({"inputs": [{"name": "q", "shape": [2], "datatype": name, "data": [top, 0]}]}), sig)
+    assert req.inputs["q"].dtype == np.dtype(dtype) and req.inputs["q"].tolist() == [top, 0]
+    blob = np.array([top, 1], dtype).tobytes()
+    doc = {"inputs": [{"name": "q", "shape": [2], "datatype": name, "parameters": {"binary_data_size": len(blob)}}]}
+    assert parse_infer_request(*body(doc, blob), sig).inputs["q"].tolist() == [top, 1]
+    with pytest.raises(TensorError, match="input 'q'"):
+        parse_infer_request(
+            *body({"inputs": [{"name": "q", "shape": [2], "datatype": name, "data": [top + 1, 0]}]}), sig
+        )
+    payload, _ = encode_infer_response("m", "1", InferRequest(None, {}, ["q"]), {"q": req.inputs["q"]}, sig)
+    assert json.loads(payload)["outputs"][0] == {"name": "q", "datatype": name, "shape": [2], "data": [top, 0]}
+
+
 def test_scheduling_parameters_as_triton_names_them():
     plain = parse_infer_request(*body({"inputs": inputs()}), SIG)
     assert plain.priority == 0 and plain.timeout_us is None

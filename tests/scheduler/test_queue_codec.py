@@ -13,7 +13,8 @@ import pytest
 from luminal.scheduler.queues.codec import MAGIC, decode_request, decode_result, encode_request, encode_result
 from luminal.scheduler.work import EXPIRED, OK, InferenceRequest, InferenceResult
 
-DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.int32, np.int64, np.bool_]
+DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32]
+DTYPES += [np.int64, np.uint64, np.bool_]
 SHAPES = [(), (0,), (3, 0, 2), (5,), (2, 3, 4)]
 
 
@@ -66,7 +67,7 @@ def test_result_round_trips_with_outputs_and_without():
 
 
 def test_unsupported_dtypes_are_refused_when_encoding():
-    for array in [np.array(["text"], dtype=object), np.zeros(2, np.float64), np.zeros(2, np.uint8)]:
+    for array in [np.array(["text"], dtype=object), np.zeros(2, np.float64), np.zeros(2, np.complex64)]:
         with pytest.raises(ValueError, match="no luminal program takes"):
             encode_request(InferenceRequest(1, 1, {"x": array}))
 

@@ -12,6 +12,7 @@ from luminal.onnx.ops import (  # noqa: F401
     losses,
     nn,
     normalization,
+    quantization,
     recurrent,
     reduction,
     resize,

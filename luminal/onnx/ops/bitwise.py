@@ -1,9 +1,11 @@
-"""Bit operations on int32 and int64, from integer arithmetic (luminal has no bit primitives):
+"""Bit operations on every integer type, from integer arithmetic (luminal has no bit primitives):
 
-shift left   a * 2^b, wrapping like the hardware does;     shift right  floor(a / 2^b) (arithmetic)
+shift left   a * 2^b, wrapping like the hardware does;     shift right  floor(a / 2^b) (arithmetic when signed)
 not          -1 - a (two's complement);                    and, or, xor  bit by bit: bit k of a is
 floor(a / 2^k) mod 2, and the result sums op(bit_k(a), bit_k(b)) 2^k, the top bit's 2^k wrapping to the
-type's minimum, which is what makes negative results come out right.
+type's minimum, which is what makes negative results come out right. The top bit is a < 0 for a signed type and
+a >= 2^(bits - 1) for an unsigned one. uint64 values from 2^63 up shift right and split into bits wrongly: uint64
+division runs in int64 (luminal/hl/rounding.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from luminal.onnx.ops.common import require_dtypes
 from luminal.onnx.registry import translates
 from luminal.tensor import Tensor
 
-_INTS = (dt.int32, dt.int64)
+_INTS = dt.INTEGERS
 
 
 def _power_of_two(like: Tensor, k) -> Tensor:
@@ -58,11 +60,16 @@ def _bits(ctx: NodeContext, combine) -> Tensor:
     out = None
     for k in range(a.dtype.bits):
         scale = _power_of_two(a, k) if k < a.dtype.bits - 1 else None
-        bit_a = F.remainder(F.floor_divide(a, scale), 2) if scale is not None else F.cast(F.lt(a, 0), a.dtype)
-        bit_b = F.remainder(F.floor_divide(b, scale), 2) if scale is not None else F.cast(F.lt(b, 0), b.dtype)
+        bit_a = F.remainder(F.floor_divide(a, scale), 2) if scale is not None else _top_bit(a)
+        bit_b = F.remainder(F.floor_divide(b, scale), 2) if scale is not None else _top_bit(b)
         term = F.mul(combine(bit_a, bit_b), _power_of_two(a, k))
         out = term if out is None else F.add(out, term)
     return out
+
+
+def _top_bit(a: Tensor) -> Tensor:
+    top = F.lt(a, 0) if a.dtype.signed else F.ge(a, 1 << (a.dtype.bits - 1))
+    return F.cast(top, a.dtype)
 
 
 @translates("BitwiseAnd")

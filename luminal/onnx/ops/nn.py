@@ -128,13 +128,16 @@ def _pad_input(x: Tensor, pads: list[tuple[int, int]], value: float = 0.0) -> Te
 
 @translates("Conv", attrs={"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})
 def conv(ctx: NodeContext) -> Tensor:
-    x, w = require_float(ctx, ctx.x(0)), ctx.x(1)
+    return convolve(ctx, require_float(ctx, ctx.x(0)), ctx.x(1), ctx.x(2) if ctx.has(2) else None)
+
+
+def convolve(ctx: NodeContext, x: Tensor, w: Tensor, bias: Tensor | None) -> Tensor:
+    """Conv's computation on given tensors, with the node's attributes (ConvInteger and QLinearConv share it)."""
     kernel = list(ctx.attr("kernel_shape", w.shape[2:]))
     if list(w.shape[2:]) != kernel or len(kernel) not in (1, 2, 3):
         raise ctx.error(f"kernel_shape {kernel} does not match weight {w.shape} (1 to 3 spatial dims)")
     strides, dilations, sizes = _spatial(ctx, x, kernel)
     pads = _pads(ctx, sizes, kernel, strides, dilations, lambda k, d: (k - 1) * d + 1)
-    bias = ctx.x(2) if ctx.has(2) else None
     symmetric = all(lo == hi for lo, hi in pads)
     padding = [lo for lo, _ in pads] if symmetric else 0
     x = x if symmetric else _pad_input(x, pads)

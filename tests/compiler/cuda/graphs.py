@@ -103,6 +103,29 @@ def where_casts() -> Case:
     return g, feed | {"b": _floats(rng, 4, 17, dtype=ml_dtypes.bfloat16)}
 
 
+def integer_types() -> Case:
+    """Every integer type: wrapping arithmetic, unsigned comparisons, warp and row maxima (uint64's upper half
+    included), float-to-int casts and gathers through narrow index types."""
+    g, rng = lm.Graph(), np.random.default_rng(11)
+    feed = {}
+    for d in lm.dtypes.INTEGERS:
+        x, y = g.input(f"x_{d.name}", (4, 300), dtype=d), g.input(f"y_{d.name}", (4, 300), dtype=d)
+        high = d.max if d != lm.uint64 else 2**64 - 1
+        feed[f"x_{d.name}"] = rng.integers(
+            d.min, high, (4, 300), dtype=np.uint64 if d == lm.uint64 else np.int64, endpoint=True
+        ).astype(d.np)
+        feed[f"y_{d.name}"] = rng.integers(1, 100, (4, 300)).astype(d.np)
+        (x * y + 1).output(f"arith_{d.name}")
+        (x < y).output(f"less_{d.name}")
+        F.remainder(x, y).output(f"mod_{d.name}")
+        x.amax(1).output(f"max_{d.name}")
+        F.maximum(x, y).output(f"maximum_{d.name}")
+        (y.float() * -1.5).to(d).output(f"cast_{d.name}")
+        F.embedding(y[:, :3] % 4, g.input(f"t_{d.name}", (4, 2))).output(f"gather_{d.name}")
+        feed[f"t_{d.name}"] = _floats(rng, 4, 2)
+    return g, feed
+
+
 def mlp() -> Case:
     g, rng = lm.Graph(), np.random.default_rng(8)
     x = g.input("x", (lm.sym("batch", max=32), 48))
@@ -131,7 +154,18 @@ def gpt2() -> Case:
 
 CASES: dict[str, Callable[[], Case]] = {
     f.__name__: f
-    for f in (elementwise, reductions, matmul, gemv, softmax_layernorm, attention, gather_scatter, where_casts, mlp)
+    for f in (
+        elementwise,
+        reductions,
+        matmul,
+        gemv,
+        softmax_layernorm,
+        attention,
+        gather_scatter,
+        where_casts,
+        integer_types,
+        mlp,
+    )
 }
 MODELS: dict[str, Callable[[], Case]] = {"mlp": mlp, "encoder_block": encoder_block, "gpt2": gpt2}
 
