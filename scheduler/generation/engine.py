@@ -1,0 +1,150 @@
+"""The generation engine of one deployed language model: continuous batching over decode steps.
+
+Between steps the engine admits waiting sequences (each prefilled alone, its first token chosen and delivered)
+while the batch has room; then one decode step runs over every running sequence at once, each row's token is
+chosen by that sequence's sampler and delivered, and a sequence leaves the batch the step it finishes or is
+cancelled, freeing its cache rows. The KV caches stay in the engine (`KVBatch`) between steps.
+
+`run_once()` does one round of that synchronously ("burst" mode for tests); `start()` runs rounds on a thread
+that sleeps while nothing is running or waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+
+import numpy as np
+
+from luminal.scheduler.generation.kv_batch import KVBatch
+from luminal.scheduler.generation.language_model import LanguageModel
+from luminal.scheduler.generation.sampling import SamplingParams
+from luminal.scheduler.generation.sequence import Sequence
+from luminal.scheduler.generation.stream import Delta, Failed, TokenStream
+
+log = logging.getLogger(__name__)
+
+
+class EngineBusy(RuntimeError):
+    """Too many sequences are already waiting for a place in the batch (a 429)."""
+
+
+class PromptTooLong(ValueError):
+    """The prompt plus the tokens asked for do not fit the model's positions (a 400)."""
+
+
+class GenerationEngine:
+    def __init__(self, model: LanguageModel, max_waiting: int = 256):
+        self.model = model
+        self.max_waiting = max_waiting  # bounded: past it a new request is refused, never queued without end
+        self.batch = KVBatch(model.layers)
+        self.running: list[TokenStream] = []  # row r of the batch is running[r]
+        self.waiting: deque[TokenStream] = deque()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, prompt: list[int], params: SamplingParams, loop: asyncio.AbstractEventLoop) -> TokenStream:
+        total = len(prompt) + params.max_tokens
+        if not prompt:
+            raise PromptTooLong("the prompt is empty: it must hold at least one token")
+        if total > self.model.max_positions:
+            raise PromptTooLong(
+                f"this model's maximum context length is {self.model.max_positions} tokens; the prompt has "
+                f"{len(prompt)} and max_tokens asks for {params.max_tokens} more ({total})"
+            )
+        codec = self.model.codec
+        stream = TokenStream(Sequence(prompt, params, codec.decode, codec.eos_token_ids), loop)
+        with self._wake:
+            if len(self.waiting) >= self.max_waiting:
+                raise EngineBusy(f"{len(self.waiting)} sequences are already waiting for this model; retry later")
+            self.waiting.append(stream)
+            self._wake.notify()
+        return stream
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="generation", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        for stream in [*self.running, *self.waiting]:
+            stream.put(Failed("the model was unloaded"))
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                while not self._closed and not self.running and not self.waiting:
+                    self._wake.wait()
+                if self._closed:
+                    return
+            self.run_once()
+
+    def run_once(self) -> None:
+        """Admit what fits, then one decode step over everything running."""
+        self._drop_cancelled()
+        self._admit()
+        if self.running:
+            self._step()
+
+    def _admit(self) -> None:
+        while len(self.running) < self.model.max_batch:
+            with self._wake:
+                if not self.waiting:
+                    return
+                stream = self.waiting.popleft()
+            if stream.cancelled:
+                continue
+            prompt = np.array([stream.sequence.prompt], np.int64)
+            feed = {
+                "input_ids": prompt,
+                "attention_mask": np.ones_like(prompt),
+                "position_ids": np.arange(prompt.shape[1], dtype=np.int64)[None],
+            }
+            try:
+                out = self.model.prefill.run(feed)
+            except Exception as e:  # this sequence fails; the batch goes on
+                log.exception("prefill failed")
+                stream.put(Failed(f"prefill failed: {type(e).__name__}: {e}"))
+                continue
+            if not self._deliver(stream, out["logits"][0]):
+                self.batch.admit(out, prompt.shape[1])
+                self.running.append(stream)
+
+    def _step(self) -> None:
+        tokens = np.array([s.sequence.tokens[-1] for s in self.running], np.int64)
+        try:
+            out = self.model.step.run(self.batch.step_feed(tokens))
+        except Exception as e:  # every running sequence fails and the cache starts over
+            log.exception("decode step failed")
+            for stream in self.running:
+                stream.put(Failed(f"decode step failed: {type(e).__name__}: {e}"))
+            self.batch.remove(list(range(len(self.running))))
+            self.running = []
+            return
+        self.batch.advance(out)
+        done = [r for r, stream in enumerate(self.running) if self._deliver(stream, out["logits"][r])]
+        self._remove(done)
+
+    def _deliver(self, stream: TokenStream, logits: np.ndarray) -> bool:
+        """Choose the sequence's next token and hand its text to the stream; True when the sequence is done."""
+        seq = stream.sequence
+        token = seq.sampler.choose(logits)
+        text = seq.add(token)
+        stream.put(Delta(text, token, seq.finish_reason))
+        return seq.finished
+
+    def _drop_cancelled(self) -> None:
+        self._remove([r for r, stream in enumerate(self.running) if stream.cancelled])
+
+    def _remove(self, rows: list[int]) -> None:
+        if rows:
+            self.batch.remove(rows)
+            gone = set(rows)
+            self.running = [s for r, s in enumerate(self.running) if r not in gone]
