@@ -43,8 +43,11 @@ class TokenStream:
         return self._cancelled.is_set()
 
     def cancel(self) -> None:
-        """The client went away: the engine drops the sequence (and its cache rows) before its next step."""
-        self._cancelled.set()
+        """The client went away: the engine drops the sequence (and its cache rows) before its next step, and
+        a reader still waiting is woken with a failure. Called on the event loop's thread."""
+        if not self._cancelled.is_set():
+            self._cancelled.set()
+            self._events.put_nowait(Failed("the sequence was cancelled"))
 
     def put(self, event: Delta | Failed) -> None:
         """Called from the engine thread."""
