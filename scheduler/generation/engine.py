@@ -45,6 +45,9 @@ class GenerationEngine:
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        # Counters for metrics and benchmarks: decode steps run, and the rows they stepped (rows / steps is the
+        # mean batch), prefills run.
+        self.steps = self.rows_stepped = self.prefills = 0
 
     def submit(self, prompt: list[int], params: SamplingParams, loop: asyncio.AbstractEventLoop) -> TokenStream:
         total = len(prompt) + params.max_tokens
@@ -113,6 +116,7 @@ class GenerationEngine:
                 log.exception("prefill failed")
                 stream.put(Failed(f"prefill failed: {type(e).__name__}: {e}"))
                 continue
+            self.prefills += 1
             if not self._deliver(stream, out["logits"][0]):
                 self.batch.admit(out, prompt.shape[1])
                 self.running.append(stream)
@@ -129,6 +133,8 @@ class GenerationEngine:
             self.running = []
             return
         self.batch.advance(out)
+        self.steps += 1
+        self.rows_stepped += len(self.running)
         done = [r for r, stream in enumerate(self.running) if self._deliver(stream, out["logits"][r])]
         self._remove(done)
 
