@@ -4,9 +4,11 @@ and EOS end text as OpenAI documents; seeded sampling repeats; errors come in Op
 
 from __future__ import annotations
 
+import httpx
 import openai
 import pytest
 
+from tests.gateway.conftest import BOOTSTRAP_KEY
 from tests.gateway.openai_world import POSITIONS, start_world
 from tests.llm_folders import EOS
 
@@ -156,3 +158,10 @@ def test_missing_or_wrong_key_is_401(world):
 def test_eos_token_text_never_appears(world):
     got = world.client().completions.create(model="tiny-llama", prompt=PROMPTS[0], max_tokens=30, temperature=0)
     assert EOS not in got.choices[0].text
+
+
+def test_oip_infer_on_a_language_model_is_refused(world):
+    body = {"inputs": [{"name": "input_ids", "shape": [1, 2], "datatype": "INT64", "data": [1, 2]}]}
+    answer = httpx.post(f"{world.url}/v2/models/tiny-llama/infer", json=body,
+                        headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"})  # fmt: skip
+    assert answer.status_code == 400 and "language model" in answer.json()["error"]
