@@ -29,23 +29,35 @@ from luminal.gateway.store.tables import Tenant
 from luminal.gateway.uploads import LLM_KIND
 from luminal.scheduler.generation.engine import GenerationEngine, PromptTooLong
 from luminal.scheduler.generation.sampling import SamplingParams
-from luminal.scheduler.generation.stream import GenerationFailed, TokenStream
+from luminal.scheduler.generation.stream import Account, GenerationFailed, TokenStream
 from luminal.scheduler.generation.tokenizer import TextCodec
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
 
 
-async def language_model(platform: Platform, tenant: Tenant, name: str) -> GenerationEngine:
-    """The running engine of the tenant's deployed language model `name` (404 unknown, 400 not an LLM)."""
+@dataclass(frozen=True)
+class Served:
+    """A request's language model: its running engine and whom its sequences are billed to."""
+
+    engine: GenerationEngine
+    tenant_id: int
+    name: str
+    deployment: dict[str, Any]
+
+    def start(self, prompt: list[int], params: SamplingParams) -> TokenStream:
+        """Queue the sequence under a new request id; its deltas arrive on this request's event loop."""
+        d = self.deployment
+        account = Account(uuid.uuid4().hex, d["id"], self.tenant_id, d["gpu_type"], self.name, int(d["version"]))
+        return self.engine.submit(prompt, params, asyncio.get_running_loop(), account)
+
+
+async def language_model(platform: Platform, tenant: Tenant, name: str) -> Served:
+    """The tenant's deployed language model `name` (404 unknown, 400 not an LLM), its engine started."""
     deployment = await resolve_ready(platform, tenant, name, None)
     if deployment["signature"].get("kind") != LLM_KIND:
         raise OpenAIError(400, f"model {name!r} is not a language model (serve it with /v2/models)", "model")
-    return await run_in_threadpool(platform.generation.get, deployment["program_key"])
-
-
-def start(engine: GenerationEngine, prompt: list[int], params: SamplingParams) -> TokenStream:
-    """Queue the sequence; its deltas arrive on this request's event loop."""
-    return engine.submit(prompt, params, asyncio.get_running_loop())
+    engine = await run_in_threadpool(platform.generation.get, deployment["program_key"])
+    return Served(engine, tenant.id, name, deployment)
 
 
 def check_token_ids(codec: TextCodec, ids: list[int], param: str) -> None:
@@ -85,7 +97,8 @@ class Answer:
     first: dict[str, Any] | None = None  # a choice sent before any text (chat's assistant role)
 
     def __post_init__(self) -> None:
-        self.id = f"{self.id_prefix}-{uuid.uuid4().hex}"
+        request_id = self.stream.account.request_id if self.stream.account else uuid.uuid4().hex
+        self.id = f"{self.id_prefix}-{request_id}"  # the id usage records bill the request under
         self.created = int(time.time())
 
     def usage(self) -> dict[str, int]:

@@ -17,7 +17,9 @@ from luminal.gateway.ttl_cache import TtlCache
 from luminal.gateway.webhooks import WebhookSender, webhook_secret
 from luminal.provisioner.provisioner import Provisioner
 from luminal.scheduler.compile_jobs import CompileRunner
+from luminal.scheduler.generation.billing import SequenceBilling
 from luminal.scheduler.generation.engines import Engines
+from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
@@ -54,7 +56,9 @@ class Platform:
         self.ready_deployments = TtlCache(self.settings.metadata_cache_s)
         self.rate_limiter = open_rate_limiter(self.settings.queue_url, self.settings.queue_namespace)
         webhooks = WebhookSender(webhook_secret(self.settings), self.settings.webhook_allow_private)
-        self.generation = Engines(self.artifacts.local_path)
+        # Sequences are billed through the thread workers' buffered ledger, or straight to the database.
+        ledger = self.ledger or SqlUsageLedger(self.db, self.settings.gpu_prices_per_second)
+        self.generation = Engines(self.artifacts.local_path, SequenceBilling(ledger))
         self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks)
 
     def clear_caches(self) -> None:

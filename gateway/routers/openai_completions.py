@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from luminal.gateway.dependencies import PlatformDep, TenantDep
 from luminal.gateway.openai_errors import OpenAIRoute
-from luminal.gateway.openai_generation import Answer, check_token_ids, language_model, sampling_params, start
+from luminal.gateway.openai_generation import Answer, check_token_ids, language_model, sampling_params
 from luminal.gateway.openai_schemas import CompletionCreate
 from luminal.gateway.request_body import read_json_model
 
@@ -24,12 +24,13 @@ def _choice(text: str, finish_reason: str | None) -> dict[str, Any]:
 @router.post("/completions")
 async def create_completion(request: Request, tenant: TenantDep, platform: PlatformDep) -> Response:
     body = await read_json_model(request, CompletionCreate, MAX_BODY_BYTES)
-    engine = await language_model(platform, tenant, body.model)
+    served = await language_model(platform, tenant, body.model)
+    engine = served.engine
     prompt = body.prompt_value()
     ids = engine.model.codec.encode(prompt) if isinstance(prompt, str) else prompt
     check_token_ids(engine.model.codec, ids, "prompt")
     params = sampling_params(body, body.max_tokens, ids, engine.model.max_positions)
-    answer = Answer(body.model, start(engine, ids, params), "cmpl", "text_completion", _choice)
+    answer = Answer(body.model, served.start(ids, params), "cmpl", "text_completion", _choice)
     if body.stream:
         return answer.sse(body.include_usage)
     text, reason = await answer.collect(request)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -22,7 +24,7 @@ from luminal.scheduler.generation.kv_batch import KVBatch
 from luminal.scheduler.generation.language_model import LanguageModel
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
-from luminal.scheduler.generation.stream import Delta, Failed, TokenStream
+from luminal.scheduler.generation.stream import Account, Delta, Failed, TokenStream
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,12 @@ class PromptTooLong(ValueError):
 
 
 class GenerationEngine:
-    def __init__(self, model: LanguageModel, max_waiting: int = 256):
+    def __init__(
+        self, model: LanguageModel, max_waiting: int = 256, on_end: Callable[[TokenStream], None] | None = None
+    ):
         self.model = model
+        # Called on the engine thread with each sequence that ran and ended (finished or cancelled): billing.
+        self.on_end = on_end
         self.max_waiting = max_waiting  # bounded: past it a new request is refused, never queued without end
         self.batch = KVBatch(model.layers)
         self.running: list[TokenStream] = []  # row r of the batch is running[r]
@@ -49,7 +55,13 @@ class GenerationEngine:
         # mean batch), prefills run.
         self.steps = self.rows_stepped = self.prefills = 0
 
-    def submit(self, prompt: list[int], params: SamplingParams, loop: asyncio.AbstractEventLoop) -> TokenStream:
+    def submit(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        loop: asyncio.AbstractEventLoop,
+        account: Account | None = None,
+    ) -> TokenStream:
         total = len(prompt) + params.max_tokens
         if not prompt:
             raise PromptTooLong("the prompt is empty: it must hold at least one token")
@@ -59,7 +71,7 @@ class GenerationEngine:
                 f"{len(prompt)} and max_tokens asks for {params.max_tokens} more ({total})"
             )
         codec = self.model.codec
-        stream = TokenStream(Sequence(prompt, params, codec.decode, codec.eos_token_ids), loop)
+        stream = TokenStream(Sequence(prompt, params, codec.decode, codec.eos_token_ids), loop, account)
         with self._wake:
             if len(self.waiting) >= self.max_waiting:
                 raise EngineBusy(f"{len(self.waiting)} sequences are already waiting for this model; retry later")
@@ -110,19 +122,24 @@ class GenerationEngine:
                 "attention_mask": np.ones_like(prompt),
                 "position_ids": np.arange(prompt.shape[1], dtype=np.int64)[None],
             }
+            stream.started_at, began = time.time(), time.perf_counter()
             try:
                 out = self.model.prefill.run(feed)
+                stream.compute_s += time.perf_counter() - began
             except Exception as e:  # this sequence fails; the batch goes on
                 log.exception("prefill failed")
                 stream.put(Failed(f"prefill failed: {type(e).__name__}: {e}"))
                 continue
             self.prefills += 1
-            if not self._deliver(stream, out["logits"][0]):
+            if self._deliver(stream, out["logits"][0]):
+                self._ended(stream)
+            else:
                 self.batch.admit(out, prompt.shape[1])
                 self.running.append(stream)
 
     def _step(self) -> None:
         tokens = np.array([s.sequence.tokens[-1] for s in self.running], np.int64)
+        began = time.perf_counter()
         try:
             out = self.model.step.run(self.batch.step_feed(tokens))
         except Exception as e:  # every running sequence fails and the cache starts over
@@ -132,6 +149,9 @@ class GenerationEngine:
             self.batch.remove(list(range(len(self.running))))
             self.running = []
             return
+        share = (time.perf_counter() - began) / len(self.running)
+        for stream in self.running:
+            stream.compute_s += share
         self.batch.advance(out)
         self.steps += 1
         self.rows_stepped += len(self.running)
@@ -153,4 +173,13 @@ class GenerationEngine:
         if rows:
             self.batch.remove(rows)
             gone = set(rows)
+            for r in rows:
+                self._ended(self.running[r])
             self.running = [s for r, s in enumerate(self.running) if r not in gone]
+
+    def _ended(self, stream: TokenStream) -> None:
+        if self.on_end is not None:
+            try:
+                self.on_end(stream)
+            except Exception:  # billing must not stop everyone's tokens; the ledger logs what it lost
+                log.exception("recording the end of a sequence failed")

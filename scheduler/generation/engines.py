@@ -11,11 +11,18 @@ from pathlib import Path
 
 from luminal.scheduler.generation.engine import GenerationEngine
 from luminal.scheduler.generation.language_model import load_language_model
+from luminal.scheduler.generation.stream import TokenStream
 
 
 class Engines:
-    def __init__(self, path_of: Callable[[str], Path], max_loaded: int = 4, max_waiting: int = 256):
-        self.path_of = path_of
+    def __init__(
+        self,
+        path_of: Callable[[str], Path],
+        on_end: Callable[[TokenStream], None] | None = None,
+        max_loaded: int = 4,
+        max_waiting: int = 256,
+    ):
+        self.path_of, self.on_end = path_of, on_end
         self.max_loaded, self.max_waiting = max_loaded, max_waiting
         self._engines: OrderedDict[str, GenerationEngine] = OrderedDict()
         self._lock = threading.Lock()  # held while loading: two first requests load a model once
@@ -25,7 +32,7 @@ class Engines:
         with self._lock:
             engine = self._engines.get(program_key)
             if engine is None:
-                engine = GenerationEngine(load_language_model(self.path_of(program_key)), self.max_waiting)
+                engine = GenerationEngine(load_language_model(self.path_of(program_key)), self.max_waiting, self.on_end)
                 engine.start()
                 self._engines[program_key] = engine
                 while len(self._engines) > self.max_loaded:

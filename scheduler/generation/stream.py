@@ -23,9 +23,26 @@ class Failed:
     message: str
 
 
+@dataclass(frozen=True)
+class Account:
+    """Whom a sequence is billed to: what its usage record names besides its times and tokens."""
+
+    request_id: str
+    deployment_id: int
+    tenant_id: int
+    gpu_type: str
+    model_name: str | None = None
+    model_version: int | None = None
+
+
 class TokenStream:
-    def __init__(self, sequence: Sequence, loop: asyncio.AbstractEventLoop):
+    def __init__(self, sequence: Sequence, loop: asyncio.AbstractEventLoop, account: Account | None = None):
         self.sequence = sequence
+        self.account = account
+        # Set by the engine: the wall-clock time its prefill started, and its share of the compute since
+        # (its prefill, and each decode step's time divided among the rows stepped).
+        self.started_at: float | None = None
+        self.compute_s = 0.0
         self._loop = loop
         self._events: asyncio.Queue[Delta | Failed] = asyncio.Queue()
         self._cancelled = threading.Event()

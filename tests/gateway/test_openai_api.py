@@ -165,3 +165,18 @@ def test_oip_infer_on_a_language_model_is_refused(world):
     answer = httpx.post(f"{world.url}/v2/models/tiny-llama/infer", json=body,
                         headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"})  # fmt: skip
     assert answer.status_code == 400 and "language model" in answer.json()["error"]
+
+
+def test_sequences_are_billed_with_their_tokens(world):
+    answer = world.client().completions.create(model="tiny-gpt2", prompt=PROMPTS[1], max_tokens=7, temperature=0,
+                                               extra_body={"ignore_eos": True})  # fmt: skip
+    http = httpx.Client(base_url=world.url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"})
+    report = http.get("/v1/usage").json()  # waits for the usage written so far
+    records = http.get("/v1/usage/records", params={"limit": 1000}).json()
+    mine = [r for r in records if f"cmpl-{r['batch_id']}" == answer.id]
+    assert len(mine) == 1
+    record = mine[0]
+    assert (record["prompt_tokens"], record["completion_tokens"]) == (answer.usage.prompt_tokens, 7)
+    assert record["model"] == "tiny-gpt2" and record["request_ids"] == [record["batch_id"]]
+    assert 0 < record["seconds"] <= record["ended_at"] - record["started_at"]
+    assert report["totals"]["completion_tokens"] >= 7 and report["totals"]["prompt_tokens"] >= len(mine)
