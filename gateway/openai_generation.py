@@ -21,6 +21,8 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from luminal.gateway.generation_metrics import GenerationMetrics, SequenceTimer
+from luminal.gateway.metrics import ModelLabels
 from luminal.gateway.openai_errors import OpenAIError
 from luminal.gateway.openai_schemas import SamplingFields
 from luminal.gateway.platform import Platform
@@ -29,7 +31,7 @@ from luminal.gateway.store.tables import Tenant
 from luminal.gateway.uploads import LLM_KIND
 from luminal.scheduler.generation.engine import GenerationEngine, PromptTooLong
 from luminal.scheduler.generation.sampling import SamplingParams
-from luminal.scheduler.generation.stream import Account, GenerationFailed, TokenStream
+from luminal.scheduler.generation.stream import Account, Delta, GenerationFailed, TokenStream
 from luminal.scheduler.generation.tokenizer import TextCodec
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
@@ -43,12 +45,15 @@ class Served:
     tenant_id: int
     name: str
     deployment: dict[str, Any]
+    metrics: GenerationMetrics
 
-    def start(self, prompt: list[int], params: SamplingParams) -> TokenStream:
+    def start(self, prompt: list[int], params: SamplingParams) -> tuple[TokenStream, SequenceTimer]:
         """Queue the sequence under a new request id; its deltas arrive on this request's event loop."""
         d = self.deployment
+        arrived = time.perf_counter()
         account = Account(uuid.uuid4().hex, d["id"], self.tenant_id, d["gpu_type"], self.name, int(d["version"]))
-        return self.engine.submit(prompt, params, asyncio.get_running_loop(), account)
+        stream = self.engine.submit(prompt, params, asyncio.get_running_loop(), account)
+        return stream, self.metrics.sequence(ModelLabels.of(self.name, d["version"], d["id"]), arrived)
 
 
 async def language_model(platform: Platform, tenant: Tenant, name: str) -> Served:
@@ -57,7 +62,7 @@ async def language_model(platform: Platform, tenant: Tenant, name: str) -> Serve
     if deployment["signature"].get("kind") != LLM_KIND:
         raise OpenAIError(400, f"model {name!r} is not a language model (serve it with /v2/models)", "model")
     engine = await run_in_threadpool(platform.generation.get, deployment["program_key"])
-    return Served(engine, tenant.id, name, deployment)
+    return Served(engine, tenant.id, name, deployment, platform.generation_metrics)
 
 
 def check_token_ids(codec: TextCodec, ids: list[int], param: str) -> None:
@@ -90,13 +95,14 @@ class Answer:
     """One request's generation and how its chunks are shaped (completions and chat differ only there)."""
 
     model: str
-    stream: TokenStream
+    started: tuple[TokenStream, SequenceTimer]  # what Served.start returns
     id_prefix: str
     chunk_object: str
     choice: Callable[[str, str | None], dict[str, Any]]  # (text, finish_reason) -> a streamed choice
     first: dict[str, Any] | None = None  # a choice sent before any text (chat's assistant role)
 
     def __post_init__(self) -> None:
+        self.stream, self.timer = self.started
         request_id = self.stream.account.request_id if self.stream.account else uuid.uuid4().hex
         self.id = f"{self.id_prefix}-{request_id}"  # the id usage records bill the request under
         self.created = int(time.time())
@@ -113,7 +119,7 @@ class Answer:
         watcher = asyncio.create_task(_cancel_on_disconnect(request, self.stream))
         try:
             parts, reason = [], None
-            async for delta in self.stream:
+            async for delta in self._timed():
                 parts.append(delta.text)
                 reason = delta.finish_reason
             return "".join(parts), reason
@@ -123,6 +129,15 @@ class Answer:
             watcher.cancel()
             self.stream.cancel()  # a no-op for a finished sequence
 
+    async def _timed(self) -> AsyncIterator[Delta]:
+        """The stream's deltas, each token's time observed; the tokens counted when it ends."""
+        try:
+            async for delta in self.stream:
+                self.timer.token(time.perf_counter())
+                yield delta
+        finally:
+            self.timer.ended(self.stream.prompt_tokens, self.stream.completion_tokens)
+
     def sse(self, include_usage: bool) -> StreamingResponse:
         return StreamingResponse(self._events(include_usage), media_type="text/event-stream")
 
@@ -131,7 +146,7 @@ class Answer:
         try:
             if self.first is not None:
                 yield _event(self.envelope(self.chunk_object, [self.first], **usage))
-            async for delta in self.stream:
+            async for delta in self._timed():
                 if delta.text or delta.finish_reason:
                     choice = self.choice(delta.text, delta.finish_reason)
                     yield _event(self.envelope(self.chunk_object, [choice], **usage))

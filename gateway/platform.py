@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from luminal.gateway.generation_metrics import GenerationMetrics
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.metrics import InferenceMetrics
 from luminal.gateway.predictions import PredictionRunner
@@ -46,6 +47,7 @@ class Platform:
     predictions: PredictionRunner = field(init=False)
     # Language models served in this process (the OpenAI-compatible API), started on first use.
     generation: Engines = field(init=False)
+    generation_metrics: GenerationMetrics = field(init=False)
 
     # The hot path's lookups: API key -> tenant, and (tenant, model, version) -> its ready deployment.
     tenants: TtlCache[Tenant] = field(init=False)
@@ -59,6 +61,7 @@ class Platform:
         # Sequences are billed through the thread workers' buffered ledger, or straight to the database.
         ledger = self.ledger or SqlUsageLedger(self.db, self.settings.gpu_prices_per_second)
         self.generation = Engines(self.artifacts.local_path, SequenceBilling(ledger))
+        self.generation_metrics = GenerationMetrics(self.metrics.registry, self.generation)
         self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks)
 
     def clear_caches(self) -> None:

@@ -40,6 +40,10 @@ class Engines:
             self._engines.move_to_end(program_key)
             return engine
 
+    def snapshot(self) -> list[tuple[str, GenerationEngine]]:
+        """The loaded engines by artifact key, for metrics (read without waiting for a load in progress)."""
+        return list(self._engines.items())
+
     def close(self) -> None:
         with self._lock:
             engines, self._engines = list(self._engines.values()), OrderedDict()

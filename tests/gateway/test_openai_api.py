@@ -180,3 +180,18 @@ def test_sequences_are_billed_with_their_tokens(world):
     assert record["model"] == "tiny-gpt2" and record["request_ids"] == [record["batch_id"]]
     assert 0 < record["seconds"] <= record["ended_at"] - record["started_at"]
     assert report["totals"]["completion_tokens"] >= 7 and report["totals"]["prompt_tokens"] >= len(mine)
+
+
+def test_metrics_show_token_latencies_and_counts(world):
+    world.client().completions.create(model="tiny-llama", prompt=PROMPTS[0], max_tokens=6, temperature=0,
+                                      extra_body={"ignore_eos": True})  # fmt: skip
+    text = httpx.get(f"{world.url}/metrics").text
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("luminal_") and 'model="tiny-llama"' in line:
+            name = line.split("{")[0]
+            values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    assert values["luminal_time_to_first_token_seconds_count"] >= 1
+    assert values["luminal_inter_token_latency_seconds_count"] >= 5  # 6 tokens, 5 gaps
+    assert values["luminal_generation_tokens"] >= 6 and values["luminal_prompt_tokens"] >= 1
+    assert "luminal_sequences_running{" in text and "luminal_kv_cache_positions{" in text
