@@ -1,9 +1,9 @@
 """The generation engine of one deployed language model: continuous batching over decode steps.
 
-Between steps the engine admits waiting sequences (each prefilled alone, its first token chosen and delivered)
-while the batch has room; then one decode step runs over every running sequence at once, each row's token is
-chosen by that sequence's sampler and delivered, and a sequence leaves the batch the step it finishes or is
-cancelled, freeing its cache rows. The KV caches stay in the engine (`KVBatch`) between steps.
+Between steps the engine admits waiting sequences while the batch has room (prefilled together, left-padded,
+each first token chosen and delivered); then one decode step runs over every running sequence at once, each
+row's token is chosen by that sequence's sampler and delivered, and a sequence leaves the batch the step it
+finishes or is cancelled, freeing its cache rows. The KV caches stay in the engine (`KVBatch`) between steps.
 
 `run_once()` does one round of that synchronously ("burst" mode for tests); `start()` runs rounds on a thread
 that sleeps while nothing is running or waiting.
@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from luminal.nn.models.generation import positions_of
 from luminal.scheduler.generation.kv_batch import KVBatch
 from luminal.scheduler.generation.language_model import LanguageModel
 from luminal.scheduler.generation.sampling import SamplingParams
@@ -27,6 +28,9 @@ from luminal.scheduler.generation.sequence import Sequence
 from luminal.scheduler.generation.stream import Account, Delta, Failed, TokenStream
 
 log = logging.getLogger(__name__)
+# Padded prompt tokens one prefill takes: newcomers are prefilled together, but a round of prefill delays every
+# running sequence's next token, so it is bounded.
+MAX_PREFILL_TOKENS = 4096
 
 
 class EngineBusy(RuntimeError):
@@ -109,33 +113,52 @@ class GenerationEngine:
             self._step()
 
     def _admit(self) -> None:
-        while len(self.running) < self.model.max_batch:
-            with self._wake:
-                if not self.waiting:
-                    return
-                stream = self.waiting.popleft()
-            if stream.cancelled:
-                continue
-            prompt = np.array([stream.sequence.prompt], np.int64)
-            feed = {
-                "input_ids": prompt,
-                "attention_mask": np.ones_like(prompt),
-                "position_ids": np.arange(prompt.shape[1], dtype=np.int64)[None],
-            }
-            stream.started_at, began = time.time(), time.perf_counter()
-            try:
-                out = self.model.prefill.run(feed)
-                stream.compute_s += time.perf_counter() - began
-            except Exception as e:  # this sequence fails; the batch goes on
-                log.exception("prefill failed")
+        """Prefill the waiting sequences that fit, together: their prompts left-padded into one batch."""
+        arrivals = self._take_waiting()
+        if not arrivals:
+            return
+        width = max(len(s.sequence.prompt) for s in arrivals)
+        mask = np.zeros((len(arrivals), width), np.int64)
+        ids = np.zeros_like(mask)
+        for r, stream in enumerate(arrivals):
+            prompt = stream.sequence.prompt
+            ids[r, width - len(prompt) :], mask[r, width - len(prompt) :] = prompt, 1
+        feed = {"input_ids": ids, "attention_mask": mask, "position_ids": positions_of(mask)}
+        started, began = time.time(), time.perf_counter()
+        try:
+            out = self.model.prefill.run(feed)
+        except Exception as e:  # these sequences fail; the running batch goes on
+            log.exception("prefill failed")
+            for stream in arrivals:
                 stream.put(Failed(f"prefill failed: {type(e).__name__}: {e}"))
-                continue
-            self.prefills += 1
-            if self._deliver(stream, out["logits"][0]):
+            return
+        share = (time.perf_counter() - began) / len(arrivals)
+        self.prefills += 1
+        joining = []
+        for r, stream in enumerate(arrivals):
+            stream.started_at, stream.compute_s = started, stream.compute_s + share
+            if self._deliver(stream, out["logits"][r]):
                 self._ended(stream)
             else:
-                self.batch.admit(out, prompt.shape[1])
-                self.running.append(stream)
+                joining.append(r)
+        if joining:
+            self.batch.admit({k: v[joining] for k, v in out.items() if k != "logits"}, mask[joining])
+            self.running.extend(arrivals[r] for r in joining)
+
+    def _take_waiting(self) -> list[TokenStream]:
+        """The waiting sequences that join now: as many as the batch has rows for, their padded prompts within
+        MAX_PREFILL_TOKENS (one long prompt is taken alone), cancelled ones dropped."""
+        taken: list[TokenStream] = []
+        with self._wake:
+            while self.waiting and len(self.running) + len(taken) < self.model.max_batch:
+                stream = self.waiting[0]
+                width = max([len(stream.sequence.prompt)] + [len(s.sequence.prompt) for s in taken])
+                if taken and width * (len(taken) + 1) > MAX_PREFILL_TOKENS:
+                    break
+                self.waiting.popleft()
+                if not stream.cancelled:
+                    taken.append(stream)
+        return taken
 
     def _step(self) -> None:
         tokens = np.array([s.sequence.tokens[-1] for s in self.running], np.int64)

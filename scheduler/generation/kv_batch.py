@@ -26,20 +26,20 @@ class KVBatch:
     def width(self) -> int:
         return self.mask.shape[1]
 
-    def admit(self, present: dict[str, np.ndarray], length: int) -> None:
-        """Append a row from a one-row prefill's outputs (present.{k}.key / .value [1, kv_heads, length, dim])."""
+    def admit(self, present: dict[str, np.ndarray], mask: np.ndarray) -> None:
+        """Append rows from a prefill's outputs (present.{k}.key / .value [rows, kv_heads, width, dim]) and its
+        attention mask [rows, width] (left-padded: each row's real positions are its last ones)."""
         new = [present[name] for name in self._names("present")]
+        mask = np.asarray(mask, np.int64)
         if self.rows == 0:
-            self.caches, self.mask = new, np.ones((1, length), np.int64)
-            self.lengths = np.array([length], np.int64)
+            self.caches, self.mask, self.lengths = new, mask, mask.sum(axis=1)
             return
-        width = max(self.width, length)
+        width = max(self.width, mask.shape[1])
         self._pad_to(width)
-        pad = width - length
+        pad = width - mask.shape[1]
         self.caches = [np.concatenate([c, _left_pad(n, pad)], axis=0) for c, n in zip(self.caches, new)]
-        row = np.concatenate([np.zeros(pad, np.int64), np.ones(length, np.int64)])[None]
-        self.mask = np.concatenate([self.mask, row], axis=0)
-        self.lengths = np.append(self.lengths, length)
+        self.mask = np.concatenate([self.mask, np.pad(mask, ((0, 0), (pad, 0)))], axis=0)
+        self.lengths = np.concatenate([self.lengths, mask.sum(axis=1)])
 
     def step_feed(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         """The decode step's inputs: each row's newest token [rows, 1] after its cache."""
@@ -65,7 +65,7 @@ class KVBatch:
         self.caches = [c[keep] for c in self.caches]
         self.mask, self.lengths = self.mask[keep], self.lengths[keep]
         width = int(self.lengths.max()) if len(keep) else 0
-        self.caches = [c[:, :, c.shape[2] - width :] for c in self.caches]
+        self.caches = [np.ascontiguousarray(c[:, :, c.shape[2] - width :]) for c in self.caches]
         self.mask = self.mask[:, self.width - width :]
 
     def _pad_to(self, width: int) -> None:

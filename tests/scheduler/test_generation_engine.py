@@ -46,6 +46,7 @@ def test_batched_sequences_equal_their_single_answers(compiled):
         )
         if k == 2:
             engine.run_once()
+            assert engine.prefills == 1 and engine.batch.rows == 3  # three prompt lengths, one padded prefill
     widths = []
     while engine.running or engine.waiting:
         engine.run_once()
