@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from luminal.llm_package import build_package, save_package
-from luminal.scheduler.generation.engine import GenerationEngine, PromptTooLong
+from luminal.scheduler.generation.engine import EngineBusy, GenerationEngine, PromptTooLong
 from luminal.scheduler.generation.language_model import compile_package, load_language_model
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
@@ -116,3 +116,15 @@ def test_seeded_sampling_repeats():
 
     assert draws(7) == draws(7) != draws(8)
     assert len(set(draws(7))) > 1  # really sampled, not the argmax every time
+
+
+def test_a_full_waiting_queue_refuses_with_engine_busy(compiled):
+    _, model = compiled
+    engine, loop = GenerationEngine(model, max_waiting=2), asyncio.new_event_loop()
+    for _ in range(2):
+        engine.submit([5, 6], SamplingParams(max_tokens=2), loop)
+    with pytest.raises(EngineBusy, match="2 sequences are already waiting"):
+        engine.submit([5, 6], SamplingParams(max_tokens=2), loop)
+    engine.run_once()  # both join the batch: there is room to wait again
+    engine.submit([5, 6], SamplingParams(max_tokens=2), loop)
+    loop.close()
