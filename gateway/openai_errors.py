@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
+from luminal.compiler.artifact_json import ArtifactError
 from luminal.gateway.errors import ApiError
 from luminal.gateway.store.errors import NotFound, QuotaExceeded
 from luminal.scheduler.generation.chat_template import ChatTemplateError
@@ -32,6 +33,7 @@ TYPES = {
     404: "invalid_request_error",
     413: "invalid_request_error",
     429: "rate_limit_error",
+    503: "service_unavailable",
 }
 
 
@@ -75,6 +77,8 @@ def as_openai_error(e: Exception) -> OpenAIError | None:
         return OpenAIError(429, str(e), None, None, {"Retry-After": retry})
     if isinstance(e, HTTPException):
         return OpenAIError(e.status_code, str(e.detail))
+    if isinstance(e, ArtifactError):  # e.g. compiled by an earlier compiler: the deployment must be recompiled
+        return OpenAIError(503, f"the model's compiled program cannot be loaded: {e}", "model")
     return None
 
 
