@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from luminal.cli import admin, deployments, keys, login, models, predict
+from luminal.cli import admin, deployments, keys, llm, login, models, predict
 from luminal.cli import compile as compile_command
 from luminal.cli.client import ClientError
 from luminal.cli.common import KeyOption, UrlOption, err, fail, out
@@ -65,7 +65,7 @@ def _default_name(path: Path) -> str:
 
 @app.command()
 def deploy(
-    file: Annotated[Path, typer.Argument(help="the .lgraph file")],
+    file: Annotated[Path, typer.Argument(help="the .lgraph file, or a Hugging Face language-model folder")],
     url: UrlOption = None,
     api_key: KeyOption = None,
     name: Annotated[str | None, typer.Option(help="model name (default: the file's name)")] = None,
@@ -80,6 +80,10 @@ def deploy(
     timeout: Annotated[float, typer.Option(help="seconds to wait for the compile")] = 600,
 ) -> None:
     """Upload FILE (with a progress bar), deploy it, wait for the compile and print the endpoint."""
+    folder = file if file.is_dir() else None
+    if folder is not None:  # a language model: its prefill and decode graphs are built here, uploaded as one file
+        name = name or _default_name(folder.with_name(folder.name + ".lpkg"))  # "Llama-3.2-1B" keeps its dots
+        file = llm.llm_package_file(folder, max_batch_size)
     if not file.is_file():
         fail(f"{file}: no such file")
     name = name or _default_name(file)
@@ -109,6 +113,10 @@ def deploy(
         )
     endpoint = client.url + deployment["endpoint"]
     out.print(f"Deployed {name} version {version['version']} (deployment {deployment['id']}).", highlight=False)
+    if folder is not None:
+        out.print(f"OpenAI-compatible API: {client.url}/openai/v1 (model {name!r})", highlight=False, soft_wrap=True)
+        out.print(f"Try: luminal complete {name} 'Hello' or luminal chat {name}", highlight=False, markup=False)
+        return
     out.print(f"Endpoint: {endpoint}", highlight=False, soft_wrap=True)
     example = {"inputs": [{"name": t["name"], "shape": t["shape"], "datatype": t["datatype"], "data": ["..."]}
                           for t in version["inputs"]]}  # fmt: skip
@@ -132,6 +140,8 @@ app.add_typer(deployments.app, name="deployments")
 app.add_typer(keys.app, name="keys")
 app.add_typer(admin.app, name="admin")
 app.command()(predict.predict)
+app.command()(llm.complete)
+app.command()(llm.chat)
 app.command(name="compile")(compile_command.compile_file)
 
 

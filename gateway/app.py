@@ -19,6 +19,7 @@ from luminal.gateway.routers import (
     keys,
     metrics,
     models,
+    openai_api,
     predictions,
     server,
     usage,
@@ -120,6 +121,7 @@ def _tenant_limits(db: Database) -> dict[int, TenantLimits]:
 
 
 def stop_platform(platform: Platform) -> None:
+    platform.generation.close()
     if platform.provisioner is not None:
         platform.provisioner.close()
     if platform.ledger is not None:
@@ -161,4 +163,5 @@ def create_app(
     install_error_handlers(app)
     for module in (server, inference, models, deployments, workers, usage, predictions, metrics, keys, admin):
         app.include_router(module.router)
+    app.include_router(openai_api.router)
     return app

@@ -39,6 +39,9 @@ TRITON_COUNTERS = frozenset(
         "nv_inference_request_duration_us",
         "nv_inference_queue_duration_us",
         "nv_inference_compute_infer_duration_us",
+        # The language-model token counters (gateway/generation_metrics.py), named in the same style.
+        "luminal_prompt_tokens",
+        "luminal_generation_tokens",
     }
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from luminal.gateway.generation_metrics import GenerationMetrics
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.metrics import InferenceMetrics
 from luminal.gateway.predictions import PredictionRunner
@@ -17,6 +18,9 @@ from luminal.gateway.ttl_cache import TtlCache
 from luminal.gateway.webhooks import WebhookSender, webhook_secret
 from luminal.provisioner.provisioner import Provisioner
 from luminal.scheduler.compile_jobs import CompileRunner
+from luminal.scheduler.generation.billing import SequenceBilling
+from luminal.scheduler.generation.engines import Engines
+from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
@@ -41,6 +45,9 @@ class Platform:
     rate_limiter: RateLimiter = field(init=False)
     # Built from the parts above (the webhook secret may be generated under data_dir on the first start).
     predictions: PredictionRunner = field(init=False)
+    # Language models served in this process (the OpenAI-compatible API), started on first use.
+    generation: Engines = field(init=False)
+    generation_metrics: GenerationMetrics = field(init=False)
 
     # The hot path's lookups: API key -> tenant, and (tenant, model, version) -> its ready deployment.
     tenants: TtlCache[Tenant] = field(init=False)
@@ -51,6 +58,10 @@ class Platform:
         self.ready_deployments = TtlCache(self.settings.metadata_cache_s)
         self.rate_limiter = open_rate_limiter(self.settings.queue_url, self.settings.queue_namespace)
         webhooks = WebhookSender(webhook_secret(self.settings), self.settings.webhook_allow_private)
+        # Sequences are billed through the thread workers' buffered ledger, or straight to the database.
+        ledger = self.ledger or SqlUsageLedger(self.db, self.settings.gpu_prices_per_second)
+        self.generation = Engines(self.artifacts.local_path, SequenceBilling(ledger))
+        self.generation_metrics = GenerationMetrics(self.metrics.registry, self.generation)
         self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks)
 
     def unschedulable(self, gpu_type: str) -> str | None:

@@ -27,7 +27,9 @@ from luminal.gateway.store.models import UploadedGraph
 from luminal.gateway.store.tables import ModelVersion, Tenant
 from luminal.graph_file import load_graph
 from luminal.graph_json import signature, symbol_table
+from luminal.llm_package import is_llm_package, load_package
 
+LLM_KIND = "llm"  # a model version's signature["kind"] when the upload was an LLM package
 WRITE_BATCH = 4 << 20  # bytes gathered before one disk write (the server hands us ~64 KiB pieces)
 
 
@@ -68,7 +70,11 @@ async def spool_upload(request: Request, spool_dir: Path, max_bytes: int) -> Spo
 
 
 def inspect_graph(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The graph's signature and symbol ranges; raises GraphFileError (a 400) for any defect of the file."""
+    """The graph's signature and symbol ranges; raises GraphFileError (a 400) for any defect of the file.
+    An LLM package is described by its prefill graph, its signature marked with kind "llm"."""
+    if is_llm_package(path):
+        graph = load_package(path).graphs.prefill
+        return {**signature(graph), "kind": LLM_KIND}, symbol_table(graph)
     graph = load_graph(path)
     return signature(graph), symbol_table(graph)
 

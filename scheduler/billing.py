@@ -26,6 +26,12 @@ class UsageRecord:
     # The deployment's model, copied into the record; None: the ledger looks them up by deployment_id.
     model_name: str | None = None
     model_version: int | None = None
+    # A language model's sequence is billed alone, its tokens beside its seconds; `billed_seconds` is then its
+    # share of the decode steps it rode in (each step's time split among its rows) plus its prefill, not the
+    # wall time from its start to its end. None: the whole of ended_at - started_at.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    billed_seconds: float | None = None
 
     @property
     def batch_size(self) -> int:
@@ -33,7 +39,7 @@ class UsageRecord:
 
     @property
     def seconds(self) -> float:
-        return self.ended_at - self.started_at
+        return self.ended_at - self.started_at if self.billed_seconds is None else self.billed_seconds
 
     def shares(self) -> dict[str, float]:
         """Each request's billed seconds; they sum to the batch's execution time."""

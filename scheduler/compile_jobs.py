@@ -25,6 +25,8 @@ from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.artifacts import ArtifactStore, sha256_file
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.models import unreferenced
+from luminal.llm_package import is_llm_package
+from luminal.scheduler.generation.language_model import compile_package
 
 log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 4000  # a compiler traceback can be long; the API shows its head
@@ -49,12 +51,10 @@ def compile_deployment(db: Database, artifacts: ArtifactStore, deployment_id: in
         graph_key, target = row.model_version.artifact_key, row.target
     program_key, error = None, None
     try:
-        graph = lm.load(artifacts.local_path(graph_key))
-        program = lm.compile(graph, target=target)
         spool_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=spool_dir) as tmp:
-            path = Path(tmp) / "program.lprog"
-            save_program(program, path)
+            path = Path(tmp) / "program"
+            _compile_file(artifacts.local_path(graph_key), target, path)
             program_key = artifacts.put_file(path, sha256_file(path))
     except Exception as e:  # any failure of the compiler is the deployment's error, shown to its owner
         log.info("compile of deployment %s failed", deployment_id, exc_info=True)
@@ -64,6 +64,14 @@ def compile_deployment(db: Database, artifacts: ArtifactStore, deployment_id: in
         orphan = program_key is not None and not recorded and program_key in unreferenced(session, {program_key})
     if orphan:
         artifacts.delete(program_key)  # the deployment was deleted while compiling
+
+
+def _compile_file(source: Path, target: str, out: Path) -> None:
+    """A `.lgraph` becomes one `.lprog`; an LLM package becomes an `.llmprog` (its prefill and step programs)."""
+    if is_llm_package(source):
+        compile_package(source, target, out)
+    else:
+        save_program(lm.compile(lm.load(source), target=target), out)
 
 
 class ThreadCompileRunner:

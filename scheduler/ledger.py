@@ -55,6 +55,14 @@ def check_record(record: UsageRecord) -> None:
         raise LedgerError(f"batch {record.batch_id}: request ids must be 1 to {MAX_ID_CHARS} characters")
     if len(set(record.request_ids)) != len(record.request_ids):
         raise LedgerError(f"batch {record.batch_id}: a request id appears twice")
+    tokens = (record.prompt_tokens, record.completion_tokens)
+    if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in tokens):
+        raise LedgerError(f"batch {record.batch_id}: token counts must be non-negative integers, got {tokens}")
+    billed = record.billed_seconds
+    if billed is not None and not (
+        isinstance(billed, int | float) and 0 <= billed <= record.ended_at - record.started_at
+    ):
+        raise LedgerError(f"batch {record.batch_id}: billed_seconds {billed!r:.40} must lie within its start and end")
 
 
 def _model_of(session: Session, deployment_id: int) -> tuple[str | None, int | None]:
@@ -133,6 +141,8 @@ class SqlUsageLedger:
             request_rows=list(record.request_rows),
             price_per_second=price,
             cost=record.seconds * price,
+            prompt_tokens=record.prompt_tokens,
+            completion_tokens=record.completion_tokens,
         )
         stmt = self._insert(table).values(**values).on_conflict_do_nothing(index_elements=["batch_id"])
         # RETURNING says whether this statement inserted the row (the driver's rowcount is not reliable).

@@ -25,6 +25,7 @@ from luminal.gateway.store import deployments as deployment_store
 from luminal.gateway.store.database import Database
 from luminal.gateway.store.tables import Tenant
 from luminal.gateway.tensor_codec import InferRequest, TensorError, encode_infer_response, parse_infer_request
+from luminal.gateway.uploads import LLM_KIND
 from luminal.gateway.webhooks import DEFAULT_EVENTS
 from luminal.scheduler.work import InferenceRequest, effective_priority
 
@@ -140,6 +141,8 @@ async def prepare(
 ) -> PreparedInference:
     """Decode the body against the deployment's signature; a bad one is counted as an invalid request."""
     labels = ModelLabels.of(name, d["version"], d["id"])
+    if d["signature"].get("kind") == LLM_KIND:  # its program is an .llmprog that only the generation engine runs
+        raise ApiError(400, f"model {name!r} is a language model: call /openai/v1/completions or chat/completions")
     try:
         if len(body) <= INLINE_PARSE_BYTES:
             parsed = parse_infer_request(body, header_length, d["signature"])

@@ -33,6 +33,7 @@ MAX_RECORDS = 1000
 MAX_PARAM_CHARS = 64
 MAX_ID = 2**31 - 1  # the columns are 32-bit integers
 CSV_COLUMNS = ["period_start", "deployment_id", "model", "version", "requests", "batches", "gpu_seconds", "cost"]
+CSV_COLUMNS += ["prompt_tokens", "completion_tokens"]  # language models' sequences (0 for tensor batches)
 
 
 class UsageTotalsPublic(BaseModel):
@@ -40,6 +41,8 @@ class UsageTotalsPublic(BaseModel):
     batches: int
     gpu_seconds: float  # billed: the sum of the batches' execution times
     cost: float  # USD
+    prompt_tokens: int = 0  # language models' sequences: tokens read and generated
+    completion_tokens: int = 0
 
 
 class UsageLinePublic(UsageTotalsPublic):
@@ -72,6 +75,8 @@ class UsageRecordPublic(BaseModel):
     request_rows: list[int]
     price_per_second: float
     cost: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
     @classmethod
     def of(cls, row: UsageRecordRow) -> UsageRecordPublic:

@@ -161,6 +161,9 @@ class UsageRecordRow(Base):
     request_rows: Mapped[list[int]] = mapped_column(JSON)  # each request's rows, in the order of request_ids
     price_per_second: Mapped[float] = mapped_column(Float)  # the price when recorded; later changes bill new work
     cost: Mapped[float] = mapped_column(Float)
+    # A language model's sequence (one request per record): its prompt and generated tokens; 0 for tensor batches.
+    prompt_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    completion_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
 class BilledRequest(Base):

@@ -50,6 +50,8 @@ class UsageTotals:
     batches: int
     gpu_seconds: float
     cost: float
+    prompt_tokens: int  # language models' sequences
+    completion_tokens: int
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ def _sums():
         func.count(r.id),
         func.coalesce(func.sum(r.seconds), 0.0),
         func.coalesce(func.sum(r.cost), 0.0),
+        func.coalesce(func.sum(r.prompt_tokens), 0),
+        func.coalesce(func.sum(r.completion_tokens), 0),
     )
 
 
@@ -106,18 +110,20 @@ def usage_lines(
             batches=batches,
             gpu_seconds=float(seconds),
             cost=float(cost),
+            prompt_tokens=int(prompt),
+            completion_tokens=int(completion),
         )
-        for start, dep, model, version, requests, batches, seconds, cost in session.execute(stmt)
+        for start, dep, model, version, requests, batches, seconds, cost, prompt, completion in session.execute(stmt)
     ]
 
 
 def usage_totals(
     session: Session, tenant_id: int, since: float, until: float, deployment_id: int | None = None
 ) -> UsageTotals:
-    requests, batches, seconds, cost = session.execute(
+    requests, batches, seconds, cost, prompt, completion = session.execute(
         select(*_sums()).where(*_filters(tenant_id, since, until, deployment_id))
     ).one()
-    return UsageTotals(int(requests), batches, float(seconds), float(cost))
+    return UsageTotals(int(requests), batches, float(seconds), float(cost), int(prompt), int(completion))
 
 
 def recent_records(

@@ -63,7 +63,9 @@ def billed(server):
 
 def expected_rows(width: int, prices: dict[str, float]) -> list[dict]:
     """The report computed here, batch by batch."""
-    sums: dict[tuple, dict] = defaultdict(lambda: dict(requests=0, batches=0, gpu_seconds=0.0, cost=0.0))
+    sums: dict[tuple, dict] = defaultdict(
+        lambda: dict(requests=0, batches=0, gpu_seconds=0.0, cost=0.0, prompt_tokens=0, completion_tokens=0)
+    )  # tensor batches: no tokens
     for deployment, model, version, gpu, offset, seconds, rows in BATCHES:
         start = MIDNIGHT + offset
         line = sums[(start // width * width, deployment, model, version)]
@@ -101,6 +103,8 @@ def test_json_report_equals_the_sums_by_hand(server, billed, by, width):
         "batches": 5,
         "gpu_seconds": pytest.approx(total_seconds),
         "cost": pytest.approx(sum(b[5] * prices[b[3]] for b in BATCHES)),
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
     }
 
 
@@ -121,7 +125,7 @@ def test_csv_report_has_a_header_and_the_json_rows(server, billed):
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/csv")
     table = list(csv.reader(io.StringIO(answer.text)))
     header = ["period_start", "deployment_id", "model", "version", "requests", "batches", "gpu_seconds", "cost"]
-    assert table[0] == header
+    assert table[0] == [*header, "prompt_tokens", "completion_tokens"]
     json_rows = client.get("/v1/usage", params={**WINDOW, "by": "hour"}).json()["rows"]
     assert len(table) == 1 + len(json_rows) == 5  # hour 0 twice (two deployments), hour 1, the next day
     for cells, row in zip(table[1:], json_rows):

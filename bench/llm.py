@@ -1,0 +1,122 @@
+"""Language-model serving on this machine: time to first token and decode tokens per second of the generation
+engine (compiled prefill + decode programs, continuous batching, resident KV cache) for one stream and for 16
+concurrent streams, against transformers' generate() on the same weights (one prompt, then the 16 prompts as one
+batch), in one run.
+
+The model is Llama-shaped with random weights (default ~100M parameters: 12 layers, hidden 768, GQA 12/4 heads,
+vocab 32000); the tokenizer is a word-level one over the vocabulary, since the bench feeds token ids.
+`python bench/llm.py [--layers N] [--hidden N] [--new-tokens N] [--prompt N]`.
+Goals (issue 18): 16 streams give >= 6x the tokens per second of one stream; single-stream decode faster than
+transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from tokenizers import Tokenizer, models  # noqa: E402
+
+from luminal.llm_package import build_package, save_package  # noqa: E402
+from luminal.scheduler.generation.engine import GenerationEngine  # noqa: E402
+from luminal.scheduler.generation.language_model import compile_package, load_language_model  # noqa: E402
+from luminal.scheduler.generation.sampling import SamplingParams  # noqa: E402
+
+STREAMS = 16
+
+
+def write_folder(folder: Path, args: argparse.Namespace) -> transformers.LlamaForCausalLM:
+    config = transformers.LlamaConfig(
+        vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.hidden * 8 // 3,
+        num_hidden_layers=args.layers, num_attention_heads=12, num_key_value_heads=4,
+        max_position_embeddings=args.prompt + args.new_tokens + 8, tie_word_embeddings=False,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    vocab = {f"t{i}": i for i in range(args.vocab)}
+    Tokenizer(models.WordLevel(vocab, unk_token="t0")).save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "t1"}))
+    return model
+
+
+def engine_run(engine: GenerationEngine, prompts: np.ndarray, new: int) -> tuple[float, float]:
+    """(mean seconds to first token, generated tokens per second) for `prompts` submitted at once."""
+    loop = asyncio.new_event_loop()
+    params = SamplingParams(max_tokens=new, temperature=0, ignore_eos=True)
+    start = time.perf_counter()
+    streams = [engine.submit(p.tolist(), params, loop) for p in prompts]
+    first: dict[int, float] = {}
+    while engine.running or engine.waiting:
+        engine.run_once()
+        now = time.perf_counter()
+        for k, s in enumerate(streams):
+            if s.sequence.tokens and k not in first:
+                first[k] = now - start
+    total = time.perf_counter() - start
+    loop.close()
+    return float(np.mean(list(first.values()))), len(prompts) * new / total
+
+
+def hf_run(model, prompts: np.ndarray, new: int) -> tuple[float, float]:
+    ids = torch.from_numpy(prompts)
+    kwargs = dict(attention_mask=torch.ones_like(ids), do_sample=False, pad_token_id=0, eos_token_id=None)
+    with torch.no_grad():
+        start = time.perf_counter()
+        model.generate(ids, max_new_tokens=1, **kwargs)
+        ttft = time.perf_counter() - start
+        start = time.perf_counter()
+        model.generate(ids, max_new_tokens=new, min_new_tokens=new, **kwargs)
+        total = time.perf_counter() - start
+    return ttft, len(prompts) * new / total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--prompt", type=int, default=32)
+    parser.add_argument("--new-tokens", type=int, default=32)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        hf = write_folder(folder, args)
+        params = sum(p.numel() for p in hf.parameters())
+        print(f"Llama-shaped model: {params / 1e6:.0f}M parameters, {args.layers} layers, hidden {args.hidden}")
+        save_package(build_package(folder, max_batch=STREAMS), folder / "m.lpkg")
+        start = time.perf_counter()
+        compile_package(folder / "m.lpkg", "cpu", folder / "m.llmprog")
+        print(f"compile (prefill + decode, cpu): {time.perf_counter() - start:.1f} s")
+        engine = GenerationEngine(load_language_model(folder / "m.llmprog"))
+        rng = np.random.default_rng(0)
+        prompts = rng.integers(2, args.vocab, (STREAMS, args.prompt)).astype(np.int64)
+        engine_run(engine, prompts[:1], 2)  # warm-up: first runs load kernels
+        hf_run(hf, prompts[:1], 2)
+        rows = {
+            "luminal, 1 stream": engine_run(engine, prompts[:1], args.new_tokens),
+            f"luminal, {STREAMS} streams": engine_run(engine, prompts, args.new_tokens),
+            "transformers generate(), 1 prompt": hf_run(hf, prompts[:1], args.new_tokens),
+            f"transformers generate(), batch of {STREAMS}": hf_run(hf, prompts, args.new_tokens),
+        }
+    print(f"{'':44s} {'TTFT ms':>9s} {'tokens/s':>9s}")
+    for name, (ttft, tps) in rows.items():
+        print(f"{name:44s} {ttft * 1e3:9.1f} {tps:9.1f}")
+    one, many = rows["luminal, 1 stream"][1], rows[f"luminal, {STREAMS} streams"][1]
+    print(f"{STREAMS} streams / 1 stream tokens per second: {many / one:.2f}x (goal >= 6x)")
+    hf_one = rows["transformers generate(), 1 prompt"][1]
+    print(f"single-stream decode vs transformers: {one / hf_one:.2f}x (goal > 1x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Language-model metrics beside the Triton-named inference ones, in the same registry (so `/metrics` shows
+both): time to first token and inter-token latency per model, prompt and generated tokens (their rate is tokens
+per second), and, read from the engines at scrape time, running and waiting sequences and the KV cache positions
+in use."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from luminal.gateway.metrics import LABELS, ModelLabels
+from luminal.scheduler.generation.engines import Engines
+
+# From a small model on an idle CPU (~1 ms a token) to a long prompt behind a full batch (~1 min to its first).
+TOKEN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class GenerationMetrics:
+    def __init__(self, registry: CollectorRegistry, engines: Engines):
+        self.first_token = Histogram(
+            "luminal_time_to_first_token_seconds",
+            "Time from a generation request's arrival to its first token, in seconds",
+            LABELS,
+            buckets=TOKEN_BUCKETS,
+            registry=registry,
+        )
+        self.inter_token = Histogram(
+            "luminal_inter_token_latency_seconds",
+            "Time between a sequence's consecutive tokens, in seconds",
+            LABELS,
+            buckets=TOKEN_BUCKETS,
+            registry=registry,
+        )
+        self.prompt_tokens = Counter("luminal_prompt_tokens", "Prompt tokens read", LABELS, registry=registry)
+        self.generated_tokens = Counter("luminal_generation_tokens", "Tokens generated", LABELS, registry=registry)
+        registry.register(EngineCollector(engines))
+
+    def sequence(self, labels: ModelLabels, arrived: float) -> SequenceTimer:
+        return SequenceTimer(self, labels.values(), arrived)
+
+
+class SequenceTimer:
+    """Observes one sequence's token times (perf_counter seconds) as its tokens reach the gateway."""
+
+    def __init__(self, metrics: GenerationMetrics, labels: tuple[str, str, str], arrived: float):
+        self.metrics, self.labels, self.last = metrics, labels, arrived
+        self.tokens = 0
+
+    def token(self, now: float) -> None:
+        histogram = self.metrics.first_token if self.tokens == 0 else self.metrics.inter_token
+        histogram.labels(*self.labels).observe(max(now - self.last, 0.0))
+        self.last, self.tokens = now, self.tokens + 1
+
+    def ended(self, prompt_tokens: int, completion_tokens: int) -> None:
+        self.metrics.prompt_tokens.labels(*self.labels).inc(prompt_tokens)
+        self.metrics.generated_tokens.labels(*self.labels).inc(completion_tokens)
+
+
+class EngineCollector(Collector):
+    """Gauges read from the running engines when scraped, labelled by the compiled program they serve."""
+
+    def __init__(self, engines: Engines):
+        self.engines = engines
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        families = {
+            "running": GaugeMetricFamily(
+                "luminal_sequences_running", "Sequences in the decode batch", labels=["program"]
+            ),
+            "waiting": GaugeMetricFamily(
+                "luminal_sequences_waiting", "Sequences waiting for a row", labels=["program"]
+            ),
+            "cache": GaugeMetricFamily(
+                "luminal_kv_cache_positions", "KV cache positions held (rows x cache length)", labels=["program"]
+            ),
+        }
+        for key, engine in self.engines.snapshot():
+            program = key[:12]
+            families["running"].add_metric([program], len(engine.running))
+            families["waiting"].add_metric([program], len(engine.waiting))
+            families["cache"].add_metric([program], engine.batch.rows * engine.batch.width)
+        yield from families.values()

@@ -1,0 +1,99 @@
+"""Errors of the OpenAI-compatible API in OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`,
+which the `openai` client turns into its typed exceptions (BadRequestError, AuthenticationError, ...).
+
+`OpenAIRoute` is the route class of those routers: whatever the platform raises while a request is checked,
+authenticated or answered (its ApiError, a store's NotFound, a full queue) leaves in this shape, while the rest
+of the gateway keeps the Open Inference Protocol's `{"error": "..."}`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
+
+from luminal.compiler.artifact_json import ArtifactError
+from luminal.gateway.errors import ApiError
+from luminal.gateway.store.errors import NotFound, QuotaExceeded
+from luminal.scheduler.generation.chat_template import ChatTemplateError
+from luminal.scheduler.generation.engine import EngineBusy, PromptTooLong
+
+log = logging.getLogger(__name__)
+TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "service_unavailable",
+}
+
+
+class OpenAIError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None, headers=None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.headers = status, message, param, code, headers
+
+    def body(self) -> dict[str, Any]:
+        kind = TYPES.get(self.status, "server_error")
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def _validation(e: RequestValidationError) -> OpenAIError:
+    first = e.errors()[0] if e.errors() else {}
+    param = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
+    message = f"{param}: {first.get('msg', 'invalid')}" if param else str(first.get("msg", "invalid request"))
+    return OpenAIError(400, message, param)
+
+
+def as_openai_error(e: Exception) -> OpenAIError | None:
+    """The OpenAI error for an exception the platform raises on a caller's account (None: our bug)."""
+    if isinstance(e, OpenAIError):
+        return e
+    if isinstance(e, ApiError):
+        code = "invalid_api_key" if e.status == 401 else None
+        return OpenAIError(e.status, e.message, None, code, e.headers)
+    if isinstance(e, NotFound):
+        return OpenAIError(404, str(e), "model", "model_not_found")
+    if isinstance(e, RequestValidationError):
+        return _validation(e)
+    if isinstance(e, PromptTooLong):
+        return OpenAIError(400, str(e), "messages", "context_length_exceeded")
+    if isinstance(e, ChatTemplateError):
+        return OpenAIError(400, str(e), "messages")
+    if isinstance(e, EngineBusy | QuotaExceeded):
+        retry = str(max(1, math.ceil(getattr(e, "retry_after_s", 1))))
+        return OpenAIError(429, str(e), None, None, {"Retry-After": retry})
+    if isinstance(e, HTTPException):
+        return OpenAIError(e.status_code, str(e.detail))
+    if isinstance(e, ArtifactError):  # e.g. compiled by an earlier compiler: the deployment must be recompiled
+        return OpenAIError(503, f"the model's compiled program cannot be loaded: {e}", "model")
+    return None
+
+
+class OpenAIRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def answer(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as e:
+                error = as_openai_error(e)
+                if error is None:
+                    log.error("unhandled error", exc_info=e)
+                    error = OpenAIError(500, "internal error")
+                return error.response()
+
+        return answer

@@ -1,0 +1,169 @@
+"""What the completion and chat routes share: the named deployment's engine, the request's sampling parameters,
+and the answer, whole or as server-sent events in the chunks the `openai` client parses.
+
+A streamed answer is a series of `data: {chunk}` events ending in `data: [DONE]`; with
+stream_options.include_usage the last chunk before [DONE] has no choices and carries the usage (and every other
+chunk `"usage": null`), as OpenAI sends them. A client that goes away cancels its sequence: the engine drops it
+(and its cache rows) before its next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from luminal.gateway.generation_metrics import GenerationMetrics, SequenceTimer
+from luminal.gateway.metrics import ModelLabels
+from luminal.gateway.openai_errors import OpenAIError
+from luminal.gateway.openai_schemas import SamplingFields
+from luminal.gateway.platform import Platform
+from luminal.gateway.routers.inference import resolve_ready
+from luminal.gateway.store.tables import Tenant
+from luminal.gateway.uploads import LLM_KIND
+from luminal.scheduler.generation.engine import GenerationEngine, PromptTooLong
+from luminal.scheduler.generation.sampling import SamplingParams
+from luminal.scheduler.generation.stream import Account, Delta, GenerationFailed, TokenStream
+from luminal.scheduler.generation.tokenizer import TextCodec
+
+DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
+
+
+@dataclass(frozen=True)
+class Served:
+    """A request's language model: its running engine and whom its sequences are billed to."""
+
+    engine: GenerationEngine
+    tenant_id: int
+    name: str
+    deployment: dict[str, Any]
+    metrics: GenerationMetrics
+
+    def start(self, prompt: list[int], params: SamplingParams) -> tuple[TokenStream, SequenceTimer]:
+        """Queue the sequence under a new request id; its deltas arrive on this request's event loop."""
+        d = self.deployment
+        arrived = time.perf_counter()
+        account = Account(uuid.uuid4().hex, d["id"], self.tenant_id, d["gpu_type"], self.name, int(d["version"]))
+        stream = self.engine.submit(prompt, params, asyncio.get_running_loop(), account)
+        return stream, self.metrics.sequence(ModelLabels.of(self.name, d["version"], d["id"]), arrived)
+
+
+async def language_model(platform: Platform, tenant: Tenant, name: str) -> Served:
+    """The tenant's deployed language model `name` (404 unknown, 400 not an LLM), its engine started."""
+    deployment = await resolve_ready(platform, tenant, name, None)
+    if deployment["signature"].get("kind") != LLM_KIND:
+        raise OpenAIError(400, f"model {name!r} is not a language model (serve it with /v2/models)", "model")
+    engine = await run_in_threadpool(platform.generation.get, deployment["program_key"])
+    return Served(engine, tenant.id, name, deployment, platform.generation_metrics)
+
+
+def check_token_ids(codec: TextCodec, ids: list[int], param: str) -> None:
+    vocab = codec.tokenizer.get_vocab_size()
+    bad = [i for i in ids if not 0 <= i < vocab]
+    if bad:
+        raise OpenAIError(400, f"token ids {bad[:5]} are outside the vocabulary (0..{vocab - 1})", param)
+
+
+def sampling_params(body: SamplingFields, max_tokens: int | None, prompt: list[int], context: int) -> SamplingParams:
+    """max_tokens None: whatever the context leaves after the prompt."""
+    if max_tokens is None:
+        max_tokens = context - len(prompt)
+        if max_tokens < 1:
+            raise PromptTooLong(f"the prompt has {len(prompt)} tokens; this model's context is {context}")
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=1.0 if body.temperature is None else body.temperature,
+        top_p=1.0 if body.top_p is None else body.top_p,
+        top_k=body.top_k,
+        seed=body.seed,
+        stop=body.stops(),
+        stop_token_ids=tuple(body.stop_token_ids or ()),
+        ignore_eos=body.ignore_eos,
+    )
+
+
+@dataclass
+class Answer:
+    """One request's generation and how its chunks are shaped (completions and chat differ only there)."""
+
+    model: str
+    started: tuple[TokenStream, SequenceTimer]  # what Served.start returns
+    id_prefix: str
+    chunk_object: str
+    choice: Callable[[str, str | None], dict[str, Any]]  # (text, finish_reason) -> a streamed choice
+    first: dict[str, Any] | None = None  # a choice sent before any text (chat's assistant role)
+
+    def __post_init__(self) -> None:
+        self.stream, self.timer = self.started
+        request_id = self.stream.account.request_id if self.stream.account else uuid.uuid4().hex
+        self.id = f"{self.id_prefix}-{request_id}"  # the id usage records bill the request under
+        self.created = int(time.time())
+
+    def usage(self) -> dict[str, int]:
+        prompt, completion = self.stream.prompt_tokens, self.stream.completion_tokens
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def envelope(self, obj: str, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "choices": choices, **extra}
+
+    async def collect(self, request: Request) -> tuple[str, str | None]:
+        """The whole text and finish reason; the sequence is cancelled if the client disconnects first."""
+        watcher = asyncio.create_task(_cancel_on_disconnect(request, self.stream))
+        try:
+            parts, reason = [], None
+            async for delta in self._timed():
+                parts.append(delta.text)
+                reason = delta.finish_reason
+            return "".join(parts), reason
+        except GenerationFailed as e:
+            raise OpenAIError(500, str(e)) from None
+        finally:
+            watcher.cancel()
+            self.stream.cancel()  # a no-op for a finished sequence
+
+    async def _timed(self) -> AsyncIterator[Delta]:
+        """The stream's deltas, each token's time observed; the tokens counted when it ends."""
+        try:
+            async for delta in self.stream:
+                self.timer.token(time.perf_counter())
+                yield delta
+        finally:
+            self.timer.ended(self.stream.prompt_tokens, self.stream.completion_tokens)
+
+    def sse(self, include_usage: bool) -> StreamingResponse:
+        return StreamingResponse(self._events(include_usage), media_type="text/event-stream")
+
+    async def _events(self, include_usage: bool) -> AsyncIterator[str]:
+        usage = {"usage": None} if include_usage else {}
+        try:
+            if self.first is not None:
+                yield _event(self.envelope(self.chunk_object, [self.first], **usage))
+            async for delta in self._timed():
+                if delta.text or delta.finish_reason:
+                    choice = self.choice(delta.text, delta.finish_reason)
+                    yield _event(self.envelope(self.chunk_object, [choice], **usage))
+            if include_usage:
+                yield _event(self.envelope(self.chunk_object, [], usage=self.usage()))
+        except GenerationFailed as e:
+            yield _event(OpenAIError(500, str(e)).body())
+        finally:
+            self.stream.cancel()  # the client went away mid-stream (or the stream ended: then a no-op)
+        yield "data: [DONE]\n\n"
+
+
+def _event(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+async def _cancel_on_disconnect(request: Request, stream: TokenStream) -> None:
+    while not await request.is_disconnected():
+        await asyncio.sleep(DISCONNECT_POLL_S)
+    stream.cancel()

@@ -1,0 +1,96 @@
+"""Request bodies of the OpenAI-compatible API: the fields OpenAI documents (and the sampling extensions vLLM
+added: top_k, stop_token_ids, ignore_eos), checked here so a bad value is a 400 naming its parameter. Fields a
+client may send that change nothing here (user, metadata, ...) are ignored; ones we cannot honour are refused."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
+
+MAX_STOPS = 4  # OpenAI's limit on stop sequences
+MAX_STOP_TOKEN_IDS = 64
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: bool = False
+
+
+class SamplingFields(BaseModel):
+    """What completions and chat completions share."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: StrictStr = Field(min_length=1, max_length=128)
+    temperature: float | None = Field(default=None, ge=0, le=2)  # None: 1.0, OpenAI's default
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: StrictInt | None = Field(default=None, ge=-1)  # -1 or 0: off
+    seed: StrictInt | None = None
+    stop: StrictStr | Annotated[list[StrictStr], Field(max_length=MAX_STOPS)] | None = None
+    stop_token_ids: Annotated[list[StrictInt], Field(max_length=MAX_STOP_TOKEN_IDS)] | None = None
+    ignore_eos: bool = False
+    n: Literal[1] = 1  # one choice per request
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    presence_penalty: Literal[0] | None = None  # penalties are not applied: only their neutral value is accepted
+    frequency_penalty: Literal[0] | None = None
+    logprobs: Literal[False] | None = None  # not computed yet
+
+    def stops(self) -> tuple[str, ...]:
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    @property
+    def include_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.include_usage
+
+
+class CompletionCreate(SamplingFields):
+    prompt: StrictStr | list[StrictStr] | list[StrictInt] | list[list[StrictInt]]
+    max_tokens: StrictInt | None = Field(default=16, ge=1)  # OpenAI's default for completions
+    echo: Literal[False] = False
+    suffix: None = None
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> CompletionCreate:
+        if isinstance(self.prompt, list) and self.prompt and isinstance(self.prompt[0], str | list):
+            if len(self.prompt) != 1:
+                raise ValueError("one prompt per request (a list of prompts is not served)")
+        return self
+
+    def prompt_value(self) -> str | list[int]:
+        """The single prompt: text, or token ids."""
+        prompt = self.prompt
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list):
+            prompt = prompt[0]
+        return prompt
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["text"]
+    text: StrictStr
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")  # name, tool_call_id, ...: handed to the template as they are
+    role: StrictStr = Field(min_length=1, max_length=64)
+    content: StrictStr | list[ContentPart] | None = None
+
+    def for_template(self) -> dict[str, Any]:
+        """As transformers passes a message to the template: the content parts joined into one string."""
+        message = self.model_dump(exclude_none=False)
+        if isinstance(self.content, list):
+            message["content"] = "".join(part.text for part in self.content)
+        return message
+
+
+class ChatCompletionCreate(SamplingFields):
+    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    max_tokens: StrictInt | None = Field(default=None, ge=1)  # None: the rest of the context
+    max_completion_tokens: StrictInt | None = Field(default=None, ge=1)  # the newer name of max_tokens
+    add_generation_prompt: bool = True
+
+    def token_limit(self) -> int | None:
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens

@@ -1,0 +1,37 @@
+"""`POST /openai/v1/completions`: text (or token ids) in, the model's continuation out, whole or streamed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from luminal.gateway.dependencies import PlatformDep, TenantDep
+from luminal.gateway.openai_errors import OpenAIRoute
+from luminal.gateway.openai_generation import Answer, check_token_ids, language_model, sampling_params
+from luminal.gateway.openai_schemas import CompletionCreate
+from luminal.gateway.request_body import read_json_model
+
+router = APIRouter(route_class=OpenAIRoute)
+MAX_BODY_BYTES = 4 << 20  # a long prompt is a few hundred KiB of text
+
+
+def _choice(text: str, finish_reason: str | None) -> dict[str, Any]:
+    return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+
+
+@router.post("/completions")
+async def create_completion(request: Request, tenant: TenantDep, platform: PlatformDep) -> Response:
+    body = await read_json_model(request, CompletionCreate, MAX_BODY_BYTES)
+    served = await language_model(platform, tenant, body.model)
+    engine = served.engine
+    prompt = body.prompt_value()
+    ids = engine.model.codec.encode(prompt) if isinstance(prompt, str) else prompt
+    check_token_ids(engine.model.codec, ids, "prompt")
+    params = sampling_params(body, body.max_tokens, ids, engine.model.max_positions)
+    answer = Answer(body.model, served.start(ids, params), "cmpl", "text_completion", _choice)
+    if body.stream:
+        return answer.sse(body.include_usage)
+    text, reason = await answer.collect(request)
+    return JSONResponse(answer.envelope("text_completion", [_choice(text, reason)], usage=answer.usage()))

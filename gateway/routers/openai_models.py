@@ -1,0 +1,33 @@
+"""`GET /openai/v1/models`: the caller's ready language-model deployments, as OpenAI lists models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
+
+from luminal.gateway.dependencies import DatabaseDep, TenantDep
+from luminal.gateway.openai_errors import OpenAIRoute
+from luminal.gateway.store import deployments as deployment_store
+from luminal.gateway.store.database import Database
+from luminal.gateway.store.tables import Tenant
+from luminal.gateway.uploads import LLM_KIND
+
+router = APIRouter(route_class=OpenAIRoute)
+
+
+def _models(db: Database, tenant: Tenant) -> list[dict[str, Any]]:
+    with db.session() as session:
+        rows = deployment_store.list_deployments(session, tenant)
+        names = {}
+        for d in rows:
+            version = d.model_version
+            if d.status == deployment_store.READY and version.signature.get("kind") == LLM_KIND:
+                names.setdefault(version.model.name, int(d.created_at.timestamp()))
+        return [{"id": n, "object": "model", "created": c, "owned_by": tenant.name} for n, c in sorted(names.items())]
+
+
+@router.get("/models")
+async def list_models(tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
+    return {"object": "list", "data": await run_in_threadpool(_models, db, tenant)}

@@ -1,0 +1,200 @@
+"""The LLM package (`.lpkg`): what `luminal deploy HF_FOLDER` uploads for a decoder language model.
+
+One zip bundle (`luminal.zip_bundle`) of:
+  manifest.json          format, versions, model type, layers, batch and position limits, both signatures, digests
+  prefill.json           the prefill graph (graph.json's format): prompt -> next logits and every layer's cache
+  step.json              the decode-step graph: one token per row and the caches -> next logits, grown caches
+  weights.safetensors    the weights, once: both graphs bind the same tensors
+  config.json            the Hugging Face config (eos/bos ids, model type)
+  tokenizer.json         the Hugging Face `tokenizers` tokenizer
+  tokenizer_config.json  optional: chat template, special tokens
+  chat_template.jinja    optional: the chat template as transformers 5 saves it, beside tokenizer_config.json
+  generation_config.json optional: eos ids and default sampling parameters
+
+Both graphs are built with `padded=True` (attention_mask and position_ids inputs), so rows of different
+lengths share a batch. Reading checks the file like a `.lgraph` and never executes anything from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from luminal.graph import Graph, GraphError
+from luminal.graph_file import WEIGHTS, _bind, _safetensors_parts, read_safetensors
+from luminal.graph_json import GraphFileError, decode_graph, dump_json, encode_graph, parse_json, signature
+from luminal.nn.models.checkpoint import align_names, read_checkpoint, widen_to_float32
+from luminal.nn.models.config import load_config
+from luminal.nn.models.generation import DecoderGraphs, decoder_graphs
+from luminal.nn.models.loading import causal_lm, max_positions
+from luminal.zip_bundle import BundleFormat, bundle_format_name, read_bundle, write_bundle
+
+
+class LLMPackageError(GraphFileError):
+    """An LLM package is malformed, inconsistent or hostile (a GraphFileError, so uploads answer 400)."""
+
+
+PREFILL, STEP, CONFIG = "prefill.json", "step.json", "config.json"
+TOKENIZER, TOKENIZER_CONFIG, CHAT_TEMPLATE = "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"
+GENERATION_CONFIG = "generation_config.json"
+MiB, GiB = 1 << 20, 1 << 30
+FORMAT = BundleFormat(
+    name="luminal.llm",
+    version=1,
+    # graph.json of a 32-layer model is a few MiB; tokenizers with 256k-token vocabularies reach ~35 MiB.
+    caps={
+        PREFILL: 256 * MiB,
+        STEP: 256 * MiB,
+        WEIGHTS: 64 * GiB,
+        CONFIG: 1 * MiB,
+        TOKENIZER: 64 * MiB,
+        TOKENIZER_CONFIG: 16 * MiB,
+        CHAT_TEMPLATE: 1 * MiB,
+        GENERATION_CONFIG: 1 * MiB,
+    },
+    required=frozenset({PREFILL, STEP, WEIGHTS, CONFIG, TOKENIZER}),
+    error=LLMPackageError,
+    stored=frozenset({WEIGHTS}),
+)
+JSON_OBJECTS = (CONFIG, TOKENIZER_CONFIG, GENERATION_CONFIG)
+# Positions a deployment serves by default: Llama 3 declares 131072, far beyond what a CPU deployment can cache.
+DEFAULT_MAX_POSITIONS = 2048
+
+
+@dataclass
+class LLMPackage:
+    graphs: DecoderGraphs
+    config: dict[str, Any]
+    tokenizer_json: str
+    max_batch: int
+    max_positions: int
+    tokenizer_config: dict[str, Any] = field(default_factory=dict)
+    chat_template: str | None = None  # chat_template.jinja; tokenizer_config's "chat_template" otherwise
+    generation_config: dict[str, Any] = field(default_factory=dict)
+
+
+def build_package(folder: str | Path, max_batch: int = 16, positions: int | None = None) -> LLMPackage:
+    """Build the prefill and decode graphs of a Hugging Face folder and bind its checkpoint to them."""
+    folder = Path(folder)
+    if not (folder / TOKENIZER).exists():
+        raise FileNotFoundError(f"{folder} has no {TOKENIZER}: a language model is served with its tokenizer")
+    raw = load_config(folder / CONFIG)
+    limit = positions or min(max_positions(raw), DEFAULT_MAX_POSITIONS)
+    graphs = decoder_graphs(causal_lm(raw), max_batch=max_batch, max_positions=limit, padded=True)
+    weights = align_names(list(graphs.prefill.weights), widen_to_float32(read_checkpoint(folder)))
+    graphs.bind(weights)
+    missing = graphs.prefill.unbound_weights()
+    if missing:
+        raise GraphError(f"{len(missing)} weight(s) not in the checkpoint, e.g. {missing[:5]}")
+    optional = {n: parse_json((folder / n).read_bytes(), n) for n in JSON_OBJECTS[1:] if (folder / n).exists()}
+    template = folder / CHAT_TEMPLATE
+    return LLMPackage(
+        graphs,
+        raw,
+        (folder / TOKENIZER).read_text(encoding="utf-8"),
+        max_batch,
+        limit,
+        optional.get(TOKENIZER_CONFIG, {}),
+        template.read_text(encoding="utf-8") if template.exists() else None,
+        optional.get(GENERATION_CONFIG, {}),
+    )
+
+
+def save_package(package: LLMPackage, path: Any) -> None:
+    """Write the package atomically (no file is left on any error)."""
+    graphs = package.graphs
+    if set(graphs.prefill.weights) != set(graphs.step.weights):
+        raise GraphError("the prefill and step graphs must declare the same weights (they share one entry)")
+    entries = {
+        PREFILL: [dump_json(encode_graph(graphs.prefill))],
+        STEP: [dump_json(encode_graph(graphs.step))],
+        WEIGHTS: _safetensors_parts(graphs.prefill),
+        **text_entries(package),
+    }
+    write_bundle(FORMAT, path, entries, _manifest_fields(package))
+
+
+def text_entries(package: LLMPackage) -> dict[str, list[bytes]]:
+    """The entries beside the graphs and weights (config, tokenizer, template), as a bundle writer takes them;
+    the compiled model carries them too."""
+    entries = {CONFIG: [dump_json(package.config)], TOKENIZER: [package.tokenizer_json.encode()]}
+    if package.tokenizer_config:
+        entries[TOKENIZER_CONFIG] = [dump_json(package.tokenizer_config)]
+    if package.chat_template is not None:
+        entries[CHAT_TEMPLATE] = [package.chat_template.encode()]
+    if package.generation_config:
+        entries[GENERATION_CONFIG] = [dump_json(package.generation_config)]
+    return entries
+
+
+def _manifest_fields(package: LLMPackage) -> dict[str, Any]:
+    from luminal import __version__
+
+    return {
+        "luminal_version": __version__,
+        "model_type": package.config.get("model_type"),
+        "layers": package.graphs.layers,
+        "max_batch": package.max_batch,
+        "max_positions": package.max_positions,
+        "signatures": {"prefill": signature(package.graphs.prefill), "step": signature(package.graphs.step)},
+    }
+
+
+def is_llm_package(path: Any) -> bool:
+    """Whether the file at `path` says it is an LLM package (only its manifest is read)."""
+    return bundle_format_name(path, LLMPackageError) == FORMAT.name
+
+
+def load_package(source: Any) -> LLMPackage:
+    """Read a package (a path or its bytes); any defect raises LLMPackageError naming it."""
+    manifest, raw = read_bundle(FORMAT, source)
+    layers, max_batch, limit = (manifest.get(k) for k in ("layers", "max_batch", "max_positions"))
+    if not all(type(v) is int and v > 0 for v in (layers, max_batch, limit)):
+        raise LLMPackageError("manifest: layers, max_batch and max_positions must be positive integers")
+    prefill = decode_graph(parse_json(bytes(raw[PREFILL]), PREFILL))
+    step = decode_graph(parse_json(bytes(raw[STEP]), STEP))
+    if manifest.get("signatures") != {"prefill": signature(prefill), "step": signature(step)}:
+        raise LLMPackageError("the manifest's signatures disagree with the graphs")
+    _check_decoder(prefill, step, layers)
+    arrays = read_safetensors(raw[WEIGHTS])
+    _bind(prefill, arrays)
+    _bind(step, arrays)  # the same arrays: the weights are held once
+    objects = {n: parse_json(bytes(raw[n]), n) for n in JSON_OBJECTS if n in raw}
+    for name, value in objects.items():
+        if not isinstance(value, dict):
+            raise LLMPackageError(f"{name} must be a JSON object")
+    try:
+        tokenizer = bytes(raw[TOKENIZER]).decode("utf-8")
+        template = bytes(raw[CHAT_TEMPLATE]).decode("utf-8") if CHAT_TEMPLATE in raw else None
+    except UnicodeDecodeError as e:
+        raise LLMPackageError(f"the tokenizer or chat template is not UTF-8: {e.reason}") from None
+    return LLMPackage(
+        DecoderGraphs(prefill, step, layers, padded=True),
+        objects[CONFIG],
+        tokenizer,
+        max_batch,
+        limit,
+        objects.get(TOKENIZER_CONFIG, {}),
+        template,
+        objects.get(GENERATION_CONFIG, {}),
+    )
+
+
+def _check_decoder(prefill: Graph, step: Graph, layers: int) -> None:
+    """The inputs and outputs the decoding loop feeds and reads must all be there."""
+    cache = {f"present.{k}.{part}" for k in range(layers) for part in ("key", "value")}
+    wanted = {
+        PREFILL: (prefill, {"input_ids", "attention_mask", "position_ids"}, {"logits"} | cache),
+        STEP: (step, {"input_ids", "attention_mask", "position_ids"} | {c.replace("present", "past") for c in cache},
+               {"logits"} | cache),
+    }  # fmt: skip
+    for name, (graph, inputs, outputs) in wanted.items():
+        if set(graph.inputs) != inputs or set(graph.outputs) != outputs:
+            raise LLMPackageError(
+                f"{name} is not a {layers}-layer decoder graph: inputs {sorted(graph.inputs)[:8]}, "
+                f"outputs {sorted(graph.outputs)[:8]}"
+            )
+
+
+__all__ = ["FORMAT", "LLMPackage", "LLMPackageError", "build_package", "is_llm_package", "load_package", "save_package"]

@@ -1,0 +1,208 @@
+"""The generation engine of one deployed language model: continuous batching over decode steps.
+
+Between steps the engine admits waiting sequences while the batch has room (prefilled together, left-padded,
+each first token chosen and delivered); then one decode step runs over every running sequence at once, each
+row's token is chosen by that sequence's sampler and delivered, and a sequence leaves the batch the step it
+finishes or is cancelled, freeing its cache rows. The KV caches stay in the engine (`KVBatch`) between steps.
+
+`run_once()` does one round of that synchronously ("burst" mode for tests); `start()` runs rounds on a thread
+that sleeps while nothing is running or waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from luminal.nn.models.generation import positions_of
+from luminal.scheduler.generation.kv_batch import KVBatch
+from luminal.scheduler.generation.language_model import LanguageModel
+from luminal.scheduler.generation.sampling import SamplingParams
+from luminal.scheduler.generation.sequence import Sequence
+from luminal.scheduler.generation.stream import Account, Delta, Failed, TokenStream
+
+log = logging.getLogger(__name__)
+# Padded prompt tokens one prefill takes: newcomers are prefilled together, but a round of prefill delays every
+# running sequence's next token, so it is bounded.
+MAX_PREFILL_TOKENS = 4096
+
+
+class EngineBusy(RuntimeError):
+    """Too many sequences are already waiting for a place in the batch (a 429)."""
+
+
+class PromptTooLong(ValueError):
+    """The prompt plus the tokens asked for do not fit the model's positions (a 400)."""
+
+
+class GenerationEngine:
+    def __init__(
+        self, model: LanguageModel, max_waiting: int = 256, on_end: Callable[[TokenStream], None] | None = None
+    ):
+        self.model = model
+        # Called on the engine thread with each sequence that ran and ended (finished or cancelled): billing.
+        self.on_end = on_end
+        self.max_waiting = max_waiting  # bounded: past it a new request is refused, never queued without end
+        self.batch = KVBatch(model.layers)
+        self.running: list[TokenStream] = []  # row r of the batch is running[r]
+        self.waiting: deque[TokenStream] = deque()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        # Counters for metrics and benchmarks: decode steps run, and the rows they stepped (rows / steps is the
+        # mean batch), prefills run.
+        self.steps = self.rows_stepped = self.prefills = 0
+
+    def submit(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        loop: asyncio.AbstractEventLoop,
+        account: Account | None = None,
+    ) -> TokenStream:
+        total = len(prompt) + params.max_tokens
+        if not prompt:
+            raise PromptTooLong("the prompt is empty: it must hold at least one token")
+        if total > self.model.max_positions:
+            raise PromptTooLong(
+                f"this model's maximum context length is {self.model.max_positions} tokens; the prompt has "
+                f"{len(prompt)} and max_tokens asks for {params.max_tokens} more ({total})"
+            )
+        codec = self.model.codec
+        stream = TokenStream(Sequence(prompt, params, codec.decode, codec.eos_token_ids), loop, account)
+        with self._wake:
+            if len(self.waiting) >= self.max_waiting:
+                raise EngineBusy(f"{len(self.waiting)} sequences are already waiting for this model; retry later")
+            self.waiting.append(stream)
+            self._wake.notify()
+        return stream
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="generation", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        for stream in [*self.running, *self.waiting]:
+            stream.put(Failed("the model was unloaded"))
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                while not self._closed and not self.running and not self.waiting:
+                    self._wake.wait()
+                if self._closed:
+                    return
+            self.run_once()
+
+    def run_once(self) -> None:
+        """Admit what fits, then one decode step over everything running."""
+        self._drop_cancelled()
+        self._admit()
+        if self.running:
+            self._step()
+
+    def _admit(self) -> None:
+        """Prefill the waiting sequences that fit, together: their prompts left-padded into one batch."""
+        arrivals = self._take_waiting()
+        if not arrivals:
+            return
+        width = max(len(s.sequence.prompt) for s in arrivals)
+        mask = np.zeros((len(arrivals), width), np.int64)
+        ids = np.zeros_like(mask)
+        for r, stream in enumerate(arrivals):
+            prompt = stream.sequence.prompt
+            ids[r, width - len(prompt) :], mask[r, width - len(prompt) :] = prompt, 1
+        feed = {"input_ids": ids, "attention_mask": mask, "position_ids": positions_of(mask)}
+        started, began = time.time(), time.perf_counter()
+        try:
+            out = self.model.prefill.run(feed)
+        except Exception as e:  # these sequences fail; the running batch goes on
+            log.exception("prefill failed")
+            for stream in arrivals:
+                stream.put(Failed(f"prefill failed: {type(e).__name__}: {e}"))
+            return
+        share = (time.perf_counter() - began) / len(arrivals)
+        self.prefills += 1
+        joining = []
+        for r, stream in enumerate(arrivals):
+            stream.started_at, stream.compute_s = started, stream.compute_s + share
+            if self._deliver(stream, out["logits"][r]):
+                self._ended(stream)
+            else:
+                joining.append(r)
+        if joining:
+            self.batch.admit({k: v[joining] for k, v in out.items() if k != "logits"}, mask[joining])
+            self.running.extend(arrivals[r] for r in joining)
+
+    def _take_waiting(self) -> list[TokenStream]:
+        """The waiting sequences that join now: as many as the batch has rows for, their padded prompts within
+        MAX_PREFILL_TOKENS (one long prompt is taken alone), cancelled ones dropped."""
+        taken: list[TokenStream] = []
+        with self._wake:
+            while self.waiting and len(self.running) + len(taken) < self.model.max_batch:
+                stream = self.waiting[0]
+                width = max([len(stream.sequence.prompt)] + [len(s.sequence.prompt) for s in taken])
+                if taken and width * (len(taken) + 1) > MAX_PREFILL_TOKENS:
+                    break
+                self.waiting.popleft()
+                if not stream.cancelled:
+                    taken.append(stream)
+        return taken
+
+    def _step(self) -> None:
+        tokens = np.array([s.sequence.tokens[-1] for s in self.running], np.int64)
+        began = time.perf_counter()
+        try:
+            out = self.model.step.run(self.batch.step_feed(tokens))
+        except Exception as e:  # every running sequence fails and the cache starts over
+            log.exception("decode step failed")
+            for stream in self.running:
+                stream.put(Failed(f"decode step failed: {type(e).__name__}: {e}"))
+            self.batch.remove(list(range(len(self.running))))
+            self.running = []
+            return
+        share = (time.perf_counter() - began) / len(self.running)
+        for stream in self.running:
+            stream.compute_s += share
+        self.batch.advance(out)
+        self.steps += 1
+        self.rows_stepped += len(self.running)
+        done = [r for r, stream in enumerate(self.running) if self._deliver(stream, out["logits"][r])]
+        self._remove(done)
+
+    def _deliver(self, stream: TokenStream, logits: np.ndarray) -> bool:
+        """Choose the sequence's next token and hand its text to the stream; True when the sequence is done."""
+        seq = stream.sequence
+        token = seq.sampler.choose(logits)
+        text = seq.add(token)
+        stream.put(Delta(text, token, seq.finish_reason))
+        return seq.finished
+
+    def _drop_cancelled(self) -> None:
+        self._remove([r for r, stream in enumerate(self.running) if stream.cancelled])
+
+    def _remove(self, rows: list[int]) -> None:
+        if rows:
+            self.batch.remove(rows)
+            gone = set(rows)
+            for r in rows:
+                self._ended(self.running[r])
+            self.running = [s for r, s in enumerate(self.running) if r not in gone]
+
+    def _ended(self, stream: TokenStream) -> None:
+        if self.on_end is not None:
+            try:
+                self.on_end(stream)
+            except Exception:  # billing must not stop everyone's tokens; the ledger logs what it lost
+                log.exception("recording the end of a sequence failed")

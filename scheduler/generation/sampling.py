@@ -1,0 +1,48 @@
+"""How one sequence picks its next token: greedy at temperature 0, otherwise drawn as Hugging Face's
+generate(do_sample=True) draws (tempered softmax, top-k, then the nucleus), from the sequence's own generator
+so a seeded request repeats whatever else shares its batch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from luminal.nn.models.generation import allowed_probabilities
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int
+    temperature: float = 1.0  # 0: greedy
+    top_p: float = 1.0
+    top_k: int | None = None  # None or 0: no limit (OpenAI-compatible servers spell "off" as -1 too)
+    seed: int | None = None
+    stop: tuple[str, ...] = ()  # strings that end the text; the text stops before them
+    stop_token_ids: tuple[int, ...] = ()  # tokens that end the sequence besides the model's end-of-sequence
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if not 0 <= self.temperature <= 2:
+            raise ValueError(f"temperature must lie in [0, 2], got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must lie in (0, 1], got {self.top_p}")
+        if self.top_k is not None and self.top_k < -1:
+            raise ValueError(f"top_k must be -1 (off), 0 (off) or positive, got {self.top_k}")
+
+
+class Sampler:
+    def __init__(self, params: SamplingParams):
+        self.params = params
+        self.rng = np.random.default_rng(params.seed)
+
+    def choose(self, logits: np.ndarray) -> int:
+        """The next token from one row of logits [vocab]."""
+        p = self.params
+        if p.temperature == 0:
+            return int(np.argmax(logits))
+        top_k = p.top_k if p.top_k and p.top_k > 0 else None
+        probs = allowed_probabilities(logits[None], p.temperature, top_k, p.top_p)[0]
+        return int(self.rng.choice(len(probs), p=probs))

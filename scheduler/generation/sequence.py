@@ -1,0 +1,75 @@
+"""One sequence being generated: its tokens, its text, and when it ends.
+
+Text leaves as it becomes final. The generated tokens are decoded whole after each token (byte-level tokenizers
+split characters across tokens, so decoding token by token would emit broken UTF-8); text that could still turn
+into a stop string, or that ends in an incomplete character, is held back until it cannot. A stop string ends
+the text just before it (OpenAI's rule: the stop sequence is not returned).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from luminal.scheduler.generation.sampling import Sampler, SamplingParams
+
+LENGTH, STOP = "length", "stop"  # OpenAI's finish reasons
+REPLACEMENT = "\ufffd"  # what a decoder yields for a character whose bytes have not all arrived
+
+
+@dataclass
+class Sequence:
+    prompt: list[int]
+    params: SamplingParams
+    decode: Callable[[list[int]], str]
+    eos_token_ids: frozenset[int] = frozenset()
+    tokens: list[int] = field(default_factory=list)
+    text: str = ""  # the final text emitted so far
+    finish_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        self.sampler = Sampler(self.params)
+        self._ends = frozenset(self.params.stop_token_ids) | (
+            frozenset() if self.params.ignore_eos else self.eos_token_ids
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    def add(self, token: int) -> str:
+        """Record a generated token; returns the text it makes final (maybe empty) and sets finish_reason."""
+        self.tokens.append(token)
+        if token in self._ends:
+            self.finish_reason = STOP
+            body = self.decode(self.tokens[:-1])
+            return self._emit(self._cut_at_stop(body)[0])
+        body = self.decode(self.tokens)
+        body, stopped = self._cut_at_stop(body)
+        if stopped:
+            self.finish_reason = STOP
+            return self._emit(body)
+        if len(self.tokens) >= self.params.max_tokens:
+            self.finish_reason = LENGTH
+            return self._emit(body)
+        return self._emit(body[: len(body) - self._held_back(body)])
+
+    def _cut_at_stop(self, body: str) -> tuple[str, bool]:
+        hits = [i for i in (body.find(s, max(0, len(self.text) - len(s))) for s in self.params.stop if s) if i >= 0]
+        return (body[: min(hits)], True) if hits else (body, False)
+
+    def _held_back(self, body: str) -> int:
+        """Characters at the end of `body` that may still change: a partial character or a stop string's start."""
+        held = len(body) - len(body.rstrip(REPLACEMENT))
+        for stop in self.params.stop:
+            for n in range(min(len(stop) - 1, len(body)), 0, -1):
+                if body.endswith(stop[:n]):
+                    held = max(held, n)
+                    break
+        return held
+
+    def _emit(self, body: str) -> str:
+        if not body.startswith(self.text):  # a decoder that rewrote earlier text: emit nothing rather than lie
+            return ""
+        new, self.text = body[len(self.text) :], body
+        return new

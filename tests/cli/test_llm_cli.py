@@ -1,0 +1,45 @@
+"""`luminal deploy FOLDER` builds and uploads a Hugging Face language model; `luminal complete` prints its greedy
+continuation (what transformers generates) and `luminal chat` streams replies to typed lines."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from luminal.cli.main import app
+from tests.gateway.conftest import BOOTSTRAP_KEY
+from tests.llm_folders import hf_folder, hf_tokenizer
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> str:  # SQLite only: the store is not what these tests exercise
+    return f"sqlite:///{tmp_path / 'meta.db'}"
+
+
+def test_deploy_folder_then_complete_and_chat(server, tmp_path):
+    folder = tmp_path / "tiny-llama"
+    model = hf_folder(folder, "llama")
+    env = {"LUMINAL_URL": server.url, "LUMINAL_API_KEY": BOOTSTRAP_KEY}
+    deployed = runner.invoke(app, ["deploy", str(folder)], env=env)
+    assert deployed.exit_code == 0, deployed.output
+    assert f"{server.url}/openai/v1" in deployed.output and "tiny-llama" in deployed.output
+
+    tokenizer = hf_tokenizer(folder)
+    ids = tokenizer("the quick brown")["input_ids"]
+    with torch.no_grad():
+        want = model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False, pad_token_id=0)
+    done = runner.invoke(app, ["complete", "tiny-llama", "the quick brown", "--max-tokens", "8", "--temperature", "0"],
+                         env=env)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert done.output == tokenizer.decode(want[0, len(ids) :], skip_special_tokens=True) + "\n"
+
+    chatted = runner.invoke(app, ["chat", "tiny-llama", "--max-tokens", "5", "--temperature", "0"], input="hi\nhello\n",
+                            env=env)  # fmt: skip
+    assert chatted.exit_code == 0, chatted.output
+    assert chatted.output.count("> ") == 3  # two replies, then the prompt that met the end of input
+
+    missing = runner.invoke(app, ["complete", "nope", "x"], env=env)
+    assert missing.exit_code == 1 and "nope" in missing.output

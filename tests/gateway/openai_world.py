@@ -1,0 +1,80 @@
+"""One gateway for the OpenAI-compatible API tests: a real uvicorn server on SQLite with a tiny Llama and a tiny
+GPT-2 deployed from Hugging Face folders (as `luminal deploy FOLDER` uploads them), and the transformers models
+and tokenizer that are the reference."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+import torch
+import uvicorn
+
+from luminal.gateway.app import create_app
+from luminal.gateway.settings import Settings
+from luminal.llm_package import build_package, save_package
+from tests.gateway.conftest import BOOTSTRAP_KEY, _free_port, deploy_and_wait, upload
+from tests.llm_folders import hf_folder, hf_tokenizer
+
+MAX_BATCH, POSITIONS = 16, 96
+
+
+@dataclass
+class World:
+    url: str
+    app: object
+    models: dict  # name -> transformers model
+    tokenizer: object  # both models share the tokenizer
+
+    def client(self, key: str = BOOTSTRAP_KEY) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/openai/v1", api_key=key, max_retries=0, timeout=60)
+
+    def async_client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=f"{self.url}/openai/v1", api_key=BOOTSTRAP_KEY, max_retries=0, timeout=60)
+
+    def generate(self, name: str, prompt_ids: list[int], max_new: int, eos: bool = False) -> list[int]:
+        """transformers' greedy generate() of the continuation (stopping at EOS only when `eos`)."""
+        with torch.no_grad():
+            ids = torch.tensor([prompt_ids])
+            out = self.models[name].generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=max_new,
+                do_sample=False,
+                pad_token_id=0,
+                eos_token_id=1 if eos else None,
+            )
+        return out[0, len(prompt_ids) :].tolist()
+
+
+def start_world(tmp: Path):
+    """(World, stop) with both models deployed."""
+    settings = Settings(data_dir=tmp / "data", database_url=f"sqlite:///{tmp / 'meta.db'}",
+                        bootstrap_key=BOOTSTRAP_KEY, compile_runner="thread")  # fmt: skip
+    app = create_app(settings)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the gateway did not start"
+        time.sleep(0.02)
+    url = f"http://127.0.0.1:{port}"
+    models = {}
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}, timeout=60) as http:
+        for kind in ("llama", "gpt2"):
+            folder = tmp / kind
+            models[f"tiny-{kind}"] = hf_folder(folder, kind)
+            save_package(build_package(folder, MAX_BATCH, POSITIONS), folder / "model.lpkg")
+            assert upload(http, f"tiny-{kind}", (folder / "model.lpkg").read_bytes()).status_code == 201
+            assert deploy_and_wait(http, f"tiny-{kind}", gpu_type="cpu")["status"] == "ready"
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+    return World(url, app, models, hf_tokenizer(tmp / "llama")), stop

@@ -1,0 +1,94 @@
+"""Many streams at once: 20 concurrent streams of different lengths (16 run, the rest wait for a row) each equal
+their answer alone, and share decode steps; a client that disconnects mid-stream stops its sequence and frees
+its cache rows."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from luminal.gateway.store import deployments
+from luminal.gateway.store.tenants import tenant_for_key
+from tests.gateway.conftest import BOOTSTRAP_KEY
+from tests.gateway.openai_world import MAX_BATCH, start_world
+
+WORDS = "the quick brown fox jumps over the lazy dog hello world luminal compiler language models answer".split()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    world, stop = start_world(tmp_path_factory.mktemp("openai-concurrency"))
+    yield world
+    stop()
+
+
+def _engine(world, name: str):
+    """The gateway's running engine of the model `name`."""
+    platform = world.app.state.platform
+    with platform.db.session() as session:
+        tenant = tenant_for_key(session, BOOTSTRAP_KEY)
+        key = deployments.deployment_for_model(session, tenant, name, None).program_key
+    return platform.generation.get(key)
+
+
+async def _streamed(client, model: str, prompt: str, max_tokens: int) -> tuple[str, str]:
+    stream = await client.completions.create(model=model, prompt=prompt, max_tokens=max_tokens, temperature=0,
+                                             stream=True, extra_body={"ignore_eos": True})  # fmt: skip
+    parts, reason = [], None
+    async for chunk in stream:
+        parts.append(chunk.choices[0].text)
+        reason = chunk.choices[0].finish_reason or reason
+    return "".join(parts), reason
+
+
+@pytest.mark.parametrize("model", ["tiny-llama", "tiny-gpt2"])
+def test_concurrent_streams_equal_their_single_answers(world, model):
+    jobs = [(" ".join(WORDS[k % 7 : k % 7 + 1 + k % 5]), 6 + 3 * (k % 8)) for k in range(MAX_BATCH + 4)]
+    singles = []
+    for prompt, n in jobs:
+        answer = world.client().completions.create(model=model, prompt=prompt, max_tokens=n, temperature=0,
+                                                   extra_body={"ignore_eos": True})  # fmt: skip
+        singles.append((answer.choices[0].text, "length"))
+    engine = _engine(world, model)
+    steps, rows = engine.steps, engine.rows_stepped
+
+    async def together():
+        client = world.async_client()
+        try:
+            return await asyncio.gather(*(_streamed(client, model, p, n) for p, n in jobs))
+        finally:
+            await client.close()
+
+    assert asyncio.run(together()) == singles
+    assert (engine.rows_stepped - rows) / (engine.steps - steps) > 4  # decode steps were shared
+    assert engine.batch.rows == 0 and not engine.waiting
+
+
+def test_disconnect_stops_the_sequence_and_frees_its_rows(world):
+    engine = _engine(world, "tiny-llama")
+    step = engine.model.step
+    original = step.run
+
+    def slow_run(feed):  # slow decode steps, so the disconnect lands long before max_tokens
+        time.sleep(0.02)
+        return original(feed)
+
+    step.run = slow_run
+    try:
+        before = engine.steps
+        stream = world.client().completions.create(
+            model="tiny-llama", prompt="the quick", max_tokens=80, temperature=0, stream=True,
+            extra_body={"ignore_eos": True},
+        )  # fmt: skip
+        chunks = iter(stream)
+        next(chunks), next(chunks)
+        stream.close()
+        deadline = time.monotonic() + 5
+        while engine.running and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not engine.running and engine.batch.rows == 0 and engine.batch.width == 0
+        assert engine.steps - before < 40  # it stopped well before its 80 tokens
+    finally:
+        step.run = original

@@ -1,0 +1,79 @@
+"""Tiny Hugging Face model folders for the LLM tests: random-weight Llama and GPT-2 built with transformers from a
+config, a byte-level BPE tokenizer trained here with `tokenizers`, a chat template and a generation config, saved
+as `save_pretrained` saves them. Nothing is downloaded."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+
+BOS, EOS = "<s>", "</s>"  # ids 0 and 1: the trainer puts special tokens first
+VOCAB = 320
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "hello world, hello luminal; a compiler of few primitive ops",
+    "language models answer questions one token at a time",
+    "user: what is the capital of France? assistant: Paris is the capital.",
+] * 8
+# A ChatML-like template using what transformers passes: messages, bos_token, eos_token, add_generation_prompt.
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{{ message['role'] }}: {{ message['content'] | trim }}{{ eos_token }}\n"
+    "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
+)
+LLAMA = dict(
+    vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=2, rope_theta=100.0, max_position_embeddings=128, bos_token_id=0, eos_token_id=1,
+)  # fmt: skip
+GPT2 = dict(vocab_size=VOCAB, n_positions=128, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=1)
+
+
+def train_tokenizer() -> Tokenizer:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB, special_tokens=[BOS, EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(CORPUS, trainer)
+    return tok
+
+
+def hf_folder(folder: Path, kind: str = "llama", seed: int = 0, scale: float = 0.5) -> transformers.PreTrainedModel:
+    """Write a tiny `kind` ("llama" or "gpt2") model folder; returns the transformers model (eval mode).
+
+    Weights are N(0, scale) rather than the 0.02 init, so the logits are far from ties and greedy decoding is
+    the same in float32 whichever order the sums are taken in."""
+    torch.manual_seed(seed)
+    if kind == "llama":
+        config = transformers.LlamaConfig(**LLAMA)
+    else:
+        config = transformers.GPT2Config(**GPT2)
+    config._attn_implementation = "eager"
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * scale)
+    model.eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    train_tokenizer().save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"bos_token": BOS, "eos_token": EOS, "chat_template": CHAT_TEMPLATE, "add_bos_token": False})
+    )
+    return model
+
+
+def hf_tokenizer(folder: Path) -> transformers.PreTrainedTokenizerFast:
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_file=str(folder / "tokenizer.json"), bos_token=BOS, eos_token=EOS, chat_template=CHAT_TEMPLATE
+    )

@@ -1,0 +1,130 @@
+"""The generation engine, stepped by hand: sequences of different lengths batched together each produce what
+transformers' generate() produces alone; a cancelled sequence leaves the batch and frees its cache columns;
+stop strings and end-of-sequence end text as OpenAI documents."""
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from luminal.llm_package import build_package, save_package
+from luminal.scheduler.generation.engine import EngineBusy, GenerationEngine, PromptTooLong
+from luminal.scheduler.generation.language_model import compile_package, load_language_model
+from luminal.scheduler.generation.sampling import SamplingParams
+from luminal.scheduler.generation.sequence import Sequence
+from tests.llm_folders import hf_folder
+
+
+@pytest.fixture(scope="module", params=["llama", "gpt2"])
+def compiled(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(request.param)
+    hf = hf_folder(folder, request.param)
+    save_package(build_package(folder, max_batch=4, positions=64), folder / "m.lpkg")
+    compile_package(folder / "m.lpkg", "cpu", folder / "m.llmprog")
+    return hf, load_language_model(Path(folder / "m.llmprog"))
+
+
+def _reference(hf, prompt: list[int], new: int) -> list[int]:
+    with torch.no_grad():
+        ids = torch.tensor([prompt])
+        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, do_sample=False,
+                          pad_token_id=0, eos_token_id=None)  # fmt: skip
+    return out[0, len(prompt) :].tolist()
+
+
+def test_batched_sequences_equal_their_single_answers(compiled):
+    hf, model = compiled
+    engine, loop = GenerationEngine(model), asyncio.new_event_loop()
+    texts = ["the quick brown", "hello world, hello luminal; a compiler of", "user: what", "a", "language models"]
+    streams = []
+    for k, text in enumerate(texts):  # 5 sequences, 4 rows: one waits; two join after the first step
+        prompt = model.codec.encode(text)
+        streams.append(
+            engine.submit(prompt, SamplingParams(max_tokens=4 + 3 * k, temperature=0, ignore_eos=True), loop)
+        )
+        if k == 2:
+            engine.run_once()
+            assert engine.prefills == 1 and engine.batch.rows == 3  # three prompt lengths, one padded prefill
+    widths = []
+    while engine.running or engine.waiting:
+        engine.run_once()
+        assert engine.batch.rows == len(engine.running) <= model.max_batch
+        widths.append(engine.batch.width)
+    for s in streams:
+        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, s.sequence.params.max_tokens)
+        assert s.sequence.finish_reason == "length"
+    assert widths[-1] == 0 and max(widths) <= 64
+    loop.close()
+
+
+def test_cancelled_sequence_frees_its_rows(compiled):
+    _, model = compiled
+    engine, loop = GenerationEngine(model), asyncio.new_event_loop()
+    long = engine.submit(model.codec.encode("hello world, hello luminal"), SamplingParams(30, temperature=0), loop)
+    short = engine.submit(model.codec.encode("a"), SamplingParams(30, temperature=0, ignore_eos=True), loop)
+    engine.run_once()
+    assert engine.batch.rows == 2
+    long.cancel()
+    engine.run_once()
+    assert engine.batch.rows == 1 and engine.running == [short]
+    assert engine.batch.width == len(short.sequence.prompt) + len(short.sequence.tokens) - 1
+    loop.close()
+
+
+def test_prompt_beyond_the_context_is_refused(compiled):
+    _, model = compiled
+    with pytest.raises(PromptTooLong, match="maximum context length is 64"):
+        GenerationEngine(model).submit([5] * 60, SamplingParams(max_tokens=5), asyncio.new_event_loop())
+
+
+def _decode(ids):  # one character per token: 100 -> "a", 101 -> "b", ...
+    return "".join(chr(ord("a") + i - 100) for i in ids if i >= 100)
+
+
+def _run(tokens, **params) -> tuple[list[str], str | None, str]:
+    seq = Sequence([1], SamplingParams(**params), _decode, eos_token_ids=frozenset({2}))
+    pieces = []
+    for t in tokens:
+        pieces.append(seq.add(t))
+        if seq.finished:
+            break
+    return pieces, seq.finish_reason, seq.text
+
+
+def test_stop_strings_are_cut_and_held_back():
+    pieces, reason, text = _run([100, 101, 102, 103, 104], max_tokens=9, stop=("cd",))  # a b c d e
+    assert (text, reason) == ("ab", "stop")
+    assert pieces == ["a", "b", "", ""]  # "c" was held back: it might start "cd"
+    pieces, reason, text = _run([100, 102, 101, 103], max_tokens=4, stop=("cd",))
+    assert (text, reason, "".join(pieces)) == ("acbd", "length", "acbd")
+
+
+def test_eos_and_stop_tokens_end_the_sequence_without_text():
+    assert _run([100, 2, 101], max_tokens=9)[1:] == ("stop", "a")
+    assert _run([100, 2, 101], max_tokens=3, ignore_eos=True)[1:] == ("length", "ab")
+    assert _run([100, 105, 101], max_tokens=9, stop_token_ids=(105,))[1:] == ("stop", "a")
+
+
+def test_seeded_sampling_repeats():
+    logits = np.random.default_rng(0).standard_normal(50)
+
+    def draws(seed):
+        sampler = Sequence([1], SamplingParams(8, temperature=1.0, top_k=20, top_p=0.9, seed=seed), _decode).sampler
+        return [sampler.choose(logits) for _ in range(12)]
+
+    assert draws(7) == draws(7) != draws(8)
+    assert len(set(draws(7))) > 1  # really sampled, not the argmax every time
+
+
+def test_a_full_waiting_queue_refuses_with_engine_busy(compiled):
+    _, model = compiled
+    engine, loop = GenerationEngine(model, max_waiting=2), asyncio.new_event_loop()
+    for _ in range(2):
+        engine.submit([5, 6], SamplingParams(max_tokens=2), loop)
+    with pytest.raises(EngineBusy, match="2 sequences are already waiting"):
+        engine.submit([5, 6], SamplingParams(max_tokens=2), loop)
+    engine.run_once()  # both join the batch: there is room to wait again
+    engine.submit([5, 6], SamplingParams(max_tokens=2), loop)
+    loop.close()
