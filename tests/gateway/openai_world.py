@@ -18,6 +18,7 @@ from luminal.gateway.app import create_app
 from luminal.gateway.settings import Settings
 from luminal.llm_package import build_package, save_package
 from tests.gateway.conftest import BOOTSTRAP_KEY, _free_port, deploy_and_wait, upload
+from tests.gateway.tenancy import ADMIN_TOKEN
 from tests.llm_folders import hf_folder, hf_tokenizer
 
 MAX_BATCH, POSITIONS = 16, 96
@@ -54,7 +55,7 @@ class World:
 def start_world(tmp: Path):
     """(World, stop) with both models deployed."""
     settings = Settings(data_dir=tmp / "data", database_url=f"sqlite:///{tmp / 'meta.db'}",
-                        bootstrap_key=BOOTSTRAP_KEY, compile_runner="thread")  # fmt: skip
+                        bootstrap_key=BOOTSTRAP_KEY, compile_runner="thread", admin_token=ADMIN_TOKEN)  # fmt: skip
     app = create_app(settings)
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))

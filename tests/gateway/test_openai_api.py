@@ -10,6 +10,7 @@ import pytest
 
 from tests.gateway.conftest import BOOTSTRAP_KEY
 from tests.gateway.openai_world import POSITIONS, start_world
+from tests.gateway.tenancy import ADMIN_TOKEN
 from tests.llm_folders import EOS
 
 PROMPTS = ["the quick brown", "hello world, hello luminal; a compiler of few", "user: what"]
@@ -153,6 +154,22 @@ def test_missing_or_wrong_key_is_401(world):
     with pytest.raises(openai.AuthenticationError) as caught:
         world.client(key="lm_wrong").models.list()
     assert caught.value.body["type"] == "authentication_error"
+
+
+def test_another_tenant_cannot_see_or_call_the_models(world):
+    admin = httpx.post(f"{world.url}/v1/admin/tenants", json={"name": "other"},
+                       headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})  # fmt: skip
+    assert admin.status_code == 201, admin.text
+    other = world.client(key=admin.json()["key"])
+    assert list(other.models.list()) == []
+    worded = set()
+    for model in [*MODELS, "nope"]:
+        with pytest.raises(openai.NotFoundError) as caught:
+            other.completions.create(model=model, prompt="a", max_tokens=2)
+        with pytest.raises(openai.NotFoundError) as chat:
+            other.chat.completions.create(model=model, messages=[{"role": "user", "content": "a"}], max_tokens=2)
+        worded |= {e.value.body["message"].replace(model, "<m>") for e in (caught, chat)}
+    assert len(worded) == 1  # worded as for a model that does not exist, so nothing can be probed
 
 
 def test_eos_token_text_never_appears(world):
