@@ -30,7 +30,6 @@ from luminal.gateway.webhooks import DEFAULT_EVENTS
 from luminal.scheduler.work import InferenceRequest, effective_priority
 
 router = APIRouter(prefix="/v2/models", tags=["inference"])
-PLATFORM = "luminal_cpu"
 HEADER_LENGTH = "Inference-Header-Content-Length"
 # The id a 200 answer is billed under (the usage records list it), so a client can reconcile answers with the bill.
 HEADER_REQUEST_ID = "Luminal-Request-Id"
@@ -71,7 +70,9 @@ def _metadata(db: Database, tenant: Tenant, name: str, version: str | None) -> d
     return {
         "name": name,
         "versions": d["versions"] if version is None else [d["version"]],
-        "platform": PLATFORM,
+        # Triton names the backend that serves the model (onnxruntime_onnx, tensorrt_plan): here, what it is
+        # compiled for.
+        "platform": f"luminal_{d['gpu_type']}",
         "inputs": [s.model_dump() for s in tensor_specs(d["signature"]["inputs"])],
         "outputs": [s.model_dump() for s in tensor_specs(d["signature"]["outputs"])],
     }

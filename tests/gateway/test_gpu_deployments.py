@@ -38,6 +38,7 @@ def test_an_h100_deployment_without_a_gpu_is_compiled_for_h100_and_unschedulable
     program = load_program(server.platform.artifacts.local_path(key))
     assert program.target == "h100" and "__global__" in program.source  # a CUDA program, not the CPU's C
     assert [x["status"] for x in c.get("/v1/deployments").json()] == ["unschedulable"]
+    assert c.get("/v2/models/tiny").json()["platform"] == "luminal_h100"
 
     r = c.post("/v2/models/tiny/infer", json=BODY)
     assert r.status_code == 503 and r.json()["error"] == NO_GPU
@@ -70,6 +71,7 @@ def test_a_cpu_deployment_runs_and_bills_cpu(server, model_bytes):
     assert records and {rec["gpu_type"] for rec in records} == {"cpu"}
     (worker,) = c.get(f"/v1/deployments/{d['id']}/workers").json()["workers"]
     assert worker["device"] == "cpu"
+    assert c.get("/v2/models/tiny").json()["platform"] == "luminal_cpu"
 
 
 @pytest.mark.parametrize("gpus", [[Gpu(0, "NVIDIA H100 80GB HBM3", "h100")]], indirect=True)
