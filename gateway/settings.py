@@ -111,8 +111,11 @@ class Settings(BaseSettings):
     ec2_subnet_id: str = Field(default="", description="subnet of worker instances; empty: the default VPC's")
     ec2_security_group_ids: list[str] = Field(default=[], description="security groups of worker instances")
     ec2_instance_profile: str = Field(default="", description="IAM instance profile name of worker instances")
-    # What the user data runs to install the worker (a pip requirement, an index URL may precede it).
-    ec2_worker_package: str = Field(default="luminal-cloud==0.1.0", description="pip requirement of the worker")
+    # What the user data installs (a pip requirement), and the Secrets Manager secret (a JSON object of LUMINAL_*
+    # variables: database, queue and artifact URLs) the instance reads with its profile's role at boot: user data
+    # is readable by anyone on the instance and by DescribeInstanceAttribute, so it carries no credential.
+    ec2_worker_package: str = Field(default="luminal-cloud[ec2]==0.1.0", description="pip requirement of the worker")
+    ec2_worker_secret: str = Field(default="luminal/worker-env", description="Secrets Manager id of the worker env")
     # Autoscaling: requests (queued + executing) per replica before another starts; idle time before a
     # deployment with min_replicas 0 scales to zero; the cooldowns between scaling steps.
     scale_target_per_replica: float = Field(default=16.0, gt=0, description="requests per replica")
