@@ -15,6 +15,7 @@ The `kubernetes` package is imported lazily (the `kubernetes` extra).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,8 @@ def api_client(settings: Settings) -> Any:
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        # Read now: the client reads KUBECONFIG once, when it is imported.
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
     return client.ApiClient()
 
 
