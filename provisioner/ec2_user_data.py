@@ -1,9 +1,9 @@
 """The user data an EC2 worker boots with: a shell script that installs the worker package in a virtual
 environment, writes the worker's environment from a Secrets Manager secret (with the instance profile's role, so
 no credential is in the user data, which is readable from the instance and through the EC2 API), and runs the
-worker as a systemd service that stops it with SIGTERM (the batch being executed finishes) and restarts it if it
-dies. The instance shuts down (and, started with that behaviour, terminates) if the installation fails, rather than
-idling as a billed instance without a worker.
+worker as a systemd service under an unprivileged user of its own, which stops it with SIGTERM (the batch being
+executed finishes) and restarts it if it dies. The instance shuts down (and, started with that behaviour,
+terminates) if the installation fails, rather than idling as a billed instance without a worker.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def user_data(settings: Settings, deployment_id: int, worker_id: str, gpu_type: 
         "LUMINAL_QUEUE_NAMESPACE": settings.queue_namespace,
         "LUMINAL_GPU_PRICES_PER_SECOND": json.dumps(settings.gpu_prices_per_second),
         "LUMINAL_EXECUTION_TIMEOUT_S": str(settings.execution_timeout_s),
+        "LUMINAL_DATA_DIR": "/var/lib/luminal",  # systemd's StateDirectory, owned by the service's user
         "PATH": f"{VENV}/bin:/usr/local/bin:/usr/bin:/bin",
     }
     # json.dumps of strings and of a dict of strings is a Python literal too; in a quoted heredoc nothing expands.
@@ -71,6 +72,9 @@ Wants=network-online.target
 [Service]
 EnvironmentFile={ENV_FILE}
 ExecStart=/usr/bin/env {" ".join(command)}
+# An unprivileged user of its own; the environment file is read by systemd before privileges drop.
+DynamicUser=yes
+StateDirectory=luminal
 KillSignal=SIGTERM
 TimeoutStopSec={stop_s}
 Restart=on-failure

@@ -26,6 +26,7 @@ _LABEL_VALUE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
 # Probes run the worker probe in the worker's own image: a worker process serves no HTTP, its liveness is the
 # heartbeat it writes to the registry between batches.
 PROBE = ["python", "-m", "luminal.provisioner.worker_probe"]
+DATA_DIR = "/var/lib/luminal"  # the worker's local state (its artifact cache): the pod's own volume
 
 
 def deployment_name(deployment_id: int) -> str:
@@ -87,6 +88,7 @@ def _pod_spec(settings: Settings, spec: WorkerSpec) -> dict:
         {"name": "LUMINAL_QUEUE_NAMESPACE", "value": settings.queue_namespace},
         {"name": "LUMINAL_GPU_PRICES_PER_SECOND", "value": json.dumps(settings.gpu_prices_per_second)},
         {"name": "LUMINAL_EXECUTION_TIMEOUT_S", "value": str(settings.execution_timeout_s)},
+        {"name": "LUMINAL_DATA_DIR", "value": DATA_DIR},
     ]
     resources: dict = {"requests": {"cpu": "1", "memory": "2Gi"}}
     if gpu:  # an extended resource: requests must equal limits
@@ -103,10 +105,19 @@ def _pod_spec(settings: Settings, spec: WorkerSpec) -> dict:
         "startupProbe": _probe("ready", period_s=10, failures=60),
         "readinessProbe": _probe("ready", period_s=10, failures=3),
         "livenessProbe": _probe("live", period_s=30, failures=3),
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
+        # As the chart's containers: an unprivileged user on a read-only root, state on the data volume.
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": "data", "mountPath": DATA_DIR}, {"name": "tmp", "mountPath": "/tmp"}],
     }
     pod: dict = {
         "containers": [container],
+        "volumes": [{"name": "data", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
         "terminationGracePeriodSeconds": grace_s,
         "automountServiceAccountToken": False,  # workers never call the Kubernetes API
     }
