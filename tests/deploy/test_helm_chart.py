@@ -5,6 +5,7 @@ OIP health routes, GPU requests and node selectors, RBAC for the provisioner's c
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -158,12 +159,18 @@ def test_autoscaling():
 
 
 @pytest.mark.parametrize(
-    ("pool", "refusal"),
+    ("values", "refusal"),
     [
-        ({"gpuType": "h100; rm -rf /", "deploymentId": 1}, "is not a GPU type"),
-        ({"gpuType": "h100"}, "needs a deploymentId"),
+        ({"workers": {"pools": [{"gpuType": "h100; rm -rf /", "deploymentId": 1}]}}, "/workers/pools/0/gpuType"),
+        ({"workers": {"pools": [{"gpuType": "h100"}]}}, "missing property 'deploymentId'"),
+        ({"gatway": {"replicas": 3}}, "'gatway' not allowed"),  # a misspelt key is no silent default
+        ({"gateway": {"replicas": "three"}}, "/gateway/replicas"),
+        ({"secrets": {"adminToken": "short"}}, "/secrets/adminToken"),
+        ({"externalServices": {"redis": {"url": "http://cache"}}}, "/externalServices/redis/url"),
     ],
 )
-def test_bad_pools_are_refused_by_name(pool, refusal):
-    with pytest.raises(Exception, match=refusal):
-        render({"workers": {"pools": [pool]}})
+def test_bad_values_are_refused_by_name(values, refusal):
+    report = helm.lint(str(CHART), values, strict=True)
+    assert any(refusal in error for error in report["errors"]), report["errors"]
+    with pytest.raises(Exception, match=re.escape(refusal)):
+        render(values)
