@@ -156,6 +156,7 @@ class KubernetesWorkers:
         self._replicas: dict[int, list[_ReplicaHandle]] = {}
         self._status: dict[int, tuple[float, Replicas | None]] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
         checked_device(self.offer, spec)
@@ -167,10 +168,16 @@ class KubernetesWorkers:
             self._status.pop(spec.deployment_id, None)
         return handle
 
+    def close(self) -> None:
+        """The provisioner is closing (its gateway stops): the Deployments keep their replicas and serve on, and
+        the next provisioner's first start or stop writes each count again. Stops after this change nothing."""
+        with self._lock:
+            self._closed = True
+
     def release(self, handle: _ReplicaHandle) -> None:
         d = handle.deployment_id
         with self._lock:
-            if handle.stopped:
+            if handle.stopped or self._closed:
                 return
             handle.stopped = True
             wanted = self._replicas.get(d, [])

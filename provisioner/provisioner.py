@@ -141,6 +141,9 @@ class Provisioner:
         with self._lock:
             handles = [h for hs in self._workers.values() for h in hs]
             self._workers.clear()
+        # A backend whose workers outlive this process (a cluster's Deployments) may keep them serving while the
+        # gateway restarts: its `close` turns the stops below into nothing.
+        getattr(self.backend, "close", lambda: None)()
         for handle in handles:
             handle.stop()
         for handle in handles:

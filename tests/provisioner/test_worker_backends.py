@@ -76,3 +76,16 @@ current-context: emu
         clock.advance(backend.status_ttl_s)
         assert deployments.replicas(21) is None  # idle past idle_to_zero_s: scaled to zero, removed
         assert provisioner.status(21)["replicas"] == 0
+
+        queue.queued = 8
+        clock.advance(1)
+        provisioner.tick()
+        assert deployments.replicas(21).wanted == 2
+        provisioner.close()  # the gateway stops: its workers serve on
+        assert deployments.replicas(21).wanted == 2
+        successor = Provisioner(
+            lambda: [spec], queue, MemoryRegistry(clock), KubernetesWorkers(settings), scaling, clock
+        )
+        successor.tick()  # adopts the Deployment (409) with its own count
+        assert deployments.replicas(21).wanted == 2
+        deployments.remove(21)
