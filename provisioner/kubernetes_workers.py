@@ -25,6 +25,7 @@ from luminal.provisioner.backends import WorkerHandle, checked_device
 from luminal.provisioner.device_offer import DeviceOffer
 from luminal.provisioner.kubernetes_manifest import deployment_name, managed_selector, worker_deployment
 from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
+from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker import new_worker_id
 from luminal.scheduler.worker_spec import WorkerSpec
 
@@ -145,9 +146,14 @@ class KubernetesWorkers:
         deployments: KubernetesDeployments | None = None,
         clock: Clock = SYSTEM_CLOCK,
         status_ttl_s: float = 1.0,  # the provisioner asks every handle each tick: one read per Deployment serves all
+        registry: WorkerRegistry | None = None,
     ):
         self.deployments = deployments if deployments is not None else KubernetesDeployments(settings)
         self.clock, self.status_ttl_s = clock, status_ttl_s
+        # Pods register under their own names, which the provisioner's handles do not know, so the registry
+        # entries of pods that died (replaced by Kubernetes, or removed) are dropped here once their heartbeat is
+        # older than the longest batch allows: the provisioner's own rule for a hung worker.
+        self.registry, self.heartbeat_timeout_s = registry, settings.execution_timeout_s + 30
         # Every priced GPU type: nodes labelled with it take its pods; with none, they stay Pending (not ready).
         self.offer = DeviceOffer(
             provider=f"the Kubernetes backend (namespace {settings.kubernetes_namespace})",
@@ -211,7 +217,17 @@ class KubernetesWorkers:
             )
         with self._lock:
             self._status[deployment_id] = (now, replicas)
+        self._forget_dead_pods(deployment_id)
         return replicas
+
+    def _forget_dead_pods(self, deployment_id: int) -> None:
+        if self.registry is None:
+            return
+        for info in self.registry.dead(self.heartbeat_timeout_s):
+            if info.deployment_id == deployment_id:
+                log.warning("worker pod %s of deployment %s stopped heartbeating: forgotten", info.worker_id,
+                            deployment_id)  # fmt: skip
+                self.registry.deregister(info.worker_id)
 
     def ordinal(self, handle: _ReplicaHandle) -> int:
         """Its place among the deployment's wanted replicas, oldest first (the first `ready` of them count)."""

@@ -26,7 +26,7 @@ def open_worker_backend(settings: Settings, registry: WorkerRegistry) -> WorkerB
     if name == "kubernetes":
         from luminal.provisioner.kubernetes_workers import KubernetesWorkers
 
-        return KubernetesWorkers(settings)
+        return KubernetesWorkers(settings, registry=registry)
     from luminal.provisioner.ec2_workers import Ec2Workers
 
     return Ec2Workers(settings, registry)

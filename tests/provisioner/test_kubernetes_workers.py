@@ -11,6 +11,7 @@ from luminal.gateway.settings import Settings
 from luminal.provisioner.kubernetes_manifest import deployment_name, worker_deployment
 from luminal.provisioner.kubernetes_workers import KubernetesDeployments, KubernetesWorkers, Replicas
 from luminal.scheduler.clock import ManualClock
+from luminal.scheduler.registry import MemoryRegistry, WorkerInfo
 from tests.provisioner.kubernetes_emulator import running_emulator, validate
 from tests.provisioner.test_provisioner import SPEC
 
@@ -147,3 +148,18 @@ def test_workers_are_replicas_of_one_deployment(emulator, deployments, settings)
 def test_a_gpu_type_with_a_bad_label_value_is_refused(settings):
     with pytest.raises(ValueError, match="label value"):
         worker_deployment(settings, dataclasses.replace(H100, gpu_type="h100; rm -rf /"), 1)
+
+
+def test_registry_entries_of_dead_pods_are_forgotten(deployments, settings):
+    clock = ManualClock()
+    registry = MemoryRegistry(clock)
+    backend = KubernetesWorkers(settings, deployments, clock, registry=registry)
+    handle = backend.start(H100)
+    for pod in ("luminal-worker-d7-aaa", "luminal-worker-d7-bbb"):
+        registry.register(WorkerInfo(pod, 7, pid=1, host=pod, device="h100", started_at=clock.time()))
+    registry.register(WorkerInfo("luminal-worker-d8-ccc", 8, pid=1, host="x", device="cpu", started_at=clock.time()))
+    clock.advance(backend.heartbeat_timeout_s + 1)
+    registry.heartbeat("luminal-worker-d7-bbb")  # alive
+    assert handle.alive()  # refreshes the Deployment's status, and forgets the dead pod of this deployment
+    assert {w.worker_id for w in registry.workers()} == {"luminal-worker-d7-bbb", "luminal-worker-d8-ccc"}
+    handle.stop()
