@@ -5,7 +5,8 @@ tagged `luminal:deployment`, `luminal:gpu-type` and `luminal:worker-id`, booting
 starts the worker (`ec2_user_data`). It is alive while its instance is pending or running; it is ready once the
 worker registered itself ready (through the shared Redis registry, as a local worker process does); stopping it
 terminates the instance. `replicas` counts a deployment's pending and running instances by their tags, which
-survive a restart of the provisioner.
+survive a restart of the provisioner: a live instance that no handle holds (a crashed provisioner's) and that
+serves as asked (tag `luminal:serves`) is adopted by the next start instead of a new launch.
 
 boto3 is imported lazily (the `ec2` extra); credentials, region and endpoint are the standard AWS settings.
 """
@@ -17,7 +18,7 @@ import threading
 from typing import Any
 
 from luminal.gateway.settings import Settings
-from luminal.provisioner.backends import WorkerHandle, checked_device
+from luminal.provisioner.backends import WorkerHandle, checked_device, serves_hash
 from luminal.provisioner.device_offer import DeviceOffer
 from luminal.provisioner.ec2_user_data import user_data
 from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
@@ -31,11 +32,20 @@ LIVE_STATES = ("pending", "running")
 
 
 class _InstanceHandle:
-    def __init__(self, backend: Ec2Workers, instance_id: str, worker_id: str, spec: WorkerSpec, clock: Clock):
+    def __init__(
+        self,
+        backend: Ec2Workers,
+        instance_id: str,
+        worker_id: str,
+        spec: WorkerSpec,
+        clock: Clock,
+        spawned_at: float | None = None,  # wall clock of the launch; None: now
+    ):
         self.worker_id, self.deployment_id, self.spec = worker_id, spec.deployment_id, spec
         self.instance_id = instance_id
         self.started_at = clock.monotonic()
-        self._spawned_at = clock.time()  # wall clock, comparable with the ready time the worker registers
+        # Wall clock, comparable with the ready time the worker registers.
+        self._spawned_at = clock.time() if spawned_at is None else spawned_at
         self._backend = backend
         self._cold_start: float | None = None
         self._stopped = False
@@ -84,10 +94,14 @@ class Ec2Workers:
         )
         self._live: tuple[float, frozenset[str]] | None = None
         self._unterminated: set[str] = set()  # instances whose termination failed, tried again
+        self._held: set[str] = set()  # instances a handle of this backend holds
         self._lock = threading.Lock()
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
         gpu_type = checked_device(self.offer, spec)
+        adopted = self._adopt(spec)
+        if adopted is not None:
+            return adopted
         worker_id = new_worker_id(spec.deployment_id)
         script = user_data(self.settings, spec.deployment_id, worker_id, gpu_type, self.ec2.meta.region_name)
         tags = {
@@ -96,6 +110,7 @@ class Ec2Workers:
             "luminal:gpu-type": gpu_type,
             "luminal:worker-id": worker_id,
             "luminal:managed-by": MANAGED_BY,
+            "luminal:serves": serves_hash(spec),
         }
         launch: dict[str, Any] = {
             "ImageId": self.settings.ec2_ami_id,
@@ -119,25 +134,49 @@ class Ec2Workers:
         (instance,) = self.ec2.run_instances(**launch)["Instances"]
         log.info("deployment %s: started instance %s for worker %s", spec.deployment_id, instance["InstanceId"],
                  worker_id)  # fmt: skip
+        handle = _InstanceHandle(self, instance["InstanceId"], worker_id, spec, self.clock)
         with self._lock:
             self._live = None  # the next liveness question reads the new instance too
-        return _InstanceHandle(self, instance["InstanceId"], worker_id, spec, self.clock)
+            self._held.add(handle.instance_id)
+        return handle
+
+    def _adopt(self, spec: WorkerSpec) -> WorkerHandle | None:
+        """A live instance of the deployment serving as `spec` asks that no handle holds (one a provisioner
+        before this one started, which crashed): it is taken over instead of launching another, so it is not
+        left running, billed and unmanaged."""
+        serves = serves_hash(spec)
+        for instance in self._described(spec.deployment_id):
+            tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+            with self._lock:
+                if instance["InstanceId"] in self._held or tags.get("luminal:serves") != serves:
+                    continue
+                self._held.add(instance["InstanceId"])
+            launched = instance["LaunchTime"].timestamp()
+            handle = _InstanceHandle(self, instance["InstanceId"], tags.get("luminal:worker-id", ""), spec,
+                                     self.clock, spawned_at=launched)  # fmt: skip
+            log.info("deployment %s: adopted instance %s", spec.deployment_id, handle.instance_id)
+            return handle
+        return None
 
     def instances(self, deployment_id: int | None = None) -> dict[str, str]:
         """Instance id -> worker id of the pending and running workers (of one deployment, or all)."""
+        found = {}
+        for instance in self._described(deployment_id):
+            tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+            found[instance["InstanceId"]] = tags.get("luminal:worker-id", "")
+        return found
+
+    def _described(self, deployment_id: int | None) -> list[dict]:
+        """The pending and running worker instances as DescribeInstances gives them, oldest first."""
         filters = [
             {"Name": "tag:luminal:managed-by", "Values": [MANAGED_BY]},
             {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
         ]
         if deployment_id is not None:
             filters.append({"Name": "tag:luminal:deployment", "Values": [str(deployment_id)]})
-        found: dict[str, str] = {}
-        for page in self.ec2.get_paginator("describe_instances").paginate(Filters=filters):
-            for reservation in page["Reservations"]:
-                for instance in reservation["Instances"]:
-                    tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
-                    found[instance["InstanceId"]] = tags.get("luminal:worker-id", "")
-        return found
+        pages = self.ec2.get_paginator("describe_instances").paginate(Filters=filters)
+        found = [i for page in pages for reservation in page["Reservations"] for i in reservation["Instances"]]
+        return sorted(found, key=lambda i: i["LaunchTime"])
 
     def replicas(self, deployment_id: int) -> int:
         """How many of the deployment's instances are pending or running."""
@@ -167,6 +206,8 @@ class Ec2Workers:
 
     def terminate(self, instance_ids: list[str]) -> None:
         """Terminate them; one already gone is no error."""
+        with self._lock:
+            self._held.difference_update(instance_ids)
         try:
             self.ec2.terminate_instances(InstanceIds=instance_ids)
         except Exception as error:

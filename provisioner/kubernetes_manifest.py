@@ -7,11 +7,11 @@ Deployment itself, which anyone allowed to read Deployments can read.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 
 from luminal.gateway.settings import Settings
+from luminal.provisioner.backends import serves_hash
 from luminal.provisioner.device_offer import CPU
 from luminal.scheduler.worker_spec import WorkerSpec
 
@@ -63,7 +63,7 @@ def worker_deployment(settings: Settings, spec: WorkerSpec, replicas: int) -> di
     }
     # A change of what the workers serve (a PATCH of the program or batching) changes the pod template, so
     # Kubernetes rolls every pod over to the new settings (a worker reads its spec once, when it starts).
-    annotations = {SPEC_ANNOTATION: _serves_hash(spec)}
+    annotations = {SPEC_ANNOTATION: serves_hash(spec)}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -134,8 +134,3 @@ def _probe(check: str, period_s: int, failures: int) -> dict:
         "timeoutSeconds": 10,
         "failureThreshold": failures,
     }
-
-
-def _serves_hash(spec: WorkerSpec) -> str:
-    served = [spec.program_key, spec.gpu_type, spec.max_batch_size, spec.max_queue_delay_ms]
-    return hashlib.sha256(json.dumps(served).encode()).hexdigest()[:16]

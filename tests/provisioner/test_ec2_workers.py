@@ -144,3 +144,22 @@ def test_the_worker_environment_comes_from_the_secret(endpoint, settings, tmp_pa
     assert env["LUMINAL_DATABASE_URL"] == secret["LUMINAL_DATABASE_URL"]
     assert env["LUMINAL_QUEUE_URL"] == secret["LUMINAL_QUEUE_URL"]
     assert json.loads(env["LUMINAL_GPU_PRICES_PER_SECOND"]) == settings.gpu_prices_per_second
+
+
+def test_a_crashed_provisioners_instances_are_adopted_not_left_running(ec2, settings):
+    spec = dataclasses.replace(H100, deployment_id=13)
+    crashed = Ec2Workers(settings, MemoryRegistry(), ec2, ManualClock())
+    left = [crashed.start(spec), crashed.start(spec)]  # then its gateway is killed: nothing is stopped
+    successor = Ec2Workers(settings, MemoryRegistry(), ec2, ManualClock())
+    changed = successor.start(dataclasses.replace(spec, program_key="patched"))  # serves otherwise: a new one
+    assert changed.instance_id not in {h.instance_id for h in left}
+    changed.stop()
+    adopted = [successor.start(spec), successor.start(spec)]
+    assert {h.instance_id for h in adopted} == {h.instance_id for h in left}
+    assert {h.worker_id for h in adopted} == {h.worker_id for h in left}
+    launched = successor.start(spec)
+    assert launched.instance_id not in {h.instance_id for h in left}
+    assert successor.replicas(13) == 3
+    for handle in [*adopted, launched]:
+        handle.stop()
+    assert successor.replicas(13) == 0
