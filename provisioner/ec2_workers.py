@@ -95,6 +95,7 @@ class Ec2Workers:
         self._live: tuple[float, frozenset[str]] | None = None
         self._unterminated: set[str] = set()  # instances whose termination failed, tried again
         self._held: set[str] = set()  # instances a handle of this backend holds
+        self.prune_every_s, self._pruned_at = 60.0, float("-inf")
         self._lock = threading.Lock()
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
@@ -157,6 +158,31 @@ class Ec2Workers:
             log.info("deployment %s: adopted instance %s", spec.deployment_id, handle.instance_id)
             return handle
         return None
+
+    def prune(self, keep: set[int]) -> None:
+        """Terminate the live instances of deployments not in `keep` that no handle holds (a crashed
+        provisioner's, whose deployment was deleted since); at most once per `prune_every_s`."""
+        now = self.clock.monotonic()
+        with self._lock:
+            if now - self._pruned_at < self.prune_every_s:
+                return
+            self._pruned_at = now
+        try:
+            described = self._described(None)
+        except Exception:  # tried again at the next prune
+            log.exception("could not list the worker instances to prune")
+            return
+        orphans = []
+        for instance in described:
+            tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+            deployment = tags.get("luminal:deployment", "")
+            with self._lock:
+                held = instance["InstanceId"] in self._held
+            if not held and not (deployment.isdigit() and int(deployment) in keep):
+                orphans.append(instance["InstanceId"])
+        if orphans:
+            log.info("terminating instances of deployments no longer served: %s", orphans)
+            self.terminate(orphans)
 
     def instances(self, deployment_id: int | None = None) -> dict[str, str]:
         """Instance id -> worker id of the pending and running workers (of one deployment, or all)."""

@@ -163,6 +163,7 @@ class KubernetesWorkers:
         self._status: dict[int, tuple[float, Replicas | None]] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self.prune_every_s, self._pruned_at = 60.0, float("-inf")
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
         checked_device(self.offer, spec)
@@ -173,6 +174,24 @@ class KubernetesWorkers:
             wanted.append(handle)
             self._status.pop(spec.deployment_id, None)
         return handle
+
+    def prune(self, keep: set[int]) -> None:
+        """Remove the worker Deployments of deployments not in `keep` that no replica of ours wants (left by a
+        provisioner that was stopped or killed before it could scale them away); at most once per
+        `prune_every_s`, as it lists every worker Deployment."""
+        now = self.clock.monotonic()
+        with self._lock:
+            if now - self._pruned_at < self.prune_every_s:
+                return
+            self._pruned_at = now
+            held = set(self._replicas)
+        try:
+            for deployment_id in self.deployments.deployment_ids():
+                if deployment_id not in keep and deployment_id not in held:
+                    log.info("deployment %s is no longer served: removing its worker Deployment", deployment_id)
+                    self.deployments.remove(deployment_id)
+        except Exception:  # tried again at the next prune
+            log.exception("could not prune the worker Deployments")
 
     def close(self) -> None:
         """The provisioner is closing (its gateway stops): the Deployments keep their replicas and serve on, and

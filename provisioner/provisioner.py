@@ -166,6 +166,9 @@ class Provisioner:
             limits = self.tenant_limits()
             with self._lock:
                 self._specs, self._limits, self._specs_read_at = specs, limits, now
+            # A backend whose workers outlive this process (a cluster's, a cloud's) also removes those of
+            # deployments no longer served that no handle holds: deleted while no provisioner ran.
+            getattr(self.backend, "prune", lambda keep: None)(set(specs))
         hung = {w.worker_id for w in self.registry.dead(self.settings.heartbeat_timeout_s) if w.ready_at is not None}
         with self._lock:
             self._hung = hung

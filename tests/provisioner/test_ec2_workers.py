@@ -163,3 +163,15 @@ def test_a_crashed_provisioners_instances_are_adopted_not_left_running(ec2, sett
     for handle in [*adopted, launched]:
         handle.stop()
     assert successor.replicas(13) == 0
+
+
+def test_instances_of_deployments_no_longer_served_are_terminated(ec2, settings):
+    crashed = Ec2Workers(settings, MemoryRegistry(), ec2, ManualClock())
+    deleted, served = crashed.start(dataclasses.replace(H100, deployment_id=14)), crashed.start(H100)
+    successor = Ec2Workers(settings, MemoryRegistry(), ec2, ManualClock())
+    mine = successor.start(dataclasses.replace(H100, deployment_id=15))
+    successor.prune({11})  # 14 was deleted; 15 is no longer served but is held: its handle stops it
+    assert successor.replicas(14) == 0 and successor.replicas(11) == 1 and successor.replicas(15) == 1
+    for handle in (served, mine):
+        handle.stop()
+    assert deleted.instance_id not in successor.instances()

@@ -163,3 +163,22 @@ def test_registry_entries_of_dead_pods_are_forgotten(deployments, settings):
     assert handle.alive()  # refreshes the Deployment's status, and forgets the dead pod of this deployment
     assert {w.worker_id for w in registry.workers()} == {"luminal-worker-d7-bbb", "luminal-worker-d8-ccc"}
     handle.stop()
+
+
+def test_worker_deployments_of_deployments_no_longer_served_are_pruned(deployments, settings):
+    clock = ManualClock()
+    backend = KubernetesWorkers(settings, deployments, clock)
+    deployments.apply(dataclasses.replace(SPEC, deployment_id=30), 2)  # left by a killed provisioner
+    deployments.apply(dataclasses.replace(SPEC, deployment_id=31), 1)  # still served: the next start adopts it
+    held = backend.start(dataclasses.replace(SPEC, deployment_id=32))  # ours
+    backend.prune({31})
+    assert deployments.replicas(30) is None
+    assert deployments.replicas(31) is not None and deployments.replicas(32) is not None
+    deployments.apply(dataclasses.replace(SPEC, deployment_id=30), 1)
+    backend.prune({31})
+    assert deployments.replicas(30) is not None  # once per prune_every_s: it lists every Deployment
+    clock.advance(backend.prune_every_s)
+    backend.prune({31})
+    assert deployments.replicas(30) is None
+    held.stop()
+    deployments.remove(31)
