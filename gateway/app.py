@@ -34,9 +34,9 @@ from luminal.gateway.store.tenant_admin import constrained_tenants
 from luminal.gateway.store.tenants import ensure_bootstrap_tenant
 from luminal.gateway.sweeps import Sweeper
 from luminal.provisioner.backends import ThreadWorkers
-from luminal.provisioner.local_processes import LocalProcessWorkers
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
 from luminal.provisioner.tenant_limits import TenantLimits
+from luminal.provisioner.worker_backends import open_worker_backend
 from luminal.scheduler.compile_jobs import ProcessCompileRunner, ThreadCompileRunner
 from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
@@ -88,8 +88,8 @@ def _start_scheduler(
     journal_dir = settings.data_dir / "usage-journal"
     replay(journal_dir, sql_ledger)
     ledger = None  # worker processes keep their own
-    if settings.worker_backend == "process":
-        worker_backend = LocalProcessWorkers(settings, registry)
+    if settings.worker_backend != "thread":
+        worker_backend = open_worker_backend(settings, registry)
     else:
         programs = ProgramCache(artifacts.local_path)
         ledger = BufferedLedger(sql_ledger, UsageJournal(journal_dir))

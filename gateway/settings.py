@@ -74,9 +74,48 @@ class Settings(BaseSettings):
     execution_timeout_s: float = Field(default=300.0, gt=0, le=86400, description="longest batch execution")
     # A delivery left unacknowledged this long is taken over by another worker (its worker died or hung).
     reclaim_idle_s: float = Field(default=30.0, gt=0, description="seconds before a stuck delivery is reclaimed")
-    # Where workers run: "thread" (in the serving process; the embedded default) or "process" (local worker
-    # processes; needs LUMINAL_QUEUE_URL=redis://...).
-    worker_backend: str = Field(default="thread", pattern="^(thread|process)$", description="thread or process")
+    # Where workers run: "thread" (in the serving process; the embedded default), "process" (local worker
+    # processes), "kubernetes" (a worker Deployment per deployment) or "ec2" (tagged instances). All but "thread"
+    # need a queue and database other machines reach (LUMINAL_QUEUE_URL=redis://..., PostgreSQL).
+    worker_backend: str = Field(
+        default="thread", pattern="^(thread|process|kubernetes|ec2)$", description="thread, process, kubernetes, ec2"
+    )
+    # Workers on Kubernetes and EC2 run this image / install this package, then `worker_command` with the
+    # deployment id, a worker id and the GPU type appended (as `python -m luminal.scheduler.worker_process`).
+    worker_image: str = Field(default="ghcr.io/luminal-cloud/luminal:0.1.0", description="worker container image")
+    worker_command: list[str] = Field(
+        default=["python", "-m", "luminal.scheduler.worker_process"], min_length=1, description="worker argv prefix"
+    )
+    # Kubernetes: the namespace worker Deployments live in (the provisioner's Role grants it nothing else), the
+    # Secret whose keys (LUMINAL_DATABASE_URL, LUMINAL_QUEUE_URL, LUMINAL_ARTIFACT_URL, ...) become the workers'
+    # environment, so no credential is written into a Deployment, and the node label a GPU type selects.
+    kubernetes_namespace: str = Field(default="luminal", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    kubernetes_worker_secret: str = Field(default="luminal-worker-env", pattern=r"^[a-z0-9]([-a-z0-9.]{0,251})$")
+    kubernetes_gpu_label: str = Field(default="luminal.dev/gpu-type", description="node label naming a GPU type")
+    # EC2: the instance type started for each GPU type (a type missing here is refused, naming why), the AMI
+    # (one with Python 3.11+ and the NVIDIA driver), where the instances go, and the instance profile whose role
+    # reads the artifacts. Credentials and region come from the standard AWS settings (AWS_* variables).
+    ec2_instance_types: dict[str, str] = Field(
+        default={
+            "cpu": "c7i.2xlarge",
+            "t4": "g4dn.xlarge",
+            "a10g": "g5.xlarge",
+            "l4": "g6.xlarge",
+            "a100": "p4d.24xlarge",
+            "h100": "p5.48xlarge",
+            "h200": "p5en.48xlarge",
+        },
+        description="EC2 instance type by GPU type",
+    )
+    ec2_ami_id: str = Field(default="", description="AMI of worker instances (required for the ec2 backend)")
+    ec2_subnet_id: str = Field(default="", description="subnet of worker instances; empty: the default VPC's")
+    ec2_security_group_ids: list[str] = Field(default=[], description="security groups of worker instances")
+    ec2_instance_profile: str = Field(default="", description="IAM instance profile name of worker instances")
+    # What the user data installs (a pip requirement), and the Secrets Manager secret (a JSON object of LUMINAL_*
+    # variables: database, queue and artifact URLs) the instance reads with its profile's role at boot: user data
+    # is readable by anyone on the instance and by DescribeInstanceAttribute, so it carries no credential.
+    ec2_worker_package: str = Field(default="luminal-cloud[ec2]==0.1.0", description="pip requirement of the worker")
+    ec2_worker_secret: str = Field(default="luminal/worker-env", description="Secrets Manager id of the worker env")
     # Autoscaling: requests (queued + executing) per replica before another starts; idle time before a
     # deployment with min_replicas 0 scales to zero; the cooldowns between scaling steps.
     scale_target_per_replica: float = Field(default=16.0, gt=0, description="requests per replica")

@@ -5,6 +5,8 @@ further backends of the same shape.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from typing import Protocol
 
@@ -43,6 +45,13 @@ class WorkerBackend(Protocol):
     def start(self, spec: WorkerSpec) -> WorkerHandle:
         """A worker for `spec` on a device of its GPU type; ValueError when `offer` refuses that type."""
         ...
+
+
+def serves_hash(spec: WorkerSpec) -> str:
+    """A short digest of what a worker started with `spec` serves (the fields `WorkerSpec.serves_like` compares),
+    for workers that outlive this process: a pod template's annotation, an instance's tag."""
+    served = [spec.program_key, spec.gpu_type, spec.max_batch_size, spec.max_queue_delay_ms]
+    return hashlib.sha256(json.dumps(served).encode()).hexdigest()[:16]
 
 
 def checked_device(offer: DeviceOffer, spec: WorkerSpec) -> str:

@@ -20,12 +20,16 @@ class DeviceOffer:
     gpus: tuple[Gpu, ...] = ()
     # Who found them, as a refusal names it: where an operator would look to add the missing GPU.
     provider: str = "this platform's local provisioner"
+    # GPU types a remote backend places workers on (a cluster's labelled nodes, a cloud's instance types): found
+    # by no probe here, so each counts as offered.
+    remote_types: frozenset[str] = frozenset()
 
     @property
     def types(self) -> frozenset[str]:
         """The GPU types (compiler targets) workers can be started on; "cpu" always. A GPU counts only when CuPy
         sees it: a worker there could not load its program otherwise."""
-        return frozenset({CPU, *(g.target for g in self.gpus if g.target is not None and g.cupy_sees)})
+        local = (g.target for g in self.gpus if g.target is not None and g.cupy_sees)
+        return frozenset({CPU, *local, *self.remote_types})
 
     def refusal(self, gpu_type: str) -> str | None:
         """Why no worker can run a deployment of `gpu_type`; None when one can."""
@@ -43,6 +47,8 @@ class DeviceOffer:
         return DeviceOffer(tuple(g for g in self.gpus if g.index == 0), self.provider)
 
     def _found(self) -> str:
+        if self.remote_types:
+            return "only " + ", ".join(sorted(self.types))
         if not self.gpus:
             return "no GPU"
         return ", ".join(f"{g.name} ({_why_not(g)})" for g in self.gpus)

@@ -141,6 +141,9 @@ class Provisioner:
         with self._lock:
             handles = [h for hs in self._workers.values() for h in hs]
             self._workers.clear()
+        # A backend whose workers outlive this process (a cluster's Deployments) may keep them serving while the
+        # gateway restarts: its `close` turns the stops below into nothing.
+        getattr(self.backend, "close", lambda: None)()
         for handle in handles:
             handle.stop()
         for handle in handles:
@@ -163,6 +166,9 @@ class Provisioner:
             limits = self.tenant_limits()
             with self._lock:
                 self._specs, self._limits, self._specs_read_at = specs, limits, now
+            # A backend whose workers outlive this process (a cluster's, a cloud's) also removes those of
+            # deployments no longer served that no handle holds: deleted while no provisioner ran.
+            getattr(self.backend, "prune", lambda keep: None)(set(specs))
         hung = {w.worker_id for w in self.registry.dead(self.settings.heartbeat_timeout_s) if w.ready_at is not None}
         with self._lock:
             self._hung = hung
