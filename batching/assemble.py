@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from luminal.batching.layout import BATCH_AXIS, BatchLayout
+from luminal.batching.requests import BatchRequest
 from luminal.batching.sequence import SequencePadding
-from luminal.scheduler.work import InferenceRequest
 
 
 class BatchContractError(RuntimeError):
@@ -41,7 +41,7 @@ class AssembledBatch:
         return tuple(stop - start for start, stop in self.row_ranges)
 
 
-def _batch_key(request: InferenceRequest, padding: SequencePadding | None = None) -> tuple:
+def _batch_key(request: BatchRequest, padding: SequencePadding | None = None) -> tuple:
     """What must match for two requests to share a batch: input names, dtypes and every dim but the batch's,
     where a padded dim's extent is replaced by its length bucket."""
     if padding is None:
@@ -56,20 +56,18 @@ def _batch_key(request: InferenceRequest, padding: SequencePadding | None = None
     return names, padding.key(request)
 
 
-def compatible_groups(
-    requests: Sequence[InferenceRequest], layout: BatchLayout | None = None
-) -> list[list[InferenceRequest]]:
+def compatible_groups(requests: Sequence[BatchRequest], layout: BatchLayout | None = None) -> list[list[BatchRequest]]:
     """Requests split into groups that can each run as one batch; queue order is kept within each group, and the
     groups come in the order of their first request."""
     padding = layout.padding if layout is not None else None
-    groups: dict[tuple, list[InferenceRequest]] = {}
+    groups: dict[tuple, list[BatchRequest]] = {}
     for request in requests:
         groups.setdefault(_batch_key(request, padding), []).append(request)
     return list(groups.values())
 
 
 def assemble(
-    requests: Sequence[InferenceRequest], layout: BatchLayout, buckets: Sequence[int] | None = None
+    requests: Sequence[BatchRequest], layout: BatchLayout, buckets: Sequence[int] | None = None
 ) -> AssembledBatch:
     """One batch of `requests` (all compatible), padded to the smallest bucket that holds it (`buckets`, else
     the layout's). Raises ValueError naming the problem when they cannot form one batch."""

@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 from luminal.batching.layout import BatchLayout
 from luminal.batching.policy import BatchPolicy
-from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
-from luminal.scheduler.queues.base import Delivery, RequestQueue
+from luminal.batching.requests import Delivery, DeliverySource
+from luminal.store.clock import SYSTEM_CLOCK, Clock
 
 
 def batch_capacity(policy: BatchPolicy, layout: BatchLayout | None) -> int:
@@ -38,7 +38,7 @@ class _Held(NamedTuple):
 
 
 class BatchFormer:
-    def __init__(self, queue: RequestQueue, deployment_id: int, consumer: str, clock: Clock = SYSTEM_CLOCK):
+    def __init__(self, queue: DeliverySource, deployment_id: int, consumer: str, clock: Clock = SYSTEM_CLOCK):
         self.queue, self.deployment_id, self.consumer, self.clock = queue, deployment_id, consumer, clock
         self._carried: deque[_Held] = deque()  # taken from the queue, not yet in a batch
         # Rows of the last batch formed: the load this worker last saw, so the rows worth waiting for. 1 (never

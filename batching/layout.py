@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from luminal.batching.requests import BatchRequest
 from luminal.batching.sequence import SequencePadding, symbol_name
-from luminal.scheduler.work import InferenceRequest
 
 BATCH_AXIS = 0
 
@@ -73,7 +73,7 @@ class BatchLayout:
             name, min_rows, hi, buckets, SequencePadding.from_signature(signature, symbols, name, length_buckets)
         )
 
-    def rows_of(self, request: InferenceRequest) -> int | None:
+    def rows_of(self, request: BatchRequest) -> int | None:
         """The request's extent on the batch axis; None when its inputs disagree on it (or have no batch axis):
         such a request runs alone and the program reports what is wrong with it."""
         extents = {a.shape[BATCH_AXIS] if getattr(a, "ndim", 0) > 0 else None for a in request.inputs.values()}

@@ -11,17 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-
-class PaddedRequest(Protocol):
-    """What grouping reads of a request (the scheduler's InferenceRequest has it; batching does not import it)."""
-
-    id: str
-    inputs: Mapping[str, np.ndarray]
-
+from luminal.batching.requests import BatchRequest
 
 PadDims = tuple[tuple[int, str, Any], ...]  # (axis, symbol, pad value) of one input
 
@@ -96,7 +90,7 @@ class SequencePadding:
             buckets[symbol] = (*(b for b in chosen if b < limit), limit)
         return cls(inputs, outputs, buckets)
 
-    def lengths_of(self, request: PaddedRequest) -> dict[str, int] | None:
+    def lengths_of(self, request: BatchRequest) -> dict[str, int] | None:
         """The request's extent of each padded symbol; None when its inputs disagree (or lack a padded input):
         such a request runs alone and the program says what is wrong with it."""
         lengths: dict[str, int] = {}
@@ -115,7 +109,7 @@ class SequencePadding:
                 return size
         return length  # over the symbol's maximum: the program rejects it, alone or not
 
-    def key(self, request: PaddedRequest) -> tuple:
+    def key(self, request: BatchRequest) -> tuple:
         """What replaces the padded dims in a batch key: each padded symbol's bucket."""
         lengths = self.lengths_of(request)
         if lengths is None:

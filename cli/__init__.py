@@ -1,1 +1,1 @@
-"""Placeholder: this component is built by a later issue (see README)."""
+"""The `luminal` command: serve the platform, deploy models, manage keys and deployments, predict, compile, usage."""

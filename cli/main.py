@@ -39,7 +39,7 @@ def serve(
     from pydantic import ValidationError
 
     from luminal.gateway.app import create_app
-    from luminal.gateway.settings import Settings
+    from luminal.store.settings import Settings
 
     try:
         settings = Settings(**({"data_dir": data_dir} if data_dir else {}))

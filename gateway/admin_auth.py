@@ -12,7 +12,7 @@ from fastapi import Depends, Request
 from luminal.gateway.bearer import bearer_credential
 from luminal.gateway.dependencies import PlatformDep
 from luminal.gateway.errors import ApiError
-from luminal.gateway.store.tenants import KEY_PREFIX
+from luminal.store.tenants import KEY_PREFIX
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="admin"'}
 MAX_TOKEN_CHARS = 1024  # refuse to hash anything absurd

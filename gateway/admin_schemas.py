@@ -7,7 +7,7 @@ import datetime as dt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from luminal.gateway.schemas import KEY_NAME_PATTERN, MODEL_NAME_PATTERN
-from luminal.gateway.store.tenant_admin import QUOTA_FIELDS, TenantSummary
+from luminal.store.tenant_admin import QUOTA_FIELDS, TenantSummary
 
 # Bounds keep a typo from storing an absurd quota (and every value within a PostgreSQL integer).
 MAX_COUNT_QUOTA = 100_000

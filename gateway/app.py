@@ -26,12 +26,6 @@ from luminal.gateway.routers import (
     workers,
 )
 from luminal.gateway.scheduler_backend import SchedulerBackend
-from luminal.gateway.settings import Settings
-from luminal.gateway.store import deployments as deployment_store
-from luminal.gateway.store.artifacts import LocalArtifactStore
-from luminal.gateway.store.database import Database, migrate
-from luminal.gateway.store.tenant_admin import constrained_tenants
-from luminal.gateway.store.tenants import ensure_bootstrap_tenant
 from luminal.gateway.sweeps import Sweeper
 from luminal.provisioner.backends import ThreadWorkers
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
@@ -46,6 +40,12 @@ from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry, open_registry
 from luminal.scheduler.usage_journal import UsageJournal, replay
 from luminal.scheduler.worker_spec import WorkerSpec, ready_specs
+from luminal.store import deployments as deployment_store
+from luminal.store.artifacts import LocalArtifactStore
+from luminal.store.database import Database, migrate
+from luminal.store.settings import Settings
+from luminal.store.tenant_admin import constrained_tenants
+from luminal.store.tenants import ensure_bootstrap_tenant
 
 
 def start_platform(settings: Settings, backend: InferenceBackend | None = None) -> Platform:

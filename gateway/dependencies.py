@@ -15,13 +15,13 @@ from luminal.gateway.bearer import bearer_credential
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.platform import Platform
-from luminal.gateway.settings import Settings
-from luminal.gateway.store.artifacts import ArtifactStore
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.tables import Tenant
-from luminal.gateway.store.tenants import tenant_for_key
 from luminal.gateway.tenant_standing import check_standing
 from luminal.scheduler.compile_jobs import CompileRunner
+from luminal.store.artifacts import ArtifactStore
+from luminal.store.database import Database
+from luminal.store.settings import Settings
+from luminal.store.tables import Tenant
+from luminal.store.tenants import tenant_for_key
 
 MAX_KEY_CHARS = 256  # our keys are 46 characters; refuse to hash anything absurd
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}

@@ -11,11 +11,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from luminal.gateway.store.errors import Conflict, NotFound, QuotaExceeded
 from luminal.gateway.tensor_codec import TensorError
 from luminal.graph_json import GraphFileError
 from luminal.scheduler.programs import InvalidInput
 from luminal.scheduler.queues.base import QueueFull
+from luminal.store.errors import Conflict, NotFound, QuotaExceeded
 
 log = logging.getLogger(__name__)
 

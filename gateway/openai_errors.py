@@ -21,9 +21,9 @@ from starlette.exceptions import HTTPException
 
 from luminal.compiler.artifact_json import ArtifactError
 from luminal.gateway.errors import ApiError
-from luminal.gateway.store.errors import NotFound, QuotaExceeded
 from luminal.scheduler.generation.chat_template import ChatTemplateError
 from luminal.scheduler.generation.engine import EngineBusy, PromptTooLong
+from luminal.store.errors import NotFound, QuotaExceeded
 
 log = logging.getLogger(__name__)
 TYPES = {

@@ -27,12 +27,12 @@ from luminal.gateway.openai_errors import OpenAIError
 from luminal.gateway.openai_schemas import SamplingFields
 from luminal.gateway.platform import Platform
 from luminal.gateway.routers.inference import resolve_ready
-from luminal.gateway.store.tables import Tenant
 from luminal.gateway.uploads import LLM_KIND
 from luminal.scheduler.generation.engine import GenerationEngine, PromptTooLong
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.stream import Account, Delta, GenerationFailed, TokenStream
 from luminal.scheduler.generation.tokenizer import TextCodec
+from luminal.store.tables import Tenant
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
 

@@ -10,10 +10,6 @@ from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.metrics import InferenceMetrics
 from luminal.gateway.predictions import PredictionRunner
 from luminal.gateway.rate_limits import RateLimiter, open_rate_limiter
-from luminal.gateway.settings import Settings
-from luminal.gateway.store.artifacts import ArtifactStore
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.tables import Tenant
 from luminal.gateway.ttl_cache import TtlCache
 from luminal.gateway.webhooks import WebhookSender, webhook_secret
 from luminal.provisioner.provisioner import Provisioner
@@ -24,6 +20,10 @@ from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
+from luminal.store.artifacts import ArtifactStore
+from luminal.store.database import Database
+from luminal.store.settings import Settings
+from luminal.store.tables import Tenant
 
 
 @dataclass

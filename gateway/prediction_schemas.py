@@ -10,8 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from luminal.gateway.schemas import MODEL_NAME_PATTERN
-from luminal.gateway.store.tables import Prediction
 from luminal.gateway.webhooks import DEFAULT_EVENTS, EVENTS, check_webhook_url
+from luminal.store.tables import Prediction
 
 MAX_TENSORS = 256  # far above any model's inputs or outputs; keeps a hostile list from being walked for long
 

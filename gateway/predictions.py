@@ -28,14 +28,14 @@ from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import DeploymentRef, InferenceBackend
 from luminal.gateway.metrics import REJECTED, InferenceMetrics, ModelLabels, observed_infer
 from luminal.gateway.prediction_schemas import PredictionAccepted, PredictionPublic
-from luminal.gateway.store import predictions as store
-from luminal.gateway.store.artifacts import ArtifactStore
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.tables import Prediction
 from luminal.gateway.tensor_codec import InferRequest, encode_infer_response
 from luminal.gateway.webhooks import COMPLETED, DEFAULT_EVENTS, START, Delivery, WebhookSender
 from luminal.scheduler.queues.base import QueueFull
 from luminal.scheduler.work import InferenceRequest
+from luminal.store import predictions as store
+from luminal.store.artifacts import ArtifactStore
+from luminal.store.database import Database
+from luminal.store.tables import Prediction
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from luminal.gateway.store.deployments import READY, UNSCHEDULABLE
-from luminal.gateway.store.tables import ApiKey, Deployment, Model, ModelVersion
 from luminal.gateway.tensor_codec import oip_datatype, oip_shape
+from luminal.store.deployments import READY, UNSCHEDULABLE
+from luminal.store.tables import ApiKey, Deployment, Model, ModelVersion
 
 # Names appear in URLs (/v2/models/{name}); this keeps them path-safe and readable.
 MAX_MODEL_NAME_CHARS = 128

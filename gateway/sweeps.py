@@ -25,11 +25,11 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from luminal.gateway.settings import Settings
-from luminal.gateway.store import models as model_store
-from luminal.gateway.store import predictions as prediction_store
-from luminal.gateway.store.artifacts import ArtifactStore
-from luminal.gateway.store.database import Database
+from luminal.store import models as model_store
+from luminal.store import predictions as prediction_store
+from luminal.store.artifacts import ArtifactStore
+from luminal.store.database import Database
+from luminal.store.settings import Settings
 
 log = logging.getLogger(__name__)
 BATCH = 500  # rows or keys per transaction: short transactions, and IN lists every database takes

@@ -7,7 +7,7 @@ import math
 
 from luminal.gateway.errors import ApiError
 from luminal.gateway.rate_limits import RateLimiter
-from luminal.gateway.store.tables import Tenant
+from luminal.store.tables import Tenant
 
 
 async def check_standing(tenant: Tenant, limiter: RateLimiter) -> None:

@@ -20,14 +20,14 @@ from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.errors import ApiError
 from luminal.gateway.request_body import declared_length
-from luminal.gateway.store import models as model_store
-from luminal.gateway.store.artifacts import ArtifactStore
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.models import UploadedGraph
-from luminal.gateway.store.tables import ModelVersion, Tenant
 from luminal.graph_file import load_graph
 from luminal.graph_json import signature, symbol_table
 from luminal.llm_package import is_llm_package, load_package
+from luminal.store import models as model_store
+from luminal.store.artifacts import ArtifactStore
+from luminal.store.database import Database
+from luminal.store.models import UploadedGraph
+from luminal.store.tables import ModelVersion, Tenant
 
 LLM_KIND = "llm"  # a model version's signature["kind"] when the upload was an LLM package
 WRITE_BATCH = 4 << 20  # bytes gathered before one disk write (the server hands us ~64 KiB pieces)

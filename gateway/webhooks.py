@@ -25,9 +25,9 @@ from urllib.parse import urlsplit
 import anyio.to_thread
 import httpx
 
-from luminal.gateway.settings import Settings
 from luminal.gateway.webhook_signatures import signed_headers
 from luminal.gateway.webhook_targets import IPAddress, RefusedTarget, Target, check_target
+from luminal.store.settings import Settings
 
 # The events a prediction may ask for, as Replicate names them: when it starts running, and when it ends
 # (succeeded or failed). Replicate's default when none are chosen is "new output or finished"; a prediction's

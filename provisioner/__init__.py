@@ -1,1 +1,2 @@
-"""Placeholder: this component is built by a later issue (see README)."""
+"""The provisioner: an autoscaler (target concurrency, scale to zero, cooldowns, tenant limits) and the backends
+that start and stop workers (threads in the gateway's process, or local processes)."""

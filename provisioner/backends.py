@@ -12,12 +12,12 @@ from typing import Protocol
 
 from luminal.provisioner.device_offer import DeviceOffer, local_offer
 from luminal.scheduler.billing import UsageLedger
-from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker import Worker, new_worker_id
 from luminal.scheduler.worker_spec import WorkerSpec
+from luminal.store.clock import SYSTEM_CLOCK, Clock
 
 
 class WorkerHandle(Protocol):

@@ -12,7 +12,7 @@ import json
 import re
 import shlex
 
-from luminal.gateway.settings import Settings
+from luminal.store.settings import Settings
 
 # What may appear unquoted in the systemd unit's command line: ids, module paths, GPU types. Anything else in a
 # worker command is refused rather than escaped into a root-run script.

@@ -17,14 +17,14 @@ import logging
 import threading
 from typing import Any
 
-from luminal.gateway.settings import Settings
 from luminal.provisioner.backends import WorkerHandle, checked_device, serves_hash
 from luminal.provisioner.device_offer import DeviceOffer
 from luminal.provisioner.ec2_user_data import user_data
-from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker import new_worker_id
 from luminal.scheduler.worker_spec import WorkerSpec
+from luminal.store.clock import SYSTEM_CLOCK, Clock
+from luminal.store.settings import Settings
 
 log = logging.getLogger(__name__)
 MANAGED_BY = "luminal-provisioner"

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import re
 
-from luminal.gateway.settings import Settings
 from luminal.provisioner.backends import serves_hash
 from luminal.provisioner.device_offer import CPU
 from luminal.scheduler.worker_spec import WorkerSpec
+from luminal.store.settings import Settings
 
 PART_OF = "luminal"
 COMPONENT = "worker"

@@ -20,14 +20,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from luminal.gateway.settings import Settings
 from luminal.provisioner.backends import WorkerHandle, checked_device
 from luminal.provisioner.device_offer import DeviceOffer
 from luminal.provisioner.kubernetes_manifest import deployment_name, managed_selector, worker_deployment
-from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker import new_worker_id
 from luminal.scheduler.worker_spec import WorkerSpec
+from luminal.store.clock import SYSTEM_CLOCK, Clock
+from luminal.store.settings import Settings
 
 log = logging.getLogger(__name__)
 NOT_FOUND, CONFLICT = 404, 409

@@ -13,13 +13,13 @@ import signal
 import subprocess
 import sys
 
-from luminal.gateway.settings import Settings
 from luminal.provisioner.backends import WorkerHandle, checked_device
 from luminal.provisioner.device_offer import DeviceOffer, local_offer
-from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker import new_worker_id
 from luminal.scheduler.worker_spec import WorkerSpec
+from luminal.store.clock import SYSTEM_CLOCK, Clock
+from luminal.store.settings import Settings
 
 
 class _ProcessHandle:

@@ -25,10 +25,10 @@ from luminal.provisioner.tenant_limits import (
     held_by_others,
     limited_replicas,
 )
-from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker_spec import WorkerSpec
+from luminal.store.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 COLD_STARTS_KEPT = 32

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from luminal.gateway.settings import Settings
 from luminal.provisioner.backends import WorkerBackend
 from luminal.scheduler.registry import WorkerRegistry
+from luminal.store.settings import Settings
 
 
 def open_worker_backend(settings: Settings, registry: WorkerRegistry) -> WorkerBackend:

@@ -12,8 +12,8 @@ import os
 import sys
 import time
 
-from luminal.gateway.settings import Settings
 from luminal.scheduler.registry import WorkerInfo, open_registry
+from luminal.store.settings import Settings
 
 
 def verdict(check: str, info: WorkerInfo | None, now: float, heartbeat_timeout_s: float) -> str | None:

@@ -21,12 +21,12 @@ from typing import Protocol
 
 import luminal as lm
 from luminal.compiler.artifact import save_program
-from luminal.gateway.store import deployments as deployment_store
-from luminal.gateway.store.artifacts import ArtifactStore, sha256_file
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.models import unreferenced
 from luminal.llm_package import is_llm_package
 from luminal.scheduler.generation.language_model import compile_package
+from luminal.store import deployments as deployment_store
+from luminal.store.artifacts import ArtifactStore, sha256_file
+from luminal.store.database import Database
+from luminal.store.models import unreferenced
 
 log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 4000  # a compiler traceback can be long; the API shows its head
@@ -99,7 +99,7 @@ class ThreadCompileRunner:
 
 def _compile_in_child(database_url: str, artifacts_dir: str, spool_dir: str, deployment_id: int) -> None:
     """A compile job in a pool process: its own database engine and artifact store, from plain values."""
-    from luminal.gateway.store.artifacts import LocalArtifactStore
+    from luminal.store.artifacts import LocalArtifactStore
 
     db = Database(database_url)
     try:

@@ -23,9 +23,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.tables import BilledRequest, Deployment, Model, ModelVersion, UsageRecordRow
 from luminal.scheduler.billing import LedgerError, UsageRecord
+from luminal.store.database import Database
+from luminal.store.tables import BilledRequest, Deployment, Model, ModelVersion, UsageRecordRow
 
 _INSERT_BY_DIALECT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
 MAX_ID_CHARS = 64  # batch and request ids are uuid4 hex (32); the columns hold 64

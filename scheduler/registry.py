@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.queues import backend_of
+from luminal.store.clock import SYSTEM_CLOCK, Clock
 
 
 @dataclass

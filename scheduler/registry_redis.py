@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import redis
 
-from luminal.scheduler.clock import SYSTEM_CLOCK, Clock
 from luminal.scheduler.registry import UnknownWorker, WorkerInfo
+from luminal.store.clock import SYSTEM_CLOCK, Clock
 
 # KEYS: the worker's hash, the heartbeat set. ARGV: worker id, time, field to set besides last_heartbeat ('' for
 # none). Returns 0 when the worker is not registered.

@@ -10,15 +10,15 @@ import signal
 import sys
 import threading
 
-from luminal.gateway.settings import Settings
-from luminal.gateway.store.artifacts import LocalArtifactStore
-from luminal.gateway.store.database import Database
 from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
 from luminal.scheduler.registry import open_registry
 from luminal.scheduler.worker import Worker
 from luminal.scheduler.worker_spec import spec_for
+from luminal.store.artifacts import LocalArtifactStore
+from luminal.store.database import Database
+from luminal.store.settings import Settings
 
 
 def main(argv: list[str]) -> int:

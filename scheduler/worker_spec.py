@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
-from luminal.gateway.store.deployments import READY
-from luminal.gateway.store.tables import Deployment, ModelVersion
+from luminal.store.deployments import READY
+from luminal.store.tables import Deployment, ModelVersion
 
 
 @dataclass(frozen=True)

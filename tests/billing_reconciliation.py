@@ -14,8 +14,8 @@ import numpy as np
 from sqlalchemy import func, select
 
 import luminal as lm
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.tables import BilledRequest, UsageRecordRow
+from luminal.store.database import Database
+from luminal.store.tables import BilledRequest, UsageRecordRow
 from tests.gateway.conftest import BOOTSTRAP_KEY, tiny_graph
 
 FEATURES = 4

@@ -5,7 +5,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-COMPONENTS = ["luminal", "compiler", "runtime", "runtime/cuda", "runtime/metal", "gateway", "scheduler",
+COMPONENTS = ["luminal", "compiler", "runtime", "runtime/cuda", "runtime/metal", "store", "gateway", "scheduler",
               "batching", "provisioner", "cli"]  # fmt: skip
 NOT_PACKAGES = {"tests", "bench", "examples", "deploy", ".venv", ".git", ".ci"}
 

@@ -16,8 +16,8 @@ from luminal.gateway.dependencies import ChangesMetadata, DatabaseDep, PlatformD
 from luminal.gateway.platform import Platform
 from luminal.gateway.request_body import read_json_model, read_optional_json_model
 from luminal.gateway.schemas import RowId
-from luminal.gateway.store import tenant_admin
-from luminal.gateway.store.database import Database
+from luminal.store import tenant_admin
+from luminal.store.database import Database
 
 router = APIRouter(prefix="/v1/admin/tenants", tags=["admin"], dependencies=[AdminOnly])
 # Bodies are a name and a few numbers: 4 KiB is plenty and keeps a hostile body from being read whole.

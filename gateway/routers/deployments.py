@@ -19,9 +19,9 @@ from luminal.gateway.errors import ApiError
 from luminal.gateway.platform import Platform
 from luminal.gateway.request_body import read_json_model
 from luminal.gateway.schemas import DeploymentCreate, DeploymentPublic, DeploymentUpdate, RowId
-from luminal.gateway.store import deployments as deployment_store
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.tables import Deployment, Tenant
+from luminal.store import deployments as deployment_store
+from luminal.store.database import Database
+from luminal.store.tables import Deployment, Tenant
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
 # A deployment request is a few settings: 64 KiB is generous and keeps a hostile body from being parsed whole.

@@ -21,13 +21,13 @@ from luminal.gateway.platform import Platform
 from luminal.gateway.predictions import PredictionJob, accepted_response, prefers_async
 from luminal.gateway.request_body import read_capped_body
 from luminal.gateway.schemas import ModelNameInPath, tensor_specs
-from luminal.gateway.store import deployments as deployment_store
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.tables import Tenant
 from luminal.gateway.tensor_codec import InferRequest, TensorError, encode_infer_response, parse_infer_request
 from luminal.gateway.uploads import LLM_KIND
 from luminal.gateway.webhooks import DEFAULT_EVENTS
 from luminal.scheduler.work import InferenceRequest, effective_priority
+from luminal.store import deployments as deployment_store
+from luminal.store.database import Database
+from luminal.store.tables import Tenant
 
 router = APIRouter(prefix="/v2/models", tags=["inference"])
 HEADER_LENGTH = "Inference-Header-Content-Length"

@@ -8,9 +8,9 @@ from starlette.concurrency import run_in_threadpool
 from luminal.gateway.dependencies import ChangesMetadata, DatabaseDep, TenantDep
 from luminal.gateway.request_body import read_optional_json_model
 from luminal.gateway.schemas import KeyCreate, KeyCreated, KeyPublic, RowId
-from luminal.gateway.store import tenants as tenant_store
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.tables import Tenant
+from luminal.store import tenants as tenant_store
+from luminal.store.database import Database
+from luminal.store.tables import Tenant
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"])
 # The body is at most a name: 4 KiB is plenty and keeps a hostile body from being read whole.

@@ -16,8 +16,8 @@ from luminal.gateway.schemas import (
     RowId,
     UploadPublic,
 )
-from luminal.gateway.store import models as model_store
 from luminal.gateway.uploads import register_upload, spool_upload
+from luminal.store import models as model_store
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 ModelName = Annotated[str, Query(pattern=MODEL_NAME_PATTERN, description="the model's name")]

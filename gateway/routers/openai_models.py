@@ -9,10 +9,10 @@ from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.dependencies import DatabaseDep, TenantDep
 from luminal.gateway.openai_errors import OpenAIRoute
-from luminal.gateway.store import deployments as deployment_store
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.tables import Tenant
 from luminal.gateway.uploads import LLM_KIND
+from luminal.store import deployments as deployment_store
+from luminal.store.database import Database
+from luminal.store.tables import Tenant
 
 router = APIRouter(route_class=OpenAIRoute)
 

@@ -16,8 +16,8 @@ from luminal.gateway.prediction_schemas import PredictionCreate, PredictionPage,
 from luminal.gateway.predictions import accepted_response, output_text
 from luminal.gateway.request_body import read_json_model
 from luminal.gateway.routers.inference import prepare, resolve_ready
-from luminal.gateway.store import predictions as prediction_store
 from luminal.gateway.webhook_targets import check_target
+from luminal.store import predictions as prediction_store
 
 router = APIRouter(prefix="/v1/predictions", tags=["predictions"])
 _BODY_DOC = {"content": {"application/json": {"schema": PredictionCreate.model_json_schema()}}, "required": True}

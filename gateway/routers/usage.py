@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from luminal.gateway.dependencies import DatabaseDep, PlatformDep, TenantDep
 from luminal.gateway.errors import ApiError
 from luminal.gateway.platform import Platform
-from luminal.gateway.store import usage as usage_store
-from luminal.gateway.store.tables import UsageRecordRow
+from luminal.store import usage as usage_store
+from luminal.store.tables import UsageRecordRow
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"])
 

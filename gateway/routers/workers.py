@@ -10,7 +10,7 @@ from fastapi import APIRouter
 
 from luminal.gateway.dependencies import DatabaseDep, PlatformDep, TenantDep
 from luminal.gateway.schemas import RowId
-from luminal.gateway.store import deployments as deployment_store
+from luminal.store import deployments as deployment_store
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
 

@@ -12,9 +12,9 @@ import pytest
 from luminal.batching.former import BatchFormer, batch_capacity
 from luminal.batching.layout import BatchLayout
 from luminal.batching.policy import BatchPolicy
-from luminal.scheduler.clock import ManualClock
 from luminal.scheduler.queues.base import Delivery
 from luminal.scheduler.work import InferenceRequest
+from luminal.store.clock import ManualClock
 
 LAYOUT = BatchLayout("batch", 1, 64)
 

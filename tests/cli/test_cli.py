@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 import luminal as lm
 from luminal.cli.main import app
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.tenants import tenant_for_key
 from luminal.provisioner import backends
 from luminal.provisioner.device_offer import DeviceOffer
+from luminal.store.database import Database
+from luminal.store.tenants import tenant_for_key
 from tests.gateway.conftest import BOOTSTRAP_KEY, tiny_graph
 
 runner = CliRunner()

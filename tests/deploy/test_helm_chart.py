@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from luminal.gateway.settings import Settings
+from luminal.store.settings import Settings
 from tests.provisioner.kubernetes_emulator import KUBERNETES_VERSION, validate
 
 helm = pytest.importorskip("helm_python")

@@ -22,9 +22,9 @@ import uvicorn
 
 import luminal as lm
 from luminal.gateway.app import create_app
-from luminal.gateway.settings import Settings
-from luminal.gateway.store.database import Database, migrate
 from luminal.graph_file import graph_to_bytes
+from luminal.store.database import Database, migrate
+from luminal.store.settings import Settings
 from tests.gateway.network_guard import no_network  # noqa: F401 - a fixture for the webhook tests
 
 ADMIN_URL = os.environ.get("LUMINAL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")

@@ -15,8 +15,8 @@ import torch
 import uvicorn
 
 from luminal.gateway.app import create_app
-from luminal.gateway.settings import Settings
 from luminal.llm_package import build_package, save_package
+from luminal.store.settings import Settings
 from tests.gateway.conftest import BOOTSTRAP_KEY, _free_port, deploy_and_wait, upload
 from tests.gateway.tenancy import ADMIN_TOKEN
 from tests.llm_folders import hf_folder, hf_tokenizer

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from luminal.gateway.settings import Settings
+from luminal.store.settings import Settings
 from tests.gateway.conftest import BOOTSTRAP_KEY
 
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from luminal.gateway.settings import Settings
-from luminal.gateway.store.tenants import hash_key
+from luminal.store.settings import Settings
+from luminal.store.tenants import hash_key
 from tests.gateway.conftest import BOOTSTRAP_KEY, upload
 from tests.gateway.tenancy import ADMIN_TOKEN, admin, new_tenant, settings_with_admin
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from luminal.gateway.settings import Settings
+from luminal.store.settings import Settings
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 
 

@@ -4,8 +4,8 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from luminal.gateway.app import create_app
-from luminal.gateway.store.tenants import tenant_for_key
 from luminal.scheduler.work import OK, InferenceResult
+from luminal.store.tenants import tenant_for_key
 from tests.gateway.conftest import BOOTSTRAP_KEY
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import luminal.scheduler.compile_jobs as compile_jobs
-from luminal.gateway.settings import Settings
-from luminal.gateway.store.tenants import create_tenant
+from luminal.store.settings import Settings
+from luminal.store.tenants import create_tenant
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from luminal.compiler.artifact import load_program
-from luminal.gateway.store.tables import Deployment
 from luminal.provisioner import backends
 from luminal.provisioner.device_offer import DeviceOffer
 from luminal.runtime.cuda.devices import Gpu
+from luminal.store.tables import Deployment
 from tests.gateway.conftest import deploy_and_wait, upload
 from tests.gateway.test_predictions import wait_finished
 

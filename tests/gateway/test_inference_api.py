@@ -11,8 +11,8 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 import luminal as lm
-from luminal.gateway.store.tenants import create_tenant
 from luminal.graph_file import graph_to_bytes
+from luminal.store.tenants import create_tenant
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, tiny_graph, upload
 
 

@@ -14,8 +14,8 @@ from fastapi.responses import JSONResponse
 from luminal.cli.oip import decode_response, encode_request
 from luminal.gateway.json_floats import strict_dumps, tensor_values
 from luminal.gateway.prediction_schemas import PredictionPublic
-from luminal.gateway.store.tables import Prediction
 from luminal.gateway.tensor_codec import InferRequest, TensorError, encode_infer_response, parse_infer_request
+from luminal.store.tables import Prediction
 
 SIG = {
     "inputs": [{"name": "x", "shape": [3], "dtype": "float32"}, {"name": "ids", "shape": [2], "dtype": "int64"}],

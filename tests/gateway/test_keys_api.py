@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from luminal.gateway.store.tenants import create_tenant, hash_key
+from luminal.store.tenants import create_tenant, hash_key
 from tests.gateway.conftest import BOOTSTRAP_KEY
 
 

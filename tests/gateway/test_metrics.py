@@ -15,9 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from luminal.gateway.app import create_app
-from luminal.gateway.settings import Settings
 from luminal.scheduler.queues.base import QueueFull
 from luminal.scheduler.work import EXPIRED, FAILED, InferenceResult
+from luminal.store.settings import Settings
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from luminal.gateway.store.tenants import create_tenant
 from luminal.graph_file import graph_to_bytes
+from luminal.store.tenants import create_tenant
 from tests.gateway.conftest import tiny_graph, upload
 
 

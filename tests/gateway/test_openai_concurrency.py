@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from luminal.gateway.store import deployments
-from luminal.gateway.store.tenants import tenant_for_key
+from luminal.store import deployments
+from luminal.store.tenants import tenant_for_key
 from tests.gateway.conftest import BOOTSTRAP_KEY
 from tests.gateway.openai_world import MAX_BATCH, start_world
 

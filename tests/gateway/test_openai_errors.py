@@ -6,9 +6,9 @@ import pytest
 from luminal.compiler.artifact_json import ArtifactError
 from luminal.gateway.errors import ApiError
 from luminal.gateway.openai_errors import as_openai_error
-from luminal.gateway.store.errors import NotFound
 from luminal.scheduler.generation.chat_template import ChatTemplateError
 from luminal.scheduler.generation.engine import EngineBusy, PromptTooLong
+from luminal.store.errors import NotFound
 
 
 @pytest.mark.parametrize(

@@ -20,11 +20,11 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from luminal.gateway import predictions as predictions_module
 from luminal.gateway.app import create_app, start_platform, stop_platform
-from luminal.gateway.store import predictions as prediction_store
-from luminal.gateway.store.tables import Prediction, Tenant
-from luminal.gateway.store.tenants import create_tenant
 from luminal.gateway.webhook_signatures import SIGNATURE_HEADER, standard_webhooks_secret, verify_signature
 from luminal.gateway.webhooks import deliver
+from luminal.store import predictions as prediction_store
+from luminal.store.tables import Prediction, Tenant
+from luminal.store.tenants import create_tenant
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 from tests.gateway.webhook_receiver import Receiver
 

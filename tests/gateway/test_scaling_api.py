@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from luminal.gateway.store.tenants import create_tenant
+from luminal.store.tenants import create_tenant
 from tests.gateway.conftest import upload
 
 SETTINGS = ("max_batch_size", "max_queue_delay_ms", "min_replicas", "max_replicas")

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from luminal.gateway.store.tables import Prediction
+from luminal.store.tables import Prediction
 from tests.gateway.conftest import deploy_and_wait, upload
 from tests.gateway.tenancy import admin, new_tenant, settings_with_admin, wait_for_replicas
 

@@ -13,13 +13,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
-from luminal.gateway.store import models as model_store
-from luminal.gateway.store import predictions as prediction_store
-from luminal.gateway.store.artifacts import LocalArtifactStore
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.models import UploadedGraph
-from luminal.gateway.store.tables import Prediction, Tenant
-from luminal.gateway.store.tenants import create_tenant
 from luminal.gateway.sweeps import (
     Sweeper,
     SweepPolicy,
@@ -27,6 +20,13 @@ from luminal.gateway.sweeps import (
     sweep_orphaned_artifacts,
     sweep_stale_spool,
 )
+from luminal.store import models as model_store
+from luminal.store import predictions as prediction_store
+from luminal.store.artifacts import LocalArtifactStore
+from luminal.store.database import Database
+from luminal.store.models import UploadedGraph
+from luminal.store.tables import Prediction, Tenant
+from luminal.store.tenants import create_tenant
 
 HOUR = 3600.0
 T0 = 1_800_000_000.0  # an epoch second in 2027: every row and file below is dated from it

@@ -13,9 +13,9 @@ from collections import defaultdict
 
 import pytest
 
-from luminal.gateway.store.tenants import create_tenant
 from luminal.scheduler.billing import UsageRecord
 from luminal.scheduler.ledger import SqlUsageLedger
+from luminal.store.tenants import create_tenant
 
 DAY = 86400
 MIDNIGHT = 1_700_006_400  # 2023-11-15T00:00:00Z

@@ -8,13 +8,13 @@ import dataclasses
 
 import pytest
 
-from luminal.gateway.settings import Settings
 from luminal.provisioner import local_processes
 from luminal.provisioner.backends import ThreadWorkers
 from luminal.provisioner.device_offer import DeviceOffer, local_offer
 from luminal.provisioner.local_processes import LocalProcessWorkers
 from luminal.runtime.cuda.devices import Gpu
 from luminal.scheduler.registry import MemoryRegistry
+from luminal.store.settings import Settings
 from tests.provisioner.test_provisioner import SPEC
 
 H100 = Gpu(0, "NVIDIA H100 80GB HBM3", "h100")

@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from luminal.gateway.settings import Settings
 from luminal.provisioner.ec2_user_data import user_data
 from luminal.provisioner.ec2_workers import Ec2Workers
-from luminal.scheduler.clock import ManualClock
 from luminal.scheduler.registry import MemoryRegistry, WorkerInfo
+from luminal.store.clock import ManualClock
+from luminal.store.settings import Settings
 from tests.provisioner.test_provisioner import SPEC
 
 boto3 = pytest.importorskip("boto3")

@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
-from luminal.gateway.settings import Settings
 from luminal.provisioner.kubernetes_manifest import deployment_name, worker_deployment
 from luminal.provisioner.kubernetes_workers import KubernetesDeployments, KubernetesWorkers, Replicas
-from luminal.scheduler.clock import ManualClock
 from luminal.scheduler.registry import MemoryRegistry, WorkerInfo
+from luminal.store.clock import ManualClock
+from luminal.store.settings import Settings
 from tests.provisioner.kubernetes_emulator import running_emulator, validate
 from tests.provisioner.test_provisioner import SPEC
 

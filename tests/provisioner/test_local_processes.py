@@ -11,10 +11,10 @@ import uuid
 
 import pytest
 
-from luminal.gateway.settings import Settings
 from luminal.provisioner.local_processes import _ProcessHandle
-from luminal.scheduler.clock import ManualClock
 from luminal.scheduler.registry import MemoryRegistry, WorkerInfo
+from luminal.store.clock import ManualClock
+from luminal.store.settings import Settings
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 from tests.provisioner.test_provisioner import SPEC
 from tests.scheduler.queue_fixtures import REDIS_URL

@@ -15,9 +15,9 @@ from luminal.provisioner.backends import _ThreadHandle
 from luminal.provisioner.device_offer import DeviceOffer
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
 from luminal.runtime.cuda.devices import Gpu
-from luminal.scheduler.clock import ManualClock
 from luminal.scheduler.registry import WorkerInfo, open_registry
 from luminal.scheduler.worker_spec import WorkerSpec
+from luminal.store.clock import ManualClock
 
 SPEC = WorkerSpec(
     deployment_id=1, tenant_id=1, model="m", version=1, program_key="k", gpu_type="cpu", max_batch_size=8,

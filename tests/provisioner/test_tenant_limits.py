@@ -11,8 +11,8 @@ import pytest
 
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
 from luminal.provisioner.tenant_limits import TenantDeployment, TenantLimits, held_by_others, limited_replicas
-from luminal.scheduler.clock import ManualClock
 from luminal.scheduler.registry import open_registry
+from luminal.store.clock import ManualClock
 from tests.provisioner.test_provisioner import SPEC, FakeBackend
 
 # Scaling down waits for neither a cooldown nor idle time here, so what holds workers is the tenant's standing.

@@ -8,12 +8,12 @@ import dataclasses
 
 import pytest
 
-from luminal.gateway.settings import Settings
 from luminal.provisioner.kubernetes_workers import KubernetesWorkers
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
 from luminal.provisioner.worker_backends import open_worker_backend
-from luminal.scheduler.clock import ManualClock
 from luminal.scheduler.registry import MemoryRegistry
+from luminal.store.clock import ManualClock
+from luminal.store.settings import Settings
 from tests.provisioner.kubernetes_emulator import running_emulator
 from tests.provisioner.test_provisioner import SPEC, FakeQueue
 

@@ -1,4 +1,4 @@
-"""Compile-job and ledger tests use the gateway's store fixtures (SQLite and PostgreSQL)."""
+"""Compile-job and ledger tests use the metadata store's fixtures (SQLite and PostgreSQL) of tests/gateway."""
 
 from tests.gateway.conftest import database_url, model_bytes, postgres_database, server, settings  # noqa: F401
 

@@ -8,13 +8,13 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from luminal.gateway.store import deployments as deployment_store
-from luminal.gateway.store import models as model_store
-from luminal.gateway.store.database import Database, migrate
-from luminal.gateway.store.models import UploadedGraph
-from luminal.gateway.store.tables import UsageRecordRow
-from luminal.gateway.store.tenants import create_tenant
 from luminal.scheduler.billing import UsageRecord
+from luminal.store import deployments as deployment_store
+from luminal.store import models as model_store
+from luminal.store.database import Database, migrate
+from luminal.store.models import UploadedGraph
+from luminal.store.tables import UsageRecordRow
+from luminal.store.tenants import create_tenant
 
 PRICES = {"cpu": 0.5, "h100": 2.0}
 SIGNATURE = {"inputs": [{"name": "x", "shape": [4], "dtype": "float32"}], "outputs": []}

@@ -72,8 +72,8 @@ def queue(queue_factory):
 @pytest.fixture(params=["memory", "redis"])
 def registry(request):
     """A registry of the parametrised backend on a ManualClock (`registry.clock`), so tests step its time."""
-    from luminal.scheduler.clock import ManualClock
     from luminal.scheduler.registry import open_registry
+    from luminal.store.clock import ManualClock
 
     if request.param == "memory":
         made = open_registry("", clock=ManualClock())

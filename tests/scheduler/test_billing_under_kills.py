@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from luminal.gateway.settings import Settings
+from luminal.store.settings import Settings
 from tests.billing_reconciliation import Answers, inputs, read_bill, send
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 from tests.scheduler.queue_fixtures import REDIS_URL

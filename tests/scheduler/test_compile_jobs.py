@@ -10,13 +10,13 @@ import pytest
 
 import luminal.scheduler.compile_jobs as compile_jobs
 from luminal.gateway.app import start_platform, stop_platform
-from luminal.gateway.store import deployments as deployment_store
-from luminal.gateway.store import models as model_store
-from luminal.gateway.store.artifacts import LocalArtifactStore
-from luminal.gateway.store.database import Database, migrate
-from luminal.gateway.store.models import UploadedGraph
-from luminal.gateway.store.tenants import create_tenant
 from luminal.gateway.uploads import inspect_graph
+from luminal.store import deployments as deployment_store
+from luminal.store import models as model_store
+from luminal.store.artifacts import LocalArtifactStore
+from luminal.store.database import Database, migrate
+from luminal.store.models import UploadedGraph
+from luminal.store.tenants import create_tenant
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import threading
 import pytest
 from sqlalchemy import delete
 
-from luminal.gateway.store import deployments as deployment_store
-from luminal.gateway.store.tables import Tenant
 from luminal.scheduler.ledger import LedgerError, SqlUsageLedger
+from luminal.store import deployments as deployment_store
+from luminal.store.tables import Tenant
 from tests.scheduler.ledger_world import PRICES, rows, usage
 
 

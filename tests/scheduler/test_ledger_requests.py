@@ -10,9 +10,9 @@ import uuid
 import pytest
 from sqlalchemy import delete, func, select
 
-from luminal.gateway.store.tables import BilledRequest, Tenant, UsageRecordRow
-from luminal.gateway.store.usage import usage_totals
 from luminal.scheduler.ledger import LedgerError, SqlUsageLedger
+from luminal.store.tables import BilledRequest, Tenant, UsageRecordRow
+from luminal.store.usage import usage_totals
 from tests.scheduler.ledger_world import PRICES, rows, usage
 
 

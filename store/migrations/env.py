@@ -3,7 +3,7 @@
 
 from alembic import context
 
-from luminal.gateway.store.tables import Base
+from luminal.store.tables import Base
 
 config = context.config
 
@@ -12,7 +12,7 @@ def _url() -> str:
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from luminal.gateway.settings import Settings
+    from luminal.store.settings import Settings
 
     return Settings().resolved_database_url
 
@@ -24,7 +24,7 @@ def run_migrations() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    from luminal.gateway.store.database import make_engine
+    from luminal.store.database import make_engine
 
     engine = make_engine(_url())
     with engine.begin() as conn:

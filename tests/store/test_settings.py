@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from luminal.gateway.settings import Settings
+from luminal.store.settings import Settings
 
 
 def test_defaults_put_everything_under_the_data_dir(monkeypatch, tmp_path: Path):

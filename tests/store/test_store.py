@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, select
 
-from luminal.gateway.store import models as model_store
-from luminal.gateway.store import tenants
-from luminal.gateway.store.artifacts import LocalArtifactStore
-from luminal.gateway.store.database import Database, migrate
-from luminal.gateway.store.errors import NotFound
-from luminal.gateway.store.models import UploadedGraph
-from luminal.gateway.store.tables import ApiKey
+from luminal.store import models as model_store
+from luminal.store import tenants
+from luminal.store.artifacts import LocalArtifactStore
+from luminal.store.database import Database, migrate
+from luminal.store.errors import NotFound
+from luminal.store.models import UploadedGraph
+from luminal.store.tables import ApiKey
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"tenants", "api_keys", "models", "model_versions", "deployments"}

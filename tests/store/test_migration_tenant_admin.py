@@ -7,7 +7,7 @@ from __future__ import annotations
 from alembic import command
 from sqlalchemy import inspect, text
 
-from luminal.gateway.store.database import Database, alembic_config
+from luminal.store.database import Database, alembic_config
 
 QUOTA_COLUMNS = {"suspended_at", "suspension_reason", "max_deployments", "max_replicas", "max_requests_per_second"}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from sqlalchemy import insert, inspect, select, text
 
-from luminal.gateway.store.database import Database
-from luminal.gateway.store.tables import Tenant, UsageRecordRow
-from tests.gateway.test_migration_billed_requests import migrate_to, record
+from luminal.store.database import Database
+from luminal.store.tables import Tenant, UsageRecordRow
+from tests.store.test_migration_billed_requests import migrate_to, record
 
 
 def _columns(db: Database) -> set[str]:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from luminal.scheduler.clock import SYSTEM_CLOCK, ManualClock
+from luminal.store.clock import SYSTEM_CLOCK, ManualClock
 
 
 def test_the_manual_clock_moves_only_when_stepped():

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from luminal.gateway.store.errors import NotFound
-from luminal.gateway.store.tables import Deployment, Model, ModelVersion, Prediction, Tenant
+from luminal.store.errors import NotFound
+from luminal.store.tables import Deployment, Model, ModelVersion, Prediction, Tenant
 
 
 @dataclass(frozen=True)

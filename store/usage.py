@@ -13,7 +13,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
-from luminal.gateway.store.tables import UsageRecordRow
+from luminal.store.tables import UsageRecordRow
 
 PERIOD_SECONDS = {"second": 1, "hour": 3600, "day": 86400}
 

@@ -13,8 +13,8 @@ import secrets
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from luminal.gateway.store.errors import Conflict, NotFound
-from luminal.gateway.store.tables import ApiKey, Tenant
+from luminal.store.errors import Conflict, NotFound
+from luminal.store.tables import ApiKey, Tenant
 
 KEY_PREFIX = "lm_"
 # A listing shows the key's first characters so its owner can tell keys apart: "lm_" and 4 random characters

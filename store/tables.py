@@ -1,4 +1,4 @@
-"""The metadata tables (SQLAlchemy 2 typed ORM). Alembic's migrations under gateway/migrations create them."""
+"""The metadata tables (SQLAlchemy 2 typed ORM). Alembic's migrations under store/migrations create them."""
 
 from __future__ import annotations
 

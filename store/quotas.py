@@ -7,8 +7,8 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from luminal.gateway.store.errors import QuotaExceeded
-from luminal.gateway.store.tables import Deployment, Tenant
+from luminal.store.errors import QuotaExceeded
+from luminal.store.tables import Deployment, Tenant
 
 _HOW_TO_FREE = "delete one, or ask an administrator to raise the quota"
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
-from luminal.gateway.store.errors import NotFound
-from luminal.gateway.store.tables import Prediction, Tenant, utcnow
+from luminal.store.errors import NotFound
+from luminal.store.tables import Prediction, Tenant, utcnow
 
 QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
 UNFINISHED, FINISHED = (QUEUED, RUNNING), (SUCCEEDED, FAILED)

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
-from luminal.gateway.store import quotas
-from luminal.gateway.store.errors import Conflict, NotFound
-from luminal.gateway.store.models import get_version, unreferenced
-from luminal.gateway.store.tables import Deployment, Model, ModelVersion, Tenant
+from luminal.store import quotas
+from luminal.store.errors import Conflict, NotFound
+from luminal.store.models import get_version, unreferenced
+from luminal.store.tables import Deployment, Model, ModelVersion, Tenant
 
 COMPILING, READY, FAILED = "compiling", "ready", "failed"
 # Shown, never stored: a ready deployment whose GPU type no worker of this platform can run. It is the

@@ -10,9 +10,9 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from luminal.gateway.store.errors import Conflict, NotFound
-from luminal.gateway.store.tables import ApiKey, Deployment, Tenant
-from luminal.gateway.store.tenants import create_key
+from luminal.store.errors import Conflict, NotFound
+from luminal.store.tables import ApiKey, Deployment, Tenant
+from luminal.store.tenants import create_key
 
 QUOTA_FIELDS = ("max_deployments", "max_replicas", "max_requests_per_second")
 

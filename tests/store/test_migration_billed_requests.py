@@ -6,8 +6,8 @@ from __future__ import annotations
 from alembic import command
 from sqlalchemy import insert, inspect, select
 
-from luminal.gateway.store.database import Database, alembic_config
-from luminal.gateway.store.tables import BilledRequest, Tenant, UsageRecordRow
+from luminal.store.database import Database, alembic_config
+from luminal.store.tables import BilledRequest, Tenant, UsageRecordRow
 
 
 def migrate_to(db: Database, revision: str, downgrade: bool = False) -> None:
