@@ -2,8 +2,8 @@
 // runs on the CPU (runtime/cuda/shim.py force-includes this header). A launch runs its blocks one after another
 // on `blockDim.x` std::threads: __syncthreads is a std::barrier over the block, a warp shuffle is an exchange
 // through a per-warp array between two barriers over the warp (so all 32 lanes must take part, as a full-mask
-// shuffle requires on a GPU), and a static __shared__ array is the running block's shared memory. Tensor-core
-// instructions have no stand-in here.
+// shuffle requires on a GPU), and a static __shared__ array is the running block's shared memory. The wmma API
+// of tensor cores has its stand-in in mma.h.
 #pragma once
 #include <barrier>
 #include <cmath>
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #define __global__
@@ -19,6 +20,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;

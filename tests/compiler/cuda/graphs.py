@@ -63,6 +63,19 @@ def gemv() -> Case:
     return bind_random(g), {"x": _floats(rng, 1, 256)}
 
 
+def half_matmul(dtype=lm.bfloat16, batch: int = 2, m: int = 70, k: int = 2040, n: int = 80) -> Case:
+    """A half-type linear layer large enough that the search makes it a GEMM, which then runs on tensor cores
+    ("mma"): partial tiles along M, N and the contraction, a bias and an activation as its epilogue."""
+    g, rng = lm.Graph(), np.random.default_rng(13)
+    x, w, bias = g.input("x", (batch, m, k), dtype), g.weight("w", (k, n), dtype), g.weight("bias", (n,), dtype)
+    F.relu(x @ w + bias).output("out")
+    return bind_random(g), {"x": _floats(rng, batch, m, k, dtype=dtype.np)}
+
+
+def half_matmul_fp16() -> Case:
+    return half_matmul(lm.float16, 1, 130, 2048, 136)
+
+
 def softmax_layernorm() -> Case:
     g, rng = lm.Graph(), np.random.default_rng(4)
     x = g.input("x", (lm.sym("rows", max=64), 200))
@@ -159,6 +172,8 @@ CASES: dict[str, Callable[[], Case]] = {
         reductions,
         matmul,
         gemv,
+        half_matmul,
+        half_matmul_fp16,
         softmax_layernorm,
         attention,
         gather_scatter,

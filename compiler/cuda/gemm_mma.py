@@ -1,0 +1,112 @@
+"""CUDA for a half-type GEMM on tensor cores: the `nvcuda::wmma` API, m16n16k16 fragments, float32 accumulators.
+
+A block of 4 warps computes a 64 x 64 output tile (the SIMT kernel's tile, so the grid is the same); each warp
+holds a 32 x 32 quarter as 2 x 2 accumulator fragments. Per step of 32 along the contraction the block stages
+A's 64 x 32 and B's 32 x 64 elements in shared memory in the operands' half type (compiler/cuda/half_operands.py:
+they are exact in it), evaluating each operand's expression at the element's indices as the SIMT kernel does,
+so guards, gathers and views need no other care and elements past an edge are 0. Then each warp runs two k16
+steps of fragment loads and `mma_sync`s. The accumulators are stored to shared memory, and the epilogue runs on
+each element from there, a thread per column of the tile walking its rows.
+
+Shared-memory rows are padded by 8 halves (4 floats) so the warps' fragment loads do not fall on one bank; the
+pads keep every fragment's address 32-byte aligned and its leading dimension a multiple of 16 bytes, as
+load_matrix_sync and store_matrix_sync require. On the CPU the host shim runs this same source against a
+stand-in for the wmma API (runtime/cuda/host_shim/mma.h).
+"""
+
+from __future__ import annotations
+
+from luminal import dtypes as dt
+from luminal.compiler import ir
+from luminal.compiler.cuda.emitter import CudaEmitter
+from luminal.compiler.cuda.gemm import operand_loop, tile_origin
+from luminal.compiler.cuda.kernels import FOOT, head, pointers
+from luminal.compiler.cuda.launch import GEMM_TILE, Launch
+from luminal.compiler.dialects import CUDA
+from luminal.compiler.gemm_operands import decode
+from luminal.compiler.gemm_plan import GemmPlan
+from luminal.view import ShapeTracker
+
+THREADS = 128  # 4 warps, a 32 x 32 quarter of the tile each
+STEP = 32  # contraction elements per shared-memory stage: two k16 fragment steps
+FRAGMENT = 16
+PAD = 8  # halves added to each shared row (a multiple of 8: 16 bytes, as wmma's leading dimensions need)
+WMMA = "nvcuda::wmma"
+CONVERT = {dt.float16: "__float2half_rn({})", dt.bfloat16: "__float2bfloat16_rn({})"}
+
+
+def _fragment(use: str, half: str) -> str:
+    return f"{WMMA}::fragment<{WMMA}::{use}, {FRAGMENT}, {FRAGMENT}, {FRAGMENT}, {half}, {WMMA}::row_major>"
+
+
+def kernel_source(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, half: dt.DType, buffers, symbols) -> list[str]:
+    c, shape, tile, t = gemm.contract, k.shape, GEMM_TILE, CUDA.storage[half]
+    lda, ldb, ldc = STEP + PAD, tile + PAD, tile + PAD // 2
+    cell = "lm_c[lm_i / 2][lm_i % 2]"  # the warp's lm_i-th accumulator fragment
+    accumulator = f"{WMMA}::fragment<{WMMA}::accumulator, {FRAGMENT}, {FRAGMENT}, {FRAGMENT}, float>"
+    lines = head(launch, buffers, symbols) + tile_origin(shape, gemm)
+    lines += [
+        f"  __shared__ __align__(32) {t} lm_as[{tile}][{lda}];  // A's tile, [m][k]",
+        f"  __shared__ __align__(32) {t} lm_bs[{STEP}][{ldb}];  // B's tile, [k][n]",
+        f"  __shared__ __align__(32) float lm_cs[{tile}][{ldc}];  // the accumulators, for the epilogue",
+        "  const int lm_wm = threadIdx.x / 32 / 2 * 32, lm_wn = threadIdx.x / 32 % 2 * 32;  // the warp's quarter",
+        f"  {accumulator} lm_c[2][2];",
+        "  #pragma unroll",
+        f"  for (int lm_i = 0; lm_i < 4; lm_i++) {WMMA}::fill_fragment({cell}, 0.0f);",
+        f"  for (int64_t lm_k0 = 0; lm_k0 < lm_K; lm_k0 += {STEP}) {{",
+    ]
+    convert = CONVERT[half]
+    lines += operand_loop(launch, c.a, c.var, gemm.m, shape, count=tile * STEP, row=f"lm_m0 + lm_t / {STEP}",
+                          depth=f"lm_t % {STEP}", limit="lm_M", place=f"lm_as[lm_t / {STEP}][lm_t % {STEP}]",
+                          convert=convert)  # fmt: skip
+    lines += operand_loop(launch, c.b, c.var, gemm.n, shape, count=tile * STEP, row=f"lm_n0 + lm_t % {tile}",
+                          depth=f"lm_t / {tile}", limit="lm_N", place=f"lm_bs[lm_t / {tile}][lm_t % {tile}]",
+                          convert=convert)  # fmt: skip
+    lines += [
+        f"    {CUDA.barrier}",
+        "    #pragma unroll",
+        f"    for (int lm_kk = 0; lm_kk < {STEP}; lm_kk += {FRAGMENT}) {{",
+        f"      {_fragment('matrix_a', t)} lm_fa[2];",
+        f"      {_fragment('matrix_b', t)} lm_fb[2];",
+        "      #pragma unroll",
+        "      for (int lm_i = 0; lm_i < 2; lm_i++) {",
+        f"        {WMMA}::load_matrix_sync(lm_fa[lm_i], &lm_as[lm_wm + {FRAGMENT} * lm_i][lm_kk], {lda});",
+        f"        {WMMA}::load_matrix_sync(lm_fb[lm_i], &lm_bs[lm_kk][lm_wn + {FRAGMENT} * lm_i], {ldb});",
+        "      }",
+        "      #pragma unroll",
+        "      for (int lm_i = 0; lm_i < 4; lm_i++)",
+        f"        {WMMA}::mma_sync({cell}, lm_fa[lm_i / 2], lm_fb[lm_i % 2], {cell});",
+        "    }",
+        f"    {CUDA.barrier}",
+        "  }",
+        "  #pragma unroll",
+        "  for (int lm_i = 0; lm_i < 4; lm_i++)",
+        f"    {WMMA}::store_matrix_sync(&lm_cs[lm_wm + {FRAGMENT} * (lm_i / 2)][lm_wn + {FRAGMENT} * (lm_i % 2)], "
+        f"{cell}, {ldc}, {WMMA}::mem_row_major);",
+        f"  {CUDA.barrier}",
+    ]
+    return lines + _epilogue(launch, k, gemm, buffers) + FOOT
+
+
+def _epilogue(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, buffers) -> list[str]:
+    """The rest of the body on each accumulated value, read from shared memory: a thread owns one column of the
+    tile (its indices decoded once) and every (THREADS / 64)-th row of it."""
+    tile, rows = GEMM_TILE, THREADS // GEMM_TILE
+    e = CudaEmitter(pointers(launch))
+    e.indent = 3
+    value = e.emit(gemm.epilogue)
+    out = ShapeTracker.contiguous(k.shape).index.render_c()
+    lines = [
+        f"  const int lm_col = threadIdx.x % {tile};",
+        "  const int64_t lm_n = lm_n0 + lm_col;",
+        "  if (lm_n < lm_N) {",
+    ]
+    lines += ["    " + s for s in decode("lm_n", k.shape, gemm.n)]
+    lines += [
+        f"    for (int lm_r = threadIdx.x / {tile}; lm_r < {tile}; lm_r += {rows}) {{",
+        "      const int64_t lm_m = lm_m0 + lm_r;",
+        "      if (lm_m >= lm_M) break;",
+    ]
+    lines += ["      " + s for s in decode("lm_m", k.shape, gemm.m)]
+    lines += ["      const float lm_acc = lm_cs[lm_r][lm_col];", *e.lines]
+    return lines + [f"      _q0[{out}] = {CUDA.store(value, buffers[k.out].dtype)};", "    }", "  }"]
