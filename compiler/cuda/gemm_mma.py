@@ -33,6 +33,12 @@ FRAGMENT = 16
 PAD = 8  # halves added to each shared row (a multiple of 8: 16 bytes, as wmma's leading dimensions need)
 WMMA = "nvcuda::wmma"
 CONVERT = {dt.float16: "__float2half_rn({})", dt.bfloat16: "__float2bfloat16_rn({})"}
+WIDEN = {dt.float16: "__half2float", dt.bfloat16: "__bfloat162float"}
+# The first architecture whose tensor cores multiply each half type (wmma: fp16 from sm_70, bf16 from sm_80).
+# Compiled for an older one (a T4, sm_75, with bf16), the kernel computes the same tiles with FMAs from
+# shared memory instead: the CUDA source does not depend on the target, so the choice is the preprocessor's.
+FIRST_ARCH = {dt.float16: 700, dt.bfloat16: 800}
+NO_MMA = "no tensor cores for this type: each thread sums its outputs from shared memory"
 
 
 def _fragment(use: str, half: str) -> str:
@@ -44,15 +50,22 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, half: dt.DTy
     lda, ldb, ldc = STEP + PAD, tile + PAD, tile + PAD // 2
     cell = "lm_c[lm_i / 2][lm_i % 2]"  # the warp's lm_i-th accumulator fragment
     accumulator = f"{WMMA}::fragment<{WMMA}::accumulator, {FRAGMENT}, {FRAGMENT}, {FRAGMENT}, float>"
+    old_arch = f"defined(__CUDA_ARCH__) && __CUDA_ARCH__ < {FIRST_ARCH[half]}"
+    scalar = f"#if {old_arch}  // {NO_MMA}"
     lines = head(launch, buffers, symbols) + tile_origin(shape, gemm)
     lines += [
         f"  __shared__ __align__(32) {t} lm_as[{tile}][{lda}];  // A's tile, [m][k]",
         f"  __shared__ __align__(32) {t} lm_bs[{STEP}][{ldb}];  // B's tile, [k][n]",
         f"  __shared__ __align__(32) float lm_cs[{tile}][{ldc}];  // the accumulators, for the epilogue",
+        scalar,
+        f"  for (int lm_t = threadIdx.x; lm_t < {tile * tile}; lm_t += {THREADS})",
+        f"    lm_cs[lm_t / {tile}][lm_t % {tile}] = 0.0f;",
+        "#else",
         "  const int lm_wm = threadIdx.x / 32 / 2 * 32, lm_wn = threadIdx.x / 32 % 2 * 32;  // the warp's quarter",
         f"  {accumulator} lm_c[2][2];",
         "  #pragma unroll",
         f"  for (int lm_i = 0; lm_i < 4; lm_i++) {WMMA}::fill_fragment({cell}, 0.0f);",
+        "#endif",
         f"  for (int64_t lm_k0 = 0; lm_k0 < lm_K; lm_k0 += {STEP}) {{",
     ]
     convert = CONVERT[half]
@@ -62,8 +75,17 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, half: dt.DTy
     lines += operand_loop(launch, c.b, c.var, gemm.n, shape, count=tile * STEP, row=f"lm_n0 + lm_t % {tile}",
                           depth=f"lm_t / {tile}", limit="lm_N", place=f"lm_bs[lm_t / {tile}][lm_t % {tile}]",
                           convert=convert)  # fmt: skip
+    widen = WIDEN[half]
     lines += [
         f"    {CUDA.barrier}",
+        scalar,
+        f"    for (int lm_t = threadIdx.x; lm_t < {tile * tile}; lm_t += {THREADS}) {{",
+        f"      float lm_sum = lm_cs[lm_t / {tile}][lm_t % {tile}];",
+        f"      for (int lm_kk = 0; lm_kk < {STEP}; lm_kk++)",
+        f"        lm_sum = fmaf({widen}(lm_as[lm_t / {tile}][lm_kk]), {widen}(lm_bs[lm_kk][lm_t % {tile}]), lm_sum);",
+        f"      lm_cs[lm_t / {tile}][lm_t % {tile}] = lm_sum;",
+        "    }",
+        "#else",
         "    #pragma unroll",
         f"    for (int lm_kk = 0; lm_kk < {STEP}; lm_kk += {FRAGMENT}) {{",
         f"      {_fragment('matrix_a', t)} lm_fa[2];",
@@ -77,12 +99,15 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, half: dt.DTy
         "      for (int lm_i = 0; lm_i < 4; lm_i++)",
         f"        {WMMA}::mma_sync({cell}, lm_fa[lm_i / 2], lm_fb[lm_i % 2], {cell});",
         "    }",
+        "#endif",
         f"    {CUDA.barrier}",
         "  }",
+        f"#if !({old_arch})",
         "  #pragma unroll",
         "  for (int lm_i = 0; lm_i < 4; lm_i++)",
         f"    {WMMA}::store_matrix_sync(&lm_cs[lm_wm + {FRAGMENT} * (lm_i / 2)][lm_wn + {FRAGMENT} * (lm_i % 2)], "
         f"{cell}, {ldc}, {WMMA}::mem_row_major);",
+        "#endif",
         f"  {CUDA.barrier}",
     ]
     return lines + _epilogue(launch, k, gemm, buffers) + FOOT
