@@ -79,7 +79,7 @@ def c_source(kernels: ir.KernelProgram) -> str:
 
 OPTIONS = {
     "search": "run the e-graph search (default True); False compiles the graph as the passes leave it",
-    "profile": "time every distinct candidate on the local runtime and keep the fastest (default False)",
+    "profile": "time every distinct candidate on the local runtime (a CUDA target: on its GPU) and keep the fastest",
     "profile_dims": "symbol values to profile at (default: each symbol at min(its max, 128))",
     "search_options": "a compiler.search.stage.SearchOptions (node budget, iterations, deadline, isolation)",
 }
@@ -171,7 +171,7 @@ def select(
     candidates: Mapping[str, Graph], target: str, options: Mapping[str, Any]
 ) -> tuple[str, ir.KernelProgram, list[dict[str, Any]]]:
     """Compile every candidate, drop duplicates (same source), rank by the cost model, or by timing with
-    profile=True (on the CPU runtime: only cpu targets are timed until a GPU runtime can time its own)."""
+    profile=True on the target's runtime here (compiler/profile.py: a CUDA target on its GPU, or it raises)."""
     rows, programs, seen = [], {}, {}
     for name, graph in candidates.items():
         fusion: dict[str, int] = {}
@@ -186,10 +186,10 @@ def select(
             programs[name] = (graph, kernels, source)
         rows.append(row)
     ranked = sorted(programs, key=lambda n: next(r["estimated_s"] for r in rows if r["name"] == n))
-    if options.get("profile") and get_target(target).kind == "cpu":
+    if options.get("profile"):
         from luminal.compiler.profile import time_candidates
 
-        measured = time_candidates({n: programs[n] for n in ranked}, options.get("profile_dims"))
+        measured = time_candidates({n: programs[n] for n in ranked}, options.get("profile_dims"), target)
         for row in rows:
             if row["name"] in measured:
                 row["seconds"] = {"measured_median": measured[row["name"]]}
