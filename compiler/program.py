@@ -148,7 +148,12 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     kernels = fuse_single_consumers(kernels, get_target(target))
     stats["fused_by_policy"] = before - len(kernels.kernels)
     # Weight panels packed at load are the CPU GEMM's layout; other targets read the weights as they are.
-    return add_packed_buffers(kernels) if get_target(target).kind == "cpu" else kernels
+    kind = get_target(target).kind
+    if kind == "cuda":  # tensor-core GEMMs read half operands at their source (compiler/cuda/read_past_casts.py)
+        from luminal.compiler.cuda.read_past_casts import read_past_casts
+
+        return read_past_casts(kernels)
+    return add_packed_buffers(kernels) if kind == "cpu" else kernels
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:

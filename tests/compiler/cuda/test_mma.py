@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 import luminal as lm
+from luminal.compiler import ir
 from luminal.compiler.cuda.program import launch_plan
 from luminal.compiler.program import CompiledProgram
 from luminal.runtime.cuda.shim import ShimRuntime
@@ -46,3 +47,14 @@ def test_a_bf16_tensor_core_gemm_compiles_for_a_t4_without_spills():
     program, _ = shapes("half_matmul")
     for usage in nvcc.compile_cuda(program.source, archs=("75",)):
         assert usage.spill_bytes == 0, f"{usage.kernel} spills {usage.spill_bytes} bytes on sm_75"
+
+
+def test_tensor_core_gemms_read_half_operands_past_the_casts():
+    """The float32 copies the casts wrote are read by no one any more: neither the casts nor their buffers stay."""
+    for case in ("half_matmul", "half_matmul_fp16"):
+        program, launched = shapes(case)
+        assert [shape for shape, _ in launched] == ["mma"]
+        gemm = program.kernels.kernels[0]
+        operands = {program.kernels.buffers[b].dtype for b in ir.buffers_read(gemm)}
+        assert operands == {lm.bfloat16 if case == "half_matmul" else lm.float16}
+        assert set(program.kernels.buffers) == ir.buffers_read(gemm) | {gemm.out}
