@@ -1,8 +1,8 @@
 """A CUDA program's tensor-core GEMMs read their half operands at the source, past the casts that widen them.
 
 Fusion never fuses into a GEMM's operands (the CPU GEMM packs plain loads), so in a bf16 model every GEMM
-reads float32 copies that cast kernels write: of whole weight matrices, at every forward pass, three times the
-weights' bytes moved (read 2, write 4, read 4 again... of every 2). A GEMM that runs on tensor cores stages its
+reads float32 copies that cast kernels write: of whole weight matrices, at every forward pass, so each 2 bytes
+of a weight cost 10 of traffic (2 read, 4 written, 4 read back). A GEMM that runs on tensor cores stages its
 operands in shared memory as half values anyway (compiler/cuda/half_operands.py), so here its operands read
 past a widening cast (a kernel whose body is a cast to float32 of a half load, through guards): the cast is
 evaluated at the element, from the 2-byte source. A cast kernel left with no reader and no output is dropped,
