@@ -19,9 +19,10 @@ from __future__ import annotations
 from luminal import dtypes as dt
 from luminal.compiler import ir
 from luminal.compiler.cuda.emitter import CudaEmitter
-from luminal.compiler.cuda.gemm import operand_loop, tile_origin
+from luminal.compiler.cuda.gemm import tile_origin
 from luminal.compiler.cuda.kernels import FOOT, head, pointers
 from luminal.compiler.cuda.launch import GEMM_TILE, Launch
+from luminal.compiler.cuda.mma_staging import stage, staging
 from luminal.compiler.dialects import CUDA
 from luminal.compiler.gemm_operands import decode
 from luminal.compiler.gemm_plan import GemmPlan
@@ -41,13 +42,18 @@ FIRST_ARCH = {dt.float16: 700, dt.bfloat16: 800}
 NO_MMA = "no tensor cores for this type: each thread sums its outputs from shared memory"
 
 
-def _fragment(use: str, half: str) -> str:
-    return f"{WMMA}::fragment<{WMMA}::{use}, {FRAGMENT}, {FRAGMENT}, {FRAGMENT}, {half}, {WMMA}::row_major>"
+def _fragment(use: str, half: str, layout: str = "row_major") -> str:
+    return f"{WMMA}::fragment<{WMMA}::{use}, {FRAGMENT}, {FRAGMENT}, {FRAGMENT}, {half}, {WMMA}::{layout}>"
 
 
 def kernel_source(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, half: dt.DType, buffers, symbols) -> list[str]:
     c, shape, tile, t = gemm.contract, k.shape, GEMM_TILE, CUDA.storage[half]
-    lda, ldb, ldc = STEP + PAD, tile + PAD, tile + PAD // 2
+    a = staging(c.a, c.var, gemm.m, c.extent, half, "a")
+    b = staging(c.b, c.var, gemm.n, c.extent, half, "b")
+    lda, ldc = STEP + PAD, tile + PAD // 2
+    ldb, b_shape = (STEP + PAD, f"[{tile}][{STEP + PAD}];  // B's tile, [n][k]") if b.k_inner else (
+        tile + PAD, f"[{STEP}][{tile + PAD}];  // B's tile, [k][n]")  # fmt: skip
+    b_at = "lm_bs[{n}][{k}]" if b.k_inner else "lm_bs[{k}][{n}]"  # B's element (k, n) in shared memory
     cell = "lm_c[lm_i / 2][lm_i % 2]"  # the warp's lm_i-th accumulator fragment
     accumulator = f"{WMMA}::fragment<{WMMA}::accumulator, {FRAGMENT}, {FRAGMENT}, {FRAGMENT}, float>"
     old_arch = f"defined(__CUDA_ARCH__) && __CUDA_ARCH__ < {FIRST_ARCH[half]}"
@@ -55,7 +61,7 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, half: dt.DTy
     lines = head(launch, buffers, symbols) + tile_origin(shape, gemm)
     lines += [
         f"  __shared__ __align__(32) {t} lm_as[{tile}][{lda}];  // A's tile, [m][k]",
-        f"  __shared__ __align__(32) {t} lm_bs[{STEP}][{ldb}];  // B's tile, [k][n]",
+        f"  __shared__ __align__(32) {t} lm_bs{b_shape}",
         f"  __shared__ __align__(32) float lm_cs[{tile}][{ldc}];  // the accumulators, for the epilogue",
         scalar,
         f"  for (int lm_t = threadIdx.x; lm_t < {tile * tile}; lm_t += {THREADS})",
@@ -69,31 +75,29 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, half: dt.DTy
         f"  for (int64_t lm_k0 = 0; lm_k0 < lm_K; lm_k0 += {STEP}) {{",
     ]
     convert = CONVERT[half]
-    lines += operand_loop(launch, c.a, c.var, gemm.m, shape, count=tile * STEP, row=f"lm_m0 + lm_t / {STEP}",
-                          depth=f"lm_t % {STEP}", limit="lm_M", place=f"lm_as[lm_t / {STEP}][lm_t % {STEP}]",
-                          convert=convert)  # fmt: skip
-    lines += operand_loop(launch, c.b, c.var, gemm.n, shape, count=tile * STEP, row=f"lm_n0 + lm_t % {tile}",
-                          depth=f"lm_t / {tile}", limit="lm_N", place=f"lm_bs[lm_t / {tile}][lm_t % {tile}]",
-                          convert=convert)  # fmt: skip
+    lines += stage(launch, a, c.var, shape, tile, STEP, "lm_as", "lm_m0", "lm_M", convert)
+    lines += stage(launch, b, c.var, shape, tile, STEP, "lm_bs", "lm_n0", "lm_N", convert)
     widen = WIDEN[half]
+    b_kk = b_at.format(k="lm_kk", n=f"lm_t % {tile}")
+    b_fragment = b_at.format(k="lm_kk", n=f"lm_wn + {FRAGMENT} * lm_i")
     lines += [
         f"    {CUDA.barrier}",
         scalar,
         f"    for (int lm_t = threadIdx.x; lm_t < {tile * tile}; lm_t += {THREADS}) {{",
         f"      float lm_sum = lm_cs[lm_t / {tile}][lm_t % {tile}];",
         f"      for (int lm_kk = 0; lm_kk < {STEP}; lm_kk++)",
-        f"        lm_sum = fmaf({widen}(lm_as[lm_t / {tile}][lm_kk]), {widen}(lm_bs[lm_kk][lm_t % {tile}]), lm_sum);",
+        f"        lm_sum = fmaf({widen}(lm_as[lm_t / {tile}][lm_kk]), {widen}({b_kk}), lm_sum);",
         f"      lm_cs[lm_t / {tile}][lm_t % {tile}] = lm_sum;",
         "    }",
         "#else",
         "    #pragma unroll",
         f"    for (int lm_kk = 0; lm_kk < {STEP}; lm_kk += {FRAGMENT}) {{",
         f"      {_fragment('matrix_a', t)} lm_fa[2];",
-        f"      {_fragment('matrix_b', t)} lm_fb[2];",
+        f"      {_fragment('matrix_b', t, 'col_major' if b.k_inner else 'row_major')} lm_fb[2];",
         "      #pragma unroll",
         "      for (int lm_i = 0; lm_i < 2; lm_i++) {",
         f"        {WMMA}::load_matrix_sync(lm_fa[lm_i], &lm_as[lm_wm + {FRAGMENT} * lm_i][lm_kk], {lda});",
-        f"        {WMMA}::load_matrix_sync(lm_fb[lm_i], &lm_bs[lm_kk][lm_wn + {FRAGMENT} * lm_i], {ldb});",
+        f"        {WMMA}::load_matrix_sync(lm_fb[lm_i], &{b_fragment}, {ldb});",
         "      }",
         "      #pragma unroll",
         "      for (int lm_i = 0; lm_i < 4; lm_i++)",

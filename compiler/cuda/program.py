@@ -2,9 +2,9 @@
 
 The source is deterministic: the prelude, then each kernel's __global__ function(s) in program order, named
 after the IR kernel (`k12`; a scatter's two are `k12_copy` and `k12_scatter`), each preceded by a comment
-giving its launch; mma.h follows the prelude where a GEMM runs on tensor cores ("mma"). Compiled with NVRTC or
-nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM and attention kernels ask for their FMAs
-with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
+giving its launch; mma.h and 16-byte copies follow the prelude where a GEMM runs on tensor cores ("mma").
+Compiled with NVRTC or nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM and attention
+kernels ask for their FMAs with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from luminal.compiler import ir
-from luminal.compiler.cuda import attention, gemm, gemm_mma, kernels
+from luminal.compiler.cuda import attention, gemm, gemm_mma, kernels, mma_staging
 from luminal.compiler.cuda.half_operands import tensor_core_type
 from luminal.compiler.cuda.launch import Launch, launches
 from luminal.compiler.cuda.prelude import PRELUDE
@@ -57,7 +57,7 @@ def program_source(p: ir.KernelProgram) -> str:
     symbols = sorted(p.symbols)
     parts = [PRELUDE]
     if any(launch.shape == "mma" for launch in launch_plan(p)):
-        parts.append("#include <mma.h>")
+        parts.append(mma_staging.HELPERS)
     for k in p.kernels:
         for launch in kernel_launches(k, p):
             comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} blocks of {launch.block} threads */"

@@ -8,6 +8,8 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -28,7 +30,20 @@ struct dim3 {
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;
 };
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline thread_local uint3 threadIdx, blockIdx;
+
+// Generated code checks its vector accesses' alignment here, which a GPU requires and a CPU does not.
+#define LM_HOST_SHIM 1
+inline void lm_shim_check_aligned(const void* p, unsigned bytes) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
+    std::fprintf(stderr, "host shim: a %u-byte vector access at %p is misaligned (a GPU faults)\n", bytes, p);
+    std::abort();
+  }
+}
 inline dim3 blockDim, gridDim;
 
 // One launch's synchronisation: a barrier over the block, one per warp, and each thread's exchange slot.
