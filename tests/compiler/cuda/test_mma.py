@@ -4,16 +4,18 @@ tensor cores lack the type (a T4 has no bf16 wmma)."""
 
 import shutil
 
+import numpy as np
 import pytest
 
 import luminal as lm
+import luminal.functional as F
 from luminal.compiler import ir
 from luminal.compiler.cuda.program import launch_plan
 from luminal.compiler.program import CompiledProgram
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda import nvcc
 from tests.compiler.cuda.compare import assert_matches
-from tests.compiler.cuda.graphs import CASES
+from tests.compiler.cuda.graphs import CASES, bind_random
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
 
@@ -58,3 +60,18 @@ def test_tensor_core_gemms_read_half_operands_past_the_casts():
         operands = {program.kernels.buffers[b].dtype for b in ir.buffers_read(gemm)}
         assert operands == {lm.bfloat16 if case == "half_matmul" else lm.float16}
         assert set(program.kernels.buffers) == ir.buffers_read(gemm) | {gemm.out}
+
+
+@needs_gxx
+def test_a_tensor_core_gemm_at_a_buckets_grid_matches_the_reference():
+    """Rows a symbol counts: launched at the bucket's grid (4 tiles of rows for 130, of which 3 are live)."""
+    g, rng = lm.Graph(), np.random.default_rng(15)
+    x = g.input("x", (lm.sym("n", max=300), 2048), lm.float16)
+    F.linear(x, g.weight("w", (136, 2048), lm.float16)).output("out")
+    g = bind_random(g)
+    program = lm.compile(g, "h100", cache=False)
+    assert [launch.shape for launch in launch_plan(program.kernels)][0] == "mma"
+    exe = ShimRuntime(buckets=True).load(program)
+    for n in (130, 3):
+        feed = {"x": rng.standard_normal((n, 2048)).astype(np.float16)}
+        assert_matches(exe.run(feed), lm.run(g, feed))
