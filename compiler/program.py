@@ -79,7 +79,7 @@ def c_source(kernels: ir.KernelProgram) -> str:
 
 OPTIONS = {
     "search": "run the e-graph search (default True); False compiles the graph as the passes leave it",
-    "profile": "time every distinct candidate on the local runtime and keep the fastest (default False)",
+    "profile": "time every distinct candidate on the local runtime (a CUDA target: on its GPU) and keep the fastest",
     "profile_dims": "symbol values to profile at (default: each symbol at min(its max, 128))",
     "search_options": "a compiler.search.stage.SearchOptions (node budget, iterations, deadline, isolation)",
 }
@@ -148,7 +148,12 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     kernels = fuse_single_consumers(kernels, get_target(target))
     stats["fused_by_policy"] = before - len(kernels.kernels)
     # Weight panels packed at load are the CPU GEMM's layout; other targets read the weights as they are.
-    return add_packed_buffers(kernels) if get_target(target).kind == "cpu" else kernels
+    kind = get_target(target).kind
+    if kind == "cuda":  # tensor-core GEMMs read half operands at their source (compiler/cuda/read_past_casts.py)
+        from luminal.compiler.cuda.read_past_casts import read_past_casts
+
+        return read_past_casts(kernels)
+    return add_packed_buffers(kernels) if kind == "cpu" else kernels
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
@@ -171,7 +176,7 @@ def select(
     candidates: Mapping[str, Graph], target: str, options: Mapping[str, Any]
 ) -> tuple[str, ir.KernelProgram, list[dict[str, Any]]]:
     """Compile every candidate, drop duplicates (same source), rank by the cost model, or by timing with
-    profile=True (on the CPU runtime: only cpu targets are timed until a GPU runtime can time its own)."""
+    profile=True on the target's runtime here (compiler/profile.py: a CUDA target on its GPU, or it raises)."""
     rows, programs, seen = [], {}, {}
     for name, graph in candidates.items():
         fusion: dict[str, int] = {}
@@ -186,10 +191,10 @@ def select(
             programs[name] = (graph, kernels, source)
         rows.append(row)
     ranked = sorted(programs, key=lambda n: next(r["estimated_s"] for r in rows if r["name"] == n))
-    if options.get("profile") and get_target(target).kind == "cpu":
+    if options.get("profile"):
         from luminal.compiler.profile import time_candidates
 
-        measured = time_candidates({n: programs[n] for n in ranked}, options.get("profile_dims"))
+        measured = time_candidates({n: programs[n] for n in ranked}, options.get("profile_dims"), target)
         for row in rows:
             if row["name"] in measured:
                 row["seconds"] = {"measured_median": measured[row["name"]]}

@@ -23,10 +23,32 @@ STEP = 16  # contraction elements per shared-memory stage
 SUB = 4  # each thread's sub-tile is SUB x SUB outputs: 16 x 16 threads cover the 64 x 64 tile
 
 
+def operand_loop(launch: Launch, value: ir.Value, k: str, rows: tuple[int, ...], shape, *, count: int, row: str,
+                 depth: str, limit: str, place: str, convert: str = "{}") -> list[str]:  # fmt: skip
+    """A loop of the block's threads over `count` elements of one operand's tile for this step: element lm_t
+    is the operand at output row `row` (decoded into the output indices `rows`) and contraction index
+    k0 + `depth`, stored at `place` as `convert` of its float value; elements past an edge are 0."""
+    e = CudaEmitter(pointers(launch))
+    e.indent = 4
+    result = e.emit(value)
+    lines = [
+        f"    for (int lm_t = threadIdx.x; lm_t < {count}; lm_t += {launch.block}) {{",
+        f"      const int64_t lm_row = {row}, {k} = lm_k0 + {depth};",
+        "      float lm_v = 0.0f;",
+        f"      if (lm_row < {limit} && {k} < lm_K) {{",
+    ]
+    lines += ["        " + s for s in decode("lm_row", shape, rows)]
+    return (
+        lines
+        + e.lines
+        + [f"        lm_v = {result};", "      }", f"      {place} = {convert.format('lm_v')};", "    }"]
+    )
+
+
 def _stage(launch: Launch, value: ir.Value, k: str, rows: tuple[int, ...], shape, side: str) -> list[str]:
-    """A loop of the block's threads that stores one operand's 64 x 16 elements of this step in shared memory:
-    A (side "a") at [k][m], read with k fastest; B at [k][n], read with n fastest (each walks its source's
-    contiguous axis when it is a plain row-major matrix). Elements past an edge are 0."""
+    """One operand's 64 x 16 elements of this step in shared memory: A (side "a") at [k][m], read with k
+    fastest; B at [k][n], read with n fastest (each walks its source's contiguous axis when it is a plain
+    row-major matrix)."""
     tile = GEMM_TILE
     if side == "a":
         row, limit, place = f"lm_m0 + lm_t / {STEP}", "lm_M", f"lm_as[lm_t % {STEP}][lm_t / {STEP}]"
@@ -34,32 +56,28 @@ def _stage(launch: Launch, value: ir.Value, k: str, rows: tuple[int, ...], shape
     else:
         row, limit, place = f"lm_n0 + lm_t % {tile}", "lm_N", f"lm_bs[lm_t / {tile}][lm_t % {tile}]"
         depth = f"lm_t / {tile}"
-    e = CudaEmitter(pointers(launch))
-    e.indent = 4
-    result = e.emit(value)
+    return operand_loop(launch, value, k, rows, shape, count=tile * STEP, row=row, depth=depth, limit=limit,
+                        place=place)  # fmt: skip
+
+
+def tile_origin(shape, gemm: GemmPlan) -> list[str]:
+    """The block's tile: M, N and K, the batch element (its indices decoded) and the tile's first row and
+    column, from the block index (tiles of one batch element are consecutive, N fastest)."""
+    tile, block = GEMM_TILE, CUDA.block_index
     lines = [
-        f"    for (int lm_t = threadIdx.x; lm_t < {tile * STEP}; lm_t += {launch.block}) {{",
-        f"      const int64_t lm_row = {row}, {k} = lm_k0 + {depth};",
-        "      float lm_v = 0.0f;",
-        f"      if (lm_row < {limit} && {k} < lm_K) {{",
+        f"  const int64_t lm_M = {extent(shape, gemm.m)}, lm_N = {extent(shape, gemm.n)};",
+        f"  const int64_t lm_K = {gemm.contract.extent.render_c()};",
+        f"  const int64_t lm_tm = (lm_M + {tile - 1}) / {tile}, lm_tn = (lm_N + {tile - 1}) / {tile};",
+        f"  const int64_t lm_bt = {block} / (lm_tm * lm_tn);",
+        f"  const int64_t lm_m0 = {block} / lm_tn % lm_tm * {tile}, lm_n0 = {block} % lm_tn * {tile};",
     ]
-    lines += ["        " + s for s in decode("lm_row", shape, rows)]
-    return lines + e.lines + [f"        lm_v = {result};", "      }", f"      {place} = lm_v;", "    }"]
+    return lines + ["  " + s for s in decode("lm_bt", shape, gemm.batch)]
 
 
 def kernel_source(launch: Launch, k: ir.LoopKernel, gemm: GemmPlan, buffers, symbols) -> list[str]:
     c, shape, tile = gemm.contract, k.shape, GEMM_TILE
     cell = f"lm_c[lm_i / {SUB}][lm_i % {SUB}]"  # lm_i's accumulator, lm_i in [0, SUB * SUB)
-    block = CUDA.block_index
-    lines = head(launch, buffers, symbols)
-    lines += [
-        f"  const int64_t lm_M = {extent(shape, gemm.m)}, lm_N = {extent(shape, gemm.n)};",
-        f"  const int64_t lm_K = {c.extent.render_c()};",
-        f"  const int64_t lm_tm = (lm_M + {tile - 1}) / {tile}, lm_tn = (lm_N + {tile - 1}) / {tile};",
-        f"  const int64_t lm_bt = {block} / (lm_tm * lm_tn);",
-        f"  const int64_t lm_m0 = {block} / lm_tn % lm_tm * {tile}, lm_n0 = {block} % lm_tn * {tile};",
-    ]
-    lines += ["  " + s for s in decode("lm_bt", shape, gemm.batch)]
+    lines = head(launch, buffers, symbols) + tile_origin(shape, gemm)
     lines += [
         # A is stored k-major ([k][m]) so the inner loop reads a row of 4 m's; +4 keeps the transposing stores
         # of a warp off a single bank.

@@ -2,22 +2,35 @@
 
 The source is deterministic: the prelude, then each kernel's __global__ function(s) in program order, named
 after the IR kernel (`k12`; a scatter's two are `k12_copy` and `k12_scatter`), each preceded by a comment
-giving its launch. Compiled with NVRTC or nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM
-and attention kernels ask for their FMAs with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
+giving its launch; mma.h and 16-byte copies follow the prelude where a GEMM runs on tensor cores ("mma").
+Compiled with NVRTC or nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM and attention
+kernels ask for their FMAs with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from luminal.compiler import ir
-from luminal.compiler.cuda import attention, gemm, kernels
+from luminal.compiler.cuda import attention, gemm, gemm_mma, kernels, mma_staging
+from luminal.compiler.cuda.half_operands import tensor_core_type
 from luminal.compiler.cuda.launch import Launch, launches
 from luminal.compiler.cuda.prelude import PRELUDE
 from luminal.compiler.gemm_plan import plan
 
 
+def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
+    """The launches of kernel `k` of program `p`: launch.py's, with a GEMM whose operands are half values
+    (compiler/cuda/half_operands.py) moved onto tensor cores ("mma", the same grid of 64 x 64 tiles)."""
+    planned = launches(k, ir.buffers_in_order(k))
+    if planned[0].shape == "gemm" and tensor_core_type(p, k, plan(k)) is not None:
+        return [replace(planned[0], shape="mma", block=gemm_mma.THREADS)]
+    return planned
+
+
 def launch_plan(p: ir.KernelProgram) -> list[Launch]:
     """Every launch of the program, in order."""
-    return [launch for k in p.kernels for launch in launches(k, ir.buffers_in_order(k))]
+    return [launch for k in p.kernels for launch in kernel_launches(k, p)]
 
 
 def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: list[str]) -> list[str]:
@@ -28,6 +41,9 @@ def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: li
         return kernels.scatter_kernel(launch, k, buffers, symbols)
     if launch.shape == "gemm":
         return gemm.kernel_source(launch, k, plan(k), buffers, symbols)
+    if launch.shape == "mma":
+        half = tensor_core_type(p, k, plan(k))
+        return gemm_mma.kernel_source(launch, k, plan(k), half, buffers, symbols)
     if launch.shape == "attention":
         return attention.kernel_source(launch, k, buffers, symbols)
     if launch.shape == "row":
@@ -40,8 +56,10 @@ def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: li
 def program_source(p: ir.KernelProgram) -> str:
     symbols = sorted(p.symbols)
     parts = [PRELUDE]
+    if any(launch.shape == "mma" for launch in launch_plan(p)):
+        parts.append(mma_staging.HELPERS)
     for k in p.kernels:
-        for launch in launches(k, ir.buffers_in_order(k)):
+        for launch in kernel_launches(k, p):
             comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} blocks of {launch.block} threads */"
             parts.append("\n".join([comment, *kernel_source(launch, k, p, symbols)]))
     return "\n\n".join(parts) + "\n"

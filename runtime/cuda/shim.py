@@ -74,11 +74,13 @@ def compiler() -> str:
     return cxx
 
 
-def build_library(source: str) -> Path:
-    """The shared library of `source` (CUDA plus driver) built through the shim, cached by hash."""
+def build_library(source: str, arch: str | None = None) -> Path:
+    """The shared library of `source` (CUDA plus driver) built through the shim, cached by hash. `arch` ("75")
+    defines __CUDA_ARCH__ as a device compile for it would, so a source's paths for older GPUs run too."""
     cxx = compiler()
+    flags = FLAGS if arch is None else [*FLAGS, f"-D__CUDA_ARCH__={int(arch) * 10}"]
     headers = "".join((SHIM / name).read_text() for name in sorted(os.listdir(SHIM)))
-    key = hashlib.sha256("\0".join([cxx, *FLAGS, headers, source]).encode()).hexdigest()[:32]
+    key = hashlib.sha256("\0".join([cxx, *flags, headers, source]).encode()).hexdigest()[:32]
     lib = cpu_cache_dir().parent / "cuda-shim" / f"{key}.so"
     if lib.exists():
         return lib
@@ -86,7 +88,7 @@ def build_library(source: str) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "program.cu", Path(tmp) / "program.so"
         src.write_text(source)
-        cmd = [cxx, *FLAGS, "-x", "c++", "-I", str(SHIM), "-include", "cuda_shim.h", "-o", str(out), str(src)]
+        cmd = [cxx, *flags, "-x", "c++", "-I", str(SHIM), "-include", "cuda_shim.h", "-o", str(out), str(src)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"the CUDA source did not compile through the host shim:\n{done.stderr[-4000:]}")
@@ -97,8 +99,10 @@ def build_library(source: str) -> Path:
 
 
 class ShimExecutable(CpuExecutable):
+    arch: str | None = None  # the __CUDA_ARCH__ the source is built for (ShimRuntime(arch=...)); None: none
+
     def build(self, source: str) -> Path:
-        return build_library(source + "\n" + driver(self.program) + kernel_entries(self.program))
+        return build_library(source + "\n" + driver(self.program) + kernel_entries(self.program), self.arch)
 
 
 class BucketShimExecutable(ShimExecutable):
@@ -122,9 +126,11 @@ class BucketShimExecutable(ShimExecutable):
 
 class ShimRuntime(CpuRuntime):
     """`ShimRuntime().load(program)`: a program compiled for a CUDA target, run on the CPU through the shim;
-    `ShimRuntime(buckets=True)` launches as the CUDA runtime's graphs do, at the bucket's grids."""
+    `ShimRuntime(buckets=True)` launches as the CUDA runtime's graphs do, at the bucket's grids;
+    `ShimRuntime(arch="75")` builds the source as a compile for that architecture sees it (__CUDA_ARCH__)."""
 
     name = "cuda-shim"
 
-    def __init__(self, buckets: bool = False):
-        self.executable = BucketShimExecutable if buckets else ShimExecutable
+    def __init__(self, buckets: bool = False, arch: str | None = None):
+        base = BucketShimExecutable if buckets else ShimExecutable
+        self.executable = base if arch is None else type(base.__name__, (base,), {"arch": arch})

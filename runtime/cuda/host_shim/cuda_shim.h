@@ -2,15 +2,18 @@
 // runs on the CPU (runtime/cuda/shim.py force-includes this header). A launch runs its blocks one after another
 // on `blockDim.x` std::threads: __syncthreads is a std::barrier over the block, a warp shuffle is an exchange
 // through a per-warp array between two barriers over the warp (so all 32 lanes must take part, as a full-mask
-// shuffle requires on a GPU), and a static __shared__ array is the running block's shared memory. Tensor-core
-// instructions have no stand-in here.
+// shuffle requires on a GPU), and a static __shared__ array is the running block's shared memory. The wmma API
+// of tensor cores has its stand-in in mma.h.
 #pragma once
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #define __global__
@@ -19,6 +22,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -26,7 +30,20 @@ struct dim3 {
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;
 };
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline thread_local uint3 threadIdx, blockIdx;
+
+// Generated code checks its vector accesses' alignment here, which a GPU requires and a CPU does not.
+#define LM_HOST_SHIM 1
+inline void lm_shim_check_aligned(const void* p, unsigned bytes) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
+    std::fprintf(stderr, "host shim: a %u-byte vector access at %p is misaligned (a GPU faults)\n", bytes, p);
+    std::abort();
+  }
+}
 inline dim3 blockDim, gridDim;
 
 // One launch's synchronisation: a barrier over the block, one per warp, and each thread's exchange slot.

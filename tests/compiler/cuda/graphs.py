@@ -63,6 +63,25 @@ def gemv() -> Case:
     return bind_random(g), {"x": _floats(rng, 1, 256)}
 
 
+def half_matmul() -> Case:
+    """A bf16 matmul large enough that the search makes it a GEMM, which then runs on tensor cores ("mma"):
+    partial tiles along M, N and the contraction (not a multiple of 8: A is read element by element), B read
+    along N, a bias and an activation as its epilogue."""
+    g, rng = lm.Graph(), np.random.default_rng(13)
+    x, w = g.input("x", (2, 70, 2044), lm.bfloat16), g.weight("w", (2044, 80), lm.bfloat16)
+    F.relu(x @ w + g.weight("bias", (80,), lm.bfloat16)).output("out")
+    return bind_random(g), {"x": _floats(rng, 2, 70, 2044, dtype=ml_dtypes.bfloat16)}
+
+
+def half_matmul_fp16() -> Case:
+    """An fp16 linear layer (its weight [out, in]) on tensor cores: both operands read along the contraction,
+    16 bytes at a time."""
+    g, rng = lm.Graph(), np.random.default_rng(14)
+    x = g.input("x", (130, 2048), lm.float16)
+    F.linear(x, g.weight("w", (136, 2048), lm.float16)).output("out")
+    return bind_random(g), {"x": _floats(rng, 130, 2048, dtype=np.float16)}
+
+
 def softmax_layernorm() -> Case:
     g, rng = lm.Graph(), np.random.default_rng(4)
     x = g.input("x", (lm.sym("rows", max=64), 200))
@@ -159,6 +178,8 @@ CASES: dict[str, Callable[[], Case]] = {
         reductions,
         matmul,
         gemv,
+        half_matmul,
+        half_matmul_fp16,
         softmax_layernorm,
         attention,
         gather_scatter,

@@ -29,12 +29,12 @@ def available() -> bool:
     return shutil.which("nvcc") is not None
 
 
-def compile_cuda(source: str) -> list[Usage]:
-    """Compile `source` to a fat binary for ARCHS; what ptxas reports per kernel and architecture."""
+def compile_cuda(source: str, archs: tuple[str, ...] = ARCHS) -> list[Usage]:
+    """Compile `source` to a fat binary for `archs`; what ptxas reports per kernel and architecture."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "program.cu"
         path.write_text(source)
-        codes = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in ARCHS]
+        codes = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
         cmd = ["nvcc", "-fatbin", *codes, *FLAGS, str(path), "-o", str(Path(tmp) / "program.fatbin")]
         done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:

@@ -29,4 +29,4 @@ def test_every_kernel_shape_is_covered():
     for case in CASES:
         g, _ = CASES[case]()
         shapes |= {launch.shape for launch in launch_plan(lm.compile(g, "h100", cache=False).kernels)}
-    assert shapes == {"thread", "warp", "row", "gemm", "attention", "copy", "scatter"}
+    assert shapes == {"thread", "warp", "row", "gemm", "mma", "attention", "copy", "scatter"}

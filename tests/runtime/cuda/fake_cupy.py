@@ -7,12 +7,14 @@ As on a device, a synchronous host transfer while a stream captures is an error.
 Only the signatures read in CuPy's source are mirrored: Module.load(bytes), Module.get_function(name),
 Function(grid, block, args, shared_mem=0, stream=None), Stream(non_blocking=...).begin_capture() / end_capture(),
 Graph.launch(stream=None), runtime.memsetAsync(ptr, value, size, stream), alloc(n) -> MemoryPointer (+ offset),
-ndarray(shape, dtype, memptr=...), .set(arr, stream=None), .get(stream=None), .data.ptr.
+ndarray(shape, dtype, memptr=...), .set(arr, stream=None), .get(stream=None), .data.ptr, Event().record(stream)
+/ .synchronize() and get_elapsed_time(start, end) in milliseconds (here the host clock's: work runs when issued).
 """
 
 from __future__ import annotations
 
 import ctypes
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -195,6 +197,21 @@ class Function:
         (stream or Stream()).enqueue(call)
 
 
+class Event:
+    def __init__(self):
+        self.at: float | None = None
+
+    def record(self, stream=None) -> None:
+        (stream or Stream()).enqueue(lambda: setattr(self, "at", time.perf_counter()))
+
+    def synchronize(self) -> None:
+        assert self.at is not None, "synchronize on an event never recorded"
+
+
+def _elapsed_ms(start: Event, end: Event) -> float:
+    return (end.at - start.at) * 1e3
+
+
 def _memset_async(ptr: int, value: int, size: int, stream: int) -> None:
     target = next((s for s in _capturing if s.ptr == stream), None)
     call = lambda: ctypes.memset(ptr, value, size)  # noqa: E731
@@ -203,5 +220,6 @@ def _memset_async(ptr: int, value: int, size: int, stream: int) -> None:
 
 cuda = SimpleNamespace(
     Device=Device, Stream=Stream, alloc=alloc, runtime=SimpleNamespace(memsetAsync=_memset_async),
+    Event=Event, get_elapsed_time=_elapsed_ms,
     function=SimpleNamespace(Module=Module),
 )  # fmt: skip
