@@ -8,8 +8,8 @@ and attention kernels ask for their FMAs with fmaf), or as C++ through the host 
 
 from __future__ import annotations
 
-from luminal.compiler import ir
-from luminal.compiler.cuda import attention, gemm, kernels
+from luminal.compiler import gemv_plan, ir
+from luminal.compiler.cuda import attention, gemm, gemv, kernels
 from luminal.compiler.cuda.launch import Launch, launches
 from luminal.compiler.cuda.prelude import PRELUDE
 from luminal.compiler.gemm_plan import plan
@@ -26,6 +26,8 @@ def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: li
         return kernels.thread_kernel(launch, k.shape, k.dest, buffers, symbols)
     if launch.shape == "scatter":
         return kernels.scatter_kernel(launch, k, buffers, symbols)
+    if launch.shape == "gemv":
+        return gemv.kernel_source(launch, k, gemv_plan.plan(k), buffers, symbols)
     if launch.shape == "gemm":
         return gemm.kernel_source(launch, k, plan(k), buffers, symbols)
     if launch.shape == "attention":
