@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal.compiler import codegen, codegen_gemm, ir, memory
+from luminal.compiler.attention_plan import add_partials_buffers
 from luminal.compiler.cost import estimate_program
 from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.fuse_chosen import fuse_chosen
@@ -147,8 +148,11 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     before = len(kernels.kernels)
     kernels = fuse_single_consumers(kernels, get_target(target))
     stats["fused_by_policy"] = before - len(kernels.kernels)
-    # Weight panels packed at load are the CPU GEMM's layout; other targets read the weights as they are.
-    return add_packed_buffers(kernels) if get_target(target).kind == "cpu" else kernels
+    # Weight panels packed at load are the CPU GEMM's layout; a CUDA flash-decoding attention has a scratch buffer.
+    kind = get_target(target).kind
+    return (
+        add_packed_buffers(kernels) if kind == "cpu" else add_partials_buffers(kernels) if kind == "cuda" else kernels
+    )
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:

@@ -14,6 +14,8 @@ Shapes, by what the kernel computes:
 - "gemv": split-K GEMV (compiler/cuda/gemv.py): a block per GEMV_ROWS outputs, the contraction split over its
   threads in 16-byte weight loads; a decode step's linear layers (compiler/gemv_plan.py).
 - "gemm": a tiled GEMM with its epilogue (compiler/cuda/gemm.py); "attention": a block per query row.
+- "attention_split" then "combine": flash decoding (compiler/attention_plan.py's `splits`), a block per query row
+  and block of keys writing partial results to the kernel's partials buffer, then a block per row combining them.
 - "copy" then "scatter": a scatter kernel's destination copied element-wise, then one thread per scattered value.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from luminal.compiler import gemv_plan, hoist, ir
+from luminal.compiler import attention_plan, gemv_plan, hoist, ir
 from luminal.compiler.gemm_plan import plan
 from luminal.symbolic import Expr, as_expr
 from luminal.view import dims_product
@@ -38,7 +40,7 @@ THREAD_STEPS = 64
 @dataclass(frozen=True)
 class Launch:
     kernel: str  # the __global__ function's name
-    shape: str  # "thread", "warp", "row", "gemv", "gemm", "attention", "copy" or "scatter"
+    shape: str  # "thread", "warp", "row", "gemv", "gemm", "attention", "attention_split", "combine", "copy", "scatter"
     grid: Expr  # blocks
     block: int  # threads per block
     buffers: tuple[str, ...]  # the pointer arguments, output first
@@ -92,6 +94,11 @@ def launches(k: ir.Kernel, reads: list[str]) -> list[Launch]:
         return [Launch(k.name, shape, grid, THREADS, buffers)]
     if shape == "gemv":
         return [Launch(k.name, shape, _blocks(numel, GEMV_ROWS), THREADS, buffers)]
+    if shape == "attention" and attention_plan.splits(k) is not None:
+        rows, scratch = dims_product(k.shape[:-1]), attention_plan.partials(k)
+        split = Launch(f"{k.name}_split", "attention_split", rows * attention_plan.splits(k), ATTENTION_THREADS,
+                       (scratch, *buffers[1:]))  # fmt: skip
+        return [split, Launch(f"{k.name}_combine", "combine", rows, ATTENTION_THREADS, (k.out, scratch))]
     if shape == "attention":
         return [Launch(k.name, shape, dims_product(k.shape[:-1]), ATTENTION_THREADS, buffers)]
     if shape == "row":

@@ -9,7 +9,7 @@ and attention kernels ask for their FMAs with fmaf), or as C++ through the host 
 from __future__ import annotations
 
 from luminal.compiler import gemv_plan, ir
-from luminal.compiler.cuda import attention, gemm, gemv, kernels
+from luminal.compiler.cuda import attention, flash_decode, gemm, gemv, kernels
 from luminal.compiler.cuda.launch import Launch, launches
 from luminal.compiler.cuda.prelude import PRELUDE
 from luminal.compiler.gemm_plan import plan
@@ -30,7 +30,9 @@ def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: li
         return gemv.kernel_source(launch, k, gemv_plan.plan(k), buffers, symbols)
     if launch.shape == "gemm":
         return gemm.kernel_source(launch, k, plan(k), buffers, symbols)
-    if launch.shape == "attention":
+    if launch.shape == "combine":
+        return flash_decode.combine_source(launch, k, buffers, symbols)
+    if launch.shape in ("attention", "attention_split"):
         return attention.kernel_source(launch, k, buffers, symbols)
     if launch.shape == "row":
         return kernels.row_kernel(launch, k, buffers, symbols)
