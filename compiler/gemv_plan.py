@@ -20,6 +20,7 @@ from luminal import dtypes as dt
 from luminal.compiler import ir
 from luminal.compiler.affine import affine
 from luminal.compiler.gemm_plan import Accumulated
+from luminal.compiler.hoist import depends_on
 from luminal.symbolic import Expr
 from luminal.view import dims_product
 
@@ -35,6 +36,9 @@ class GemvPlan:
     epilogue: ir.Value  # the kernel body with the reduction replaced by `Accumulated`
     stream: ir.Load  # the operand read along the contraction with vector loads (when width > 1)
     width: int  # elements per load: 16 bytes' worth, or 1 where alignment is not proven
+    # The factor of the sum's body that the stream multiplies and that does not read the last output axis (the
+    # input vector, or what a fused producer makes of it): a code generator may compute it once per block.
+    vector: ir.Value | None = None
 
 
 def _top_sums(v: ir.Value) -> list[ir.Value]:
@@ -106,4 +110,15 @@ def plan(kernel: ir.Kernel) -> GemvPlan | None:
         m = dims_product(rows)
         if not m.is_const or m.value > SMALL_M:
             return None
-    return GemvPlan(reduction, epilogue, stream, _width(stream, var, reduction.extent, outputs))
+    width = _width(stream, var, reduction.extent, outputs)
+    return GemvPlan(reduction, epilogue, stream, width, _vector(reduction.body, stream, last))
+
+
+def _vector(body: ir.Value, stream: ir.Load, last: str) -> ir.Value | None:
+    """The factor of `body` (a product) that holds neither the stream nor the last output axis, if any."""
+    if not isinstance(body, ir.Apply) or body.op != "Mul":
+        return None
+    for factor in body.args:
+        if stream not in ir.walk(factor) and not depends_on(factor, last):
+            return factor
+    return None

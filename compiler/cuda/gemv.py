@@ -9,13 +9,17 @@ GEMV_ROWS loads of a chunk are independent, so each thread keeps several in flig
 they are folded by warp shuffles then one word per warp in shared memory (lm_block_fold): the same order every
 run, no atomics. Thread 0 then runs the epilogue (bias, activation, residual, casts) on each output and stores.
 A block past the last output computes the last one again (all threads must reach the folds) and stores nothing.
+Where the sum's body is the stream times a factor that does not read the N axis (the input vector, or a fused
+producer of it such as the MLP's silu(gate) * up), that factor is computed once per block into shared memory
+before the loop: when the N axis's length is a multiple of GEMV_ROWS (a block's outputs share their other
+indices) and K is at most MAX_STAGED floats.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from luminal.compiler import ir
+from luminal.compiler import hoist, ir
 from luminal.compiler.cuda.emitter import CudaEmitter
 from luminal.compiler.cuda.kernels import FOOT, head, pointers
 from luminal.compiler.cuda.launch import GEMV_ROWS, Launch
@@ -26,6 +30,29 @@ from luminal.symbolic import var
 from luminal.view import ShapeTracker, dims_product
 
 LOADED = "lm_wv"  # the chunk's weight elements, a local array standing for the stream operand
+STAGED = "lm_x"  # the block's input vector in shared memory
+MAX_STAGED = 8192  # floats: 32 KiB, within the 48 KiB of static shared memory with room to spare
+
+
+def staged(k: ir.LoopKernel, gemv: GemvPlan) -> bool:
+    """Whether the block computes the plan's vector once into shared memory (see the module docstring)."""
+    extent, last = gemv.reduction.extent, k.shape[-1]
+    if gemv.vector is None or not extent.is_const or extent.value > MAX_STAGED:
+        return False
+    return last.is_const and last.value % GEMV_ROWS == 0
+
+
+def _stage(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, numel: str) -> list[str]:
+    """The vector at every step of the contraction, at the block's first output's indices, in shared memory."""
+    r, extent = gemv.reduction.var, gemv.reduction.extent.value
+    lines = [f"  __shared__ float {STAGED}[{extent}];", "  {"]
+    lines += [f"    const int64_t lm_flat = lm_first < {numel} ? lm_first : {numel} - 1;"]
+    lines += ["    " + s for s in decode("lm_flat", k.shape, tuple(range(len(k.shape))))]
+    e = CudaEmitter(pointers(launch))
+    e.indent = 3
+    value = e.emit(gemv.vector)
+    lines += [f"    for (int64_t {r} = {CUDA.thread_index}; {r} < {extent}; {r} += {launch.block}) {{"]
+    return lines + e.lines + [f"      {STAGED}[{r}] = {value};", "    }", "  }", f"  {CUDA.barrier}"]
 
 
 def _row(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, j: int, numel: str) -> list[str]:
@@ -35,6 +62,8 @@ def _row(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, j: int, numel: str) -
     lines = ["    {", f"      const int64_t lm_flat = lm_first + {j} < {numel} ? lm_first + {j} : {numel} - 1;"]
     lines += ["      " + s for s in decode("lm_flat", k.shape, axes)]
     body = gemv.reduction.body
+    if staged(k, gemv):
+        body = _substitute_load(body, gemv.vector, hoist.Hoisted(f"{STAGED}[{r}]", gemv.vector.dtype))
     if width > 1:
         at = stream.index.substitute({r: var("lm_k0")}).render_c()
         ptr = pointers(launch)[stream.buffer]
@@ -55,7 +84,7 @@ def _row(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, j: int, numel: str) -
     return lines + e.lines + [f"        lm_acc{j} += {value};", "      }", "    }"]
 
 
-def _substitute_load(v: ir.Value, old: ir.Load, new: ir.Load) -> ir.Value:
+def _substitute_load(v: ir.Value, old: ir.Value, new: ir.Value) -> ir.Value:
     if v == old:
         return new
     if isinstance(v, ir.Apply):
@@ -71,6 +100,7 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, sym
     chunks = gemv.reduction.extent.render_c() if gemv.width == 1 else f"{gemv.reduction.extent.value // gemv.width}"
     lines = head(launch, buffers, symbols)
     lines += [f"  const int64_t lm_first = {CUDA.block_index} * {rows};"]
+    lines += _stage(launch, k, gemv, numel) if staged(k, gemv) else []
     lines += [f"  float lm_acc{j} = 0.0f;" for j in range(rows)]
     lines += [f"  for (int64_t lm_c = {CUDA.thread_index}; lm_c < {chunks}; lm_c += {launch.block}) {{"]
     lines += [f"    const int64_t lm_k0 = lm_c * {gemv.width};"]

@@ -7,6 +7,7 @@ import pytest
 
 import luminal as lm
 from luminal.compiler import gemv_plan
+from luminal.compiler.cuda import gemv
 from luminal.compiler.cuda.program import launch_plan
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda.compare import assert_matches
@@ -16,6 +17,8 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shi
 
 # Elements per weight load: 16 bytes where alignment is proven, else 1.
 WIDTHS = {"gemv_bf16": 8, "gemv_f32": 4, "gemv_f16_odd_k": 1, "gemv_misaligned": 1, "gemv_int8": 1}
+# The input vector in shared memory: where N is a multiple of the block's 4 outputs (300, 40, 48; not 70, 37).
+STAGED = {"gemv_bf16", "gemv_misaligned", "gemv_int8"}
 
 
 def _gemv_kernels(program):
@@ -30,6 +33,8 @@ def test_the_linear_layer_is_one_gemv_with_the_expected_load_width(case):
     (kernel,) = _gemv_kernels(program)
     assert gemv_plan.plan(kernel).width == WIDTHS[case]
     assert ("lm_load16(&" in program.source) == (WIDTHS[case] > 1)
+    assert gemv.staged(kernel, gemv_plan.plan(kernel)) == (case in STAGED)
+    assert ("__shared__ float lm_x[" in program.source) == (case in STAGED)
 
 
 @needs_gxx
