@@ -180,6 +180,10 @@ def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value, extents
         return replace(v, body=_replace_loads(v.body, producer, body, {**extents, v.var: v.extent}))
     if isinstance(v, ir.GatherLoad):
         return replace(v, at=_replace_loads(v.at, producer, body, extents))
+    if isinstance(v, ir.Attend):  # only where may_inline allows it: a CUDA attention evaluates its operands
+        inner = {**extents, v.s_var: v.s_extent, v.e_var: v.e_extent}
+        operands = {f: _replace_loads(getattr(v, f), producer, body, inner) for f in ("q", "k", "v", "bias")}
+        return replace(v, **operands)
     # A Contract's operands are never fused into: they stay loads a GEMM can pack (see may_inline).
     return v
 
@@ -270,12 +274,19 @@ def attends(kernel: ir.LoopKernel) -> bool:
     return any(isinstance(n, ir.Attend) for n in ir.walk(kernel.body))
 
 
-def may_inline(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:
+def may_inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, target=None) -> bool:
     """Whether `consumer` may compute `producer` at all: never as a GEMM's operand (packing reads an operand
     once per tile, a fused producer would be recomputed per output column), never as gathered data, and
-    neither may be an attention (its code generator packs operands straight from buffers)."""
-    if attends(producer) or attends(consumer) or producer.out in gathered(consumer):
+    neither may be an attention (the C generator packs its operands straight from buffers), except that on a
+    CUDA target (`target`'s kind) an attention may compute an element-wise producer of its operands: the CUDA
+    attention evaluates each operand as an expression where it reads it (compiler/cuda/attention.py), so a
+    decode step's key and value casts and the KV cache's concatenation cost no launch and no copy of the cache.
+    """
+    if attends(producer) or producer.out in gathered(consumer):
         return False
+    if attends(consumer):
+        cuda = target is not None and getattr(target, "kind", None) == "cuda"
+        return cuda and not any(isinstance(n, (ir.Reduce, ir.Contract)) for n in ir.walk(producer.body))
     return not _read_by_contract(producer.out, consumer)
 
 
@@ -321,7 +332,7 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
         if len(users) != 1 or not isinstance(kernels[users[0]], ir.LoopKernel):
             continue
         consumer = kernels[users[0]]
-        if not may_inline(producer, consumer):
+        if not may_inline(producer, consumer, target):
             continue
         fused = inline(producer, consumer, names)
         if not within_limits(fused):

@@ -102,7 +102,7 @@ def _fused(
     clone: ir.LoopKernel, reader: ir.LoopKernel, alone: bool, buffers, target, env, names: Iterator[int]
 ) -> ir.LoopKernel | None:
     """`reader` computing `clone` in its loop, if that is a kernel worth generating (the module's list)."""
-    if not fuse.may_inline(clone, reader):
+    if not fuse.may_inline(clone, reader, target):
         return None
     gemm = bool(fuse.contracts(clone.body))
     if not alone and any(isinstance(n, (ir.Reduce, ir.Contract)) for n in ir.walk(clone.body)):

@@ -53,8 +53,11 @@ def lifetimes(program: ir.KernelProgram) -> dict[str, Lifetime]:
     end = max(len(program.kernels) - 1, 0)
     first: dict[str, int] = {}
     last: dict[str, int] = {}
+    # A temp labelled with a kernel's name is that kernel's own scratch (a split attention's partial results):
+    # no IR kernel reads it, its launches do.
+    scratch = {b.label: {b.name} for b in program.buffers.values() if b.role == "temp" and b.label}
     for pos, k in enumerate(program.kernels):
-        for name in ir.buffers_read(k) | {k.out}:
+        for name in ir.buffers_read(k) | {k.out} | scratch.get(k.name, set()):
             first.setdefault(name, pos)
             last[name] = pos
     outputs = {buf for buf, _ in program.outputs.values()}

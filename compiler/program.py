@@ -17,9 +17,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal.compiler import codegen, codegen_gemm, ir, memory
+from luminal.compiler.attention_plan import add_partials_buffers
 from luminal.compiler.cost import estimate_program
 from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.fuse_chosen import fuse_chosen
+from luminal.compiler.fuse_index import inline_index_functions
 from luminal.compiler.fused_ops import Inline
 from luminal.compiler.lower import buffer_name, lower
 from luminal.compiler.passes import PASSES
@@ -146,13 +148,16 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
         kernels = fuse_chosen(kernels, marked, get_target(target), stats=stats)
     before = len(kernels.kernels)
     kernels = fuse_single_consumers(kernels, get_target(target))
+    if get_target(target).kind == "cuda":  # a launch costs more there than recomputing a few sines
+        kernels = inline_index_functions(kernels, get_target(target))
     stats["fused_by_policy"] = before - len(kernels.kernels)
-    # Weight panels packed at load are the CPU GEMM's layout; other targets read the weights as they are.
+    # Weight panels packed at load are the CPU GEMM's layout; on CUDA, tensor-core GEMMs read half operands at
+    # their source (compiler/cuda/read_past_casts.py) and a flash-decoding attention has a scratch buffer.
     kind = get_target(target).kind
-    if kind == "cuda":  # tensor-core GEMMs read half operands at their source (compiler/cuda/read_past_casts.py)
+    if kind == "cuda":
         from luminal.compiler.cuda.read_past_casts import read_past_casts
 
-        return read_past_casts(kernels)
+        return add_partials_buffers(read_past_casts(kernels))
     return add_packed_buffers(kernels) if kind == "cpu" else kernels
 
 

@@ -1,10 +1,15 @@
 """CUDA code generation: the kernel IR as CUDA C++ kernels and the launch plan that runs them.
 
-launch.py decides each kernel's shape on the GPU (a thread per element, a warp or a block per output, a tiled
-GEMM, attention a block per query row) and the grid that covers it; the kernels are rendered by the one C-like
-renderer in the CUDA dialect (compiler/render.py, compiler/dialects.py); program.py writes the whole source.
+launch.py decides each kernel's shape on the GPU (a thread per element, a warp or a block per output, a split-K
+GEMV, a tiled GEMM, attention a block per query row or, for single queries over a long key axis, flash decoding:
+key blocks then a combine) and the grid that covers it; the kernels are rendered by the one C-like renderer in
+the CUDA dialect (compiler/render.py, compiler/dialects.py); program.py writes the whole source.
 
-Correct first, fast later: 16-byte vectorised loads where an access is contiguous and aligned, tensor-core `mma`
-for half-type GEMMs, split-K GEMV kernels with pre-packed weights for decode, and flash decoding (a long key
-axis over several blocks, then a combine) are the next steps; the launch plan and kernel names stay as they are.
+Decode: the linear layers of a decode step are GEMVs (gemv.py, compiler/gemv_plan.py): a block per 4 outputs,
+the contraction split over 256 threads, the weight read in 16-byte loads where alignment is proven (scalar
+otherwise), folded deterministically. On CUDA targets an attention computes its operands' element-wise
+producers (compiler/fuse.py): RoPE on the queries, the cache's casts. Its scratch (a split attention's partial
+results) is a temp buffer labelled with the kernel (compiler/attention_plan.py, compiler/memory.py).
+Not done: tensor-core `mma` GEMMs (gemm.py is a scalar fp32 tiled kernel), fusing RMSNorm into the following
+GEMVs and the residual adds into their epilogues, pre-packing weights stored [K, N] for the GEMV.
 """

@@ -6,13 +6,15 @@ scores' peak and the block's exponentials' sum into the running ones (the online
 is rescaled by exp2((old peak - new peak) * log2 e)), and each thread accumulates p·v for its output columns.
 Nothing of size keys x queries is stored. The softmax is the graph's own, as the C kernel computes it
 (codegen_attention.py): the peak is at least the lowest float32 and the safe form adds 1 to a sum under 0.5.
-Flash decoding (a long key axis split over several blocks, then a combine) is a later step.
+Flash decoding ("attention_split", attention_plan.splits): a block per query row and block of FLASH_KEYS keys
+runs the same loop over its keys only and stores its peak, its sum and its unnormalised outputs in the kernel's
+partials buffer; compiler/cuda/flash_decode.py then combines a row's blocks.
 """
 
 from __future__ import annotations
 
 from luminal.compiler import ir
-from luminal.compiler.attention_plan import LOG2_E, MAX_HEAD_DIM, fits
+from luminal.compiler.attention_plan import FLASH_KEYS, LOG2_E, MAX_HEAD_DIM, PARTIAL_EXTRA, fits
 from luminal.compiler.cuda.emitter import CudaEmitter
 from luminal.compiler.cuda.kernels import FOOT, head, pointers
 from luminal.compiler.cuda.launch import Launch
@@ -39,8 +41,18 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[st
     e_dim, n_dim = int(a.e_extent.lo), int(k.shape[-1].lo)
     columns = -(-n_dim // threads)  # output columns per thread
     col = f"_i{rank - 1}"
+    split = launch.shape == "attention_split"
     lines = head(launch, buffers, symbols)
-    lines += [f"  const int64_t lm_row = {CUDA.block_index}, lm_S = {a.s_extent.render_c()};"]
+    if split:  # this block's keys: [lm_begin, lm_S)
+        lines += [
+            f"  const int64_t lm_keys_all = {a.s_extent.render_c()};",
+            f"  const int64_t lm_splits = (lm_keys_all + {FLASH_KEYS - 1}) / {FLASH_KEYS};",
+            f"  const int64_t lm_row = {CUDA.block_index} / lm_splits;",
+            f"  const int64_t lm_begin = {CUDA.block_index} % lm_splits * {FLASH_KEYS};",
+            f"  const int64_t lm_S = lm_keys_all - lm_begin < {FLASH_KEYS} ? lm_keys_all : lm_begin + {FLASH_KEYS};",
+        ]
+    else:
+        lines += [f"  const int64_t lm_row = {CUDA.block_index}, lm_begin = 0, lm_S = {a.s_extent.render_c()};"]
     lines += ["  " + x for x in decode("lm_row", k.shape, tuple(range(rank - 1)))]
     lines += [f"  __shared__ float lm_q[{e_dim}], lm_p[{threads}];"]
     lines += [f"  for (int64_t {e} = threadIdx.x; {e} < {e_dim}; {e} += {threads}) {{"]
@@ -49,7 +61,7 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[st
         "  float lm_peak = -0x1.fffffep+127f, lm_total = 0.0f;",
         f"  float lm_acc[{columns}];",
         f"  for (int lm_c = 0; lm_c < {columns}; lm_c++) lm_acc[lm_c] = 0.0f;",
-        f"  for (int64_t lm_k0 = 0; lm_k0 < lm_S; lm_k0 += {threads}) {{",
+        f"  for (int64_t lm_k0 = lm_begin; lm_k0 < lm_S; lm_k0 += {threads}) {{",
         "    float lm_score = -INFINITY;",
         f"    const int64_t {s} = lm_k0 + threadIdx.x;",
         f"    if ({s} < lm_S) {{",
@@ -83,6 +95,8 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[st
         f"    {CUDA.barrier}",
         "  }",
     ]
+    if split:
+        return lines + _store_partial(n_dim, threads, columns) + FOOT
     guard = " + (lm_total < 0.5f ? 1.0f : 0.0f)" if a.safe else ""
     out = ShapeTracker.contiguous(k.shape).index.render_c()
     lines += [
@@ -93,3 +107,16 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[st
         "  }",
     ]
     return lines + FOOT
+
+
+def _store_partial(n_dim: int, threads: int, columns: int) -> list[str]:
+    """The block's partial result at its slot (block index x (N + 2) floats): peak, sum, unscaled outputs."""
+    width = n_dim + PARTIAL_EXTRA
+    return [
+        f"  float* lm_part = _q0 + {CUDA.block_index} * {width};",
+        "  if (threadIdx.x == 0) { lm_part[0] = lm_peak; lm_part[1] = lm_total; }",
+        f"  for (int lm_c = 0; lm_c < {columns}; lm_c++) {{",
+        f"    const int64_t lm_col = threadIdx.x + lm_c * {threads};",
+        f"    if (lm_col < {n_dim}) lm_part[{PARTIAL_EXTRA} + lm_col] = lm_acc[lm_c];",
+        "  }",
+    ]

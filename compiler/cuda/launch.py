@@ -11,7 +11,11 @@ Shapes, by what the kernel computes:
 - "row": a block per row of the output (all axes but the last): the row's statistics (a softmax's max and sum,
   a layer norm's mean and variance: reductions that do not read the last axis) split over the block, then the
   block's threads stride over the row's elements.
+- "gemv": split-K GEMV (compiler/cuda/gemv.py): a block per GEMV_ROWS outputs, the contraction split over its
+  threads in 16-byte weight loads; a decode step's linear layers (compiler/gemv_plan.py).
 - "gemm": a tiled GEMM with its epilogue (compiler/cuda/gemm.py); "attention": a block per query row.
+- "attention_split" then "combine": flash decoding (compiler/attention_plan.py's `splits`), a block per query row
+  and block of keys writing partial results to the kernel's partials buffer, then a block per row combining them.
 - "copy" then "scatter": a scatter kernel's destination copied element-wise, then one thread per scattered value.
 """
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from luminal.compiler import hoist, ir
+from luminal.compiler import attention_plan, gemv_plan, hoist, ir
 from luminal.compiler.gemm_plan import plan
 from luminal.symbolic import Expr, as_expr
 from luminal.view import dims_product
@@ -27,6 +31,7 @@ from luminal.view import dims_product
 THREADS = 256  # threads per block: 8 warps, enough to hide latency, few enough to keep registers per thread high
 WARPS = THREADS // 32
 ATTENTION_THREADS = 128
+GEMV_ROWS = 4  # outputs per GEMV block: 4 independent 16-byte loads in flight per thread and chunk
 GEMM_TILE = 64  # a block's output tile is 64 x 64 (compiler/cuda/gemm.py)
 # A thread per element sums up to this many steps on its own; longer reductions are split over a warp.
 THREAD_STEPS = 64
@@ -35,7 +40,7 @@ THREAD_STEPS = 64
 @dataclass(frozen=True)
 class Launch:
     kernel: str  # the __global__ function's name
-    shape: str  # "thread", "warp", "row", "gemm", "attention", "copy" or "scatter"
+    shape: str  # "thread", "warp", "row", "gemv", "gemm", "attention", "attention_split", "combine", "copy", "scatter"
     grid: Expr  # blocks
     block: int  # threads per block
     buffers: tuple[str, ...]  # the pointer arguments, output first
@@ -60,6 +65,8 @@ def row_statistics(k: ir.LoopKernel) -> bool:
 
 
 def loop_shape(k: ir.LoopKernel) -> str:
+    if gemv_plan.plan(k) is not None:
+        return "gemv"
     if plan(k) is not None:
         return "gemm"
     if isinstance(k.body, ir.Attend):
@@ -85,6 +92,13 @@ def launches(k: ir.Kernel, reads: list[str]) -> list[Launch]:
         m, n, nb = (dims_product([k.shape[j] for j in axes]) for axes in (gemm.m, gemm.n, gemm.batch))
         grid = _blocks(m, GEMM_TILE) * _blocks(n, GEMM_TILE) * nb
         return [Launch(k.name, shape, grid, THREADS, buffers)]
+    if shape == "gemv":
+        return [Launch(k.name, shape, _blocks(numel, GEMV_ROWS), THREADS, buffers)]
+    if shape == "attention" and attention_plan.splits(k) is not None:
+        rows, scratch = dims_product(k.shape[:-1]), attention_plan.partials(k)
+        split = Launch(f"{k.name}_split", "attention_split", rows * attention_plan.splits(k), ATTENTION_THREADS,
+                       (scratch, *buffers[1:]))  # fmt: skip
+        return [split, Launch(f"{k.name}_combine", "combine", rows, ATTENTION_THREADS, (k.out, scratch))]
     if shape == "attention":
         return [Launch(k.name, shape, dims_product(k.shape[:-1]), ATTENTION_THREADS, buffers)]
     if shape == "row":

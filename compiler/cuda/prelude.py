@@ -45,6 +45,20 @@ static __device__ inline uint32_t lm_shfl_xor(uint32_t v, int m) { return __shfl
 static __device__ inline uint64_t lm_shfl_xor(uint64_t v, int m) {
   return (uint64_t)__shfl_xor_sync(0xffffffffu, (unsigned long long)v, m);
 }
+/* 16 bytes from p (16-byte aligned: the GEMV plan proves it of the index, buffers start 64-byte aligned) into
+   out: one vector load on the GPU. The host shim's copy makes no alignment assumption. */
+struct alignas(16) lm_vec16 {
+  uint32_t w[4];
+};
+template <class T> static __device__ inline void lm_load16(const T* p, T* out) {
+#ifdef __CUDA_ARCH__
+  const lm_vec16 v = *reinterpret_cast<const lm_vec16*>(p);
+#else
+  lm_vec16 v;
+  memcpy(&v, p, sizeof v);
+#endif
+  memcpy(out, &v, sizeof v);
+}
 template <class T, class F> static __device__ inline T lm_warp_fold(T v, F f) {
   for (int m = 16; m > 0; m >>= 1) v = f(v, lm_shfl_xor(v, m));
   return v;

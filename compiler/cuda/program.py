@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from luminal.compiler import ir
-from luminal.compiler.cuda import attention, gemm, gemm_mma, kernels, mma_staging
+from luminal.compiler import gemv_plan, ir
+from luminal.compiler.cuda import attention, flash_decode, gemm, gemm_mma, gemv, kernels, mma_staging
 from luminal.compiler.cuda.half_operands import tensor_core_type
 from luminal.compiler.cuda.launch import Launch, launches
 from luminal.compiler.cuda.prelude import PRELUDE
@@ -39,12 +39,16 @@ def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: li
         return kernels.thread_kernel(launch, k.shape, k.dest, buffers, symbols)
     if launch.shape == "scatter":
         return kernels.scatter_kernel(launch, k, buffers, symbols)
+    if launch.shape == "gemv":
+        return gemv.kernel_source(launch, k, gemv_plan.plan(k), buffers, symbols)
     if launch.shape == "gemm":
         return gemm.kernel_source(launch, k, plan(k), buffers, symbols)
     if launch.shape == "mma":
         half = tensor_core_type(p, k, plan(k))
         return gemm_mma.kernel_source(launch, k, plan(k), half, buffers, symbols)
-    if launch.shape == "attention":
+    if launch.shape == "combine":
+        return flash_decode.combine_source(launch, k, buffers, symbols)
+    if launch.shape in ("attention", "attention_split"):
         return attention.kernel_source(launch, k, buffers, symbols)
     if launch.shape == "row":
         return kernels.row_kernel(launch, k, buffers, symbols)

@@ -191,6 +191,52 @@ CASES: dict[str, Callable[[], Case]] = {
 MODELS: dict[str, Callable[[], Case]] = {"mlp": mlp, "encoder_block": encoder_block, "gpt2": gpt2}
 
 
+def _linear(rows, k: int, n: int, dtype, skip: int = 0, scale: bool = False) -> Case:
+    """silu(x @ w.T) + residual with w stored [n, k + skip] (torch's linear layout) in `dtype`, its first `skip`
+    columns sliced away; with `scale`, w dequantised by a per-row scale (an int8 weight's form)."""
+    g, rng = lm.Graph(), np.random.default_rng(k + n + skip)
+    x, res = g.input("x", (rows, k)), g.input("res", (rows, n))
+    w = g.weight("w", (n, k + skip), dtype=dtype)
+    w = (w[:, skip:] if skip else w).float()
+    if scale:
+        w = w * g.weight("scale", (n, 1))
+    (F.silu(x @ w.t()) + res).output("out")
+    live = 3 if not isinstance(rows, int) else rows
+    return bind_random(g), {"x": _floats(rng, live, k), "res": _floats(rng, live, n)}
+
+
+def gemv_bf16() -> Case:
+    """A decode step's linear layer: a bf16 weight read 8 elements per 16-byte load, rows a symbol."""
+    return _linear(lm.sym("batch", max=4), 256, 300, lm.bfloat16)
+
+
+def gemv_f32() -> Case:
+    """A float32 linear at M = 1 (a Contract the tiled GEMM would take): 4 elements per load."""
+    return _linear(1, 128, 70, lm.float32)
+
+
+def gemv_f16_odd_k() -> Case:
+    """K = 255 is no multiple of the vector width: scalar loads."""
+    return _linear(2, 255, 37, lm.float16)
+
+
+def gemv_misaligned() -> Case:
+    """A weight view starting one element into each row: scalar loads."""
+    return _linear(1, 256, 40, lm.bfloat16, skip=1)
+
+
+def gemv_int8() -> Case:
+    """An int8 weight times a per-row scale: the stream is no float type, so it is read a scalar at a time
+    through the generic operand expression (the dequantisation evaluated as written)."""
+    g, feed = _linear(1, 128, 48, lm.int8, scale=True)
+    return g, feed
+
+
+GEMV_CASES: dict[str, Callable[[], Case]] = {
+    f.__name__: f for f in (gemv_bf16, gemv_f32, gemv_f16_odd_k, gemv_misaligned, gemv_int8)
+}
+
+
 def every_kind_symbolic(n: int) -> Case:
     """Every kernel kind with its grid depending on one symbol `n` (max 40), fed at n: what a CUDA graph captured
     for a shape bucket launches with a larger grid than the live dims need (runtime/cuda/buckets.py)."""

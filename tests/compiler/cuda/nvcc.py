@@ -42,6 +42,21 @@ def compile_cuda(source: str, archs: tuple[str, ...] = ARCHS) -> list[Usage]:
     return parse(done.stdout + done.stderr)
 
 
+def ptx(source: str, arch: str = "90") -> str:
+    """The PTX nvcc makes of `source` for sm_`arch`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "program.cu"
+        path.write_text(source)
+        out = Path(tmp) / "program.ptx"
+        flags = [f for f in FLAGS if f != "--resource-usage"]
+        done = subprocess.run(
+            ["nvcc", "-ptx", f"-arch=sm_{arch}", *flags, str(path), "-o", str(out)], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"nvcc failed:\n{done.stderr[-4000:]}")
+        return out.read_text()
+
+
 def parse(report: str) -> list[Usage]:
     usages, kernel, arch, spill = [], None, None, 0
     for line in report.splitlines():

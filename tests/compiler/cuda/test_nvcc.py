@@ -1,18 +1,20 @@
 """Every generated CUDA program compiles with nvcc for sm_80 and sm_90, and no kernel spills registers."""
 
+import re
+
 import pytest
 
 import luminal as lm
 from luminal.compiler.cuda.program import launch_plan
 from tests.compiler.cuda import nvcc
-from tests.compiler.cuda.graphs import CASES, MODELS
+from tests.compiler.cuda.graphs import CASES, GEMV_CASES, MODELS
 
 pytestmark = pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
 
 
-@pytest.mark.parametrize("case", [*CASES, "encoder_block", "gpt2"])
+@pytest.mark.parametrize("case", [*CASES, *GEMV_CASES, "encoder_block", "gpt2"])
 def test_compiles_without_spills(case):
-    g, _ = {**CASES, **MODELS}[case]()
+    g, _ = {**CASES, **GEMV_CASES, **MODELS}[case]()
     program = lm.compile(g, "h100", cache=False)
     usages = nvcc.compile_cuda(program.source)
     kernels = {launch.kernel for launch in launch_plan(program.kernels)}
@@ -26,7 +28,14 @@ def test_compiles_without_spills(case):
 def test_every_kernel_shape_is_covered():
     """The cases above reach every way the generator maps a kernel onto the GPU."""
     shapes = set()
-    for case in CASES:
-        g, _ = CASES[case]()
+    for make in [*CASES.values(), GEMV_CASES["gemv_bf16"]]:
+        g, _ = make()
         shapes |= {launch.shape for launch in launch_plan(lm.compile(g, "h100", cache=False).kernels)}
-    assert shapes == {"thread", "warp", "row", "gemm", "mma", "attention", "copy", "scatter"}
+    assert shapes == {"thread", "warp", "row", "gemv", "gemm", "mma", "attention", "copy", "scatter"}
+
+
+def test_the_gemv_reads_its_weight_with_16_byte_loads():
+    """lm_load16 becomes one vector load (ld.global[.nc].v4) in the PTX, not 16 byte loads."""
+    g, _ = GEMV_CASES["gemv_bf16"]()
+    ptx = nvcc.ptx(lm.compile(g, "h100", cache=False).source)
+    assert re.search(r"ld\.global(\.nc)?\.v4\.u32", ptx)

@@ -1,0 +1,53 @@
+"""Kernels that are functions of their indices and the symbols alone, computed where they are read.
+
+A decode step starts with such kernels: RoPE's inverse frequencies, the position as a float and its cosines and
+sines, the causal mask's rows. Each is tiny, reads no buffer, yet costs a launch, and the policy in fuse.py
+leaves it alone because many kernels read it. On a GPU a launch costs more than recomputing a few
+transcendentals where they are used, so each one (element-wise, no reduction, a small tree) is inlined into
+every kernel that reads it; one that read only such kernels becomes one itself, so chains go too.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from luminal.compiler import ir
+from luminal.compiler.fuse import inline, may_inline, with_kernels, within_limits
+
+MAX_NODES = 64  # a producer's value tree, counted with repetition: what is recomputed at each read
+
+
+def _index_only(k: ir.Kernel, outputs: set[str]) -> bool:
+    if not isinstance(k, ir.LoopKernel) or k.out in outputs or ir.buffers_read(k):
+        return False
+    nodes = list(itertools.islice(ir.walk(k.body), MAX_NODES + 1))
+    return len(nodes) <= MAX_NODES and not any(isinstance(n, (ir.Reduce, ir.Contract, ir.Attend)) for n in nodes)
+
+
+def inline_index_functions(program: ir.KernelProgram, target) -> ir.KernelProgram:
+    """`program` with every index-only kernel computed by its readers instead (where each may compute it)."""
+    outputs = {buf for buf, _ in program.outputs.values()}
+    kernels: list[ir.Kernel] = list(program.kernels)
+    names = itertools.count(5000)  # fresh reduction names, above those fusion used
+    changed = True
+    while changed:
+        changed = False
+        readers: dict[str, list[int]] = {}
+        for j, kernel in enumerate(kernels):
+            for name in ir.buffers_read(kernel):
+                readers.setdefault(name, []).append(j)
+        for k, producer in enumerate(kernels):
+            users = readers.get(producer.out, [])
+            if not users or not _index_only(producer, outputs):
+                continue
+            if not all(
+                isinstance(kernels[u], ir.LoopKernel) and may_inline(producer, kernels[u], target) for u in users
+            ):
+                continue
+            fused = {u: inline(producer, kernels[u], names) for u in users}
+            if not all(within_limits(f) for f in fused.values()):
+                continue
+            kernels = [fused.get(j, kernel) for j, kernel in enumerate(kernels) if j != k]
+            changed = True
+            break  # positions moved: recount the readers
+    return with_kernels(program, kernels)

@@ -1,0 +1,66 @@
+"""The split-K GEMV (compiler/gemv_plan.py, compiler/cuda/gemv.py): which kernels take it and with what load
+width, and that what it computes through the host shim is what the reference interpreter computes."""
+
+import shutil
+
+import pytest
+
+import luminal as lm
+from luminal.compiler import gemv_plan
+from luminal.compiler.cuda import gemv
+from luminal.compiler.cuda.program import launch_plan
+from luminal.runtime.cuda.shim import ShimRuntime
+from tests.compiler.cuda.compare import assert_matches
+from tests.compiler.cuda.graphs import GEMV_CASES, bind_random
+
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+
+# Elements per weight load: 16 bytes where alignment is proven, else 1.
+WIDTHS = {"gemv_bf16": 8, "gemv_f32": 4, "gemv_f16_odd_k": 1, "gemv_misaligned": 1, "gemv_int8": 1}
+# The input vector in shared memory: where N is a multiple of the block's 4 outputs (300, 40, 48; not 70, 37).
+STAGED = {"gemv_bf16", "gemv_misaligned", "gemv_int8"}
+
+
+def _gemv_kernels(program):
+    kernels = {k.name: k for k in program.kernels.kernels}
+    return [kernels[launch.kernel] for launch in launch_plan(program.kernels) if launch.shape == "gemv"]
+
+
+@pytest.mark.parametrize("case", GEMV_CASES)
+def test_the_linear_layer_is_one_gemv_with_the_expected_load_width(case):
+    g, _ = GEMV_CASES[case]()
+    program = lm.compile(g, "h100", cache=False)
+    (kernel,) = _gemv_kernels(program)
+    assert gemv_plan.plan(kernel).width == WIDTHS[case]
+    assert ("lm_load16(&" in program.source) == (WIDTHS[case] > 1)
+    assert gemv.staged(kernel, gemv_plan.plan(kernel)) == (case in STAGED)
+    assert ("__shared__ float lm_x[" in program.source) == (case in STAGED)
+
+
+@needs_gxx
+@pytest.mark.parametrize("case", GEMV_CASES)
+def test_matches_the_reference(case):
+    g, feed = GEMV_CASES[case]()
+    assert_matches(ShimRuntime().load(lm.compile(g, "h100", cache=False)).run(feed), lm.run(g, feed))
+
+
+@needs_gxx
+def test_at_a_buckets_grid_matches_the_reference():
+    g, feed = GEMV_CASES["gemv_bf16"]()
+    assert_matches(ShimRuntime(buckets=True).load(lm.compile(g, "h100", cache=False)).run(feed), lm.run(g, feed))
+
+
+def test_a_large_float32_matmul_stays_a_tiled_gemm():
+    g = lm.Graph()
+    x, w = g.input("x", (64, 128)), g.weight("w", (70, 128))
+    (x @ w.t()).output("out")
+    program = lm.compile(bind_random(g), "h100", cache=False)
+    assert [launch.shape for launch in launch_plan(program.kernels)] == ["gemm"]
+
+
+def test_a_rows_own_sum_is_no_gemv():
+    g = lm.Graph()
+    x = g.input("x", (4, 512))
+    (x * x).sum(-1).output("out")
+    program = lm.compile(g, "h100", cache=False)
+    assert "gemv" not in {launch.shape for launch in launch_plan(program.kernels)}
