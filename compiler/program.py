@@ -20,6 +20,7 @@ from luminal.compiler import codegen, codegen_gemm, ir, memory
 from luminal.compiler.cost import estimate_program
 from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.fuse_chosen import fuse_chosen
+from luminal.compiler.fuse_dequant import fuse_dequantised_weights
 from luminal.compiler.fused_ops import Inline
 from luminal.compiler.lower import buffer_name, lower
 from luminal.compiler.passes import PASSES
@@ -148,7 +149,10 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     kernels = fuse_single_consumers(kernels, get_target(target))
     stats["fused_by_policy"] = before - len(kernels.kernels)
     # Weight panels packed at load are the CPU GEMM's layout; other targets read the weights as they are.
-    return add_packed_buffers(kernels) if get_target(target).kind == "cpu" else kernels
+    # Q8_0 weights are dequantised in the CPU GEMM's loads (compiler/fuse_dequant.py), never packed as floats.
+    if get_target(target).kind != "cpu":
+        return kernels
+    return add_packed_buffers(fuse_dequantised_weights(kernels))
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
