@@ -96,7 +96,7 @@ def q8_operand(kernel: ir.LoopKernel, gemm: GemmPlan, buffers: dict[str, ir.Buff
         return None
     if not c.extent.is_const or c.extent.value % BLOCK or any(kernel.shape[j].symbols() for j in gemm.n):
         return None
-    k = var(c.var)
+    k = var(c.var, 0, c.extent.value - 1)  # with its range, so k // 32 simplifies as the loads' indexes did
     q_row, s_row = q.index.substitute({c.var: 0}), s.index.substitute({c.var: 0})
     if q.index != q_row + k or s.index != s_row + k // BLOCK:
         return None  # not contiguous along the contraction in whole blocks

@@ -10,11 +10,20 @@ disappears from the program and its memory plan.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 from luminal import dtypes as dt
 from luminal.compiler import ir
-from luminal.compiler.fuse import readers_of, substitute_indices, unflatten, with_kernels
+from luminal.compiler.fuse import (
+    inline,
+    may_inline,
+    readers_of,
+    substitute_indices,
+    unflatten,
+    with_kernels,
+    within_limits,
+)
 from luminal.compiler.gemm_plan import plan
 from luminal.compiler.settle import settle
 from luminal.symbolic import as_expr
@@ -65,17 +74,25 @@ def _replace_contract(v: ir.Value, old: ir.Contract, new: ir.Contract) -> ir.Val
 
 
 def fuse_dequantised_weights(program: ir.KernelProgram) -> ir.KernelProgram:
-    """Inline every dequantisation whose only reader is a GEMM's B operand into that operand."""
+    """Inline every dequantisation into its only reader: into the B operand of a GEMM, or where a plain loop
+    kernel reads it (a candidate that computes the projection as a reduction)."""
     outputs = {buf for buf, _ in program.outputs.values()}
     kernels: list[ir.Kernel | None] = list(program.kernels)
     readers = readers_of(program)
+    names = itertools.count(2000)  # fresh reduction variables, apart from lowering's and fuse.py's
     for k, producer in enumerate(program.kernels):
         if producer.out in outputs or not is_dequantisation(producer, program.buffers):
             continue
         users = readers.get(producer.out, [])
         if len(users) != 1 or not isinstance(kernels[users[0]], ir.LoopKernel):
             continue
-        fused = _inline_into_b(kernels[users[0]], producer)
+        consumer = kernels[users[0]]
+        fused = _inline_into_b(consumer, producer)
+        if fused is None and may_inline(producer, consumer):
+            # Read as a plain reduction (a candidate without GEMMs): the cast and multiply are recomputed per
+            # read, which costs less than writing and reading back a float copy of the weight.
+            fused = inline(producer, consumer, names)
+            fused = fused if within_limits(fused) else None
         if fused is not None:
             kernels[users[0]], kernels[k] = fused, None
     return with_kernels(program, [kernel for kernel in kernels if kernel is not None])
