@@ -29,7 +29,34 @@ PRELUDE = """
 #define LM_QT 16 /* weight rows per task */
 #define LM_QR 4  /* weight rows dotted at once */
 #define LM_QV (32 / LM_VL) /* vectors per Q8_0 block */
-typedef int8_t lm_vq __attribute__((vector_size(LM_VL)));
+/* LM_VL int8 values widened to float. Intrinsics: GCC 12 turns __builtin_convertvector from int8 into one
+   conversion per lane. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline lm_vf lm_widen_q8(const int8_t* p) {
+  return (lm_vf)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
+}
+static inline float lm_hsum(lm_vf v) { return _mm512_reduce_add_ps((__m512)v); }
+#elif defined(__AVX2__)
+#include <immintrin.h>
+static inline lm_vf lm_widen_q8(const int8_t* p) {
+  return (lm_vf)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)));
+}
+#endif
+#if !defined(__AVX512F__)
+static inline float lm_hsum(lm_vf v) {
+  float h = 0;
+  for (int l = 0; l < LM_VL; l++) h += v[l];
+  return h;
+}
+#endif
+#if !defined(__AVX512F__) && !defined(__AVX2__)
+static inline lm_vf lm_widen_q8(const int8_t* p) {
+  lm_vf r;
+  for (int l = 0; l < LM_VL; l++) r[l] = (float)p[l];
+  return r;
+}
+#endif
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
 /* out[r * QM + i] = sum over kb blocks b of s[r][b] * sum_j a[i][32 b + j] * q[r][32 b + j] */
@@ -46,11 +73,7 @@ typedef int8_t lm_vq __attribute__((vector_size(LM_VL)));
           memcpy(&av[i][v], a[i] + 32 * b + v * LM_VL, LM_VBYTES);                                        \\
       _Pragma("GCC unroll 16") for (int r = 0; r < LM_QR; r++) {                                          \\
         lm_vf w[LM_QV];                                                                                   \\
-        _Pragma("GCC unroll 4") for (int v = 0; v < LM_QV; v++) {                                         \\
-          lm_vq raw;                                                                                      \\
-          memcpy(&raw, q[r] + 32 * b + v * LM_VL, LM_VL);                                                 \\
-          w[v] = __builtin_convertvector(raw, lm_vf);                                                     \\
-        }                                                                                                 \\
+        _Pragma("GCC unroll 4") for (int v = 0; v < LM_QV; v++) w[v] = lm_widen_q8(q[r] + 32 * b + v * LM_VL); \\
         const float sc = s[r][b];                                                                         \\
         _Pragma("GCC unroll 4") for (int i = 0; i < QM; i++) {                                            \\
           lm_vf t = av[i][0] * w[0];                                                                      \\
@@ -60,11 +83,7 @@ typedef int8_t lm_vq __attribute__((vector_size(LM_VL)));
       }                                                                                                   \\
     }                                                                                                     \\
     _Pragma("GCC unroll 16") for (int r = 0; r < LM_QR; r++)                                              \\
-      _Pragma("GCC unroll 4") for (int i = 0; i < QM; i++) {                                              \\
-        float h = 0;                                                                                      \\
-        for (int l = 0; l < LM_VL; l++) h += acc[r][i][l];                                                \\
-        out[r * QM + i] = h;                                                                              \\
-      }                                                                                                   \\
+      _Pragma("GCC unroll 4") for (int i = 0; i < QM; i++) out[r * QM + i] = lm_hsum(acc[r][i]);          \\
   }
 LM_QDOT(lm_qdot1, 1)
 LM_QDOT(lm_qdot4, 4)
