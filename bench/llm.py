@@ -5,9 +5,11 @@ batch), in one run.
 
 The model is Llama-shaped with random weights (default ~100M parameters: 12 layers, hidden 768, GQA 12/4 heads,
 vocab 32000); the tokenizer is a word-level one over the vocabulary, since the bench feeds token ids.
-`python bench/llm.py [--layers N] [--hidden N] [--new-tokens N] [--prompt N]`.
+The same model deployed with int8 (Q8_0) weights runs beside it (`--no-int8` skips it).
+`python bench/llm.py [--layers N] [--hidden N] [--new-tokens N] [--prompt N] [--no-int8]`.
 Goals (issue 18): 16 streams give >= 6x the tokens per second of one stream; single-stream decode faster than
-transformers.
+transformers; int8 decode at least 1.6x float32 decode. The machine is shared: the load average is printed with
+the figures.
 """
 
 from __future__ import annotations
@@ -88,27 +90,29 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=32000)
     parser.add_argument("--prompt", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--no-int8", dest="int8", action="store_false", help="skip the int8 (Q8_0) deployment")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         hf = write_folder(folder, args)
         params = sum(p.numel() for p in hf.parameters())
         print(f"Llama-shaped model: {params / 1e6:.0f}M parameters, {args.layers} layers, hidden {args.hidden}")
-        save_package(build_package(folder, max_batch=STREAMS), folder / "m.lpkg")
-        start = time.perf_counter()
-        compile_package(folder / "m.lpkg", "cpu", folder / "m.llmprog")
-        print(f"compile (prefill + decode, cpu): {time.perf_counter() - start:.1f} s")
-        engine = GenerationEngine(load_language_model(folder / "m.llmprog"))
+        print(f"load average at start: {load()}")
+        engines = {"": deployed(folder, "m", None)}
+        if args.int8:
+            engines[" int8"] = deployed(folder, "q", "int8")
         rng = np.random.default_rng(0)
         prompts = rng.integers(2, args.vocab, (STREAMS, args.prompt)).astype(np.int64)
-        engine_run(engine, prompts[:1], 2)  # warm-up: first runs load kernels
+        for engine in engines.values():
+            engine_run(engine, prompts[:1], 2)  # warm-up: first runs load kernels
         hf_run(hf, prompts[:1], 2)
-        rows = {
-            "luminal, 1 stream": engine_run(engine, prompts[:1], args.new_tokens),
-            f"luminal, {STREAMS} streams": engine_run(engine, prompts, args.new_tokens),
-            "transformers generate(), 1 prompt": hf_run(hf, prompts[:1], args.new_tokens),
-            f"transformers generate(), batch of {STREAMS}": hf_run(hf, prompts, args.new_tokens),
-        }
+        rows = {}
+        for kind, engine in engines.items():  # float32 and int8 one after the other, each at 1 then 16 streams
+            rows[f"luminal{kind}, 1 stream"] = engine_run(engine, prompts[:1], args.new_tokens)
+            rows[f"luminal{kind}, {STREAMS} streams"] = engine_run(engine, prompts, args.new_tokens)
+        rows["transformers generate(), 1 prompt"] = hf_run(hf, prompts[:1], args.new_tokens)
+        rows[f"transformers generate(), batch of {STREAMS}"] = hf_run(hf, prompts, args.new_tokens)
+    print(f"load average at end: {load()}")
     print(f"{'':44s} {'TTFT ms':>9s} {'tokens/s':>9s}")
     for name, (ttft, tps) in rows.items():
         print(f"{name:44s} {ttft * 1e3:9.1f} {tps:9.1f}")
@@ -116,6 +120,23 @@ def main() -> None:
     print(f"{STREAMS} streams / 1 stream tokens per second: {many / one:.2f}x (goal >= 6x)")
     hf_one = rows["transformers generate(), 1 prompt"][1]
     print(f"single-stream decode vs transformers: {one / hf_one:.2f}x (goal > 1x)")
+    if args.int8:
+        for streams in ("1 stream", f"{STREAMS} streams"):
+            ratio = rows[f"luminal int8, {streams}"][1] / rows[f"luminal, {streams}"][1]
+            print(f"int8 / float32 decode tokens per second, {streams}: {ratio:.2f}x (goal >= 1.6x)")
+
+
+def load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg()) + f" ({os.cpu_count()} CPUs)"
+
+
+def deployed(folder: Path, stem: str, quantize: str | None) -> GenerationEngine:
+    """The folder built (weights as `quantize` says), compiled for the CPU and loaded into an engine."""
+    save_package(build_package(folder, max_batch=STREAMS, quantize=quantize), folder / f"{stem}.lpkg")
+    start = time.perf_counter()
+    compile_package(folder / f"{stem}.lpkg", "cpu", folder / f"{stem}.llmprog")
+    print(f"compile (prefill + decode, cpu, {quantize or 'float32'}): {time.perf_counter() - start:.1f} s")
+    return GenerationEngine(load_language_model(folder / f"{stem}.llmprog"))
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ Temperature = Annotated[float, typer.Option(help="0 is greedy; higher samples mo
 Seed = Annotated[int | None, typer.Option(help="makes sampled text repeatable")]
 
 
-def llm_package_file(folder: Path, max_batch: int) -> Path:
-    """Build the folder's LLM package into a temporary file (removed when the command exits)."""
+def llm_package_file(folder: Path, max_batch: int, quantize: str | None = None) -> Path:
+    """Build the folder's LLM package into a temporary file (removed when the command exits); quantize="int8"
+    stores the projections' weights as Q8_0."""
     from luminal.llm_package import build_package, save_package
 
     tmp = Path(tempfile.mkdtemp(prefix="luminal-llm-"))
@@ -33,7 +34,7 @@ def llm_package_file(folder: Path, max_batch: int) -> Path:
     path = tmp / f"{folder.name or 'model'}.lpkg"
     with err.status(f"building the prefill and decode graphs of {folder}"):
         try:
-            save_package(build_package(folder, max_batch=max_batch), path)
+            save_package(build_package(folder, max_batch=max_batch, quantize=quantize), path)
         except (OSError, ValueError, NotImplementedError) as e:  # no tokenizer, unknown model_type, missing weights
             fail(f"{folder}: {e}")
     return path

@@ -78,12 +78,24 @@ def deploy(
     min_replicas: Annotated[int, typer.Option(help="workers kept warm")] = 0,
     max_replicas: Annotated[int, typer.Option(help="most workers")] = 1,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the compile")] = 600,
+    quantize: Annotated[
+        str | None, typer.Option(help="int8: a language model's weights as Q8_0 (int8 in blocks of 32, one scale each)")
+    ] = None,
 ) -> None:
     """Upload FILE (with a progress bar), deploy it, wait for the compile and print the endpoint."""
     folder = file if file.is_dir() else None
+    if quantize is not None:
+        from luminal.quantize import check_quantize
+
+        try:
+            check_quantize(quantize)
+        except ValueError as e:
+            fail(f"--quantize: {e}")
+        if folder is None:
+            fail("--quantize applies to a Hugging Face language-model folder, not to a graph file")
     if folder is not None:  # a language model: its prefill and decode graphs are built here, uploaded as one file
         name = name or _default_name(folder.with_name(folder.name + ".lpkg"))  # "Llama-3.2-1B" keeps its dots
-        file = llm.llm_package_file(folder, max_batch_size)
+        file = llm.llm_package_file(folder, max_batch_size, quantize)
     if not file.is_file():
         fail(f"{file}: no such file")
     name = name or _default_name(file)

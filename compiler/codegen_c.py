@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from luminal.compiler import codegen_attention, codegen_gemm, integers, ir, prepack
+from luminal.compiler import codegen_attention, codegen_gemm, codegen_qgemm, integers, ir, prepack
 from luminal.compiler.dialects import C
 from luminal.compiler.render import Emitter
 from luminal.symbolic import Expr, as_expr, c_prelude
@@ -112,6 +112,9 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
         def store(value: str) -> str:
             return f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};"
 
+        q8 = codegen_qgemm.q8_operand(k, gemm, buffers)
+        if q8 is not None:  # B is a Q8_0 weight: read as int8, dequantised in registers
+            return "\n".join(codegen_qgemm.kernel_source(k, gemm, q8, Emitter, head, ptrs, store)), used
         return "\n".join(codegen_gemm.kernel_source(k, gemm, Emitter, head, ptrs, store, packed)), used
     if isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend):
 
@@ -179,8 +182,11 @@ class _Functions:
 
 def program_source(p: ir.KernelProgram, slots: dict[str, int], symbols: list[str]) -> str:
     parts = [PRELUDE]
-    if any(codegen_gemm.plan(k) for k in p.kernels):
+    gemms = [(k, plan) for k in p.kernels if (plan := codegen_gemm.plan(k)) is not None]
+    if gemms:
         parts.append(codegen_gemm.PRELUDE)
+    if any(codegen_qgemm.q8_operand(k, plan, p.buffers) for k, plan in gemms):
+        parts.append(codegen_qgemm.PRELUDE)
     if any(isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend) for k in p.kernels):
         parts.append(codegen_attention.PRELUDE)
     functions = _Functions(slots)

@@ -29,6 +29,8 @@ def packable(kernel: ir.Kernel, buffers: dict[str, ir.Buffer]) -> codegen_gemm.G
     read = {n.buffer for n in ir.walk(c.b) if isinstance(n, (ir.Load, ir.GatherLoad))}
     if not read or any(buffers[name].role != "weight" for name in read):
         return None
+    if any(buffers[name].dtype == dt.int8 for name in read):
+        return None  # Q8_0: the GEMM reads the int8 values in place (compiler/codegen_qgemm.py), never as floats
     allowed = {f"_i{j}" for j in gemm.n} | {c.var}
     if not codegen_gemm.index_vars(c.b) <= allowed:
         return None  # reads a batch or M index, or a run-time symbol

@@ -21,6 +21,7 @@ from luminal.compiler.attention_plan import add_partials_buffers
 from luminal.compiler.cost import estimate_program
 from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.fuse_chosen import fuse_chosen
+from luminal.compiler.fuse_dequant import fuse_dequantised_weights
 from luminal.compiler.fuse_index import inline_index_functions
 from luminal.compiler.fused_ops import Inline
 from luminal.compiler.lower import buffer_name, lower
@@ -151,14 +152,15 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     if get_target(target).kind == "cuda":  # a launch costs more there than recomputing a few sines
         kernels = inline_index_functions(kernels, get_target(target))
     stats["fused_by_policy"] = before - len(kernels.kernels)
-    # Weight panels packed at load are the CPU GEMM's layout; on CUDA, tensor-core GEMMs read half operands at
-    # their source (compiler/cuda/read_past_casts.py) and a flash-decoding attention has a scratch buffer.
+    # Weight panels packed at load are the CPU GEMM's layout, Q8_0 weights dequantised in its loads
+    # (compiler/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
+    # source (compiler/cuda/read_past_casts.py) and a flash-decoding attention has a scratch buffer.
     kind = get_target(target).kind
     if kind == "cuda":
         from luminal.compiler.cuda.read_past_casts import read_past_casts
 
         return add_partials_buffers(read_past_casts(kernels))
-    return add_packed_buffers(kernels) if kind == "cpu" else kernels
+    return add_packed_buffers(fuse_dequantised_weights(kernels)) if kind == "cpu" else kernels
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:

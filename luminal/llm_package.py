@@ -28,6 +28,8 @@ from luminal.nn.models.checkpoint import align_names, read_checkpoint, widen_to_
 from luminal.nn.models.config import load_config
 from luminal.nn.models.generation import DecoderGraphs, decoder_graphs
 from luminal.nn.models.loading import causal_lm, max_positions
+from luminal.nn.quantized import quantize_checkpoint
+from luminal.quantize import QUANTIZATIONS, check_quantize
 from luminal.zip_bundle import BundleFormat, bundle_format_name, read_bundle, write_bundle
 
 
@@ -72,17 +74,25 @@ class LLMPackage:
     tokenizer_config: dict[str, Any] = field(default_factory=dict)
     chat_template: str | None = None  # chat_template.jinja; tokenizer_config's "chat_template" otherwise
     generation_config: dict[str, Any] = field(default_factory=dict)
+    quantize: str | None = None  # "int8": the projections hold Q8_0 weights (luminal/quantize.py)
 
 
-def build_package(folder: str | Path, max_batch: int = 16, positions: int | None = None) -> LLMPackage:
-    """Build the prefill and decode graphs of a Hugging Face folder and bind its checkpoint to them."""
+def build_package(
+    folder: str | Path, max_batch: int = 16, positions: int | None = None, quantize: str | None = None
+) -> LLMPackage:
+    """Build the prefill and decode graphs of a Hugging Face folder and bind its checkpoint to them; with
+    quantize="int8" the projections' weights are quantised to Q8_0 here, so the package carries int8 weights."""
     folder = Path(folder)
+    check_quantize(quantize)
     if not (folder / TOKENIZER).exists():
         raise FileNotFoundError(f"{folder} has no {TOKENIZER}: a language model is served with its tokenizer")
     raw = load_config(folder / CONFIG)
     limit = positions or min(max_positions(raw), DEFAULT_MAX_POSITIONS)
-    graphs = decoder_graphs(causal_lm(raw), max_batch=max_batch, max_positions=limit, padded=True)
+    model = causal_lm(raw, quantize)
+    graphs = decoder_graphs(model, max_batch=max_batch, max_positions=limit, padded=True)
     weights = align_names(list(graphs.prefill.weights), widen_to_float32(read_checkpoint(folder)))
+    if quantize is not None:
+        weights = quantize_checkpoint(model, weights)
     graphs.bind(weights)
     missing = graphs.prefill.unbound_weights()
     if missing:
@@ -98,6 +108,7 @@ def build_package(folder: str | Path, max_batch: int = 16, positions: int | None
         optional.get(TOKENIZER_CONFIG, {}),
         template.read_text(encoding="utf-8") if template.exists() else None,
         optional.get(GENERATION_CONFIG, {}),
+        quantize,
     )
 
 
@@ -137,6 +148,7 @@ def _manifest_fields(package: LLMPackage) -> dict[str, Any]:
         "layers": package.graphs.layers,
         "max_batch": package.max_batch,
         "max_positions": package.max_positions,
+        "quantize": package.quantize,
         "signatures": {"prefill": signature(package.graphs.prefill), "step": signature(package.graphs.step)},
     }
 
@@ -152,6 +164,9 @@ def load_package(source: Any) -> LLMPackage:
     layers, max_batch, limit = (manifest.get(k) for k in ("layers", "max_batch", "max_positions"))
     if not all(type(v) is int and v > 0 for v in (layers, max_batch, limit)):
         raise LLMPackageError("manifest: layers, max_batch and max_positions must be positive integers")
+    quantize = manifest.get("quantize")
+    if quantize is not None and quantize not in QUANTIZATIONS:
+        raise LLMPackageError(f"manifest: quantize {quantize!r} is not one of {', '.join(QUANTIZATIONS)}")
     prefill = decode_graph(parse_json(bytes(raw[PREFILL]), PREFILL))
     step = decode_graph(parse_json(bytes(raw[STEP]), STEP))
     if manifest.get("signatures") != {"prefill": signature(prefill), "step": signature(step)}:
@@ -178,6 +193,7 @@ def load_package(source: Any) -> LLMPackage:
         objects.get(TOKENIZER_CONFIG, {}),
         template,
         objects.get(GENERATION_CONFIG, {}),
+        quantize,
     )
 
 

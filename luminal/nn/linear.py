@@ -7,6 +7,7 @@ from typing import Any
 from luminal import dtypes as dt
 from luminal import functional as F
 from luminal.nn.module import Module
+from luminal.quantize import BLOCK, SCALE_SUFFIX, dequantize
 from luminal.tensor import Tensor
 from luminal.view import ShapeError, format_shape
 
@@ -25,10 +26,34 @@ class Linear(Module):
         if x.shape[-1] != self.in_features:
             raise ShapeError(f"Linear({self.in_features}, {self.out_features}): got input {format_shape(x.shape)}")
         bias = self.param(x.graph, "bias") if self.has_bias else None
-        return F.linear(x, self.param(x.graph, "weight"), bias)
+        return F.linear(x, weight_of(self, x.graph), bias)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.has_bias}"
+        q = ", quantized=int8" if is_quantized(self) else ""
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.has_bias}{q}"
+
+
+# Q8_0 (luminal/quantize.py): a projection's weight [out, in] stored as int8 "weight" beside float32
+# "weight_scale" [out, in / 32]; the graph reads it through `dequantize`, which the CPU GEMM does in its loads.
+def quantizable(in_features: int) -> bool:
+    return in_features % BLOCK == 0
+
+
+def quantize_in_place(module: Module, out_features: int, in_features: int) -> None:
+    """Redeclare `module`'s weight [out, in] as Q8_0 (int8 values and per-block scales) before any graph uses it."""
+    module.declare("weight", (out_features, in_features), dt.int8)
+    module.declare("weight" + SCALE_SUFFIX, (out_features, in_features // BLOCK), dt.float32)
+
+
+def is_quantized(module: Module) -> bool:
+    return "weight" + SCALE_SUFFIX in module._params
+
+
+def weight_of(module: Module, graph) -> Tensor:
+    """The weight as [out, in] float: the parameter itself, or its Q8_0 pair dequantised."""
+    if is_quantized(module):
+        return dequantize(module.param(graph, "weight"), module.param(graph, "weight" + SCALE_SUFFIX))
+    return module.param(graph, "weight")
 
 
 class Embedding(Module):

@@ -16,11 +16,12 @@ from luminal import functional as F
 from luminal.nn.activation import activation_fn
 from luminal.nn.attention import merge_heads, split_heads
 from luminal.nn.grouped_attention import KVCache
-from luminal.nn.linear import Embedding
+from luminal.nn.linear import Embedding, is_quantized, weight_of
 from luminal.nn.models.config import load_config, pick
 from luminal.nn.models.decoding import past_length, step_mask
 from luminal.nn.module import Module, ModuleList
 from luminal.nn.normalization import LayerNorm
+from luminal.nn.quantized import quantize_modules
 from luminal.tensor import Tensor
 
 
@@ -51,10 +52,13 @@ class Conv1D(Module):
 
     def __init__(self, out_features: int, in_features: int) -> None:  # Hugging Face's argument order (nf, nx)
         super().__init__()
+        self.in_features, self.out_features = in_features, out_features
         self.declare("weight", (in_features, out_features))
         self.declare("bias", (out_features,))
 
     def forward(self, x: Tensor) -> Tensor:
+        if is_quantized(self):  # stored [out, in] once quantised (blocks run along the contraction)
+            return F.linear(x, weight_of(self, x.graph), self.param(x.graph, "bias"))
         return x @ self.param(x.graph, "weight") + self.param(x.graph, "bias")
 
 
@@ -139,12 +143,14 @@ class GPT2Model(Module):
 
 
 class GPT2LMHeadModel(Module):
-    """GPT2Model under `transformer.`, logits from the tied word embedding (no lm_head.weight is read)."""
+    """GPT2Model under `transformer.`, logits from the tied word embedding (no lm_head.weight is read).
+    quantize="int8": the attention and MLP projections hold Q8_0 weights (the tied head stays float32)."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, quantize: str | None = None) -> None:
         super().__init__()
         self.transformer = GPT2Model(config)
         self.config = self.transformer.config
+        quantize_modules(self, quantize)
 
     def forward(
         self,

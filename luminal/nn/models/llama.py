@@ -20,6 +20,7 @@ from luminal.nn.models.config import load_config, pick
 from luminal.nn.models.decoding import past_length, step_mask, step_positions
 from luminal.nn.module import Module, ModuleList
 from luminal.nn.normalization import RMSNorm
+from luminal.nn.quantized import quantize_modules
 from luminal.nn.rotary import RotaryEmbedding
 from luminal.nn.transformer import DecoderLayer
 from luminal.tensor import Tensor
@@ -142,14 +143,16 @@ class LlamaForCausalLM(Module):
     seq, head_dim]). past: the caches of earlier positions; attention_mask: [batch, past + seq], 1 = token;
     position_ids [batch, seq]: the rotary positions (default past, past + 1, ...; left-padded rows count from
     their first token).
-    With tie_word_embeddings the head reads model.embed_tokens.weight and no lm_head.weight is declared."""
+    With tie_word_embeddings the head reads model.embed_tokens.weight and no lm_head.weight is declared.
+    quantize="int8": the projections (and an untied head) hold Q8_0 weights (luminal/nn/quantized.py)."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, quantize: str | None = None) -> None:
         super().__init__()
         self.config = cfg = config if isinstance(config, LlamaConfig) else LlamaConfig.from_hf(config)
         self.model = LlamaModel(cfg)
         if not cfg.tie_word_embeddings:
             self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False, dtype=cfg.dtype)
+        quantize_modules(self, quantize)
 
     def forward(
         self,

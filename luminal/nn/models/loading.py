@@ -28,12 +28,13 @@ CAUSAL_LMS = {
 }
 
 
-def causal_lm(config: Any) -> Module:
+def causal_lm(config: Any, quantize: str | None = None) -> Module:
+    """The config's causal LM module; quantize="int8" gives Q8_0 projections (luminal/nn/quantized.py)."""
     raw = load_config(config)
     kind = raw.get("model_type")
     if kind not in CAUSAL_LMS:
         raise NotImplementedError(f"model_type {kind!r}: causal LMs built are {sorted(CAUSAL_LMS)}")
-    return CAUSAL_LMS[kind](raw)
+    return CAUSAL_LMS[kind](raw, quantize=quantize)
 
 
 def max_positions(raw: dict[str, Any]) -> int:

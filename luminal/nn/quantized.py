@@ -1,0 +1,54 @@
+"""Q8_0 models: which projections of a built model hold int8 weights, and the checkpoint that binds to them.
+
+`quantize_modules(model, "int8")` turns every Linear (and GPT-2's Conv1D) whose input width is a multiple of 32
+into a Q8_0 projection before the model records any graph; embeddings (a gather, and the tied head that reads
+the same table) stay float32. `quantize_checkpoint` then turns the float checkpoint, under the graph's names,
+into what those projections declare: int8 "x.weight" [out, in] beside float32 "x.weight_scale".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from luminal.nn.linear import Linear, is_quantized, quantizable, quantize_in_place
+from luminal.nn.module import Module
+from luminal.quantize import SCALE_SUFFIX, check_quantize, quantize_q8_0
+
+
+def _projections(model: Module):
+    """(module, stored transposed) for each projection: Linear is [out, in]; GPT-2's Conv1D is [in, out]."""
+    from luminal.nn.models.gpt2 import Conv1D  # the nn layer must not import the models above it at load
+
+    for _, m in model.named_modules():
+        if isinstance(m, (Linear, Conv1D)):
+            yield m, isinstance(m, Conv1D)
+
+
+def quantize_modules(model: Module, quantize: str | None) -> Module:
+    """`model` with its projections declared as Q8_0 when `quantize` is "int8" (None: unchanged)."""
+    if check_quantize(quantize) is None:
+        return model
+    for m, _ in _projections(model):
+        if quantizable(m.in_features):
+            quantize_in_place(m, m.out_features, m.in_features)
+    return model
+
+
+def quantize_checkpoint(model: Module, weights: Mapping[str, Any]) -> dict[str, Any]:
+    """Float weights (under the graph's names, after the model recorded a graph) with every Q8_0 projection's
+    weight replaced by its int8 values and scales; a weight already int8 with its scale is kept as it is."""
+    out = dict(weights)
+    for m, transposed in _projections(model):
+        if not is_quantized(m) or m._path is None:
+            continue
+        name = m._path + "weight"
+        if name not in out or (name + SCALE_SUFFIX in out and np.asarray(out[name]).dtype == np.int8):
+            continue  # missing: reported by the caller's unbound-weight check
+        w = np.asarray(out[name])
+        out[name], out[name + SCALE_SUFFIX] = quantize_q8_0(w.T if transposed else w)
+    return out
+
+
+__all__ = ["quantize_checkpoint", "quantize_modules"]
