@@ -24,6 +24,7 @@ import luminal as lm
 from luminal.gateway.app import create_app
 from luminal.gateway.settings import Settings
 from luminal.scheduler.compile_celery import CeleryCompileRunner
+from luminal.scheduler.compile_outcome import record_outcome
 from luminal.scheduler.compile_tasks import QUEUE, TEST_HOLD_ENV, CeleryCompileConfig
 from tests.gateway.conftest import deploy_and_wait, tiny_graph, upload
 from tests.scheduler.queue_fixtures import REDIS_URL
@@ -170,6 +171,24 @@ def test_a_worker_killed_mid_compile_has_its_job_redelivered_and_finished_once(
     assert _status(db, deployment_id) == (status, error, program_key)  # nothing ran it again
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_compile_process_killed_alone_is_requeued_to_its_worker(workers, runner, stores, hold_dir):  # noqa: F811
+    """The OOM killer ends the pool child, not the worker: the task is rejected back to the queue at once."""
+    db, artifacts, deployment_id = stores
+    (hold_dir / "hold").touch()
+    workers()
+    runner.submit(deployment_id)
+    _wait_for(lambda: _started(hold_dir), "the worker to start the compile")
+    child_pid = int(_started(hold_dir)[0].rsplit("-", 1)[1])
+    os.kill(child_pid, signal.SIGKILL)
+    (hold_dir / "hold").unlink()
+    runner.drain(timeout=120)
+    status, error, program_key = _status(db, deployment_id)
+    assert (status, error) == ("ready", None) and artifacts.exists(program_key)
+    assert len(_started(hold_dir)) == 2  # run again, by a fresh pool child
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the kill test covers PostgreSQL
 def test_a_failing_compile_is_recorded_failed_and_not_redelivered(workers, runner, stores, hold_dir, celery_settings):  # noqa: F811
     db, artifacts, deployment_id = stores
     with db.session() as s:  # the graph file is lost: the compiler cannot read it
@@ -184,6 +203,7 @@ def test_a_failing_compile_is_recorded_failed_and_not_redelivered(workers, runne
     assert len(_started(hold_dir)) == 1  # one delivery
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_compile_that_keeps_killing_its_worker_is_failed_after_its_last_attempt(
     workers,
     runner,
@@ -208,3 +228,26 @@ def _graph_key(session, deployment_id: int) -> str:
     from luminal.gateway.store import deployments as deployment_store
 
     return deployment_store.load_for_compile(session, deployment_id).model_version.artifact_key
+
+
+def test_of_two_overlapping_runs_the_first_outcome_is_kept(stores):  # noqa: F811
+    db, _, deployment_id = stores
+    with db.session() as s:
+        assert record_outcome(s, deployment_id, "first-program", None)
+    with db.session() as s:  # a redelivered run that compiled too: its result is discarded
+        assert not record_outcome(s, deployment_id, None, "RuntimeError: second run")
+    assert _status(db, deployment_id) == ("ready", None, "first-program")
+
+
+def test_compile_worker_refuses_to_start_without_a_redis_broker(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from luminal.cli.main import app
+
+    for name in ("LUMINAL_QUEUE_URL", "LUMINAL_COMPILE_BROKER_URL"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(app, ["compile-worker", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 1 and "needs a Redis broker" in result.output
+    monkeypatch.setenv("LUMINAL_COMPILE_BROKER_URL", "amqp://guest@localhost//")
+    result = CliRunner().invoke(app, ["compile-worker", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 1 and "need a Redis broker" in result.output
