@@ -251,3 +251,8 @@ def test_compile_worker_refuses_to_start_without_a_redis_broker(tmp_path, monkey
     monkeypatch.setenv("LUMINAL_COMPILE_BROKER_URL", "amqp://guest@localhost//")
     result = CliRunner().invoke(app, ["compile-worker", "--data-dir", str(tmp_path)])
     assert result.exit_code == 1 and "need a Redis broker" in result.output
+
+
+def test_the_celery_runner_refuses_a_missing_broker():
+    with pytest.raises(ValueError, match="LUMINAL_COMPILE_BROKER_URL or LUMINAL_QUEUE_URL"):
+        CeleryCompileRunner(None, CeleryCompileConfig("", "lm", 60.0, 3))
