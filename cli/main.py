@@ -1,5 +1,6 @@
 """The `luminal` command: `serve` runs the embedded platform; `deploy` uploads a model and waits for its compile;
-`login`, `models`, `deployments`, `keys`, `admin`, `predict` and `compile` are registered from their own modules.
+`login`, `models`, `deployments`, `keys`, `admin`, `predict`, `compile` and `compile-worker` are registered from
+their own modules.
 
 Client commands read the server and key from --url / --api-key, else $LUMINAL_URL / $LUMINAL_API_KEY, else the
 config file `luminal login` writes (see cli/config.py). Errors print one line and exit with status 1.
@@ -18,6 +19,7 @@ from luminal.cli import admin, deployments, keys, llm, login, models, predict
 from luminal.cli import compile as compile_command
 from luminal.cli.client import ClientError
 from luminal.cli.common import KeyOption, UrlOption, err, fail, out
+from luminal.cli.compile_worker import compile_worker
 from luminal.cli.config import connect
 
 __all__ = ["KeyOption", "UrlOption", "app", "err", "fail", "main", "out"]  # other command modules import these
@@ -155,6 +157,7 @@ app.command()(predict.predict)
 app.command()(llm.complete)
 app.command()(llm.chat)
 app.command(name="compile")(compile_command.compile_file)
+app.command(name="compile-worker")(compile_worker)
 
 
 def main() -> None:

@@ -59,6 +59,11 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     artifacts = LocalArtifactStore(settings.artifacts_dir)
     if settings.compile_runner == "thread":
         compiles = ThreadCompileRunner(db, artifacts, settings.spool_dir, settings.compile_workers)
+    elif settings.compile_runner == "celery":
+        from luminal.scheduler.compile_celery import CeleryCompileRunner  # Celery only where it is chosen
+        from luminal.scheduler.compile_tasks import CeleryCompileConfig
+
+        compiles = CeleryCompileRunner(db, CeleryCompileConfig.from_settings(settings))
     else:
         compiles = ProcessCompileRunner(
             db, settings.resolved_database_url, settings.artifacts_dir, settings.spool_dir, settings.compile_workers

@@ -1,7 +1,8 @@
 """Compile jobs: a deployment's model version compiled for its target, the program stored as an artifact, and
 the outcome (`ready`, or `failed` with the compiler's message) written back to the deployment.
 
-The runner is an interface so a Celery runner can take the jobs in the distributed setup. The embedded default,
+The runner is an interface: `CeleryCompileRunner` (scheduler/compile_celery.py) sends the jobs to Celery workers in
+the distributed setup (`LUMINAL_COMPILE_RUNNER=celery`). The embedded default,
 `ProcessCompileRunner`, runs them in a small pool of child processes: a compile is seconds of CPU-bound Python
 that would otherwise share the GIL with request handling, and a compiler crash (or the OOM killer) takes down a
 child, which fails that one deployment with the reason, never the gateway. `ThreadCompileRunner` runs them in
@@ -22,6 +23,7 @@ from typing import Protocol
 import luminal as lm
 from luminal.compiler.artifact import save_program
 from luminal.llm_package import is_llm_package
+from luminal.scheduler.compile_outcome import record_outcome
 from luminal.scheduler.generation.language_model import compile_package
 from luminal.store import deployments as deployment_store
 from luminal.store.artifacts import ArtifactStore, sha256_file
@@ -43,7 +45,9 @@ class CompileRunner(Protocol):
 
 
 def compile_deployment(db: Database, artifacts: ArtifactStore, deployment_id: int, spool_dir: Path) -> None:
-    """Run one compile job to its end; every outcome, errors included, is recorded on the deployment."""
+    """Run one compile job to its end; every outcome, errors included, is recorded on the deployment, once: a job
+    that finds its deployment no longer `compiling` (deleted, or finished by an earlier run) does nothing, and of
+    two overlapping runs only the first outcome is kept (see compile_outcome.py)."""
     with db.session() as session:
         row = deployment_store.load_for_compile(session, deployment_id)
         if row is None or row.status != deployment_store.COMPILING:
@@ -60,10 +64,10 @@ def compile_deployment(db: Database, artifacts: ArtifactStore, deployment_id: in
         log.info("compile of deployment %s failed", deployment_id, exc_info=True)
         error = f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]
     with db.session() as session:
-        recorded = deployment_store.finish_compile(session, deployment_id, program_key, error)
+        recorded = record_outcome(session, deployment_id, program_key, error)
         orphan = program_key is not None and not recorded and program_key in unreferenced(session, {program_key})
     if orphan:
-        artifacts.delete(program_key)  # the deployment was deleted while compiling
+        artifacts.delete(program_key)  # deleted while compiling (or another run's program, stored under another key)
 
 
 def _compile_file(source: Path, target: str, out: Path) -> None:
@@ -147,9 +151,7 @@ class ProcessCompileRunner:
         log.error("compile job of deployment %s crashed", deployment_id, exc_info=error)
         reason = "the compile process died (out of memory?)" if isinstance(error, BrokenProcessPool) else str(error)
         with self.db.session() as session:  # the job could not record its own outcome: record it here
-            row = deployment_store.load_for_compile(session, deployment_id)
-            if row is not None and row.status == deployment_store.COMPILING:
-                deployment_store.finish_compile(session, deployment_id, None, f"{type(error).__name__}: {reason}")
+            record_outcome(session, deployment_id, None, f"{type(error).__name__}: {reason}")
 
     def drain(self, timeout: float | None = None) -> None:
         with self._lock:

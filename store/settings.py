@@ -46,8 +46,22 @@ class Settings(BaseSettings):
     # Compiles are CPU-heavy and run beside request handling; one at a time keeps inference responsive.
     compile_workers: int = Field(default=1, ge=1, le=64, description="concurrent compile jobs")
     # "process": compile jobs in child processes (the default: a compile neither holds the gateway's GIL nor can
-    # crash it); "thread": in this process.
-    compile_runner: str = Field(default="process", pattern="^(process|thread)$", description="process or thread")
+    # crash it); "thread": in this process; "celery": sent to Celery workers (`luminal compile-worker`) on the
+    # Redis broker at compile_broker_url, for compiles that run on other machines than the gateway.
+    compile_runner: str = Field(
+        default="process", pattern="^(process|thread|celery)$", description="process, thread or celery"
+    )
+    # Empty means queue_url: the Redis that carries the request queues carries the compile tasks too.
+    compile_broker_url: str = Field(default="", description="Celery broker (redis://host:port/db) of compile jobs")
+    # A compile task is acknowledged when it ends, so one whose worker died is redelivered, but only once it has
+    # gone unacknowledged this long; it must exceed the longest compile (an LLM's can take many minutes), or a
+    # second worker starts the same compile beside the first (harmless, the first outcome wins, but wasted work).
+    compile_visibility_timeout_s: float = Field(
+        default=4 * 3600.0, gt=0, le=7 * 86400, description="seconds before an unacknowledged compile is redelivered"
+    )
+    # A compile that kills its worker every time (out of memory) is failed after this many deliveries, not
+    # redelivered forever.
+    compile_max_attempts: int = Field(default=3, ge=1, le=100, description="deliveries of one compile job")
     # /metrics names every tenant's models, so a reachable gateway should guard it; unset, it is open (the
     # embedded single-user default). At least 16 characters: it is a shared secret, not a password to remember.
     metrics_token: str | None = Field(default=None, min_length=16, description="bearer token that /metrics requires")
@@ -148,6 +162,10 @@ class Settings(BaseSettings):
     @cached_property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'luminal.db'}"
+
+    @property
+    def resolved_compile_broker_url(self) -> str:
+        return self.compile_broker_url or self.queue_url
 
     @property
     def artifacts_dir(self) -> Path:
