@@ -1,7 +1,8 @@
 """Where uploaded graphs and compiled programs live: a content-addressed blob store behind a small Protocol.
 
 Keys are the sha256 of the content, so identical uploads share one blob and a key can never name different
-bytes. The local-directory backend is the embedded default; an S3 backend implements the same methods.
+bytes. The backend is chosen by URL (`ArtifactLocation`, from LUMINAL_ARTIFACT_URL): the local directory is the
+embedded default; `artifacts_s3.py` keeps them in S3 behind the same methods.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import hashlib
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -131,3 +133,44 @@ def _still_stored(path: Path) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+@dataclass(frozen=True)
+class ArtifactLocation:
+    """Where the artifacts are, as plain values a child process can be handed (Settings.artifact_location)."""
+
+    url: str  # empty = default_dir; a path or file:///path = that directory; s3://bucket/prefix = S3
+    default_dir: Path
+    cache_dir: Path  # this machine's read-through cache of a remote store
+    part_size: int  # multipart upload and ranged download part size of a remote store
+
+    def open(self) -> ArtifactStore:
+        kind, where, prefix = parse_artifact_url(self.url)
+        if kind == "s3":
+            from luminal.store.artifacts_s3 import S3ArtifactStore  # boto3 is imported only where S3 is used
+
+            return S3ArtifactStore(where, prefix, self.cache_dir, self.part_size)
+        return LocalArtifactStore(Path(where) if where else self.default_dir)
+
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")  # S3's bucket naming rules
+_PREFIX = re.compile(r"[A-Za-z0-9!_.*'()\-]+(/[A-Za-z0-9!_.*'()\-]+)*")  # S3's safe key characters
+
+
+def parse_artifact_url(url: str) -> tuple[str, str, str]:
+    """("local", directory or "" for the default, "") or ("s3", bucket, prefix); ValueError naming the defect."""
+    if not url:
+        return "local", "", ""
+    if url.startswith("s3://"):
+        bucket, _, prefix = url[len("s3://") :].partition("/")
+        prefix = prefix.strip("/")
+        if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+            raise ValueError(f"artifact URL {url!r}: {bucket!r} is not a valid S3 bucket name")
+        if prefix and (not _PREFIX.fullmatch(prefix) or any(part in {".", ".."} for part in prefix.split("/"))):
+            raise ValueError(f"artifact URL {url!r}: the prefix may hold only letters, digits, / and !_.*'()-")
+        return "s3", bucket, prefix
+    if url.startswith("file://"):
+        url = url[len("file://") :]
+    if "://" in url or not url.startswith("/"):
+        raise ValueError(f"artifact URL {url!r}: expected s3://bucket/prefix, file:///absolute/path or /absolute/path")
+    return "local", url, ""
