@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import tempfile
 from pathlib import Path
 
-from luminal.store.artifacts import sha256_file
+from luminal.store.artifacts import blob_path, sha256_file
 
 log = logging.getLogger(__name__)
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class ArtifactCorrupt(RuntimeError):
@@ -30,9 +28,7 @@ class VerifiedCache:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def path(self, key: str) -> Path:
-        if not _SHA256.fullmatch(key):  # keys come from our database, but never let one escape the root
-            raise ValueError(f"not an artifact key: {key!r:.80}")
-        return self.root / key[:2] / key
+        return blob_path(self.root, key)
 
     def get(self, key: str) -> Path | None:
         """The cached file when present and intact; a damaged one is deleted (the caller fetches it again)."""

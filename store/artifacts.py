@@ -45,6 +45,23 @@ class ArtifactStore(Protocol):
         ...
 
 
+def checked_key(key: str) -> str:
+    """`key` when it is an artifact key (64 lowercase hex digits); keys come from our database, but a malformed
+    one must never escape a store's root or name another object."""
+    if not _SHA256.fullmatch(key):
+        raise ValueError(f"not an artifact key: {key!r:.80}")
+    return key
+
+
+def is_artifact_key(name: str) -> bool:
+    return _SHA256.fullmatch(name) is not None
+
+
+def blob_path(root: Path, key: str) -> Path:
+    """Where a directory of blobs keeps `key`: root/ab/abcdef... (256 subfolders keep each folder small)."""
+    return root / key[:2] / checked_key(key)
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -61,9 +78,7 @@ class LocalArtifactStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def _path(self, key: str) -> Path:
-        if not _SHA256.fullmatch(key):  # keys come from our database, but never let one escape the root
-            raise ValueError(f"not an artifact key: {key!r:.80}")
-        return self.root / key[:2] / key
+        return blob_path(self.root, key)
 
     def put_file(self, path: Path, sha256: str) -> str:
         target = self._path(sha256)

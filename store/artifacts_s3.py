@@ -12,15 +12,13 @@ its key before it is served or cached.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from luminal.store.artifact_cache import ArtifactCorrupt, VerifiedCache
-from luminal.store.artifacts import sha256_file
+from luminal.store.artifacts import checked_key, is_artifact_key, sha256_file
 
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 MiB = 2**20
 
 
@@ -35,8 +33,7 @@ class S3ArtifactStore:
         self.transfer = TransferConfig(multipart_threshold=part_size, multipart_chunksize=part_size, max_concurrency=4)
 
     def _name(self, key: str) -> str:
-        if not _SHA256.fullmatch(key):  # keys come from our database, but never let one name another object
-            raise ValueError(f"not an artifact key: {key!r:.80}")
+        key = checked_key(key)
         return f"{self.prefix}/{key[:2]}/{key}" if self.prefix else f"{key[:2]}/{key}"
 
     def put_file(self, path: Path, sha256: str) -> str:
@@ -87,7 +84,7 @@ class S3ArtifactStore:
         for page in pages:
             for entry in page.get("Contents", []):
                 key = entry["Key"].rsplit("/", 1)[-1]
-                if _SHA256.fullmatch(key):
+                if is_artifact_key(key):
                     yield key, entry["LastModified"].timestamp()
 
     def delete_if_stored_before(self, key: str, cutoff: float) -> bool:
