@@ -12,6 +12,7 @@ its key before it is served or cached.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,8 +112,10 @@ class S3ArtifactStore:
         if self._head(name) is None:
             return False
         source = {"Bucket": self.bucket, "Key": name}
+        # New metadata makes it a real change: a copy with nothing changed may be a no-op that keeps the old time.
+        stamp = {"luminal-stored-at": f"{time.time():.3f}"}
         self.client.copy_object(
-            Bucket=self.bucket, Key=name, CopySource=source, MetadataDirective="REPLACE", Metadata={}
+            Bucket=self.bucket, Key=name, CopySource=source, MetadataDirective="REPLACE", Metadata=stamp
         )
         return True
 

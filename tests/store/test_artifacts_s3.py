@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,17 @@ def test_the_orphan_sweep_reads_ages_from_the_bucket(s3_env, tmp_path):
     assert not store.exists(key) and list(store.stored()) == []
 
 
+def test_storing_again_renews_the_age_the_orphan_sweep_reads(s3_env, tmp_path):
+    # A blob uploaded again may be the first step of a new reference: the sweep's last check must see it young.
+    store = open_store(s3_env, tmp_path / "cache")
+    key = store.put_bytes(b"shared blob")
+    ((_, first),) = list(store.stored())
+    time.sleep(2.1)  # S3 times may have whole seconds; not a race: only "later than before" matters
+    assert store.put_bytes(b"shared blob") == key
+    assert not store.delete_if_stored_before(key, first + 0.5)  # stored again after the cutoff: spared
+    assert store.exists(key)
+
+
 def test_wrong_keys_are_refused_by_the_server(s3_env, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret-0123456789abcdefghijkl")
     store = open_store(s3_env, tmp_path / "cache")
@@ -179,6 +191,12 @@ def test_artifact_urls(url, parsed):
 def test_bad_artifact_urls_are_refused_naming_the_problem(monkeypatch, url, problem):
     monkeypatch.setenv("LUMINAL_ARTIFACT_URL", url)
     with pytest.raises(ValidationError, match=problem):
+        Settings()
+
+
+def test_a_part_size_s3_would_refuse_is_refused(monkeypatch):
+    monkeypatch.setenv("LUMINAL_ARTIFACT_PART_SIZE", str(4 * MiB))  # S3's smallest part (but the last) is 5 MiB
+    with pytest.raises(ValidationError, match="artifact_part_size"):
         Settings()
 
 
