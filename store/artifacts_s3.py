@@ -11,6 +11,7 @@ its key before it is served or cached.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -48,8 +49,6 @@ class S3ArtifactStore:
         return sha256
 
     def put_bytes(self, data: bytes) -> str:
-        import hashlib
-
         key = hashlib.sha256(data).hexdigest()
         name = self._name(key)
         if not self._mark_stored(name):
