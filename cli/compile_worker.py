@@ -48,7 +48,7 @@ def compile_worker(
         app = make_celery_app(config)
     except ValueError as e:
         fail(str(e))
-    stores = WorkerStores(settings.resolved_database_url, settings.artifacts_dir, settings.spool_dir)
+    stores = WorkerStores(settings.resolved_database_url, settings.artifact_location, settings.spool_dir)
     register_compile_task(app, config, stores)
     argv = ["worker", f"--concurrency={concurrency}", f"--loglevel={loglevel}", f"--queues={QUEUE}"]
     # A node name of its own (several workers may share a host); no mingle or gossip: workers need no peers.

@@ -41,7 +41,7 @@ from luminal.scheduler.registry import WorkerRegistry, open_registry
 from luminal.scheduler.usage_journal import UsageJournal, replay
 from luminal.scheduler.worker_spec import WorkerSpec, ready_specs
 from luminal.store import deployments as deployment_store
-from luminal.store.artifacts import LocalArtifactStore
+from luminal.store.artifacts import ArtifactStore
 from luminal.store.database import Database, migrate
 from luminal.store.settings import Settings
 from luminal.store.tenant_admin import constrained_tenants
@@ -56,7 +56,7 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.resolved_database_url)
     migrate(db.engine)
-    artifacts = LocalArtifactStore(settings.artifacts_dir)
+    artifacts = settings.artifact_location.open()
     if settings.compile_runner == "thread":
         compiles = ThreadCompileRunner(db, artifacts, settings.spool_dir, settings.compile_workers)
     elif settings.compile_runner == "celery":
@@ -66,7 +66,7 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
         compiles = CeleryCompileRunner(db, CeleryCompileConfig.from_settings(settings))
     else:
         compiles = ProcessCompileRunner(
-            db, settings.resolved_database_url, settings.artifacts_dir, settings.spool_dir, settings.compile_workers
+            db, settings.resolved_database_url, settings.artifact_location, settings.spool_dir, settings.compile_workers
         )
     with db.session() as session:
         bootstrap_key = ensure_bootstrap_tenant(session, settings.bootstrap_key)
@@ -84,7 +84,7 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
 
 
 def _start_scheduler(
-    settings: Settings, db: Database, artifacts: LocalArtifactStore
+    settings: Settings, db: Database, artifacts: ArtifactStore
 ) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger | None]:
     queue = open_queue(settings.queue_url, settings.queue_namespace)
     registry = open_registry(settings.queue_url, settings.queue_namespace)

@@ -93,6 +93,8 @@ class LocalProcessWorkers:
             LUMINAL_QUEUE_URL=self.settings.queue_url,
             LUMINAL_QUEUE_NAMESPACE=self.settings.queue_namespace,
             LUMINAL_GPU_PRICES_PER_SECOND=json.dumps(self.settings.gpu_prices_per_second),
+            LUMINAL_ARTIFACT_URL=self.settings.artifact_url,
+            LUMINAL_ARTIFACT_CACHE_DIR=str(self.settings.artifact_location.cache_dir),
         )
         command = [sys.executable, "-m", "luminal.scheduler.worker_process", str(spec.deployment_id), worker_id, device]
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)

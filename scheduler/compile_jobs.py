@@ -26,7 +26,7 @@ from luminal.llm_package import is_llm_package
 from luminal.scheduler.compile_outcome import record_outcome
 from luminal.scheduler.generation.language_model import compile_package
 from luminal.store import deployments as deployment_store
-from luminal.store.artifacts import ArtifactStore, sha256_file
+from luminal.store.artifacts import ArtifactLocation, ArtifactStore, sha256_file
 from luminal.store.database import Database
 from luminal.store.models import unreferenced
 
@@ -101,21 +101,19 @@ class ThreadCompileRunner:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _compile_in_child(database_url: str, artifacts_dir: str, spool_dir: str, deployment_id: int) -> None:
+def _compile_in_child(database_url: str, artifacts: ArtifactLocation, spool_dir: str, deployment_id: int) -> None:
     """A compile job in a pool process: its own database engine and artifact store, from plain values."""
-    from luminal.store.artifacts import LocalArtifactStore
-
     db = Database(database_url)
     try:
-        compile_deployment(db, LocalArtifactStore(Path(artifacts_dir)), deployment_id, Path(spool_dir))
+        compile_deployment(db, artifacts.open(), deployment_id, Path(spool_dir))
     finally:
         db.dispose()
 
 
 class ProcessCompileRunner:
-    def __init__(self, db: Database, database_url: str, artifacts_dir: Path, spool_dir: Path, workers: int = 1):
+    def __init__(self, db: Database, database_url: str, artifacts: ArtifactLocation, spool_dir: Path, workers: int = 1):
         self.db, self.database_url = db, database_url
-        self.artifacts_dir, self.spool_dir, self.workers = artifacts_dir, spool_dir, workers
+        self.artifacts, self.spool_dir, self.workers = artifacts, spool_dir, workers
         self._pool: ProcessPoolExecutor | None = None  # started by the first job: a platform may never compile
         self._lock = threading.Condition()
         self._futures: set[Future] = set()  # until their outcome is recorded (after the future itself is done)
@@ -127,7 +125,7 @@ class ProcessCompileRunner:
         return self._pool
 
     def submit(self, deployment_id: int) -> None:
-        args = (self.database_url, str(self.artifacts_dir), str(self.spool_dir), deployment_id)
+        args = (self.database_url, self.artifacts, str(self.spool_dir), deployment_id)
         with self._lock:
             try:
                 future = self._executor().submit(_compile_in_child, *args)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from luminal.scheduler.compile_jobs import compile_deployment
 from luminal.scheduler.compile_outcome import record_outcome
 from luminal.store import deployments as deployment_store
-from luminal.store.artifacts import LocalArtifactStore
+from luminal.store.artifacts import ArtifactLocation, ArtifactStore
 from luminal.store.database import Database
 
 if TYPE_CHECKING:
@@ -93,8 +93,8 @@ class WorkerStores:
     """The metadata store and artifacts a worker process compiles against, opened on its first task (after the
     prefork pool forked it: an engine must not cross a fork)."""
 
-    def __init__(self, database_url: str, artifacts_dir: Path, spool_dir: Path):
-        self.database_url, self.artifacts_dir, self.spool_dir = database_url, artifacts_dir, spool_dir
+    def __init__(self, database_url: str, artifacts: ArtifactLocation, spool_dir: Path):
+        self.database_url, self.artifact_location, self.spool_dir = database_url, artifacts, spool_dir
         self._db: Database | None = None
 
     @property
@@ -103,8 +103,8 @@ class WorkerStores:
             self._db = Database(self.database_url)
         return self._db
 
-    def artifacts(self) -> LocalArtifactStore:
-        return LocalArtifactStore(self.artifacts_dir)
+    def artifacts(self) -> ArtifactStore:
+        return self.artifact_location.open()  # the local directory, or S3 through this machine's cache
 
 
 def register_compile_task(app: Celery, config: CeleryCompileConfig, stores: WorkerStores) -> None:

@@ -16,7 +16,6 @@ from luminal.scheduler.queues import open_queue
 from luminal.scheduler.registry import open_registry
 from luminal.scheduler.worker import Worker
 from luminal.scheduler.worker_spec import spec_for
-from luminal.store.artifacts import LocalArtifactStore
 from luminal.store.database import Database
 from luminal.store.settings import Settings
 
@@ -40,7 +39,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     queue = open_queue(settings.queue_url, settings.queue_namespace)
     registry = open_registry(settings.queue_url, settings.queue_namespace)
-    programs = ProgramCache(LocalArtifactStore(settings.artifacts_dir).local_path, max_loaded=1)
+    programs = ProgramCache(settings.artifact_location.open().local_path, max_loaded=1)
     # Written before each batch's answers are released, not buffered: a killed worker process loses no billing,
     # and in its own process the write competes with no gateway thread for the GIL.
     ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)

@@ -1,7 +1,8 @@
 """Where uploaded graphs and compiled programs live: a content-addressed blob store behind a small Protocol.
 
 Keys are the sha256 of the content, so identical uploads share one blob and a key can never name different
-bytes. The local-directory backend is the embedded default; an S3 backend implements the same methods.
+bytes. The backend is chosen by URL (`ArtifactLocation`, from LUMINAL_ARTIFACT_URL): the local directory is the
+embedded default; `artifacts_s3.py` keeps them in S3 behind the same methods.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import hashlib
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -43,6 +45,23 @@ class ArtifactStore(Protocol):
         ...
 
 
+def checked_key(key: str) -> str:
+    """`key` when it is an artifact key (64 lowercase hex digits); keys come from our database, but a malformed
+    one must never escape a store's root or name another object."""
+    if not _SHA256.fullmatch(key):
+        raise ValueError(f"not an artifact key: {key!r:.80}")
+    return key
+
+
+def is_artifact_key(name: str) -> bool:
+    return _SHA256.fullmatch(name) is not None
+
+
+def blob_path(root: Path, key: str) -> Path:
+    """Where a directory of blobs keeps `key`: root/ab/abcdef... (256 subfolders keep each folder small)."""
+    return root / key[:2] / checked_key(key)
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -59,9 +78,7 @@ class LocalArtifactStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def _path(self, key: str) -> Path:
-        if not _SHA256.fullmatch(key):  # keys come from our database, but never let one escape the root
-            raise ValueError(f"not an artifact key: {key!r:.80}")
-        return self.root / key[:2] / key
+        return blob_path(self.root, key)
 
     def put_file(self, path: Path, sha256: str) -> str:
         target = self._path(sha256)
@@ -131,3 +148,44 @@ def _still_stored(path: Path) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+@dataclass(frozen=True)
+class ArtifactLocation:
+    """Where the artifacts are, as plain values a child process can be handed (Settings.artifact_location)."""
+
+    url: str  # empty = default_dir; a path or file:///path = that directory; s3://bucket/prefix = S3
+    default_dir: Path
+    cache_dir: Path  # this machine's read-through cache of a remote store
+    part_size: int  # multipart upload and ranged download part size of a remote store
+
+    def open(self) -> ArtifactStore:
+        kind, where, prefix = parse_artifact_url(self.url)
+        if kind == "s3":
+            from luminal.store.artifacts_s3 import S3ArtifactStore  # boto3 is imported only where S3 is used
+
+            return S3ArtifactStore(where, prefix, self.cache_dir, self.part_size)
+        return LocalArtifactStore(Path(where) if where else self.default_dir)
+
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")  # S3's bucket naming rules
+_PREFIX = re.compile(r"[A-Za-z0-9!_.*'()\-]+(/[A-Za-z0-9!_.*'()\-]+)*")  # S3's safe key characters
+
+
+def parse_artifact_url(url: str) -> tuple[str, str, str]:
+    """("local", directory or "" for the default, "") or ("s3", bucket, prefix); ValueError naming the defect."""
+    if not url:
+        return "local", "", ""
+    if url.startswith("s3://"):
+        bucket, _, prefix = url[len("s3://") :].partition("/")
+        prefix = prefix.strip("/")
+        if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+            raise ValueError(f"artifact URL {url!r}: {bucket!r} is not a valid S3 bucket name")
+        if prefix and (not _PREFIX.fullmatch(prefix) or any(part in {".", ".."} for part in prefix.split("/"))):
+            raise ValueError(f"artifact URL {url!r}: the prefix may hold only letters, digits, / and !_.*'()-")
+        return "s3", bucket, prefix
+    if url.startswith("file://"):
+        url = url[len("file://") :]
+    if "://" in url or not url.startswith("/"):
+        raise ValueError(f"artifact URL {url!r}: expected s3://bucket/prefix, file:///absolute/path or /absolute/path")
+    return "local", url, ""

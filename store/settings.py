@@ -5,8 +5,10 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from luminal.store.artifacts import ArtifactLocation, parse_artifact_url
 
 MiB = 2**20
 
@@ -158,6 +160,31 @@ class Settings(BaseSettings):
     # database orphans it. Younger ones may belong to an upload, compile or prediction committing its row.
     orphan_grace_s: float = Field(default=3600.0, ge=60, description="age before an unreferenced blob is removed")
     sweep_interval_s: float = Field(default=300.0, gt=0, description="seconds between retention sweeps")
+
+    # Empty means the embedded default: a folder under data_dir. s3://bucket/prefix when gateways and workers run
+    # on several machines (the bucket must exist; boto3 reads AWS_ENDPOINT_URL, the keys and the region itself).
+    artifact_url: str = Field(
+        default="", description="artifact store: empty = data_dir/artifacts; /path or file:///path; s3://bucket/prefix"
+    )
+    # Each machine's verified copies of a remote store's blobs: on a disk that outlives the worker, so a worker
+    # that starts again does not download its program again. Empty means data_dir/artifact-cache.
+    artifact_cache_dir: Path | None = Field(default=None, description="local read-through cache of remote artifacts")
+    # Larger files go up to S3 in parts of this size (and come down as ranged reads of it). S3 refuses parts under
+    # 5 MiB (but the last) and allows 10,000 parts: 64 MiB parts hold files up to 625 GiB.
+    artifact_part_size: int = Field(
+        default=64 * MiB, ge=5 * MiB, le=5 * 1024 * MiB, description="S3 multipart part size in bytes"
+    )
+
+    @field_validator("artifact_url")
+    @classmethod
+    def _artifact_url_is_known(cls, url: str) -> str:
+        parse_artifact_url(url)  # raises ValueError naming what is wrong
+        return url
+
+    @property
+    def artifact_location(self) -> ArtifactLocation:
+        cache = self.artifact_cache_dir or self.data_dir / "artifact-cache"
+        return ArtifactLocation(self.artifact_url, self.artifacts_dir, cache, self.artifact_part_size)
 
     @cached_property
     def resolved_database_url(self) -> str:

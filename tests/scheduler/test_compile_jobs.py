@@ -98,7 +98,7 @@ def _die(*_args) -> None:
 def test_a_compile_process_that_dies_fails_its_deployment_and_the_next_job_runs(settings, stores, monkeypatch):
     db, _, deployment_id = stores
     runner = compile_jobs.ProcessCompileRunner(
-        db, settings.resolved_database_url, settings.artifacts_dir, settings.spool_dir
+        db, settings.resolved_database_url, settings.artifact_location, settings.spool_dir
     )
     try:
         monkeypatch.setattr(compile_jobs, "_compile_in_child", _die)  # pickled by name: the child imports _die
