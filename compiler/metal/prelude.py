@@ -99,13 +99,13 @@ template <class T> {INLINE} uint64_t lm_bits(T v) {{ return (uint64_t)v; }}
 {INLINE} float lm_unbits(uint64_t b, float) {{ return as_type<float>((uint)b); }}
 template <class T> {INLINE} T lm_unbits(uint64_t b, T) {{ return (T)b; }}
 /* Every thread of the threadgroup gets the fold of all their values; `scratch` is the kernel's lm_scratch. */
-template <class T, class F> {INLINE} T lm_block_fold_in(T v, F f, threadgroup uint64_t* scratch, uint tid, uint threads) {{
+template <class T, class F> {INLINE} T lm_block_fold_in(T v, F f, threadgroup uint64_t* scratch, uint tid, uint n) {{
   v = lm_warp_fold(v, f);
   {METAL.barrier}
   if ((tid & {METAL.simd_width - 1}) == 0) scratch[tid / {METAL.simd_width}] = lm_bits(v);
   {METAL.barrier}
   T r = lm_unbits(scratch[0], v);
-  for (uint w = 1; w < (threads + {METAL.simd_width - 1}) / {METAL.simd_width}; w++) r = f(r, lm_unbits(scratch[w], v));
+  for (uint w = 1; w < (n + {METAL.simd_width - 1}) / {METAL.simd_width}; w++) r = f(r, lm_unbits(scratch[w], v));
   return r;
 }}
 #define lm_block_fold(v, f) lm_block_fold_in(v, f, lm_scratch, threadIdx.x, blockDim.x)
