@@ -4,6 +4,7 @@ barriers, SIMD shuffles; deterministic; what MSL lacks refused by name; every Ap
 import pytest
 
 import luminal as lm
+from luminal.compiler.artifact import ArtifactError, load_program, program_to_bytes
 from luminal.compiler.dialects import METAL
 from luminal.compiler.metal.program import MetalUnsupported, refuse_what_msl_lacks
 from luminal.compiler.targets import TARGETS
@@ -59,3 +60,13 @@ def test_a_kernel_with_more_buffers_than_metal_binds_is_refused():
     with pytest.raises(MetalUnsupported, match=f"at most {METAL.max_buffers} buffer arguments"):
         lm.compile(g, "m2", cache=False)
     assert "lm_run" in lm.compile(g, "cpu", cache=False).source  # the CPU has no such limit
+
+
+def test_a_metal_program_survives_the_artifact_round_trip():
+    g, _ = CASES["softmax_layernorm"]()
+    program = lm.compile(g, "m2", cache=False)
+    blob = program_to_bytes(program)
+    back = load_program(blob, "m2")
+    assert back.target == "m2" and back.source == program.source and program_to_bytes(back) == blob
+    with pytest.raises(ArtifactError, match="target"):
+        load_program(blob, "h100")  # its source is MSL, not CUDA
