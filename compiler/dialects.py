@@ -116,6 +116,10 @@ class MetalDialect(CDialect):
         "long long": "MSL spells its 64-bit integer long (int64_t); long long is reserved",
         "atomic_long": "MSL has no 64-bit atomics",
         "__int128": "MSL has no 128-bit integers",
+        # CUDA spellings a shared kernel body could use that the MSL prelude does not define:
+        "asm": "MSL has no inline assembly (CUDA's PTX, e.g. tensor-core mma)",
+        "atomicAdd": "MSL's atomics are atomic_fetch_add_explicit on atomic types, not CUDA's atomicAdd",
+        "__ldg": "MSL has no read-only cache load intrinsic",
     }
 
     def buffer(self, slot: int, dtype: dt.DType, name: str, written: bool) -> str:

@@ -44,7 +44,7 @@ def test_every_apple_target_compiles(target):
     assert "kernel void" in source("elementwise", target)
 
 
-@pytest.mark.parametrize("spelling", ["double", "long long", "atomic_long"])
+@pytest.mark.parametrize("spelling", ["double", "long long", "atomic_long", "asm", "atomicAdd"])
 def test_what_msl_lacks_is_refused_by_name(spelling):
     with pytest.raises(MetalUnsupported, match=spelling):
         refuse_what_msl_lacks(f"kernel void k() {{ {spelling} x = 0; }}")
