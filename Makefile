@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test test-compiled test-cuda-shim test-cuda run quickstart lint format bench bench-gpu gpu-wheels clean
+.PHONY: test test-compiled test-cuda-shim test-metal-shim test-cuda run quickstart lint format bench bench-gpu gpu-wheels clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -31,6 +31,10 @@ test-compiled: $(STAMP)
 # generated CUDA means, checked without a GPU. Not part of `make test`: every block's threads are real threads.
 test-cuda-shim: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=h100-shim $(PY) -m pytest -q -n 2 tests/ops
+
+# The same for the MSL of the op suite compiled for m2, run on the CPU through the Metal shim (runtime/metal/shim.py).
+test-metal-shim: $(STAMP)
+	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=m2-shim $(PY) -m pytest -q -n 2 tests/ops
 
 # On a machine with an NVIDIA GPU: the CUDA runtime's device tests, then the op suite compiled for h100 and run on
 # the GPU, against the same torch results. Not part of `make test` (it needs CuPy and a device; without them the

@@ -2,7 +2,8 @@
 
 Every generator is the one C-like renderer (codegen_c.py's Emitter) in a dialect (compiler/dialects.py); the
 kinds differ in how kernels map onto the machine: C loops over OpenMP threads for the CPU, grids of CUDA thread
-blocks (compiler/cuda/) for NVIDIA GPUs. A loaded artifact's stored source is checked against this.
+blocks (compiler/cuda/) for NVIDIA GPUs, the same launches as Metal threadgroups (compiler/metal/) for Apple
+GPUs. A loaded artifact's stored source is checked against this.
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ def _cuda(kernels: ir.KernelProgram) -> str:
     return cuda_source(kernels)
 
 
-GENERATORS: dict[str, Callable[[ir.KernelProgram], str]] = {"cpu": _c, "cuda": _cuda}
+def _metal(kernels: ir.KernelProgram) -> str:
+    from luminal.compiler.metal.program import program_source as metal_source
+
+    return metal_source(kernels)
+
+
+GENERATORS: dict[str, Callable[[ir.KernelProgram], str]] = {"cpu": _c, "cuda": _cuda, "metal": _metal}
 
 
 def program_source(kernels: ir.KernelProgram, target: str) -> str:

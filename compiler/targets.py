@@ -70,10 +70,19 @@ TARGETS: dict[str, Target] = {
         # NVIDIA T4 datasheet: 16 GB GDDR6 at 320 GB/s, 8.1 TFLOPS fp32, 65 TFLOPS fp16 tensor (mixed precision),
         # 40 SMs; Turing (compute capability 7.5) has no bf16 tensor path and 64 KB of shared memory per block.
         Target("t4", "cuda", 320 * GB, 8.1 * TERA, 65 * TERA, 8.1 * TERA, 40, 64 * KB, 3e-6, 16 * GB),
-        # Apple M2 (10-core GPU) from Apple's launch figures: 100 GB/s unified memory, 3.6 TFLOPS, up to 24 GB.
-        # Apple GPUs run fp16 at the fp32 rate and have no separate matrix-unit peak; Metal allows 32 KB of
-        # threadgroup memory. A Metal dispatch costs more to issue than a graph-replayed CUDA kernel (~5 us, est.).
+        # Apple silicon, the base chip with its largest GPU. Apple publishes bandwidth and memory; the fp32 rate is
+        # cores x 128 ALUs x 2 FLOP x clock, as listed by nanoreview.info (M1), Apple's launch figure (M2) and
+        # hmc-tech.com (M3 at 1398 MHz, M4 at 1470 MHz). Apple GPUs run fp16 at the fp32 rate and have no separate
+        # matrix-unit peak; every family allows 32 KB of threadgroup memory. A Metal dispatch costs more to issue
+        # than a graph-replayed CUDA kernel (~5 us, est.).
+        # M1, 8-core GPU: LPDDR4X-4266 on 128 bits, 68.25 GB/s; 2.6 TFLOPS; up to 16 GB.
+        Target("m1", "metal", 68.25 * GB, 2.6 * TERA, 2.6 * TERA, 2.6 * TERA, 8, 32 * KB, 5e-6, 16 * GB),
+        # M2, 10-core GPU: 100 GB/s unified memory, 3.6 TFLOPS, up to 24 GB.
         Target("m2", "metal", 100 * GB, 3.6 * TERA, 3.6 * TERA, 3.6 * TERA, 10, 32 * KB, 5e-6, 24 * GB),
+        # M3, 10-core GPU: 100 GB/s, 3.58 TFLOPS, up to 24 GB.
+        Target("m3", "metal", 100 * GB, 3.58 * TERA, 3.58 * TERA, 3.58 * TERA, 10, 32 * KB, 5e-6, 24 * GB),
+        # M4, 10-core GPU: LPDDR5X-7500, 120 GB/s; 3.76 TFLOPS; up to 32 GB.
+        Target("m4", "metal", 120 * GB, 3.76 * TERA, 3.76 * TERA, 3.76 * TERA, 10, 32 * KB, 5e-6, 32 * GB),
     )
 }
 

@@ -10,7 +10,9 @@ name passed to `check` across the suite.
 With LUMINAL_OPCHECK_TARGET=cpu every variant runs through `lm.compile(g, target="cpu")` (generated C)
 instead of the reference interpreter, against the same torch results and tolerances; with h100-shim, through
 `lm.compile(g, target="h100")`, the generated CUDA run on the CPU by the host shim (runtime/cuda/shim.py); with
-h100, the same program run on a real GPU by the CUDA runtime (runtime/cuda/: needs CuPy and a device).
+h100, the same program run on a real GPU by the CUDA runtime (runtime/cuda/: needs CuPy and a device); with
+m2-shim, through `lm.compile(g, target="m2")`, the generated MSL run on the CPU by the Metal shim
+(runtime/metal/shim.py).
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ TOLERANCE = {  # (rtol, atol) by dtype: float32 to 1e-5, lower precisions to the
 }
 REDUCTION_RTOL = 1e-4
 # "cpu", "h100-shim", "h100-shim-buckets" (grids and arena of the dims' shape bucket, as a CUDA graph launches)
-# or "h100" (a real GPU through the CUDA runtime): run compiled programs
+# or "h100" (a real GPU through the CUDA runtime), or "m2-shim" (the MSL on the CPU): run compiled programs
 TARGET = os.environ.get("LUMINAL_OPCHECK_TARGET", "reference")
-COMPILED = TARGET in ("cpu", "h100-shim", "h100-shim-buckets", "h100")
+COMPILED = TARGET in ("cpu", "h100-shim", "h100-shim-buckets", "h100", "m2-shim")
 
 
 def run_compiled(g: lm.Graph, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -43,6 +45,10 @@ def run_compiled(g: lm.Graph, feed: dict[str, np.ndarray]) -> dict[str, np.ndarr
         from luminal.runtime.cuda.shim import ShimRuntime
 
         return ShimRuntime(buckets=TARGET.endswith("buckets")).load(lm.compile(g, target="h100")).run(feed)
+    if TARGET == "m2-shim":
+        from luminal.runtime.metal.shim import MetalShimRuntime
+
+        return MetalShimRuntime().load(lm.compile(g, target="m2")).run(feed)
     return lm.compile(g, target=TARGET).run(feed)  # h100: RuntimeUnavailable where CuPy sees no device
 
 

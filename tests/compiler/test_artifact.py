@@ -225,7 +225,7 @@ def _first(rows, kind):
         ("manifest.json", _json_edit(lambda m: m.update(format_version=99)), "format version"),
         ("manifest.json", _json_edit(lambda m: m.update(compiler_version="0+old")), "compiler version"),
         ("manifest.json", _json_edit(lambda m: m.update(target="h100")), "target h100"),  # its source is CUDA
-        ("manifest.json", _json_edit(lambda m: m.update(target="m2")), "target"),  # no Metal generator yet
+        ("manifest.json", _json_edit(lambda m: m.update(target="m2")), "target"),  # its source is C, not MSL
         ("manifest.json", _json_edit(lambda m: m.update(graph_hash="x")), "graph_hash"),
         ("kernels.json", _json_edit(lambda d: _first(d["values"], "apply").update(kind="pickle")), "value kind"),
         ("kernels.json", _json_edit(lambda d: _first(d["values"], "apply").update(op="System")), "unknown op"),

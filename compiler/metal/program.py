@@ -1,0 +1,66 @@
+"""The whole MSL source of a kernel program.
+
+A Metal program runs the CUDA launch plan (compiler/cuda/launch.py: a launch is `grid` threadgroups of `block`
+threads, its buffers in order, output first) with the CUDA generator's kernel bodies; each kernel's signature is
+Metal's: the buffers as `[[buffer(j)]]` arguments in launch order, then the dims block `D` (`constant`) and the
+status flag, then the dispatch's indices. The runtime (runtime/metal/) binds them in that order. Deterministic,
+like the CUDA source; a source that still spells something MSL lacks, or a kernel with more buffer arguments
+than Metal binds, is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+from luminal.compiler import ir
+from luminal.compiler.cuda import program as cuda_program
+from luminal.compiler.cuda.launch import Launch, launches
+from luminal.compiler.dialects import CUDA, METAL
+from luminal.compiler.metal.prelude import PRELUDE
+
+launch_plan = cuda_program.launch_plan  # the same launches: Metal dispatches threadgroups as CUDA launches blocks
+
+
+class MetalUnsupported(ValueError):
+    """The program needs something Metal does not have; the message names it."""
+
+
+def signature(launch: Launch, buffers: dict[str, ir.Buffer]) -> str:
+    params = [METAL.buffer(j, buffers[name].dtype, f"_q{j}", j == 0) for j, name in enumerate(launch.buffers)]
+    n = len(launch.buffers)
+    params += [f"constant int64_t* D [[buffer({n})]]", f"device int* lm_status [[buffer({n + 1})]]"]
+    params += [f"uint3 {name} [[{attribute}]]" for name, attribute in METAL.indices.items()]
+    return f"{METAL.kernel} {launch.kernel}({', '.join(params)}) {{"
+
+
+def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: list[str]) -> list[str]:
+    if len(launch.buffers) + 2 > METAL.max_buffers:
+        raise MetalUnsupported(
+            f"kernel {launch.kernel} takes {len(launch.buffers)} buffers plus the dims and status: Metal binds at "
+            f"most {METAL.max_buffers} buffer arguments per kernel"
+        )
+    lines = cuda_program.kernel_source(launch, k, p, symbols)
+    if not lines[0].startswith(CUDA.kernel):  # the shared body's first line is its CUDA signature
+        raise AssertionError(f"kernel {launch.kernel}: unexpected first line {lines[0]!r}")
+    head = [signature(launch, p.buffers)]
+    if any("lm_block_fold" in line for line in lines):  # threadgroup memory is declared at kernel scope
+        head.append(f"  {METAL.shared} uint64_t lm_scratch[{1024 // METAL.simd_width}];")
+    return head + lines[1:]
+
+
+def refuse_what_msl_lacks(source: str) -> None:
+    for spelling, why in METAL.lacks.items():
+        if re.search(rf"\b{spelling}\b", source):
+            raise MetalUnsupported(f"the generated MSL uses `{spelling}`: {why}")
+
+
+def program_source(p: ir.KernelProgram) -> str:
+    symbols = sorted(p.symbols)
+    parts = [PRELUDE]
+    for k in p.kernels:
+        for launch in launches(k, ir.buffers_in_order(k)):
+            comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} threadgroups of {launch.block} threads */"
+            parts.append("\n".join([comment, *kernel_source(launch, k, p, symbols)]))
+    source = "\n\n".join(parts) + "\n"
+    refuse_what_msl_lacks(source)
+    return source

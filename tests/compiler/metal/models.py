@@ -1,0 +1,61 @@
+"""The test models the Metal checks compile beside the CUDA tests' cases (tests/compiler/cuda/graphs.py): a
+MiniLM-shaped BERT encoder, and a Llama decoder's prefill and decode step (float32, and the step in bfloat16),
+all tiny, with random weights and their feeds."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+import luminal as lm
+from luminal.nn.models.bert import BertConfig, bert_graph
+from luminal.nn.models.generation import decoder_graphs
+from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
+from tests.compiler.cuda.graphs import Case, bind_random
+
+# MiniLM-L6's shape (6 layers of 384 wide, 12 heads, 1536 inner), shrunk: 2 layers, 32 wide, 4 heads.
+MINILM = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+              max_position_embeddings=16)  # fmt: skip
+# Llama's shape (GQA: 2 key/value heads for 4 query heads, SiLU MLP, RMS norm, rope), shrunk.
+LLAMA = dict(vocab_size=40, hidden_size=24, intermediate_size=36, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2)  # fmt: skip
+
+
+def minilm() -> Case:
+    g, rng = bert_graph(BertConfig(**MINILM), max_batch=4, max_seq=16), np.random.default_rng(20)
+    mask = np.ones((2, 7), np.int64)
+    mask[1, 5:] = 0
+    feed = {"input_ids": rng.integers(0, 50, (2, 7)), "attention_mask": mask}
+    return bind_random(g), feed | {"token_type_ids": np.zeros((2, 7), np.int64)}
+
+
+def _llama(dtype: lm.DType = lm.float32):
+    return decoder_graphs(LlamaForCausalLM(LlamaConfig(**LLAMA, dtype=dtype)), max_batch=2, max_positions=16)
+
+
+def llama_prefill() -> Case:
+    graphs, rng = _llama(), np.random.default_rng(21)
+    return bind_random(graphs.prefill), {"input_ids": rng.integers(0, 40, (2, 5))}
+
+
+def _step(dtype: lm.DType) -> Case:
+    graphs, rng = _llama(dtype), np.random.default_rng(22)
+    g, feed = bind_random(graphs.step), {"input_ids": rng.integers(0, 40, (2, 1))}
+    for label in g.inputs:
+        if label.startswith("past."):  # [batch, kv_heads, past, head_dim] caches of 6 earlier positions
+            feed[label] = (rng.standard_normal((2, 2, 6, 6)) * 0.5).astype(np.float32).astype(dtype.np)
+    return g, feed
+
+
+def llama_decode() -> Case:
+    return _step(lm.float32)
+
+
+def llama_decode_bf16() -> Case:
+    return _step(lm.bfloat16)
+
+
+MODELS: dict[str, Callable[[], Case]] = {
+    f.__name__: f for f in (minilm, llama_prefill, llama_decode, llama_decode_bf16)
+}
