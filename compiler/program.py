@@ -155,11 +155,14 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     # Weight panels packed at load are the CPU GEMM's layout, Q8_0 weights dequantised in its loads
     # (compiler/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
     # source (compiler/cuda/read_past_casts.py) and a flash-decoding attention has a scratch buffer.
+    # Metal runs CUDA's launch plan (compiler/metal/program.py), flash decoding's scratch included.
     kind = get_target(target).kind
     if kind == "cuda":
         from luminal.compiler.cuda.read_past_casts import read_past_casts
 
         return add_partials_buffers(read_past_casts(kernels))
+    if kind == "metal":
+        return add_partials_buffers(kernels)
     return add_packed_buffers(fuse_dequantised_weights(kernels)) if kind == "cpu" else kernels
 
 

@@ -18,7 +18,11 @@ from luminal.compiler.cuda.launch import Launch, launches
 from luminal.compiler.dialects import CUDA, METAL
 from luminal.compiler.metal.prelude import PRELUDE
 
-launch_plan = cuda_program.launch_plan  # the same launches: Metal dispatches threadgroups as CUDA launches blocks
+
+def launch_plan(p: ir.KernelProgram) -> list[Launch]:
+    """CUDA's launches (Metal dispatches threadgroups as CUDA launches blocks), without the tensor-core GEMMs
+    (`nvcuda::wmma` has no MSL spelling here: half GEMMs stay on the SIMT kernel)."""
+    return [launch for k in p.kernels for launch in launches(k, ir.buffers_in_order(k))]
 
 
 class MetalUnsupported(ValueError):
