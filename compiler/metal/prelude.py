@@ -88,7 +88,12 @@ struct lm_fold_max {
 };
 """
     + _shuffles()
-    + f"""template <class T, class F> {INLINE} T lm_warp_fold(T v, F f) {{
+    # The GEMV's 16-byte weight load (compiler/cuda/gemv.py): element by element here, contiguous and aligned,
+    # which Apple's compiler may merge; measuring a vector type's worth needs a Mac.
+    + f"""template <class T> {INLINE} void lm_load16(const device T* p, thread T* out) {{
+  for (uint i = 0; i < 16 / sizeof(T); i++) out[i] = p[i];
+}}
+template <class T, class F> {INLINE} T lm_warp_fold(T v, F f) {{
   for (ushort m = {METAL.simd_width // 2}; m > 0; m >>= 1) v = f(v, lm_shfl_xor(v, m));
   return v;
 }}

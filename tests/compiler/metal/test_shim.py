@@ -46,3 +46,17 @@ def test_an_index_out_of_range_is_reported():
     feed["ids"][3] = 20
     with pytest.raises(IndexError, match="out of range"):
         MetalShimRuntime().load(lm.compile(g, "m2", cache=False)).run(feed)
+
+
+def test_flash_decoding_runs_with_its_scratch_buffer():
+    """A decode attention whose key axis may be long splits over key blocks then combines, as on CUDA; its
+    partial results live in a scratch buffer the Metal program must have too."""
+    from luminal.compiler.metal.program import launch_plan
+    from tests.compiler.cuda.test_flash_decode import decode_attention, feed
+
+    g = decode_attention(2048)
+    program = lm.compile(g, "m2", cache=False)
+    assert [launch.shape for launch in launch_plan(program.kernels)][-2:] == ["attention_split", "combine"]
+    exe = MetalShimRuntime().load(program)
+    for keys in (1, 700):
+        assert_matches(exe.run(feed(keys)), lm.run(g, feed(keys)))
