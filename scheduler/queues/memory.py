@@ -120,6 +120,13 @@ class MemoryQueue:
             self._publish(result)
             self._cond.notify_all()
 
+    def complete_all(self, completions: list[tuple[Delivery, InferenceResult]]) -> None:
+        with self._cond:
+            for delivery, result in completions:
+                if self._taken.pop(delivery.tag, None) is not None:
+                    self._publish(result)
+            self._cond.notify_all()
+
     def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:
         if max_items < 1:
             raise ValueError(f"max_items must be at least 1, got {max_items}")

@@ -95,17 +95,25 @@ end
 return claimed
 """
 
-# KEYS: the request's stream, its result list. ARGV: group, entry id, encoded result, result ttl ms.
-# Stores the result, then acknowledges and deletes the request, only while the delivery is still pending: a
-# second completion (a worker presumed dead finishing after its work was reclaimed) stores nothing. Returns 1
-# when stored, 0 when the delivery had already been completed.
+# KEYS: per completion, the request's stream and its result list. ARGV: group, result ttl ms, then per completion
+# its entry id and encoded result. Each result is stored, then its request acknowledged and deleted, only while
+# the delivery is still pending: a second completion (a worker presumed dead finishing after its work was
+# reclaimed) stores nothing. One call completes a whole batch (one round trip). Returns, per completion, 1 when
+# stored and 0 when the delivery had already been completed.
 COMPLETE = """
-if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) == 0 then
-  return 0
+local stored = {}
+for i = 1, #KEYS, 2 do
+  local stream, result = KEYS[i], KEYS[i + 1]
+  local entry, encoded = ARGV[i + 2], ARGV[i + 3]
+  if #redis.call('XPENDING', stream, ARGV[1], entry, entry, 1) == 0 then
+    table.insert(stored, 0)
+  else
+    redis.call('RPUSH', result, encoded)
+    redis.call('PEXPIRE', result, ARGV[2])
+    redis.call('XACK', stream, ARGV[1], entry)
+    redis.call('XDEL', stream, entry)
+    table.insert(stored, 1)
+  end
 end
-redis.call('RPUSH', KEYS[2], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
-return 1
+return stored
 """

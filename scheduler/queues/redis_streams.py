@@ -2,7 +2,8 @@
 
 Per deployment, one stream per priority level (so the most urgent level is read first) and one consumer group
 on all of them; each worker is a consumer. A delivered request stays pending under its consumer until
-`complete` stores the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script;
+`complete` stores the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script
+(`complete_all`: a whole batch in one);
 `reclaim` moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a BLPOP on the result list, so
 any gateway replica can wait for any request. Admission, taking and completion are Lua scripts
 (`redis_lua.py`), so replicas and workers never race on a depth check or a double completion.
@@ -129,13 +130,18 @@ class RedisStreamsQueue:
     def complete(self, delivery: Delivery, result: InferenceResult) -> None:
         """Stores the result and acknowledges in one atomic script; a delivery completed before (by a consumer
         presumed dead whose work was reclaimed) stores nothing, so each request has one result."""
-        level, entry_id = _parse_tag(delivery.tag)
-        stream = self._streams(delivery.request.deployment_id)[level - HIGHEST_PRIORITY]
-        encoded = codec.encode_result(result)
-        self._complete(
-            keys=[stream, self._result_key(result.request_id)],
-            args=[GROUP, entry_id, encoded, self._result_ttl_ms],
-        )
+        self.complete_all([(delivery, result)])
+
+    def complete_all(self, completions: list[tuple[Delivery, InferenceResult]]) -> None:
+        """One script call for a whole batch: one round trip, however many requests it answers."""
+        keys, args = [], [GROUP, self._result_ttl_ms]
+        for delivery, result in completions:
+            level, entry_id = _parse_tag(delivery.tag)
+            keys += [self._streams(delivery.request.deployment_id)[level - HIGHEST_PRIORITY],
+                     self._result_key(result.request_id)]  # fmt: skip
+            args += [entry_id, codec.encode_result(result)]
+        if keys:
+            self._complete(keys=keys, args=args)
 
     def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:
         if max_items < 1:
@@ -182,17 +188,17 @@ class RedisStreamsQueue:
 
     def _live(self, deliveries: list[Delivery]) -> list[Delivery]:
         """The deliveries a worker should execute; expired and undecodable ones are answered here."""
-        live, now = [], time.time()
+        live, answered, now = [], [], time.time()
         for delivery in deliveries:
             request = delivery.request
             if isinstance(request, _Undecodable):
-                self.complete(
-                    delivery, InferenceResult(request.id, FAILED, error=f"undecodable request: {request.reason}")
-                )
+                error = f"undecodable request: {request.reason}"
+                answered.append((delivery, InferenceResult(request.id, FAILED, error=error)))
             elif request.expired(now):
-                self.complete(delivery, expired_result(request))
+                answered.append((delivery, expired_result(request)))
             else:
                 live.append(delivery)
+        self.complete_all(answered)
         return live
 
 

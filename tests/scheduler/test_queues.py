@@ -220,6 +220,25 @@ def test_result_stored_before_acknowledged_and_a_second_completion_is_ignored(qu
         wait(queue, req.id, timeout=0.2)
 
 
+def test_a_batch_completes_in_one_step_and_only_what_is_still_pending_is_stored(queue, wait):
+    reqs = [request(value=v) for v in (1.0, 2.0, 3.0, 4.0)]
+    for req in reqs:
+        queue.submit(req, max_depth=10)
+    deliveries = queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=0)
+    queue.complete(deliveries[0], ok_result(reqs[0]))  # answered before: the batch's copy is a late duplicate
+    late = InferenceResult(reqs[0].id, FAILED, error="a late duplicate")
+    queue.complete_all([(deliveries[0], late)] + [(d, ok_result(d.request, "w2")) for d in deliveries[1:]])
+    queue.complete_all([])
+    assert queue.in_flight(DEPLOYMENT) == 0 and queue.depth(DEPLOYMENT) == 0
+    assert wait(queue, reqs[0].id).worker_id == "w1"
+    for req in reqs[1:]:
+        result = wait(queue, req.id)
+        assert result.status == OK and result.worker_id == "w2"
+        np.testing.assert_array_equal(result.outputs["y"], req.inputs["x"] * 2)
+    with pytest.raises(ResultTimeout):
+        wait(queue, reqs[0].id, timeout=0.2)
+
+
 def test_unclaimed_results_expire(queue_factory, wait):
     queue = queue_factory(result_ttl_s=0.2)
     req = request()
