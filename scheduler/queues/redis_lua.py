@@ -49,13 +49,13 @@ return {1, queued + 1}
 )
 
 # ARGV: group, consumer, count. Delivers up to count never-delivered requests, most urgent level first.
-# Returns {{{level, entry id, {field, value, ...}}, ...}, {newest entry id of each stream, ...}}: a worker that got
-# nothing blocks on XREAD from those ids, which wakes it for exactly the requests added after this script ran.
+# Returns {{level, entry id, {field, value, ...}}, ...}.
 TAKE = """
 local wanted = tonumber(ARGV[3])
-local taken, newest = {}, {}
+local taken = {}
 for level, stream in ipairs(KEYS) do
-  if wanted > 0 and redis.call('EXISTS', stream) == 1 then
+  if wanted <= 0 then break end
+  if redis.call('EXISTS', stream) == 1 then
     local reply = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', wanted, 'STREAMS', stream, '>')
     if reply then
       for _, entry in ipairs(reply[1][2]) do
@@ -64,10 +64,19 @@ for level, stream in ipairs(KEYS) do
       end
     end
   end
-  local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
-  table.insert(newest, last and last[1] or '0-0')
 end
-return {taken, newest}
+return taken
+"""
+
+# ARGV: group. Creates each stream that does not exist yet with the group, as SUBMIT would, so an idle worker can
+# block on all of them with one XREADGROUP.
+ENSURE_GROUPS = """
+for _, stream in ipairs(KEYS) do
+  if redis.call('EXISTS', stream) == 0 then
+    redis.call('XGROUP', 'CREATE', stream, ARGV[1], '0', 'MKSTREAM')
+  end
+end
+return 1
 """
 
 # ARGV: group, consumer, min idle ms, count. Claims up to count requests delivered at least min idle ms ago and

@@ -4,7 +4,8 @@ Per deployment, one stream per priority level (so the most urgent level is read 
 on all of them; each worker is a consumer. A delivered request stays pending under its consumer until
 `complete` stores the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script
 (`complete_all`: a whole batch in one);
-`reclaim` moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a BLPOP on the result list, so
+`reclaim` moves what a dead consumer left pending (XAUTOCLAIM). An idle worker blocks in XREADGROUP on all its
+levels, so Redis hands it the next request as it arrives. `wait_result` is a BLPOP on the result list, so
 any gateway replica can wait for any request. Admission, taking and completion are Lua scripts
 (`redis_lua.py`), so replicas and workers never race on a depth check or a double completion.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 
 import redis
@@ -55,10 +57,15 @@ class RedisStreamsQueue:
         self._submit = self._redis.register_script(redis_lua.SUBMIT)
         self._counts = self._redis.register_script(redis_lua.COUNTS)
         self._take_now = self._redis.register_script(redis_lua.TAKE)
+        self._ensure_groups = self._redis.register_script(redis_lua.ENSURE_GROUPS)
         self._reclaim = self._redis.register_script(redis_lua.RECLAIM)
         self._complete = self._redis.register_script(redis_lua.COMPLETE)
         # redis.asyncio clients belong to the event loop they were made on: one per loop that waits for results.
         self._async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
+        # Deliveries a blocking read claimed beyond what its take wanted (requests that arrived on several levels
+        # at once), per (deployment, consumer): the next take of that consumer returns them first.
+        self._spare: dict[tuple[int, str], list[Delivery]] = {}
+        self._spare_lock = threading.Lock()
 
     # --- keys ---
 
@@ -113,19 +120,54 @@ class RedisStreamsQueue:
             raise ValueError(f"max_items must be at least 1, got {max_items}")
         streams = self._streams(deployment_id)
         give_up_at = time.monotonic() + max(wait_s, 0.0)
-        taken: list[Delivery] = []
-        while True:
+        taken = self._live(self._spares(deployment_id, consumer, max_items))
+        while len(taken) < max_items:
             wanted = max_items - len(taken)
-            entries, newest = self._take_now(keys=streams, args=[GROUP, consumer, wanted])
+            entries = self._take_now(keys=streams, args=[GROUP, consumer, wanted])
             taken += self._live([self._delivery(deployment_id, *entry) for entry in entries])
-            if len(entries) == wanted and len(taken) < max_items:
+            if len(entries) == wanted:
                 continue  # some were expired (answered already): more may be queued behind them
             remaining = give_up_at - time.monotonic()
             if taken or remaining <= 0:
-                return taken
-            # Nothing is queued: sleep until a request is added after `newest`. XREAD, not XREADGROUP: waiting
-            # claims nothing, so the take script still picks the most urgent of what arrived.
-            self._redis.xread(dict(zip(streams, newest)), count=1, block=max(1, int(remaining * 1000)))
+                break
+            # Nothing is queued: block until a request arrives, which Redis then hands to this consumer directly
+            # (one round trip from its arrival to the worker, and one idle worker woken per request).
+            taken = self._live(self._block_for(deployment_id, consumer, wanted, min(remaining, MAX_BLOCK_S)))
+            if taken:
+                break
+        return taken
+
+    def _block_for(self, deployment_id: int, consumer: str, wanted: int, seconds: float) -> list[Delivery]:
+        """What a blocking XREADGROUP on every level claims within `seconds`, at most `wanted`, most urgent first.
+        Blocked, it gets the first request to arrive; requests that arrived on several levels just before it
+        was called come together, and those beyond `wanted` are kept for this consumer's next take."""
+        streams = self._streams(deployment_id)
+        self._ensure_groups(keys=streams, args=[GROUP])
+        try:
+            reply = self._redis.xreadgroup(
+                GROUP, consumer, dict.fromkeys(streams, ">"), count=wanted, block=max(1, int(seconds * 1000))
+            )
+        except redis.ResponseError:  # NOGROUP: the streams were deleted while it waited (a namespace wiped)
+            return []
+        level_of = {stream.encode(): level for level, stream in zip(LEVELS, streams)}
+        claimed = [
+            self._delivery(deployment_id, level_of[_as_bytes(name)], entry_id, fields)
+            for name, entries in reply or []
+            for entry_id, fields in entries
+        ]
+        claimed.sort(key=lambda d: _parse_tag(d.tag)[0])  # stable: FIFO within a level
+        if len(claimed) > wanted:
+            with self._spare_lock:
+                self._spare.setdefault((deployment_id, consumer), []).extend(claimed[wanted:])
+        return claimed[:wanted]
+
+    def _spares(self, deployment_id: int, consumer: str, max_items: int) -> list[Delivery]:
+        with self._spare_lock:
+            spare = self._spare.get((deployment_id, consumer))
+            if not spare:
+                return []
+            given, spare[:] = spare[:max_items], spare[max_items:]
+            return given
 
     def complete(self, delivery: Delivery, result: InferenceResult) -> None:
         """Stores the result and acknowledges in one atomic script; a delivery completed before (by a consumer
@@ -209,6 +251,10 @@ class _Undecodable:
     deployment_id: int
     id: str
     reason: str
+
+
+def _as_bytes(name) -> bytes:
+    return name if isinstance(name, bytes) else str(name).encode()
 
 
 def _runs_on(loop: asyncio.AbstractEventLoop) -> bool:

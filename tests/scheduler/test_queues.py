@@ -306,6 +306,43 @@ def test_redis_answers_undecodable_entries_instead_of_redelivering_them(redis_na
         queue.close()
 
 
+def test_redis_blocking_read_keeps_what_it_claimed_beyond_the_take_for_the_next_one(redis_namespace):
+    """Requests on several levels reach an idle worker's blocking read together: it claims some of each, hands
+    the most urgent over and keeps the rest, in order, for the next take; none is left pending unseen."""
+    from luminal.scheduler.queues.redis_streams import RedisStreamsQueue
+    from tests.scheduler.queue_fixtures import REDIS_URL
+
+    queue = RedisStreamsQueue(REDIS_URL, redis_namespace)
+    try:
+        low = [request(priority=9, value=v) for v in range(3)]
+        urgent = [request(priority=1, value=v) for v in range(2)]
+        for req in low + urgent:
+            queue.submit(req, max_depth=10)
+        got = queue._block_for(DEPLOYMENT, "w1", wanted=2, seconds=1)  # data waiting: it returns at once
+        assert [d.request.id for d in got] == [r.id for r in urgent]
+        assert queue.in_flight(DEPLOYMENT) == 4 and queue.depth(DEPLOYMENT) == 1
+        rest = queue.take(DEPLOYMENT, "w1", max_items=5, wait_s=0)  # the two kept first, then the one queued
+        assert [d.request.id for d in rest] == [r.id for r in low]
+        assert queue.in_flight(DEPLOYMENT) == 5 and queue.depth(DEPLOYMENT) == 0
+    finally:
+        queue.close()
+
+
+def test_one_arrival_wakes_one_of_several_idle_workers(queue):
+    got: dict[str, list] = {}
+    takers = [threading.Thread(target=lambda w=w: got.__setitem__(w, queue.take(DEPLOYMENT, w, 4, 1.0)))
+              for w in ("w1", "w2", "w3")]  # fmt: skip
+    for taker in takers:
+        taker.start()
+    time.sleep(0.2)  # all three are blocked
+    req = request()
+    queue.submit(req, max_depth=10)
+    for taker in takers:
+        taker.join(timeout=10)
+    assert sorted(len(taken) for taken in got.values()) == [0, 0, 1]
+    assert [d.request.id for taken in got.values() for d in taken] == [req.id]
+
+
 # --- the factory ---
 
 
