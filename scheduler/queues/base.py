@@ -1,6 +1,6 @@
 """The request queue interface: per-deployment bounded queues between the gateway and the workers.
 
-Gateway side: `submit` (admission: raises `QueueFull` instead of waiting) and `wait_result`. Worker side:
+Gateway side: `submit` or `enqueue` (admission: raises `QueueFull` instead of waiting) and `wait_result`. Worker side:
 `take` (a batch's worth, most urgent first, expired requests answered 504 and never returned), `complete`
 (store the result, then acknowledge; `complete_all` for a batch at once), `reclaim` (take over what a dead
 worker took and never completed).
@@ -43,6 +43,10 @@ class RequestQueue(Protocol):
     # --- gateway side ---
     def submit(self, request: InferenceRequest, max_depth: int) -> None:
         """Queue the request or raise QueueFull; never blocks on a full queue."""
+        ...
+
+    async def enqueue(self, request: InferenceRequest, max_depth: int) -> None:
+        """`submit` for the gateway's event loop: it serves other requests while a remote admission runs."""
         ...
 
     async def wait_result(self, request_id: str, timeout: float) -> InferenceResult:

@@ -65,6 +65,9 @@ class MemoryQueue:
             heapq.heappush(heap, (level, next(self._sequence), request))
             self._cond.notify_all()
 
+    async def enqueue(self, request: InferenceRequest, max_depth: int) -> None:
+        self.submit(request, max_depth)  # nothing to wait for: the queue is in this process
+
     async def wait_result(self, request_id: str, timeout: float) -> InferenceResult:
         loop = asyncio.get_running_loop()
         with self._cond:

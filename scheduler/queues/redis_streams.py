@@ -62,6 +62,7 @@ class RedisStreamsQueue:
         self._complete = self._redis.register_script(redis_lua.COMPLETE)
         # redis.asyncio clients belong to the event loop they were made on: one per loop that waits for results.
         self._async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
+        self._async_submits: dict[asyncio.AbstractEventLoop, object] = {}  # the admission script on each
         # Deliveries a blocking read claimed beyond what its take wanted (requests that arrived on several levels
         # at once), per (deployment, consumer): the next take of that consumer returns them first.
         self._spare: dict[tuple[int, str], list[Delivery]] = {}
@@ -80,12 +81,25 @@ class RedisStreamsQueue:
     # --- gateway side ---
 
     def submit(self, request: InferenceRequest, max_depth: int) -> None:
+        keys, args = self._admission(request, max_depth)
+        self._check_admitted(request, *self._submit(keys=keys, args=args))
+
+    async def enqueue(self, request: InferenceRequest, max_depth: int) -> None:
+        keys, args = self._admission(request, max_depth)
+        loop = asyncio.get_running_loop()
+        script = self._async_submits.get(loop)
+        if script is None or self._async_clients.get(loop) is None:
+            script = self._async_submits[loop] = self._async_client().register_script(redis_lua.SUBMIT)
+        self._check_admitted(request, *await script(keys=keys, args=args))
+
+    def _admission(self, request: InferenceRequest, max_depth: int) -> tuple[list[str], list]:
         if max_depth < 1:
             raise ValueError(f"max_depth must be at least 1, got {max_depth}")
         level = effective_priority(request.priority)
         payload = codec.encode_request(dataclasses.replace(request, priority=level))
-        streams = self._streams(request.deployment_id)
-        accepted, depth = self._submit(keys=streams, args=[GROUP, level, max_depth, request.id, payload])
+        return self._streams(request.deployment_id), [GROUP, level, max_depth, request.id, payload]
+
+    def _check_admitted(self, request: InferenceRequest, accepted: int, depth: int) -> None:
         if not accepted:
             raise QueueFull(request.deployment_id, depth, self._retry_after_s)
 
@@ -200,6 +214,7 @@ class RedisStreamsQueue:
             if loop.is_running() and not _runs_on(loop):  # wait, unless that would block the loop it waits for
                 closing.result(timeout=5)
         self._async_clients.clear()
+        self._async_submits.clear()
         self._redis.close()
 
     # --- internals ---
@@ -208,6 +223,7 @@ class RedisStreamsQueue:
         loop = asyncio.get_running_loop()
         for stale in [other for other in self._async_clients if other.is_closed()]:
             del self._async_clients[stale]
+            self._async_submits.pop(stale, None)
         if loop not in self._async_clients:
             self._async_clients[loop] = redis.asyncio.Redis.from_url(self._url)
         return self._async_clients[loop]

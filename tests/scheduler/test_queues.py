@@ -106,6 +106,19 @@ def test_full_queue_refuses_with_retry_after_and_counts_only_queued(queue):
     assert queue.depth(DEPLOYMENT) == 3 and queue.in_flight(DEPLOYMENT) == 1
 
 
+def test_enqueue_on_the_gateways_loop_admits_and_refuses_as_submit_does(queue, gateway_loop):
+    def enqueue(req):
+        return asyncio.run_coroutine_threadsafe(queue.enqueue(req, max_depth=2), gateway_loop).result(30)
+
+    first, second = request(), request()
+    enqueue(first)
+    queue.submit(second, max_depth=2)
+    with pytest.raises(QueueFull):
+        enqueue(request())
+    assert queue.depth(DEPLOYMENT) == 2
+    assert [d.request.id for d in queue.take(DEPLOYMENT, "w1", max_items=5, wait_s=0)] == [first.id, second.id]
+
+
 def test_concurrent_submitters_never_exceed_max_depth(queue):
     accepted, refused, lock = [], [], threading.Lock()
 
