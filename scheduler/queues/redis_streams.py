@@ -67,6 +67,7 @@ class RedisStreamsQueue:
         # at once), per (deployment, consumer): the next take of that consumer returns them first.
         self._spare: dict[tuple[int, str], list[Delivery]] = {}
         self._spare_lock = threading.Lock()
+        self._grouped: set[int] = set()  # deployments whose streams all exist with the group
 
     # --- keys ---
 
@@ -156,12 +157,15 @@ class RedisStreamsQueue:
         Blocked, it gets the first request to arrive; requests that arrived on several levels just before it
         was called come together, and those beyond `wanted` are kept for this consumer's next take."""
         streams = self._streams(deployment_id)
-        self._ensure_groups(keys=streams, args=[GROUP])
+        if deployment_id not in self._grouped:  # once: streams are never deleted while the platform runs
+            self._ensure_groups(keys=streams, args=[GROUP])
+            self._grouped.add(deployment_id)
         try:
             reply = self._redis.xreadgroup(
                 GROUP, consumer, dict.fromkeys(streams, ">"), count=wanted, block=max(1, int(seconds * 1000))
             )
-        except redis.ResponseError:  # NOGROUP: the streams were deleted while it waited (a namespace wiped)
+        except redis.ResponseError:  # NOGROUP: the streams were deleted (a namespace wiped): made again next time
+            self._grouped.discard(deployment_id)
             return []
         level_of = {stream.encode(): level for level, stream in zip(LEVELS, streams)}
         claimed = [

@@ -83,9 +83,11 @@ def test_take_waits_then_returns_empty(queue):
 
 def test_take_wakes_when_a_request_arrives(queue):
     req = request()
-    threading.Timer(0.2, queue.submit, args=(req, 10)).start()
+    submitter = threading.Timer(0.2, queue.submit, args=(req, 10))
+    submitter.start()
     started = time.monotonic()
     taken = queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=5)
+    submitter.join()  # the worker can have it before the submitter has its reply: close the queue after both
     assert [d.request.id for d in taken] == [req.id]
     assert time.monotonic() - started < 3
 
@@ -339,6 +341,28 @@ def test_redis_blocking_read_keeps_what_it_claimed_beyond_the_take_for_the_next_
         assert queue.in_flight(DEPLOYMENT) == 5 and queue.depth(DEPLOYMENT) == 0
     finally:
         queue.close()
+
+
+def test_redis_idle_worker_recovers_when_its_streams_are_deleted(redis_namespace):
+    import redis
+
+    from luminal.scheduler.queues.redis_streams import RedisStreamsQueue
+    from tests.scheduler.queue_fixtures import REDIS_URL
+
+    queue, client = RedisStreamsQueue(REDIS_URL, redis_namespace), redis.Redis.from_url(REDIS_URL)
+    try:
+        assert queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=0.05) == []  # made the streams and the group
+        client.delete(*queue._streams(DEPLOYMENT))
+        assert queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=0.2) == []
+        req = request()
+        submitter = threading.Timer(0.2, queue.submit, args=(req, 10))
+        submitter.start()
+        taken = queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=5)
+        submitter.join()
+        assert [d.request.id for d in taken] == [req.id]
+    finally:
+        queue.close()
+        client.close()
 
 
 def test_one_arrival_wakes_one_of_several_idle_workers(queue):
