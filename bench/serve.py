@@ -3,20 +3,22 @@
 (a) Latency of one small-model request, sequential, p50/p99: through the platform (`luminal serve`: auth,
     metadata lookup, admission, queue, batcher, worker, metrics), deployed with batching off and with batching
     on (max batch 64, 5 ms delay, the default: at concurrency 1 an idle worker must not wait it out), against a
-    plain FastAPI endpoint that calls the same compiled program directly (bench/plain_server.py). The servers
-    are called in turn, request by request, so all see the same background load; the difference is the
-    overhead the platform adds.
+    plain FastAPI endpoint that calls the same compiled program directly (bench/plain_server.py). The platform
+    runs twice: embedded (in-process queues, worker threads) and distributed (`LUMINAL_QUEUE_URL=redis://...`,
+    Redis Streams and worker processes, as `luminal serve` starts them). The servers are called in turn,
+    request by request, so all see the same background load; the difference is the overhead the platform adds.
 (b) Throughput of a memory-bound MLP (its weights are read once per batch, so batching pays), with inputs in
-    Triton's binary format, at client
-    concurrency 1, 16 and 64, deployed twice on the same platform: batching on (max batch 64, 2 ms delay) and
-    off (max batch 1).
+    Triton's binary format, at client concurrency 1, 16 and 64, deployed twice on the embedded platform:
+    batching on (max batch 64, 2 ms delay) and off (max batch 1).
+(c) A real embedding model, all-MiniLM-L6-v2, with sentences of varied lengths at concurrency 1, 8 and 64, on
+    both platforms, against the same compiled program and sentence-transformers in-process
+    (bench/sentence_load.py).
 
-(c) A real embedding model, all-MiniLM-L6-v2, with sentences of varied lengths at concurrency 1, 8 and 64,
-    against the same compiled program and sentence-transformers in-process (bench/sentence_load.py).
-
-Both servers run as their own processes; the load client is asyncio aiohttp.
-`python bench/serve.py [--quick] [--only a|b|c]`.
-Goals (issue 4): overhead under 1 ms at p50; at concurrency 64 batching gives >= 5x the throughput.
+Every server runs as its own process; the load client is asyncio aiohttp. The machine's load average is printed
+at the start and the end: on a shared machine, compare only figures of one run.
+`python bench/serve.py [--quick] [--only a|b|c] [--queue-url redis://host:port/db | none]`.
+Goals (issue 4): overhead under 1 ms at p50; at concurrency 64 batching gives >= 5x the throughput. Issue 20:
+in (c), p50 at concurrency 1 within +1 ms (embedded) and +3 ms (Redis) of the in-process program.
 """
 
 from __future__ import annotations
