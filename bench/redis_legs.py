@@ -14,7 +14,9 @@ it happens:
     run           the compiled program
     bill          the usage record written to the ledger
     complete      encode + store the result and acknowledge
-    to gateway    complete returned -> the gateway's wait returned (its wake-up and read, decode included)
+    to gateway    complete returned -> the gateway's wait returned (its wake-up and read, decode included);
+                  negative when the gateway had the result before the worker had the script's reply
+    gw decode     the gateway decoding the result
     total         submit called -> result in hand
 
 `python bench/redis_legs.py [--requests N] [--database-url URL]` prints the median (and p90) of each leg.
@@ -43,11 +45,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ holds scripts
 from serve import small_model  # noqa: E402
 
 REDIS_URL = os.environ.get("LUMINAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-LEGS = ("submit", "to worker", "decode", "former", "run", "bill", "complete", "to gateway", "total")
+LEGS = ("submit", "to worker", "decode", "former", "run", "bill", "complete", "to gateway", "gw decode", "total")
 
 
 def _stamp(events: list, name: str, request_id: str, start: float, end: float) -> None:
     events.append((name, request_id, start, end))
+
+
+def _timed(events: list, name: str, function, request_id_of):
+    """`function`, each call stamped as leg `name` of the request `request_id_of(value, *args)` names."""
+
+    def timed(*args):
+        start = time.perf_counter()
+        value = function(*args)
+        _stamp(events, name, request_id_of(value, *args), start, time.perf_counter())
+        return value
+
+    return timed
 
 
 class _TimedQueue:
@@ -93,36 +107,13 @@ def _worker_main(url: str, namespace: str, database_url: str, program_path: str,
     events: list = []
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    decode = codec.decode_request
-
-    def timed_decode(data):
-        start = time.perf_counter()
-        request = decode(data)
-        _stamp(events, "decode", request.id, start, time.perf_counter())
-        return request
-
-    codec.decode_request = timed_decode
+    codec.decode_request = _timed(events, "decode", codec.decode_request, lambda request, _: request.id)
     db = Database(database_url)
     ledger = SqlUsageLedger(db, {"cpu": 0.0001})
-    record = ledger.record
-
-    def timed_record(usage):
-        start = time.perf_counter()
-        record(usage)
-        _stamp(events, "bill", usage.request_ids[0], start, time.perf_counter())
-
-    ledger.record = timed_record
+    ledger.record = _timed(events, "bill", ledger.record, lambda _, usage: usage.request_ids[0])
     programs = ProgramCache(lambda key: Path(program_path), max_loaded=1)
     loaded = programs.get("small")
-    run = loaded.run
-
-    def timed_run(inputs):
-        start = time.perf_counter()
-        outputs = run(inputs)
-        _stamp(events, "run", "", start, time.perf_counter())
-        return outputs
-
-    loaded.run = timed_run
+    loaded.run = _timed(events, "run", loaded.run, lambda *_: "")  # matched to its request by time
     queue = _TimedQueue(open_queue(url, namespace), events)
     worker = Worker(WorkerSpec(**spec_fields), queue, programs, ledger, open_registry(url, namespace))
     try:
@@ -159,15 +150,7 @@ async def _gateway(queue, deployment_id: int, tenant_id: int, requests: int, eve
     from luminal.scheduler.queues import codec
     from luminal.scheduler.work import InferenceRequest
 
-    decode = codec.decode_result
-
-    def timed_decode(data):
-        start = time.perf_counter()
-        result = decode(data)
-        _stamp(events, "gateway decode", result.request_id, start, time.perf_counter())
-        return result
-
-    codec.decode_result = timed_decode
+    codec.decode_result = _timed(events, "gw decode", codec.decode_result, lambda result, _: result.request_id)
     x = np.random.default_rng(0).standard_normal((1, 32)).astype(np.float32)
     for _ in range(requests):
         request = InferenceRequest(deployment_id, tenant_id, {"x": x}, deadline=time.time() + 30)
@@ -236,7 +219,7 @@ def _legs(events: list) -> dict[str, list[float]]:
             by_request.setdefault(request_id, {})[name] = (start, end)
     legs: dict[str, list[float]] = {leg: [] for leg in LEGS}
     for timings in by_request.values():
-        if not {"submit", "wait", "take", "decode", "bill", "complete"} <= timings.keys():
+        if not {"submit", "wait", "take", "decode", "bill", "complete", "gw decode"} <= timings.keys():
             continue  # a warm-up request
         taken = timings["take"][1]
         run = next(r for r in runs if r[2] >= taken)
@@ -249,6 +232,7 @@ def _legs(events: list) -> dict[str, list[float]]:
             "bill": timings["bill"][1] - timings["bill"][0],
             "complete": timings["complete"][1] - timings["complete"][0],
             "to gateway": timings["wait"][1] - timings["complete"][1],
+            "gw decode": timings["gw decode"][1] - timings["gw decode"][0],
             "total": timings["wait"][1] - timings["submit"][0],
         }
         for leg, seconds in ms.items():
