@@ -1,13 +1,12 @@
 """The distributed request queue on Redis Streams (`LUMINAL_QUEUE_URL=redis://host:port/db`).
 
 Per deployment, one stream per priority level (so the most urgent level is read first) and one consumer group
-on all of them; each worker is a consumer. A delivered request stays pending under its consumer until
-`complete` stores the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script
-(`complete_all`: a whole batch in one);
-`reclaim` moves what a dead consumer left pending (XAUTOCLAIM). An idle worker blocks in XREADGROUP on all its
-levels, so Redis hands it the next request as it arrives. `wait_result` is a BLPOP on the result list, so
-any gateway replica can wait for any request. Admission, taking and completion are Lua scripts
-(`redis_lua.py`), so replicas and workers never race on a depth check or a double completion.
+on all of them; each worker is a consumer. An idle worker blocks in XREADGROUP on all its levels, so Redis hands
+it the next request as it arrives. A delivered request stays pending under its consumer until `complete` stores
+the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script (`complete_all`: a
+whole batch in one call); `reclaim` moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a
+BLPOP on the result list, so any gateway replica can wait for any request. Admission, taking and completion are
+Lua scripts (`redis_lua.py`), so replicas and workers never race on a depth check or a double completion.
 
 Every key starts with the namespace, so several platforms (and parallel tests) can share one Redis.
 """
