@@ -121,12 +121,14 @@ def percentile(values: list[float], q: float) -> float:
 def latency(platform_urls: dict[str, str], key: str, plain_url: str, requests: int) -> None:
     payload = body(np.random.default_rng(1).standard_normal((1, 32)).astype(np.float32))
     auth = {"Authorization": f"Bearer {key}"}
+    # A long timeout: the first requests may wait for a worker process to load its program on a busy machine.
     targets = {}
     for mode, url in platform_urls.items():
         suffix = "" if mode == "embedded" else f" ({mode})"
-        targets[f"platform{suffix}"] = (httpx.Client(headers=auth), f"{url}/v2/models/small/infer")
-        targets[f"platform batched{suffix}"] = (httpx.Client(headers=auth), f"{url}/v2/models/small-batching/infer")
-    targets["plain FastAPI"] = (httpx.Client(), f"{plain_url}/infer")
+        for name, model in (("platform", "small"), ("platform batched", "small-batching")):
+            client = httpx.Client(headers=auth, timeout=120)
+            targets[f"{name}{suffix}"] = (client, f"{url}/v2/models/{model}/infer")
+    targets["plain FastAPI"] = (httpx.Client(timeout=120), f"{plain_url}/infer")
     times: dict[str, list[float]] = {name: [] for name in targets}
     for i in range(requests + 50):
         for name, (client, url) in targets.items():
