@@ -19,7 +19,8 @@ it happens:
     gw decode     the gateway decoding the result
     total         submit called -> result in hand
 
-`python bench/redis_legs.py [--requests N] [--database-url URL]` prints the median (and p90) of each leg.
+`python bench/redis_legs.py [--requests N] [--database-url URL] [--max-batch N --delay-ms MS]` prints the median
+(and p90) of each leg.
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ async def _gateway(queue, deployment_id: int, tenant_id: int, requests: int, eve
         _stamp(events, "wait", request.id, submitted, done)
 
 
-def measure(requests: int, database_url: str | None) -> dict[str, list[float]]:
+def measure(requests: int, database_url: str | None, max_batch: int = 1, delay_ms: int = 0) -> dict[str, list[float]]:
     from luminal.graph_json import signature, symbol_table
     from luminal.scheduler.queues import open_queue
 
@@ -178,8 +179,8 @@ def measure(requests: int, database_url: str | None) -> dict[str, list[float]]:
         save_program(lm.compile(graph, target="cpu"), program_path)
         namespace = f"legs-{uuid.uuid4().hex[:8]}"
         spec = dict(deployment_id=deployment_id, tenant_id=tenant_id, model="small", version=1, program_key="small",
-                    gpu_type="cpu", max_batch_size=1, max_queue_delay_ms=0, min_replicas=1, max_replicas=1,
-                    signature=signature(graph), symbols=symbol_table(graph))  # fmt: skip
+                    gpu_type="cpu", max_batch_size=max_batch, max_queue_delay_ms=delay_ms, min_replicas=1,
+                    max_replicas=1, signature=signature(graph), symbols=symbol_table(graph))  # fmt: skip
         out = f"{tmp}/worker.jsonl"
         context = multiprocessing.get_context("spawn")
         worker = context.Process(
@@ -244,9 +245,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="the legs of one Redis-mode request")
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--database-url", default=None, help="the ledger's database (default: SQLite in a tmp dir)")
+    parser.add_argument("--max-batch", type=int, default=1, help="the deployment's max batch size")
+    parser.add_argument("--delay-ms", type=int, default=0, help="the deployment's max queue delay")
     args = parser.parse_args()
-    legs = _legs_or_exit(args.requests, args.database_url)
-    print(f"one small-model request through Redis and a worker process, {len(legs['total'])} sequential requests")
+    legs = _legs_or_exit(args.requests, args.database_url, args.max_batch, args.delay_ms)
+    print(f"one small-model request through Redis and a worker process, {len(legs['total'])} sequential requests, "
+          f"max batch {args.max_batch}, delay {args.delay_ms} ms")  # fmt: skip
     print(f"load average {os.getloadavg()[0]:.2f}; ms per leg")
     print(f"    {'leg':<14}{'p50':>9}{'p90':>9}")
     for leg in LEGS:
@@ -255,8 +259,8 @@ def main() -> None:
         print(f"    {leg:<14}{statistics.median(values):>9.3f}{p90:>9.3f}")
 
 
-def _legs_or_exit(requests: int, database_url: str | None) -> dict[str, list[float]]:
-    legs = measure(requests, database_url)
+def _legs_or_exit(requests: int, database_url: str | None, max_batch: int, delay_ms: int) -> dict[str, list[float]]:
+    legs = measure(requests, database_url, max_batch, delay_ms)
     if not legs["total"]:
         sys.exit("no request was timed end to end")
     return legs
