@@ -3,20 +3,22 @@
 (a) Latency of one small-model request, sequential, p50/p99: through the platform (`luminal serve`: auth,
     metadata lookup, admission, queue, batcher, worker, metrics), deployed with batching off and with batching
     on (max batch 64, 5 ms delay, the default: at concurrency 1 an idle worker must not wait it out), against a
-    plain FastAPI endpoint that calls the same compiled program directly (bench/plain_server.py). The servers
-    are called in turn, request by request, so all see the same background load; the difference is the
-    overhead the platform adds.
+    plain FastAPI endpoint that calls the same compiled program directly (bench/plain_server.py). The platform
+    runs twice: embedded (in-process queues, worker threads) and distributed (`LUMINAL_QUEUE_URL=redis://...`,
+    Redis Streams and worker processes, as `luminal serve` starts them). The servers are called in turn,
+    request by request, so all see the same background load; the difference is the overhead the platform adds.
 (b) Throughput of a memory-bound MLP (its weights are read once per batch, so batching pays), with inputs in
-    Triton's binary format, at client
-    concurrency 1, 16 and 64, deployed twice on the same platform: batching on (max batch 64, 2 ms delay) and
-    off (max batch 1).
+    Triton's binary format, at client concurrency 1, 16 and 64, deployed twice on the embedded platform:
+    batching on (max batch 64, 2 ms delay) and off (max batch 1).
+(c) A real embedding model, all-MiniLM-L6-v2, with sentences of varied lengths at concurrency 1, 8 and 64, on
+    both platforms, against the same compiled program and sentence-transformers in-process
+    (bench/sentence_load.py).
 
-(c) A real embedding model, all-MiniLM-L6-v2, with sentences of varied lengths at concurrency 1, 8 and 64,
-    against the same compiled program and sentence-transformers in-process (bench/sentence_load.py).
-
-Both servers run as their own processes; the load client is asyncio aiohttp.
-`python bench/serve.py [--quick] [--only a|b|c]`.
-Goals (issue 4): overhead under 1 ms at p50; at concurrency 64 batching gives >= 5x the throughput.
+Every server runs as its own process; the load client is asyncio aiohttp. The machine's load average is printed
+at the start and the end: on a shared machine, compare only figures of one run.
+`python bench/serve.py [--quick] [--only a|b|c] [--queue-url redis://host:port/db | none]`.
+Goals (issue 4): overhead under 1 ms at p50; at concurrency 64 batching gives >= 5x the throughput. Issue 20:
+in (c), p50 at concurrency 1 within +1 ms (embedded) and +3 ms (Redis) of the in-process program.
 """
 
 from __future__ import annotations
@@ -116,16 +118,17 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def latency(platform_url: str, key: str, plain_url: str, requests: int) -> None:
+def latency(platform_urls: dict[str, str], key: str, plain_url: str, requests: int) -> None:
     payload = body(np.random.default_rng(1).standard_normal((1, 32)).astype(np.float32))
-    targets = {
-        "platform": (httpx.Client(headers={"Authorization": f"Bearer {key}"}), f"{platform_url}/v2/models/small/infer"),
-        "platform batched": (
-            httpx.Client(headers={"Authorization": f"Bearer {key}"}),
-            f"{platform_url}/v2/models/small-batching/infer",
-        ),
-        "plain FastAPI": (httpx.Client(), f"{plain_url}/infer"),
-    }
+    auth = {"Authorization": f"Bearer {key}"}
+    # A long timeout: the first requests may wait for a worker process to load its program on a busy machine.
+    targets = {}
+    for mode, url in platform_urls.items():
+        suffix = "" if mode == "embedded" else f" ({mode})"
+        for name, model in (("platform", "small"), ("platform batched", "small-batching")):
+            client = httpx.Client(headers=auth, timeout=120)
+            targets[f"{name}{suffix}"] = (client, f"{url}/v2/models/{model}/infer")
+    targets["plain FastAPI"] = (httpx.Client(timeout=120), f"{plain_url}/infer")
     times: dict[str, list[float]] = {name: [] for name in targets}
     for i in range(requests + 50):
         for name, (client, url) in targets.items():
@@ -137,10 +140,10 @@ def latency(platform_url: str, key: str, plain_url: str, requests: int) -> None:
             if i >= 50:  # the first requests warm connections, caches and the workers
                 times[name].append(elapsed)
     print(f"\n(a) one small-model request, sequential, {requests} each, interleaved")
-    print(f"    {'server':<16}{'p50 ms':>9}{'p99 ms':>9}")
+    print(f"    {'server':<28}{'p50 ms':>9}{'p99 ms':>9}")
     for name, t in times.items():
-        print(f"    {name:<16}{statistics.median(t):>9.3f}{percentile(t, 0.99):>9.3f}")
-    for name in ("platform", "platform batched"):
+        print(f"    {name:<28}{statistics.median(t):>9.3f}{percentile(t, 0.99):>9.3f}")
+    for name in [n for n in targets if n.startswith("platform")]:
         overhead = statistics.median(times[name]) - statistics.median(times["plain FastAPI"])
         p99 = percentile(times[name], 0.99) - percentile(times["plain FastAPI"], 0.99)
         print(f"    {name} overhead: p50 {overhead:+.3f} ms, p99 {p99:+.3f} ms (goal: p50 under 1 ms)")
@@ -193,14 +196,47 @@ def throughput(platform_url: str, key: str, width: int, seconds: float) -> None:
     print("    goal: at concurrency 64, batching on >= 5x batching off")
 
 
+def start_platform(tmp: Path, key: str, queue_url: str | None) -> tuple[subprocess.Popen, str, str | None]:
+    """`luminal serve` in its own process: embedded (in-process queues, worker threads) when `queue_url` is None,
+    else on Redis Streams with worker processes, as `LUMINAL_QUEUE_URL=redis://...` runs it. Returns the process,
+    its URL and its Redis key namespace (to delete afterwards)."""
+    mode = "redis" if queue_url else "embedded"
+    port = free_port()
+    env = dict(os.environ, LUMINAL_DATA_DIR=str(tmp / f"data-{mode}"), LUMINAL_BOOTSTRAP_KEY=key)
+    env["LUMINAL_MAX_QUEUE_DEPTH"] = "4096"
+    namespace = None
+    if queue_url:
+        namespace = f"bench-{secrets.token_hex(6)}"
+        env.update(LUMINAL_QUEUE_URL=queue_url, LUMINAL_QUEUE_NAMESPACE=namespace, LUMINAL_WORKER_BACKEND="process")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "luminal.cli", "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL
+    )
+    return process, f"http://127.0.0.1:{port}", namespace
+
+
+def delete_namespace(queue_url: str, namespace: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(queue_url)
+    for key in client.scan_iter(match=f"{namespace}:*", count=500):
+        client.delete(key)
+    client.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="serving overhead and batching throughput")
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter load phases")
     parser.add_argument(
         "--only", choices=("a", "b", "c"), help="one section: (a) latency, (b) throughput, (c) a real model"
     )
+    parser.add_argument(
+        "--queue-url",
+        default=os.environ.get("LUMINAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+        help="the Redis of the distributed platform in (a) and (c); 'none' leaves it out",
+    )
     args = parser.parse_args()
     requests, seconds = (200, 3.0) if args.quick else (1000, 8.0)
+    queue_url = None if args.queue_url == "none" else args.queue_url
     key = "lm_" + secrets.token_urlsafe(32)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -210,39 +246,43 @@ def main() -> None:
         minilm = tmp / "minilm.lgraph"
         if args.only in (None, "c"):
             sentence_load.save_graph(minilm)
-        platform_port, plain_port = free_port(), free_port()
-        env = dict(os.environ, LUMINAL_DATA_DIR=str(tmp / "data"), LUMINAL_BOOTSTRAP_KEY=key)
-        env["LUMINAL_MAX_QUEUE_DEPTH"] = "4096"
-        platform = subprocess.Popen(
-            [sys.executable, "-m", "luminal.cli", "serve", "--port", str(platform_port)], env=env,
-            stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+        platforms = {"embedded": start_platform(tmp, key, None)}
+        if queue_url and args.only in (None, "a", "c"):
+            platforms["Redis"] = start_platform(tmp, key, queue_url)
+        plain_port = free_port()
         plain = subprocess.Popen([sys.executable, str(HERE / "plain_server.py"), str(small), str(plain_port)])
         try:
-            platform_url, plain_url = f"http://127.0.0.1:{platform_port}", f"http://127.0.0.1:{plain_port}"
-            wait_for(f"{platform_url}/v2/health/live", platform)
+            urls = {mode: url for mode, (_, url, _) in platforms.items()}
+            plain_url = f"http://127.0.0.1:{plain_port}"
+            for process, url, _ in platforms.values():
+                wait_for(f"{url}/v2/health/live", process)
             wait_for(f"{plain_url}/live", plain)
-            client = PlatformClient(platform_url, key, timeout=600)
+            for mode, url in urls.items():
+                client = PlatformClient(url, key, timeout=600)
+                if args.only in (None, "a"):
+                    deploy(client, small, "small", max_batch_size=1, delay_ms=0)
+                    deploy(client, small, "small-batching", max_batch_size=64, delay_ms=5)
+                if args.only in (None, "b") and mode == "embedded":
+                    deploy(client, wide, "wide-batching-off", max_batch_size=1, delay_ms=0)
+                    deploy(client, wide, "wide-batching-on", max_batch_size=64, delay_ms=2)
+                if args.only in (None, "c"):
+                    deploy(client, minilm, "minilm", max_batch_size=64, delay_ms=5)
+                client.close()
+            print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; each server its own process")
             if args.only in (None, "a"):
-                deploy(client, small, "small", max_batch_size=1, delay_ms=0)
-                deploy(client, small, "small-batching", max_batch_size=64, delay_ms=5)
+                latency(urls, key, plain_url, requests)
             if args.only in (None, "b"):
-                deploy(client, wide, "wide-batching-off", max_batch_size=1, delay_ms=0)
-                deploy(client, wide, "wide-batching-on", max_batch_size=64, delay_ms=2)
+                throughput(urls["embedded"], key, WIDE, seconds)
             if args.only in (None, "c"):
-                deploy(client, minilm, "minilm", max_batch_size=64, delay_ms=5)
-            client.close()
-            print(f"machine: {os.cpu_count()} CPUs; platform and anchor each in their own process")
-            if args.only in (None, "a"):
-                latency(platform_url, key, plain_url, requests)
-            if args.only in (None, "b"):
-                throughput(platform_url, key, WIDE, seconds)
-            if args.only in (None, "c"):
-                sentence_load.run(platform_url, key, minilm, seconds)
+                sentence_load.run(urls, key, minilm, seconds)
+            print(f"load average at the end: {os.getloadavg()[0]:.2f}")
         finally:
-            for process in (platform, plain):
+            for process in [plain] + [p for p, _, _ in platforms.values()]:
                 process.terminate()
                 process.wait(timeout=60)
+            for _, _, namespace in platforms.values():
+                if namespace:
+                    delete_namespace(queue_url, namespace)
 
 
 if __name__ == "__main__":

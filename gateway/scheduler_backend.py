@@ -38,7 +38,7 @@ class SchedulerBackend:
             return InferenceResult(request.id, UNSCHEDULABLE, error=refusal)
         latest = request.enqueued_at + self.request_timeout_s
         request.deadline = latest if request.deadline is None else min(request.deadline, latest)
-        self.queue.submit(request, self.max_queue_depth)  # QueueFull: a 429 with Retry-After (gateway/errors.py)
+        await self.queue.enqueue(request, self.max_queue_depth)  # QueueFull: a 429 with Retry-After (gateway/errors.py)
         self.provisioner.notify(deployment.deployment_id)
         until_deadline = max(0.0, request.deadline - time.time()) + DEADLINE_GRACE_S
         try:

@@ -45,15 +45,14 @@ class BatchExecutor:
     def execute(self, run: RunProgram, deliveries: list[Delivery]) -> None:
         by_id = {d.request.id: d for d in deliveries}
         now = time.time()
-        for delivery in deliveries:
-            # A request held for a later batch (or reclaimed) may have passed its deadline since it was taken.
-            if delivery.request.expired(now):
-                self.queue.complete(delivery, expired_result(delivery.request))
+        # A request held for a later batch (or reclaimed) may have passed its deadline since it was taken.
+        expired = [d for d in deliveries if d.request.expired(now)]
+        if expired:
+            self.queue.complete_all([(d, expired_result(d.request)) for d in expired])
         requests = [d.request for d in deliveries if not d.request.expired(now)]
         groups = compatible_groups(requests, self.layout) if self.layout is not None else [[r] for r in requests]
-        for group in groups:
-            for request, result in self._run_group(run, group):
-                self.queue.complete(by_id[request.id], result)
+        for group in groups:  # each group's answers in one step (one round trip to Redis), after it is billed
+            self.queue.complete_all([(by_id[request.id], result) for request, result in self._run_group(run, group)])
 
     def _bill(self, record: UsageRecord) -> None:
         try:

@@ -1,7 +1,7 @@
 """What travels between the gateway and the workers: a queued inference request and its result.
 
 Both are plain values, so every queue backend carries them the same way: the in-memory queue hands the objects
-over, the Redis Streams queue encodes them (`scheduler/queues/codec.py`, numpy's .npy format, never pickle).
+over, the Redis Streams queue encodes them (`scheduler/queues/codec.py`: raw array bytes, never pickle).
 Times are wall-clock seconds (`time.time()`), since a request may be executed by a worker in another process
 or on another machine; durations measured inside one process use the monotonic clock.
 """

@@ -1,8 +1,9 @@
 """The request queue interface: per-deployment bounded queues between the gateway and the workers.
 
-Gateway side: `submit` (admission: raises `QueueFull` instead of waiting) and `wait_result`. Worker side:
+Gateway side: `submit` or `enqueue` (admission: raises `QueueFull` instead of waiting) and `wait_result`. Worker side:
 `take` (a batch's worth, most urgent first, expired requests answered 504 and never returned), `complete`
-(store the result, then acknowledge), `reclaim` (take over what a dead worker took and never completed).
+(store the result, then acknowledge; `complete_all` for a batch at once), `reclaim` (take over what a dead
+worker took and never completed).
 Backends: `MemoryQueue` (the embedded default, one process) and `RedisStreamsQueue` (`LUMINAL_QUEUE_URL=
 redis://...`: consumer groups, acknowledgement after the result is stored). The same tests run on both.
 """
@@ -44,6 +45,10 @@ class RequestQueue(Protocol):
         """Queue the request or raise QueueFull; never blocks on a full queue."""
         ...
 
+    async def enqueue(self, request: InferenceRequest, max_depth: int) -> None:
+        """`submit` for the gateway's event loop: it serves other requests while a remote admission runs."""
+        ...
+
     async def wait_result(self, request_id: str, timeout: float) -> InferenceResult:
         """The request's result, once; raises ResultTimeout after `timeout` seconds. A result that arrives with
         nobody waiting (before the call, or after a waiter gave up) is kept for a later call for a while (the
@@ -68,6 +73,11 @@ class RequestQueue(Protocol):
         """Store the result where `wait_result` finds it, then acknowledge the delivery (in that order, so a
         crash between the two re-delivers instead of losing the request). A delivery already completed (by a
         consumer presumed dead that finished after its work was reclaimed) is ignored: the first result wins."""
+        ...
+
+    def complete_all(self, completions: list[tuple[Delivery, InferenceResult]]) -> None:
+        """`complete` for each (delivery, result) pair, in one step where the backend can (one round trip to
+        Redis for a whole batch); each pair is stored and acknowledged as `complete` would."""
         ...
 
     def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:

@@ -65,6 +65,9 @@ class MemoryQueue:
             heapq.heappush(heap, (level, next(self._sequence), request))
             self._cond.notify_all()
 
+    async def enqueue(self, request: InferenceRequest, max_depth: int) -> None:
+        self.submit(request, max_depth)  # nothing to wait for: the queue is in this process
+
     async def wait_result(self, request_id: str, timeout: float) -> InferenceResult:
         loop = asyncio.get_running_loop()
         with self._cond:
@@ -118,6 +121,13 @@ class MemoryQueue:
             if self._taken.pop(delivery.tag, None) is None:
                 return
             self._publish(result)
+            self._cond.notify_all()
+
+    def complete_all(self, completions: list[tuple[Delivery, InferenceResult]]) -> None:
+        with self._cond:
+            for delivery, result in completions:
+                if self._taken.pop(delivery.tag, None) is not None:
+                    self._publish(result)
             self._cond.notify_all()
 
     def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:

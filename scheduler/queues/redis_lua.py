@@ -49,13 +49,13 @@ return {1, queued + 1}
 )
 
 # ARGV: group, consumer, count. Delivers up to count never-delivered requests, most urgent level first.
-# Returns {{{level, entry id, {field, value, ...}}, ...}, {newest entry id of each stream, ...}}: a worker that got
-# nothing blocks on XREAD from those ids, which wakes it for exactly the requests added after this script ran.
+# Returns {{level, entry id, {field, value, ...}}, ...}.
 TAKE = """
 local wanted = tonumber(ARGV[3])
-local taken, newest = {}, {}
+local taken = {}
 for level, stream in ipairs(KEYS) do
-  if wanted > 0 and redis.call('EXISTS', stream) == 1 then
+  if wanted <= 0 then break end
+  if redis.call('EXISTS', stream) == 1 then
     local reply = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', wanted, 'STREAMS', stream, '>')
     if reply then
       for _, entry in ipairs(reply[1][2]) do
@@ -64,10 +64,19 @@ for level, stream in ipairs(KEYS) do
       end
     end
   end
-  local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
-  table.insert(newest, last and last[1] or '0-0')
 end
-return {taken, newest}
+return taken
+"""
+
+# ARGV: group. Creates each stream that does not exist yet with the group, as SUBMIT would, so an idle worker can
+# block on all of them with one XREADGROUP.
+ENSURE_GROUPS = """
+for _, stream in ipairs(KEYS) do
+  if redis.call('EXISTS', stream) == 0 then
+    redis.call('XGROUP', 'CREATE', stream, ARGV[1], '0', 'MKSTREAM')
+  end
+end
+return 1
 """
 
 # ARGV: group, consumer, min idle ms, count. Claims up to count requests delivered at least min idle ms ago and
@@ -95,17 +104,25 @@ end
 return claimed
 """
 
-# KEYS: the request's stream, its result list. ARGV: group, entry id, encoded result, result ttl ms.
-# Stores the result, then acknowledges and deletes the request, only while the delivery is still pending: a
-# second completion (a worker presumed dead finishing after its work was reclaimed) stores nothing. Returns 1
-# when stored, 0 when the delivery had already been completed.
+# KEYS: per completion, the request's stream and its result list. ARGV: group, result ttl ms, then per completion
+# its entry id and encoded result. Each result is stored, then its request acknowledged and deleted, only while
+# the delivery is still pending: a second completion (a worker presumed dead finishing after its work was
+# reclaimed) stores nothing. One call completes a whole batch (one round trip). Returns, per completion, 1 when
+# stored and 0 when the delivery had already been completed.
 COMPLETE = """
-if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) == 0 then
-  return 0
+local stored = {}
+for i = 1, #KEYS, 2 do
+  local stream, result = KEYS[i], KEYS[i + 1]
+  local entry, encoded = ARGV[i + 2], ARGV[i + 3]
+  if #redis.call('XPENDING', stream, ARGV[1], entry, entry, 1) == 0 then
+    table.insert(stored, 0)
+  else
+    redis.call('RPUSH', result, encoded)
+    redis.call('PEXPIRE', result, ARGV[2])
+    redis.call('XACK', stream, ARGV[1], entry)
+    redis.call('XDEL', stream, entry)
+    table.insert(stored, 1)
+  end
 end
-redis.call('RPUSH', KEYS[2], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
-return 1
+return stored
 """

@@ -1,11 +1,12 @@
 """The distributed request queue on Redis Streams (`LUMINAL_QUEUE_URL=redis://host:port/db`).
 
 Per deployment, one stream per priority level (so the most urgent level is read first) and one consumer group
-on all of them; each worker is a consumer. A delivered request stays pending under its consumer until
-`complete` stores the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script;
-`reclaim` moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a BLPOP on the result list, so
-any gateway replica can wait for any request. Admission, taking and completion are Lua scripts
-(`redis_lua.py`), so replicas and workers never race on a depth check or a double completion.
+on all of them; each worker is a consumer. An idle worker blocks in XREADGROUP on all its levels, so Redis hands
+it the next request as it arrives. A delivered request stays pending under its consumer until `complete` stores
+the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script (`complete_all`: a
+whole batch in one call); `reclaim` moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a
+BLPOP on the result list, so any gateway replica can wait for any request. Admission, taking and completion are
+Lua scripts (`redis_lua.py`), so replicas and workers never race on a depth check or a double completion.
 
 Every key starts with the namespace, so several platforms (and parallel tests) can share one Redis.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 
 import redis
@@ -54,10 +56,17 @@ class RedisStreamsQueue:
         self._submit = self._redis.register_script(redis_lua.SUBMIT)
         self._counts = self._redis.register_script(redis_lua.COUNTS)
         self._take_now = self._redis.register_script(redis_lua.TAKE)
+        self._ensure_groups = self._redis.register_script(redis_lua.ENSURE_GROUPS)
         self._reclaim = self._redis.register_script(redis_lua.RECLAIM)
         self._complete = self._redis.register_script(redis_lua.COMPLETE)
         # redis.asyncio clients belong to the event loop they were made on: one per loop that waits for results.
         self._async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
+        self._async_submits: dict[asyncio.AbstractEventLoop, object] = {}  # the admission script on each
+        # Deliveries a blocking read claimed beyond what its take wanted (requests that arrived on several levels
+        # at once), per (deployment, consumer): the next take of that consumer returns them first.
+        self._spare: dict[tuple[int, str], list[Delivery]] = {}
+        self._spare_lock = threading.Lock()
+        self._grouped: set[int] = set()  # deployments whose streams all exist with the group
 
     # --- keys ---
 
@@ -72,12 +81,25 @@ class RedisStreamsQueue:
     # --- gateway side ---
 
     def submit(self, request: InferenceRequest, max_depth: int) -> None:
+        keys, args = self._admission(request, max_depth)
+        self._check_admitted(request, *self._submit(keys=keys, args=args))
+
+    async def enqueue(self, request: InferenceRequest, max_depth: int) -> None:
+        keys, args = self._admission(request, max_depth)
+        loop = asyncio.get_running_loop()
+        script = self._async_submits.get(loop)
+        if script is None or self._async_clients.get(loop) is None:
+            script = self._async_submits[loop] = self._async_client().register_script(redis_lua.SUBMIT)
+        self._check_admitted(request, *await script(keys=keys, args=args))
+
+    def _admission(self, request: InferenceRequest, max_depth: int) -> tuple[list[str], list]:
         if max_depth < 1:
             raise ValueError(f"max_depth must be at least 1, got {max_depth}")
         level = effective_priority(request.priority)
         payload = codec.encode_request(dataclasses.replace(request, priority=level))
-        streams = self._streams(request.deployment_id)
-        accepted, depth = self._submit(keys=streams, args=[GROUP, level, max_depth, request.id, payload])
+        return self._streams(request.deployment_id), [GROUP, level, max_depth, request.id, payload]
+
+    def _check_admitted(self, request: InferenceRequest, accepted: int, depth: int) -> None:
         if not accepted:
             raise QueueFull(request.deployment_id, depth, self._retry_after_s)
 
@@ -112,30 +134,73 @@ class RedisStreamsQueue:
             raise ValueError(f"max_items must be at least 1, got {max_items}")
         streams = self._streams(deployment_id)
         give_up_at = time.monotonic() + max(wait_s, 0.0)
-        taken: list[Delivery] = []
-        while True:
+        taken = self._live(self._spares(deployment_id, consumer, max_items))
+        while len(taken) < max_items:
             wanted = max_items - len(taken)
-            entries, newest = self._take_now(keys=streams, args=[GROUP, consumer, wanted])
+            entries = self._take_now(keys=streams, args=[GROUP, consumer, wanted])
             taken += self._live([self._delivery(deployment_id, *entry) for entry in entries])
-            if len(entries) == wanted and len(taken) < max_items:
+            if len(entries) == wanted:
                 continue  # some were expired (answered already): more may be queued behind them
             remaining = give_up_at - time.monotonic()
             if taken or remaining <= 0:
-                return taken
-            # Nothing is queued: sleep until a request is added after `newest`. XREAD, not XREADGROUP: waiting
-            # claims nothing, so the take script still picks the most urgent of what arrived.
-            self._redis.xread(dict(zip(streams, newest)), count=1, block=max(1, int(remaining * 1000)))
+                break
+            # Nothing is queued: block until a request arrives, which Redis then hands to this consumer directly
+            # (one round trip from its arrival to the worker, and one idle worker woken per request).
+            taken = self._live(self._block_for(deployment_id, consumer, wanted, min(remaining, MAX_BLOCK_S)))
+            if taken:
+                break
+        return taken
+
+    def _block_for(self, deployment_id: int, consumer: str, wanted: int, seconds: float) -> list[Delivery]:
+        """What a blocking XREADGROUP on every level claims within `seconds`, at most `wanted`, most urgent first.
+        Blocked, it gets the first request to arrive; requests that arrived on several levels just before it
+        was called come together, and those beyond `wanted` are kept for this consumer's next take."""
+        streams = self._streams(deployment_id)
+        if deployment_id not in self._grouped:  # once: streams are never deleted while the platform runs
+            self._ensure_groups(keys=streams, args=[GROUP])
+            self._grouped.add(deployment_id)
+        try:
+            reply = self._redis.xreadgroup(
+                GROUP, consumer, dict.fromkeys(streams, ">"), count=wanted, block=max(1, int(seconds * 1000))
+            )
+        except redis.ResponseError:  # NOGROUP: the streams were deleted (a namespace wiped): made again next time
+            self._grouped.discard(deployment_id)
+            return []
+        level_of = {stream.encode(): level for level, stream in zip(LEVELS, streams)}
+        claimed = [
+            self._delivery(deployment_id, level_of[_as_bytes(name)], entry_id, fields)
+            for name, entries in reply or []
+            for entry_id, fields in entries
+        ]
+        claimed.sort(key=lambda d: _parse_tag(d.tag)[0])  # stable: FIFO within a level
+        if len(claimed) > wanted:
+            with self._spare_lock:
+                self._spare.setdefault((deployment_id, consumer), []).extend(claimed[wanted:])
+        return claimed[:wanted]
+
+    def _spares(self, deployment_id: int, consumer: str, max_items: int) -> list[Delivery]:
+        with self._spare_lock:
+            spare = self._spare.get((deployment_id, consumer))
+            if not spare:
+                return []
+            given, spare[:] = spare[:max_items], spare[max_items:]
+            return given
 
     def complete(self, delivery: Delivery, result: InferenceResult) -> None:
         """Stores the result and acknowledges in one atomic script; a delivery completed before (by a consumer
         presumed dead whose work was reclaimed) stores nothing, so each request has one result."""
-        level, entry_id = _parse_tag(delivery.tag)
-        stream = self._streams(delivery.request.deployment_id)[level - HIGHEST_PRIORITY]
-        encoded = codec.encode_result(result)
-        self._complete(
-            keys=[stream, self._result_key(result.request_id)],
-            args=[GROUP, entry_id, encoded, self._result_ttl_ms],
-        )
+        self.complete_all([(delivery, result)])
+
+    def complete_all(self, completions: list[tuple[Delivery, InferenceResult]]) -> None:
+        """One script call for a whole batch: one round trip, however many requests it answers."""
+        keys, args = [], [GROUP, self._result_ttl_ms]
+        for delivery, result in completions:
+            level, entry_id = _parse_tag(delivery.tag)
+            keys += [self._streams(delivery.request.deployment_id)[level - HIGHEST_PRIORITY],
+                     self._result_key(result.request_id)]  # fmt: skip
+            args += [entry_id, codec.encode_result(result)]
+        if keys:
+            self._complete(keys=keys, args=args)
 
     def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:
         if max_items < 1:
@@ -152,6 +217,7 @@ class RedisStreamsQueue:
             if loop.is_running() and not _runs_on(loop):  # wait, unless that would block the loop it waits for
                 closing.result(timeout=5)
         self._async_clients.clear()
+        self._async_submits.clear()
         self._redis.close()
 
     # --- internals ---
@@ -160,6 +226,7 @@ class RedisStreamsQueue:
         loop = asyncio.get_running_loop()
         for stale in [other for other in self._async_clients if other.is_closed()]:
             del self._async_clients[stale]
+            self._async_submits.pop(stale, None)
         if loop not in self._async_clients:
             self._async_clients[loop] = redis.asyncio.Redis.from_url(self._url)
         return self._async_clients[loop]
@@ -182,17 +249,17 @@ class RedisStreamsQueue:
 
     def _live(self, deliveries: list[Delivery]) -> list[Delivery]:
         """The deliveries a worker should execute; expired and undecodable ones are answered here."""
-        live, now = [], time.time()
+        live, answered, now = [], [], time.time()
         for delivery in deliveries:
             request = delivery.request
             if isinstance(request, _Undecodable):
-                self.complete(
-                    delivery, InferenceResult(request.id, FAILED, error=f"undecodable request: {request.reason}")
-                )
+                error = f"undecodable request: {request.reason}"
+                answered.append((delivery, InferenceResult(request.id, FAILED, error=error)))
             elif request.expired(now):
-                self.complete(delivery, expired_result(request))
+                answered.append((delivery, expired_result(request)))
             else:
                 live.append(delivery)
+        self.complete_all(answered)
         return live
 
 
@@ -203,6 +270,10 @@ class _Undecodable:
     deployment_id: int
     id: str
     reason: str
+
+
+def _as_bytes(name) -> bytes:
+    return name if isinstance(name, bytes) else str(name).encode()
 
 
 def _runs_on(loop: asyncio.AbstractEventLoop) -> bool:

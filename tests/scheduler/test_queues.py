@@ -83,9 +83,11 @@ def test_take_waits_then_returns_empty(queue):
 
 def test_take_wakes_when_a_request_arrives(queue):
     req = request()
-    threading.Timer(0.2, queue.submit, args=(req, 10)).start()
+    submitter = threading.Timer(0.2, queue.submit, args=(req, 10))
+    submitter.start()
     started = time.monotonic()
     taken = queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=5)
+    submitter.join()  # the worker can have it before the submitter has its reply: close the queue after both
     assert [d.request.id for d in taken] == [req.id]
     assert time.monotonic() - started < 3
 
@@ -104,6 +106,19 @@ def test_full_queue_refuses_with_retry_after_and_counts_only_queued(queue):
     queue.take(DEPLOYMENT, "w1", max_items=1, wait_s=0)  # in flight no longer counts towards the limit
     queue.submit(request(), max_depth=3)
     assert queue.depth(DEPLOYMENT) == 3 and queue.in_flight(DEPLOYMENT) == 1
+
+
+def test_enqueue_on_the_gateways_loop_admits_and_refuses_as_submit_does(queue, gateway_loop):
+    def enqueue(req):
+        return asyncio.run_coroutine_threadsafe(queue.enqueue(req, max_depth=2), gateway_loop).result(30)
+
+    first, second = request(), request()
+    enqueue(first)
+    queue.submit(second, max_depth=2)
+    with pytest.raises(QueueFull):
+        enqueue(request())
+    assert queue.depth(DEPLOYMENT) == 2
+    assert [d.request.id for d in queue.take(DEPLOYMENT, "w1", max_items=5, wait_s=0)] == [first.id, second.id]
 
 
 def test_concurrent_submitters_never_exceed_max_depth(queue):
@@ -220,6 +235,25 @@ def test_result_stored_before_acknowledged_and_a_second_completion_is_ignored(qu
         wait(queue, req.id, timeout=0.2)
 
 
+def test_a_batch_completes_in_one_step_and_only_what_is_still_pending_is_stored(queue, wait):
+    reqs = [request(value=v) for v in (1.0, 2.0, 3.0, 4.0)]
+    for req in reqs:
+        queue.submit(req, max_depth=10)
+    deliveries = queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=0)
+    queue.complete(deliveries[0], ok_result(reqs[0]))  # answered before: the batch's copy is a late duplicate
+    late = InferenceResult(reqs[0].id, FAILED, error="a late duplicate")
+    queue.complete_all([(deliveries[0], late)] + [(d, ok_result(d.request, "w2")) for d in deliveries[1:]])
+    queue.complete_all([])
+    assert queue.in_flight(DEPLOYMENT) == 0 and queue.depth(DEPLOYMENT) == 0
+    assert wait(queue, reqs[0].id).worker_id == "w1"
+    for req in reqs[1:]:
+        result = wait(queue, req.id)
+        assert result.status == OK and result.worker_id == "w2"
+        np.testing.assert_array_equal(result.outputs["y"], req.inputs["x"] * 2)
+    with pytest.raises(ResultTimeout):
+        wait(queue, reqs[0].id, timeout=0.2)
+
+
 def test_unclaimed_results_expire(queue_factory, wait):
     queue = queue_factory(result_ttl_s=0.2)
     req = request()
@@ -285,6 +319,65 @@ def test_redis_answers_undecodable_entries_instead_of_redelivering_them(redis_na
         assert queue.in_flight(DEPLOYMENT) == 1 and queue.depth(DEPLOYMENT) == 0
     finally:
         queue.close()
+
+
+def test_redis_blocking_read_keeps_what_it_claimed_beyond_the_take_for_the_next_one(redis_namespace):
+    """Requests on several levels reach an idle worker's blocking read together: it claims some of each, hands
+    the most urgent over and keeps the rest, in order, for the next take; none is left pending unseen."""
+    from luminal.scheduler.queues.redis_streams import RedisStreamsQueue
+    from tests.scheduler.queue_fixtures import REDIS_URL
+
+    queue = RedisStreamsQueue(REDIS_URL, redis_namespace)
+    try:
+        low = [request(priority=9, value=v) for v in range(3)]
+        urgent = [request(priority=1, value=v) for v in range(2)]
+        for req in low + urgent:
+            queue.submit(req, max_depth=10)
+        got = queue._block_for(DEPLOYMENT, "w1", wanted=2, seconds=1)  # data waiting: it returns at once
+        assert [d.request.id for d in got] == [r.id for r in urgent]
+        assert queue.in_flight(DEPLOYMENT) == 4 and queue.depth(DEPLOYMENT) == 1
+        rest = queue.take(DEPLOYMENT, "w1", max_items=5, wait_s=0)  # the two kept first, then the one queued
+        assert [d.request.id for d in rest] == [r.id for r in low]
+        assert queue.in_flight(DEPLOYMENT) == 5 and queue.depth(DEPLOYMENT) == 0
+    finally:
+        queue.close()
+
+
+def test_redis_idle_worker_recovers_when_its_streams_are_deleted(redis_namespace):
+    import redis
+
+    from luminal.scheduler.queues.redis_streams import RedisStreamsQueue
+    from tests.scheduler.queue_fixtures import REDIS_URL
+
+    queue, client = RedisStreamsQueue(REDIS_URL, redis_namespace), redis.Redis.from_url(REDIS_URL)
+    try:
+        assert queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=0.05) == []  # made the streams and the group
+        client.delete(*queue._streams(DEPLOYMENT))
+        assert queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=0.2) == []
+        req = request()
+        submitter = threading.Timer(0.2, queue.submit, args=(req, 10))
+        submitter.start()
+        taken = queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=5)
+        submitter.join()
+        assert [d.request.id for d in taken] == [req.id]
+    finally:
+        queue.close()
+        client.close()
+
+
+def test_one_arrival_wakes_one_of_several_idle_workers(queue):
+    got: dict[str, list] = {}
+    takers = [threading.Thread(target=lambda w=w: got.__setitem__(w, queue.take(DEPLOYMENT, w, 4, 1.0)))
+              for w in ("w1", "w2", "w3")]  # fmt: skip
+    for taker in takers:
+        taker.start()
+    time.sleep(0.2)  # all three are blocked
+    req = request()
+    queue.submit(req, max_depth=10)
+    for taker in takers:
+        taker.join(timeout=10)
+    assert sorted(len(taken) for taken in got.values()) == [0, 0, 1]
+    assert [d.request.id for taken in got.values() for d in taken] == [req.id]
 
 
 # --- the factory ---

@@ -26,6 +26,9 @@ class DiesBeforeAcknowledging:
     def complete(self, delivery, result) -> None:
         pass
 
+    def complete_all(self, completions) -> None:
+        pass
+
 
 def executor(deployment_id: int, tenant_id: int, worker_id: str, queue, ledger) -> BatchExecutor:
     spec = WorkerSpec(deployment_id, tenant_id, "tiny", 1, "tiny.lprog", "cpu", 8, 5, 0, 2, {}, {})
