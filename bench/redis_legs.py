@@ -97,13 +97,13 @@ def _worker_main(url: str, namespace: str, database_url: str, program_path: str,
     """The worker process: the real Worker loop, its legs written to `out` (JSON lines) when it stops."""
     import signal
 
-    from luminal.gateway.store.database import Database
     from luminal.scheduler.ledger import SqlUsageLedger
     from luminal.scheduler.programs import ProgramCache
     from luminal.scheduler.queues import codec, open_queue
     from luminal.scheduler.registry import open_registry
     from luminal.scheduler.worker import Worker
     from luminal.scheduler.worker_spec import WorkerSpec
+    from luminal.store.database import Database
 
     events: list = []
     stop = threading.Event()
@@ -129,11 +129,11 @@ def _worker_main(url: str, namespace: str, database_url: str, program_path: str,
 
 def _database(database_url: str):
     """A migrated database holding one tenant and one deployment of a model `small`, for the usage records."""
-    from luminal.gateway.store import deployments as deployment_store
-    from luminal.gateway.store import models as model_store
-    from luminal.gateway.store.database import Database, migrate
-    from luminal.gateway.store.models import UploadedGraph
-    from luminal.gateway.store.tenants import create_tenant
+    from luminal.store import deployments as deployment_store
+    from luminal.store import models as model_store
+    from luminal.store.database import Database, migrate
+    from luminal.store.models import UploadedGraph
+    from luminal.store.tenants import create_tenant
 
     db = Database(database_url)
     migrate(db.engine)
