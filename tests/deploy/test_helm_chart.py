@@ -85,7 +85,11 @@ def test_defaults_gateway_probes_rbac_and_secrets():
     assert services["LUMINAL_QUEUE_URL"].startswith("redis://")
     assert find(documents, "Secret", "demo-luminal-keys").get("stringData") in (None, {})
     compile_worker = find(documents, "Deployment", "demo-luminal-compile-worker")
-    assert compile_worker["spec"]["replicas"] == 0  # `luminal compile-worker` does not exist yet
+    assert compile_worker["spec"]["replicas"] == 0  # by default the gateway compiles in its own processes
+    gateway_env = env_of(
+        find(documents, "Deployment", "demo-luminal-gateway")["spec"]["template"]["spec"]["containers"][0]
+    )
+    assert "LUMINAL_COMPILE_RUNNER" not in gateway_env
     assert not [d for d in documents if d["kind"] == "HorizontalPodAutoscaler"]
 
 
@@ -156,6 +160,7 @@ def test_autoscaling():
     assert env["LUMINAL_SCALE_TARGET_PER_REPLICA"] == "8" and env["LUMINAL_MAX_QUEUE_DEPTH"] == "2048"
     assert Settings(scale_target_per_replica=env["LUMINAL_SCALE_TARGET_PER_REPLICA"]).scale_target_per_replica == 8
     assert find(documents, "Deployment", "demo-luminal-compile-worker")["spec"]["replicas"] == 2
+    assert env["LUMINAL_COMPILE_RUNNER"] == "celery"  # compile workers run: the gateway sends its compiles there
 
 
 @pytest.mark.parametrize(
