@@ -191,3 +191,27 @@ def test_a_tampered_weights_entry_is_refused(compiled_file, tmp_path):
     write_bundle(FORMAT, tmp_path / "bad.llmprog", entries, fields)
     with pytest.raises(ArtifactError, match="no program binds"):
         load_language_model(tmp_path / "bad.llmprog")
+
+
+def test_sampled_tokens_carry_the_logprobs_of_the_unmodified_distribution(compiled):
+    hf, model = compiled
+    engine, loop = GenerationEngine(model), asyncio.new_event_loop()
+    prompt = model.codec.encode("the quick brown")
+    params = SamplingParams(max_tokens=6, temperature=0.7, top_k=5, seed=11, ignore_eos=True, logprobs=2)
+    stream = engine.submit(prompt, params, loop)
+    while engine.running or engine.waiting:
+        engine.run_once()
+
+    async def deltas():
+        return [d async for d in stream]
+
+    got = [d.logprob for d in loop.run_until_complete(deltas())]
+    tokens = stream.sequence.tokens
+    with torch.no_grad():
+        logits = hf(torch.tensor([prompt + tokens])).logits[0].double()
+    reference = torch.log_softmax(logits, -1)[len(prompt) - 1 : -1]
+    assert [g.token for g in got] == tokens
+    for row, g in zip(reference, got, strict=True):
+        assert abs(g.logprob - row[g.token].item()) < 1e-4
+        assert [t for t, _ in g.top] == torch.topk(row, 2).indices.tolist()
+    loop.close()
