@@ -65,16 +65,20 @@ def stable_report(report: Any) -> Any:
     return report
 
 
-def program_to_bytes(prog: CompiledProgram, source_hash: str | None = None) -> bytes:
-    """The artifact's bytes. `source_hash` is the hash of the graph given to compile (the cache key's part);
-    by default the hash of the program's own (optimized) graph."""
-    graph_bytes = graph_to_bytes(prog.graph)
-    entries = {
-        GRAPH: graph_bytes,
+def code_entries(prog: CompiledProgram) -> dict[str, bytes]:
+    """The entries besides the graph: kernel IR, generated source, report (a bundle of several programs that
+    stores their weights once carries these per program)."""
+    return {
         KERNELS: dump_json(None if prog.kernels is None else program_to_json(prog.kernels)),
         SOURCE: prog.source.encode(),
         REPORT: dump_json(stable_report(prog.report)),
     }
+
+
+def program_to_bytes(prog: CompiledProgram, source_hash: str | None = None) -> bytes:
+    """The artifact's bytes. `source_hash` is the hash of the graph given to compile (the cache key's part);
+    by default the hash of the program's own (optimized) graph."""
+    entries = {GRAPH: graph_to_bytes(prog.graph), **code_entries(prog)}
     manifest = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -139,15 +143,20 @@ def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None, 
         graph = load_graph(bytes(raw[GRAPH]))
     except GraphFileError as e:
         raise ArtifactError(f"{GRAPH}: {e}") from None
+    return program_from_entries(graph, manifest["target"], raw, check_source)
+
+
+def program_from_entries(graph: Graph, target_name: str, raw: Any, check_source: bool = True) -> CompiledProgram:
+    """The program of `graph` (its weights bound) and its `code_entries` bytes, checked as `load_program` checks
+    them (the stored source must be what the IR generates); `target_name` must already be a known target."""
     kernels_json = _json(raw[KERNELS], KERNELS)
     kernels = None if kernels_json is None else program_from_json(kernels_json)
-    if (kernels is None) != (manifest["target"] == "reference"):
-        raise ArtifactError(f"{KERNELS}: target {manifest['target']!r} needs kernels exactly when it is not reference")
+    if (kernels is None) != (target_name == "reference"):
+        raise ArtifactError(f"{KERNELS}: target {target_name!r} needs kernels exactly when it is not reference")
     try:
         text = bytes(raw[SOURCE]).decode("utf-8")
     except UnicodeDecodeError:
         raise ArtifactError(f"{SOURCE} is not UTF-8") from None
-    target_name = manifest["target"]
     try:
         expected = text if not check_source else "" if kernels is None else program_source(kernels, target_name)
     except ValueError as e:  # an IR that decodes but cannot be code (a packed buffer that fits no GEMM)
@@ -162,7 +171,7 @@ def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None, 
     report = _json(raw[REPORT], REPORT)
     if not isinstance(report, dict):
         raise ArtifactError(f"{REPORT} must be a JSON object")
-    return CompiledProgram(graph, manifest["target"], kernels, text, report)
+    return CompiledProgram(graph, target_name, kernels, text, report)
 
 
 def _json(data: bytearray, what: str) -> Any:
@@ -232,4 +241,13 @@ def _check_signature(kernels: Any, graph: Any) -> None:
             )
 
 
-__all__ = ["ArtifactError", "FORMAT_NAME", "FORMAT_VERSION", "load_program", "program_to_bytes", "save_program"]
+__all__ = [
+    "ArtifactError",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "code_entries",
+    "load_program",
+    "program_from_entries",
+    "program_to_bytes",
+    "save_program",
+]

@@ -29,6 +29,7 @@ from luminal.gateway.platform import Platform
 from luminal.gateway.routers.inference import resolve_ready
 from luminal.gateway.uploads import LLM_KIND
 from luminal.scheduler.generation.engine import GenerationEngine, PromptTooLong
+from luminal.scheduler.generation.logprobs import TokenLogprob
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.stream import Account, Delta, GenerationFailed, TokenStream
 from luminal.scheduler.generation.tokenizer import TextCodec
@@ -87,6 +88,7 @@ def sampling_params(body: SamplingFields, max_tokens: int | None, prompt: list[i
         stop=body.stops(),
         stop_token_ids=tuple(body.stop_token_ids or ()),
         ignore_eos=body.ignore_eos,
+        logprobs=body.top_logprobs_count(),
     )
 
 
@@ -98,8 +100,11 @@ class Answer:
     started: tuple[TokenStream, SequenceTimer]  # what Served.start returns
     id_prefix: str
     chunk_object: str
-    choice: Callable[[str, str | None], dict[str, Any]]  # (text, finish_reason) -> a streamed choice
+    # (text, finish_reason, logprobs) -> a streamed choice
+    choice: Callable[[str, str | None, dict[str, Any] | None], dict[str, Any]]
     first: dict[str, Any] | None = None  # a choice sent before any text (chat's assistant role)
+    # Formats tokens' logprobs in the endpoint's shape (openai_logprobs.py); None when not asked for.
+    logprobs: Callable[[list[TokenLogprob]], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.stream, self.timer = self.started
@@ -114,15 +119,18 @@ class Answer:
     def envelope(self, obj: str, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "choices": choices, **extra}
 
-    async def collect(self, request: Request) -> tuple[str, str | None]:
-        """The whole text and finish reason; the sequence is cancelled if the client disconnects first."""
+    async def collect(self, request: Request) -> tuple[str, str | None, dict[str, Any] | None]:
+        """The whole text, finish reason and logprobs (None when not asked for); the sequence is cancelled if the
+        client disconnects first."""
         watcher = asyncio.create_task(_cancel_on_disconnect(request, self.stream))
         try:
-            parts, reason = [], None
+            parts, reason, tokens = [], None, []
             async for delta in self._timed():
                 parts.append(delta.text)
                 reason = delta.finish_reason
-            return "".join(parts), reason
+                if delta.logprob is not None:
+                    tokens.append(delta.logprob)
+            return "".join(parts), reason, self._logprobs(tokens)
         except GenerationFailed as e:
             raise OpenAIError(500, str(e)) from None
         finally:
@@ -138,6 +146,9 @@ class Answer:
         finally:
             self.timer.ended(self.stream.prompt_tokens, self.stream.completion_tokens)
 
+    def _logprobs(self, tokens: list[TokenLogprob]) -> dict[str, Any] | None:
+        return None if self.logprobs is None else self.logprobs(tokens)
+
     def sse(self, include_usage: bool) -> StreamingResponse:
         return StreamingResponse(self._events(include_usage), media_type="text/event-stream")
 
@@ -146,9 +157,13 @@ class Answer:
         try:
             if self.first is not None:
                 yield _event(self.envelope(self.chunk_object, [self.first], **usage))
+            pending: list[TokenLogprob] = []  # tokens whose text is held back ride on the next chunk sent
             async for delta in self._timed():
+                if delta.logprob is not None:
+                    pending.append(delta.logprob)
                 if delta.text or delta.finish_reason:
-                    choice = self.choice(delta.text, delta.finish_reason)
+                    choice = self.choice(delta.text, delta.finish_reason, self._logprobs(pending))
+                    pending = []
                     yield _event(self.envelope(self.chunk_object, [choice], **usage))
             if include_usage:
                 yield _event(self.envelope(self.chunk_object, [], usage=self.usage()))

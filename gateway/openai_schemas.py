@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_v
 
 MAX_STOPS = 4  # OpenAI's limit on stop sequences
 MAX_STOP_TOKEN_IDS = 64
+MAX_COMPLETION_LOGPROBS = 5  # OpenAI's limits: legacy completions list at most 5 alternatives, chat 20
+MAX_CHAT_TOP_LOGPROBS = 20
 
 
 class StreamOptions(BaseModel):
@@ -34,12 +36,15 @@ class SamplingFields(BaseModel):
     stream_options: StreamOptions | None = None
     presence_penalty: Literal[0] | None = None  # penalties are not applied: only their neutral value is accepted
     frequency_penalty: Literal[0] | None = None
-    logprobs: Literal[False] | None = None  # not computed yet
 
     def stops(self) -> tuple[str, ...]:
         if self.stop is None:
             return ()
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    def top_logprobs_count(self) -> int | None:
+        """None: no logprobs; otherwise how many alternatives each token lists (per endpoint)."""
+        return None
 
     @property
     def include_usage(self) -> bool:
@@ -50,6 +55,7 @@ class CompletionCreate(SamplingFields):
     prompt: StrictStr | list[StrictStr] | list[StrictInt] | list[list[StrictInt]]
     max_tokens: StrictInt | None = Field(default=16, ge=1)  # OpenAI's default for completions
     echo: Literal[False] = False
+    logprobs: StrictInt | None = Field(default=None, ge=0, le=MAX_COMPLETION_LOGPROBS)  # top alternatives per token
     suffix: None = None
 
     @model_validator(mode="after")
@@ -58,6 +64,9 @@ class CompletionCreate(SamplingFields):
             if len(self.prompt) != 1:
                 raise ValueError("one prompt per request (a list of prompts is not served)")
         return self
+
+    def top_logprobs_count(self) -> int | None:
+        return self.logprobs
 
     def prompt_value(self) -> str | list[int]:
         """The single prompt: text, or token ids."""
@@ -91,6 +100,18 @@ class ChatCompletionCreate(SamplingFields):
     max_tokens: StrictInt | None = Field(default=None, ge=1)  # None: the rest of the context
     max_completion_tokens: StrictInt | None = Field(default=None, ge=1)  # the newer name of max_tokens
     add_generation_prompt: bool = True
+    logprobs: bool | None = None
+    top_logprobs: StrictInt | None = Field(default=None, ge=0, le=MAX_CHAT_TOP_LOGPROBS)
+
+    @model_validator(mode="after")
+    def _top_needs_logprobs(self) -> ChatCompletionCreate:
+        if self.top_logprobs is not None and not self.logprobs:
+            raise ValueError("top_logprobs is only allowed when logprobs is true")
+        return self
+
+    def top_logprobs_count(self) -> int | None:
+        """None: no logprobs; otherwise how many alternatives each token lists."""
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     def token_limit(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens

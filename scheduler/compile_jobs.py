@@ -71,7 +71,8 @@ def compile_deployment(db: Database, artifacts: ArtifactStore, deployment_id: in
 
 
 def _compile_file(source: Path, target: str, out: Path) -> None:
-    """A `.lgraph` becomes one `.lprog`; an LLM package becomes an `.llmprog` (its prefill and step programs)."""
+    """A `.lgraph` becomes one `.lprog`; an LLM package becomes an `.llmprog` (its prefill and step programs, and
+    their weights once)."""
     if is_llm_package(source):
         compile_package(source, target, out)
     else:

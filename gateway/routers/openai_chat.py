@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from luminal.gateway.dependencies import PlatformDep, TenantDep
 from luminal.gateway.openai_errors import OpenAIRoute
 from luminal.gateway.openai_generation import Answer, language_model, sampling_params
+from luminal.gateway.openai_logprobs import ChatLogprobs
 from luminal.gateway.openai_schemas import ChatCompletionCreate
 from luminal.gateway.request_body import read_json_model
 
@@ -20,9 +21,9 @@ MAX_BODY_BYTES = 4 << 20
 CHUNK = "chat.completion.chunk"
 
 
-def _delta(text: str, finish_reason: str | None) -> dict[str, Any]:
+def _delta(text: str, finish_reason: str | None, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
     delta = {"content": text} if text else {}
-    return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    return {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
 
 
 @router.post("/chat/completions")
@@ -35,10 +36,11 @@ async def create_chat_completion(request: Request, tenant: TenantDep, platform: 
     ids = await run_in_threadpool(engine.model.codec.chat_prompt, messages, body.add_generation_prompt)
     params = sampling_params(body, body.token_limit(), ids, engine.model.max_positions)
     first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-    answer = Answer(body.model, served.start(ids, params), "chatcmpl", CHUNK, _delta, first)
+    logprobs = None if params.logprobs is None else ChatLogprobs(engine.model.codec)
+    answer = Answer(body.model, served.start(ids, params), "chatcmpl", CHUNK, _delta, first, logprobs)
     if body.stream:
         return answer.sse(body.include_usage)
-    text, reason = await answer.collect(request)
+    text, reason, token_logprobs = await answer.collect(request)
     message = {"role": "assistant", "content": text}
-    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
+    choice = {"index": 0, "message": message, "logprobs": token_logprobs, "finish_reason": reason}
     return JSONResponse(answer.envelope("chat.completion", [choice], usage=answer.usage()))

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from luminal.gateway.dependencies import PlatformDep, TenantDep
 from luminal.gateway.openai_errors import OpenAIRoute
 from luminal.gateway.openai_generation import Answer, check_token_ids, language_model, sampling_params
+from luminal.gateway.openai_logprobs import CompletionLogprobs
 from luminal.gateway.openai_schemas import CompletionCreate
 from luminal.gateway.request_body import read_json_model
 
@@ -17,8 +18,8 @@ router = APIRouter(route_class=OpenAIRoute)
 MAX_BODY_BYTES = 4 << 20  # a long prompt is a few hundred KiB of text
 
 
-def _choice(text: str, finish_reason: str | None) -> dict[str, Any]:
-    return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+def _choice(text: str, finish_reason: str | None, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
 
 
 @router.post("/completions")
@@ -30,8 +31,10 @@ async def create_completion(request: Request, tenant: TenantDep, platform: Platf
     ids = engine.model.codec.encode(prompt) if isinstance(prompt, str) else prompt
     check_token_ids(engine.model.codec, ids, "prompt")
     params = sampling_params(body, body.max_tokens, ids, engine.model.max_positions)
-    answer = Answer(body.model, served.start(ids, params), "cmpl", "text_completion", _choice)
+    logprobs = None if params.logprobs is None else CompletionLogprobs(engine.model.codec)
+    answer = Answer(body.model, served.start(ids, params), "cmpl", "text_completion", _choice, logprobs=logprobs)
     if body.stream:
         return answer.sse(body.include_usage)
-    text, reason = await answer.collect(request)
-    return JSONResponse(answer.envelope("text_completion", [_choice(text, reason)], usage=answer.usage()))
+    text, reason, token_logprobs = await answer.collect(request)
+    choice = _choice(text, reason, token_logprobs)
+    return JSONResponse(answer.envelope("text_completion", [choice], usage=answer.usage()))

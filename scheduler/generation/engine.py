@@ -23,6 +23,7 @@ import numpy as np
 from luminal.nn.models.generation import positions_of
 from luminal.scheduler.generation.kv_batch import KVBatch
 from luminal.scheduler.generation.language_model import LanguageModel
+from luminal.scheduler.generation.logprobs import token_logprob
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
 from luminal.scheduler.generation.stream import Account, Delta, Failed, TokenStream
@@ -185,8 +186,10 @@ class GenerationEngine:
         """Choose the sequence's next token and hand its text to the stream; True when the sequence is done."""
         seq = stream.sequence
         token = seq.sampler.choose(logits)
+        top = seq.params.logprobs
+        logprob = None if top is None else token_logprob(logits, token, top)
         text = seq.add(token)
-        stream.put(Delta(text, token, seq.finish_reason))
+        stream.put(Delta(text, token, seq.finish_reason, logprob))
         return seq.finished
 
     def _drop_cancelled(self) -> None:

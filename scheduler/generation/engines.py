@@ -1,6 +1,6 @@
 """The running generation engines of this process, one per compiled language model (by artifact key), started
 on first use and kept while in use; the least recently used is closed when more than `max_loaded` are held
-(each holds its weights twice, in its prefill and step programs, plus its caches)."""
+(each holds its weights, shared by its prefill and step programs, plus its caches)."""
 
 from __future__ import annotations
 

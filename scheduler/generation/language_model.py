@@ -1,7 +1,9 @@
-"""A deployed language model: its LLM package compiled for a target (`.llmprog`, a bundle of the prefill and
-decode-step programs with the package's tokenizer files), and that file loaded back for serving.
+"""A deployed language model: its LLM package compiled for a target (`.llmprog`), and that file loaded back for
+serving.
 
-The compiled programs each carry the weights (a `.lprog` is self-contained); the upload carries them once.
+Format 2 holds the prefill and decode-step programs' code (graph.json, kernel IR, generated source, report, per
+program) and their weights once, in one safetensors entry both programs bind (`shared_weights`), beside the
+package's tokenizer files. Format 1 (two self-contained `.lprog` entries, each with every weight) is still read.
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import luminal as lm
-from luminal.compiler.artifact import load_program, program_to_bytes
+from luminal.compiler import COMPILER_VERSION
+from luminal.compiler.artifact import KERNELS, REPORT, SOURCE, code_entries, load_program, program_from_entries
 from luminal.compiler.artifact_json import ArtifactError
-from luminal.graph_json import parse_json
+from luminal.compiler.program import TARGETS, CompiledProgram
+from luminal.graph_file import WEIGHTS, _safetensors_parts, read_safetensors
+from luminal.graph_json import GraphFileError, decode_graph, dump_json, encode_graph, parse_json, signature
 from luminal.llm_package import (
     CHAT_TEMPLATE,
     CONFIG,
@@ -23,27 +28,38 @@ from luminal.llm_package import (
     load_package,
     text_entries,
 )
+from luminal.padding import PaddingError, apply_manifest_padding
+from luminal.scheduler.generation.shared_weights import bind_shared, weights_graph
 from luminal.scheduler.generation.tokenizer import TextCodec
 from luminal.scheduler.programs import LoadedProgram
 from luminal.zip_bundle import BundleFormat, read_bundle, write_bundle
 
-PREFILL, STEP = "prefill.lprog", "step.lprog"
+PROGRAMS = ("prefill", "step")
+PARTS = {"graph.json": None, KERNELS: KERNELS, SOURCE: SOURCE, REPORT: REPORT}  # entry suffix -> code_entries key
 MiB, GiB = 1 << 20, 1 << 30
+TEXT_CAPS = {CONFIG: 1 * MiB, TOKENIZER: 64 * MiB, TOKENIZER_CONFIG: 16 * MiB, CHAT_TEMPLATE: 1 * MiB,
+             GENERATION_CONFIG: 1 * MiB}  # fmt: skip
+PROGRAM_CAPS = {"graph.json": 256 * MiB, KERNELS: 512 * MiB, SOURCE: 512 * MiB, REPORT: 16 * MiB}
 FORMAT = BundleFormat(
     name="luminal.llmprog",
-    version=1,
+    version=2,
     caps={
-        PREFILL: 66 * GiB,  # a program holds its graph with every weight
-        STEP: 66 * GiB,
-        CONFIG: 1 * MiB,
-        TOKENIZER: 64 * MiB,
-        TOKENIZER_CONFIG: 16 * MiB,
-        CHAT_TEMPLATE: 1 * MiB,
-        GENERATION_CONFIG: 1 * MiB,
+        **{f"{p}.{part}": cap for p in PROGRAMS for part, cap in PROGRAM_CAPS.items()},
+        WEIGHTS: 66 * GiB,
+        **TEXT_CAPS,
     },
-    required=frozenset({PREFILL, STEP, CONFIG, TOKENIZER}),
+    required=frozenset({f"{p}.{part}" for p in PROGRAMS for part in PARTS} | {WEIGHTS, CONFIG, TOKENIZER}),
     error=ArtifactError,
-    stored=frozenset({PREFILL, STEP}),
+    stored=frozenset({WEIGHTS}),
+)
+V1_PREFILL, V1_STEP = "prefill.lprog", "step.lprog"
+FORMAT_V1 = BundleFormat(  # each program self-contained: every weight twice
+    name=FORMAT.name,
+    version=1,
+    caps={V1_PREFILL: 66 * GiB, V1_STEP: 66 * GiB, **TEXT_CAPS},
+    required=frozenset({V1_PREFILL, V1_STEP, CONFIG, TOKENIZER}),
+    error=ArtifactError,
+    stored=frozenset({V1_PREFILL, V1_STEP}),
 )
 
 
@@ -60,17 +76,37 @@ class LanguageModel:
 def compile_package(package_path: Path, target: str, out_path: Path) -> None:
     """Compile an uploaded LLM package's prefill and step graphs for `target` and write the `.llmprog`."""
     package = load_package(package_path)
-    entries = {
-        PREFILL: [program_to_bytes(lm.compile(package.graphs.prefill, target=target))],
-        STEP: [program_to_bytes(lm.compile(package.graphs.step, target=target))],
-        **text_entries(package),
+    programs = {
+        "prefill": lm.compile(package.graphs.prefill, target=target),
+        "step": lm.compile(package.graphs.step, target=target),
     }
-    fields = {"layers": package.graphs.layers, "max_batch": package.max_batch, "max_positions": package.max_positions}
-    write_bundle(FORMAT, out_path, entries, {**fields, "target": target})
+    entries: dict[str, list] = {WEIGHTS: _safetensors_parts(weights_graph({p: c.graph for p, c in programs.items()}))}
+    for name, prog in programs.items():
+        code = code_entries(prog)
+        entries[f"{name}.graph.json"] = [dump_json(encode_graph(prog.graph))]
+        entries.update({f"{name}.{part}": [code[key]] for part, key in PARTS.items() if key is not None})
+    fields = {
+        "layers": package.graphs.layers,
+        "max_batch": package.max_batch,
+        "max_positions": package.max_positions,
+        "target": target,
+        "compiler_version": COMPILER_VERSION,
+        "signatures": {name: signature(prog.graph) for name, prog in programs.items()},
+    }
+    write_bundle(FORMAT, out_path, {**entries, **text_entries(package)}, fields)
 
 
 def load_language_model(path: Path) -> LanguageModel:
-    manifest, raw = read_bundle(FORMAT, path)
+    try:
+        manifest, raw = read_bundle(FORMAT, path)
+    except ArtifactError as error:
+        try:  # compiled before the weights were stored once? (its entries are refused before any data is read)
+            manifest, raw = read_bundle(FORMAT_V1, path)
+        except ArtifactError:
+            raise error from None
+        programs = {"prefill": load_program(bytes(raw.pop(V1_PREFILL))), "step": load_program(bytes(raw.pop(V1_STEP)))}
+    else:
+        programs = _programs(manifest, raw)
     sizes = [manifest.get(k) for k in ("layers", "max_batch", "max_positions")]
     if not all(type(v) is int and v > 0 for v in sizes):
         raise ArtifactError("manifest: layers, max_batch and max_positions must be positive integers")
@@ -85,6 +121,40 @@ def load_language_model(path: Path) -> LanguageModel:
         objects[CONFIG],
         objects[GENERATION_CONFIG],
     )
-    prefill = LoadedProgram(load_program(bytes(raw.pop(PREFILL))).prepare())
-    step = LoadedProgram(load_program(bytes(raw.pop(STEP))).prepare())
+    prefill, step = (LoadedProgram(programs[p].prepare()) for p in PROGRAMS)
     return LanguageModel(prefill, step, codec, *sizes)
+
+
+def _programs(manifest: dict[str, Any], raw: dict[str, bytearray]) -> dict[str, CompiledProgram]:
+    """Format 2's programs, both bound to the one copy of the weights; checked as a `.lprog` is."""
+    if manifest.get("compiler_version") != COMPILER_VERSION:
+        raise ArtifactError(
+            f"compiled by compiler version {manifest.get('compiler_version')!r:.60}, this is {COMPILER_VERSION}: "
+            "recompile"
+        )
+    target, signatures = manifest.get("target"), manifest.get("signatures")
+    if target not in TARGETS:
+        raise ArtifactError(f"manifest: target {target!r:.40} is not one of {TARGETS}")
+    if not isinstance(signatures, dict) or set(signatures) != set(PROGRAMS):
+        raise ArtifactError(f"manifest: signatures must name exactly {PROGRAMS}")
+    graphs = {}
+    for name in PROGRAMS:
+        try:
+            graph = decode_graph(parse_json(bytes(raw.pop(f"{name}.graph.json")), f"{name}.graph.json"))
+            apply_manifest_padding(graph, signatures[name])
+        except (GraphFileError, PaddingError) as e:
+            raise ArtifactError(f"{name}.graph.json: {e}") from None
+        if signature(graph) != signatures[name]:
+            raise ArtifactError(f"the manifest's {name} signature disagrees with {name}.graph.json")
+        graphs[name] = graph
+    try:
+        arrays = read_safetensors(raw.pop(WEIGHTS))
+    except GraphFileError as e:
+        raise ArtifactError(str(e)) from None
+    bind_shared(graphs, arrays)
+    return {
+        name: program_from_entries(
+            graph, target, {key: raw.pop(f"{name}.{part}") for part, key in PARTS.items() if key is not None}
+        )  # fmt: skip
+        for name, graph in graphs.items()
+    }

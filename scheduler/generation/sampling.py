@@ -10,6 +10,8 @@ import numpy as np
 
 from luminal.nn.models.generation import allowed_probabilities
 
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit on top_logprobs
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -21,6 +23,7 @@ class SamplingParams:
     stop: tuple[str, ...] = ()  # strings that end the text; the text stops before them
     stop_token_ids: tuple[int, ...] = ()  # tokens that end the sequence besides the model's end-of-sequence
     ignore_eos: bool = False
+    logprobs: int | None = None  # None: none computed; n: each token's logprob and the n most likely alternatives
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -31,6 +34,8 @@ class SamplingParams:
             raise ValueError(f"top_p must lie in (0, 1], got {self.top_p}")
         if self.top_k is not None and self.top_k < -1:
             raise ValueError(f"top_k must be -1 (off), 0 (off) or positive, got {self.top_k}")
+        if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"logprobs must lie in [0, {MAX_TOP_LOGPROBS}], got {self.logprobs}")
 
 
 class Sampler:

@@ -8,6 +8,7 @@ import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from luminal.scheduler.generation.logprobs import TokenLogprob
 from luminal.scheduler.generation.sequence import Sequence
 
 
@@ -16,6 +17,7 @@ class Delta:
     text: str
     token: int
     finish_reason: str | None  # set on the sequence's last delta
+    logprob: TokenLogprob | None = None  # when the request asked for logprobs
 
 
 @dataclass(frozen=True)

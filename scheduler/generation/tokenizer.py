@@ -62,6 +62,10 @@ class TextCodec:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
+    def token_text(self, token: int) -> str:
+        """One token's own text, special tokens spelled out (what logprobs list: "</s>" is a token there)."""
+        return self.tokenizer.decode([token], skip_special_tokens=False)
+
     def chat_prompt(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> list[int]:
         """The conversation rendered by the chat template and tokenized as apply_chat_template(tokenize=True)
         does: the template writes the special tokens itself, so none are added."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
+import torch
 
 from tests.gateway.conftest import BOOTSTRAP_KEY
 from tests.gateway.openai_world import POSITIONS, start_world
@@ -15,6 +16,7 @@ from tests.llm_folders import EOS
 
 PROMPTS = ["the quick brown", "hello world, hello luminal; a compiler of few", "user: what"]
 MODELS = ["tiny-llama", "tiny-gpt2"]
+CHAT = [{"role": "user", "content": "what is the capital?"}]
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +141,12 @@ def test_models_lists_the_language_models(world):
          None),
         (lambda c: c.completions.create(model="tiny-llama", prompt=[99999]), openai.BadRequestError, "prompt"),
         (lambda c: c.chat.completions.create(model="tiny-llama", messages=[]), openai.BadRequestError, "messages"),
+        (lambda c: c.completions.create(model="tiny-llama", prompt="a", logprobs=6), openai.BadRequestError,
+         "logprobs"),
+        (lambda c: c.chat.completions.create(model="tiny-llama", messages=CHAT, logprobs=True, top_logprobs=21),
+         openai.BadRequestError, "top_logprobs"),
+        (lambda c: c.chat.completions.create(model="tiny-llama", messages=CHAT, top_logprobs=2),
+         openai.BadRequestError, None),
     ],
 )  # fmt: skip
 def test_errors_come_in_openai_shape(world, call, error, param):
@@ -212,3 +220,59 @@ def test_metrics_show_token_latencies_and_counts(world):
     assert values["luminal_inter_token_latency_seconds_count"] >= 5  # 6 tokens, 5 gaps
     assert values["luminal_generation_tokens"] >= 6 and values["luminal_prompt_tokens"] >= 1
     assert "luminal_sequences_running{" in text and "luminal_kv_cache_positions{" in text
+
+
+def _reference_logprobs(world, model: str, prompt: list[int], generated: list[int]) -> torch.Tensor:
+    """torch.log_softmax (float64) of transformers' logits at each generated position: [len(generated), vocab]."""
+    with torch.no_grad():
+        logits = world.models[model](torch.tensor([prompt + generated])).logits[0].double()
+    return torch.log_softmax(logits, -1)[len(prompt) - 1 : len(prompt) - 1 + len(generated)]
+
+
+def _check_against(reference: torch.Tensor, generated: list[int], chosen: list[float], tops: list[list[float]]):
+    assert len(chosen) == len(generated) == len(tops)
+    for i, token in enumerate(generated):
+        assert abs(chosen[i] - reference[i, token].item()) < 1e-4
+        want = torch.topk(reference[i], len(tops[i])).values.tolist()
+        assert sorted(tops[i], reverse=True) == pytest.approx(want, abs=1e-4)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_completion_logprobs_equal_transformers_streamed_and_not(world, model):
+    ids = world.tokenizer(PROMPTS[0])["input_ids"]
+    generated = world.generate(model, ids, 6)
+    client = world.client()
+    kwargs = dict(model=model, prompt=PROMPTS[0], max_tokens=6, temperature=0, logprobs=3,
+                  extra_body={"ignore_eos": True})  # fmt: skip
+    got = client.completions.create(**kwargs).choices[0].logprobs
+    assert got.tokens == [world.tokenizer.decode([t]) for t in generated]
+    assert got.text_offset == [sum(len(t) for t in got.tokens[:i]) for i in range(6)]
+    reference = _reference_logprobs(world, model, ids, generated)
+    _check_against(reference, generated, got.token_logprobs, [[] for _ in generated])
+    for row, top in zip(reference, got.top_logprobs, strict=True):  # {text: logprob}: equal texts share a key
+        best = torch.topk(row, 3)
+        want = {world.tokenizer.decode([t]): lp for t, lp in zip(best.indices.tolist(), best.values.tolist())}
+        assert top.keys() == want.keys() and all(abs(top[k] - want[k]) < 1e-4 for k in top)
+    streamed = {"tokens": [], "token_logprobs": [], "text_offset": [], "top_logprobs": []}
+    for chunk in client.completions.create(**kwargs, stream=True):
+        for key, values in streamed.items():
+            values.extend(getattr(chunk.choices[0].logprobs, key))
+    assert streamed == {key: getattr(got, key) for key in streamed}
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_chat_logprobs_equal_transformers_streamed_and_not(world, model):
+    ids = world.tokenizer.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=True)
+    ids = list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+    generated = world.generate(model, ids, 5)
+    client = world.client()
+    kwargs = dict(model=model, messages=CHAT, max_tokens=5, temperature=0, logprobs=True, top_logprobs=4,
+                  extra_body={"ignore_eos": True})  # fmt: skip
+    content = client.chat.completions.create(**kwargs).choices[0].logprobs.content
+    assert [c.token for c in content] == [world.tokenizer.decode([t]) for t in generated]
+    assert all(c.bytes == list(c.token.encode()) and len(c.top_logprobs) == 4 for c in content)
+    tops = [[t.logprob for t in c.top_logprobs] for c in content]
+    _check_against(_reference_logprobs(world, model, ids, generated), generated, [c.logprob for c in content], tops)
+    streamed = [c for chunk in client.chat.completions.create(**kwargs, stream=True) if chunk.choices[0].logprobs
+                for c in chunk.choices[0].logprobs.content]  # fmt: skip
+    assert [c.model_dump() for c in streamed] == [c.model_dump() for c in content]

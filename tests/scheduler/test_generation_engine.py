@@ -9,20 +9,39 @@ import numpy as np
 import pytest
 import torch
 
-from luminal.llm_package import build_package, save_package
+from luminal.compiler.artifact import program_to_bytes
+from luminal.compiler.artifact_json import ArtifactError
+from luminal.dtypes import dtype_of
+from luminal.graph import Graph
+from luminal.graph_file import WEIGHTS, _safetensors_parts, read_safetensors
+from luminal.llm_package import CONFIG, TOKENIZER, build_package, load_package, save_package
 from luminal.scheduler.generation.engine import EngineBusy, GenerationEngine, PromptTooLong
-from luminal.scheduler.generation.language_model import compile_package, load_language_model
+from luminal.scheduler.generation.language_model import (
+    FORMAT,
+    FORMAT_V1,
+    V1_PREFILL,
+    V1_STEP,
+    compile_package,
+    load_language_model,
+)
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
+from luminal.zip_bundle import read_bundle, write_bundle
 from tests.llm_folders import hf_folder
 
 
 @pytest.fixture(scope="module", params=["llama", "gpt2"])
-def compiled(request, tmp_path_factory):
+def compiled_file(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
     hf = hf_folder(folder, request.param)
     save_package(build_package(folder, max_batch=4, positions=64), folder / "m.lpkg")
     compile_package(folder / "m.lpkg", "cpu", folder / "m.llmprog")
+    return hf, folder
+
+
+@pytest.fixture(scope="module")
+def compiled(compiled_file):
+    hf, folder = compiled_file
     return hf, load_language_model(Path(folder / "m.llmprog"))
 
 
@@ -127,4 +146,72 @@ def test_a_full_waiting_queue_refuses_with_engine_busy(compiled):
         engine.submit([5, 6], SamplingParams(max_tokens=2), loop)
     engine.run_once()  # both join the batch: there is room to wait again
     engine.submit([5, 6], SamplingParams(max_tokens=2), loop)
+    loop.close()
+
+
+def test_compiled_file_holds_the_weights_once_and_old_files_still_load(compiled_file, compiled):
+    _, folder = compiled_file
+    _, model = compiled
+    package_weights = load_package(folder / "m.lpkg").graphs.prefill.weight_data
+    one_copy = sum(a.nbytes for a in package_weights.values())
+    manifest, _ = read_bundle(FORMAT, folder / "m.llmprog")
+    assert one_copy <= manifest["entries"][WEIGHTS]["size"] <= one_copy + 8192  # plus the safetensors header
+    prefill, step = model.prefill.program.graph.weight_data, model.step.program.graph.weight_data
+    assert set(prefill) == set(step) and all(prefill[n] is step[n] for n in prefill)  # one copy in memory too
+    # A format-1 file (each program with its own weights) of the same programs loads and computes the same.
+    _, raw = read_bundle(FORMAT, folder / "m.llmprog")
+    text = {n: [bytes(raw[n])] for n in (CONFIG, TOKENIZER) + tuple(n for n in raw if n.endswith("config.json"))}
+    entries = {V1_PREFILL: [program_to_bytes(model.prefill.program)], V1_STEP: [program_to_bytes(model.step.program)]}
+    fields = {k: manifest[k] for k in ("layers", "max_batch", "max_positions", "target")}
+    write_bundle(FORMAT_V1, folder / "v1.llmprog", {**entries, **text}, fields)
+    old = load_language_model(folder / "v1.llmprog")
+    assert (folder / "v1.llmprog").stat().st_size - (folder / "m.llmprog").stat().st_size > 0.9 * one_copy
+    ids = np.array([[3, 4, 5, 6]], np.int64)
+    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(4)[None]}
+    new_out, old_out = model.prefill.run(feed), old.prefill.run(feed)
+    assert all(np.array_equal(new_out[k], old_out[k]) for k in new_out)
+    step_feed = {k.replace("present", "past"): v for k, v in new_out.items() if k != "logits"}
+    step_feed |= {"input_ids": ids[:, :1], "attention_mask": np.ones((1, 5), np.int64), "position_ids": [[4]]}
+    step_feed["position_ids"] = np.array(step_feed["position_ids"], np.int64)
+    assert np.array_equal(model.step.run(step_feed)["logits"], old.step.run(step_feed)["logits"])
+
+
+def test_a_tampered_weights_entry_is_refused(compiled_file, tmp_path):
+    _, folder = compiled_file
+    manifest, raw = read_bundle(FORMAT, folder / "m.llmprog")
+    arrays = read_safetensors(raw[WEIGHTS])
+    holder = Graph()
+    extra = {**arrays, "stray": np.zeros(3, np.float32)}
+    for name, arr in extra.items():
+        holder.weight(name, arr.shape, dtype_of(arr.dtype))
+    holder.bind(extra)
+    entries = {n: [bytes(v)] for n, v in raw.items()}
+    entries[WEIGHTS] = _safetensors_parts(holder)
+    fields = {k: v for k, v in manifest.items() if k not in ("format", "format_version", "entries")}
+    write_bundle(FORMAT, tmp_path / "bad.llmprog", entries, fields)
+    with pytest.raises(ArtifactError, match="no program binds"):
+        load_language_model(tmp_path / "bad.llmprog")
+
+
+def test_sampled_tokens_carry_the_logprobs_of_the_unmodified_distribution(compiled):
+    hf, model = compiled
+    engine, loop = GenerationEngine(model), asyncio.new_event_loop()
+    prompt = model.codec.encode("the quick brown")
+    params = SamplingParams(max_tokens=6, temperature=0.7, top_k=5, seed=11, ignore_eos=True, logprobs=2)
+    stream = engine.submit(prompt, params, loop)
+    while engine.running or engine.waiting:
+        engine.run_once()
+
+    async def deltas():
+        return [d async for d in stream]
+
+    got = [d.logprob for d in loop.run_until_complete(deltas())]
+    tokens = stream.sequence.tokens
+    with torch.no_grad():
+        logits = hf(torch.tensor([prompt + tokens])).logits[0].double()
+    reference = torch.log_softmax(logits, -1)[len(prompt) - 1 : -1]
+    assert [g.token for g in got] == tokens
+    for row, g in zip(reference, got, strict=True):
+        assert abs(g.logprob - row[g.token].item()) < 1e-4
+        assert [t for t, _ in g.top] == torch.topk(row, 2).indices.tolist()
     loop.close()
