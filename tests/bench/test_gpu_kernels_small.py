@@ -19,7 +19,7 @@ def test_decode_report_lists_launches_and_registers():
     launches = re.search(r"decode: (\d+) kernels, (\d+) launches per run: \{(.*)\}", done.stdout)
     assert launches and int(launches.group(2)) >= int(launches.group(1)) > 0
     counts = dict(re.findall(r"'(\w+)': (\d+)", launches.group(3)))
-    assert "attention" in counts and "warp" in counts  # attention and the decode's matrix-vector products
+    assert "attention" in counts and "gemv" in counts  # attention and the decode's split-K matrix-vector products
     rows = re.findall(r"^  (\w+) +(\d+) +(\d+) +(\d+) +(\d+)$", done.stdout, re.M)
     assert {shape for shape, *_ in rows} == set(counts)
     assert sum(int(n) for _, n, *_ in rows) == sum(int(n) for n in counts.values())
