@@ -8,7 +8,7 @@ and cold-start times are recorded. A deployment whose GPU type the backend canno
 worker without waiting for the next tick.
 
 When several gateways share one queue, only the provisioner that holds the provisioner lease (`lease`) acts: the
-others tick without scaling, and one that loses the lease stops at its next tick, before the lease can pass on.
+others tick without scaling, and one that loses the lease makes no further change (each start or stop asks first).
 The workers it started keep serving the shared queue; the new holder scales by the load it sees.
 """
 
@@ -281,6 +281,8 @@ class Provisioner:
             self._cold_starts[deployment_id].append(cold_start)
 
     def _scale_to(self, deployment_id: int, spec: WorkerSpec | None, want: int, now: float) -> None:
+        if not self.acting():  # asked again before each change: a slow tick may outlive the lease it began with
+            return
         with self._lock:
             workers = self._live_workers(deployment_id)
             state = self._states.setdefault(deployment_id, _State(last_activity=now))

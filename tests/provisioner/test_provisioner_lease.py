@@ -63,6 +63,23 @@ def test_one_provisioner_acts_and_the_other_takes_over_after_the_lease_expires(d
     assert len(backend_a.started) == started_by_a and len(backend_b.running()) == 3
 
 
+def test_a_tick_that_outlives_its_lease_changes_nothing_once_another_took_it(db):
+    clock, queue = ManualClock(), FakeQueue()
+    (a, backend_a), (b, backend_b) = gateway(db, "a", clock, queue), gateway(db, "b", clock, queue)
+    assert tick_both(a, b) == (True, False)  # nothing queued yet: no workers
+    queue.queued = 5
+
+    def slow_read():  # a's read of the deployments stalls past its lease, and b takes the lease meanwhile
+        clock.advance(LEASE_S)
+        b.tick()
+        return [SPEC]
+
+    a.ready_specs = slow_read
+    a.tick()
+    assert backend_a.started == [] and len(backend_b.running()) == 2
+    assert not a.acting() and b.acting()
+
+
 def test_a_closed_provisioner_hands_the_lease_on_at_once(db):
     clock, queue = ManualClock(), FakeQueue()
     (a, _), (b, backend_b) = gateway(db, "a", clock, queue), gateway(db, "b", clock, queue)
