@@ -43,7 +43,7 @@ from luminal.scheduler.worker_spec import WorkerSpec, ready_specs
 from luminal.store import deployments as deployment_store
 from luminal.store.artifacts import ArtifactStore
 from luminal.store.database import Database, migrate
-from luminal.store.leases import PROVISIONER, LeaseKeeper
+from luminal.store.leases import PROVISIONER, LeaseKeeper, startup_lock
 from luminal.store.settings import Settings
 from luminal.store.tenant_admin import constrained_tenants
 from luminal.store.tenants import ensure_bootstrap_tenant
@@ -56,7 +56,11 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     A backend passed in replaces the scheduler (tests use one to see what the routers hand it)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.resolved_database_url)
-    migrate(db.engine)
+    # Gateways starting at once on one database (a Deployment's replicas) migrate and bootstrap one at a time.
+    with startup_lock(db.engine):
+        migrate(db.engine)
+        with db.session() as session:
+            bootstrap_key = ensure_bootstrap_tenant(session, settings.bootstrap_key)
     artifacts = settings.artifact_location.open()
     if settings.compile_runner == "thread":
         compiles = ThreadCompileRunner(db, artifacts, settings.spool_dir, settings.compile_workers)
@@ -70,7 +74,6 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
             db, settings.resolved_database_url, settings.artifact_location, settings.spool_dir, settings.compile_workers
         )
     with db.session() as session:
-        bootstrap_key = ensure_bootstrap_tenant(session, settings.bootstrap_key)
         pending = [d.id for d in deployment_store.pending_compiles(session)]
     for deployment_id in pending:
         compiles.submit(deployment_id)

@@ -9,8 +9,10 @@ never both succeed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import Engine, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -20,6 +22,25 @@ from luminal.store.tables import GatewayReplica, Lease
 
 log = logging.getLogger(__name__)
 PROVISIONER = "provisioner"
+STARTUP_LOCK_KEY = 0x4C554D53  # "LUMS": the PostgreSQL advisory lock that gateways start under, one at a time
+
+
+@contextmanager
+def startup_lock(engine: Engine) -> Iterator[None]:
+    """Gateways starting together on one PostgreSQL database migrate the schema and create the first tenant one
+    at a time (else both create the same tables or tenant, and one start fails). A session-level advisory lock
+    on its own connection, released at the end or when the process dies. SQLite: nothing (one host, one file)."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    with engine.connect() as connection:
+        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": STARTUP_LOCK_KEY})
+        connection.commit()  # the lock outlives the transaction; the connection does not sit idle in one
+        try:
+            yield
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": STARTUP_LOCK_KEY})
+            connection.commit()
 
 
 def try_hold(session: Session, name: str, holder: str, now: float, lease_s: float) -> bool:
