@@ -3,7 +3,7 @@ the lease and replica tables appear; a downgrade removes them and keeps the pred
 
 from __future__ import annotations
 
-from sqlalchemy import inspect, insert, select, text
+from sqlalchemy import insert, inspect, select, text
 
 from luminal.store.database import Database
 from luminal.store.tables import Prediction, Tenant
