@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from luminal.gateway.errors import install_error_handlers
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.platform import Platform
-from luminal.gateway.predictions import fail_interrupted
+from luminal.gateway.replicas import ReplicaHeartbeat, replica_id
 from luminal.gateway.routers import (
     admin,
     deployments,
@@ -43,6 +43,7 @@ from luminal.scheduler.worker_spec import WorkerSpec, ready_specs
 from luminal.store import deployments as deployment_store
 from luminal.store.artifacts import ArtifactStore
 from luminal.store.database import Database, migrate
+from luminal.store.leases import PROVISIONER, LeaseKeeper, startup_lock
 from luminal.store.settings import Settings
 from luminal.store.tenant_admin import constrained_tenants
 from luminal.store.tenants import ensure_bootstrap_tenant
@@ -55,7 +56,11 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     A backend passed in replaces the scheduler (tests use one to see what the routers hand it)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.resolved_database_url)
-    migrate(db.engine)
+    # Gateways starting at once on one database (a Deployment's replicas) migrate and bootstrap one at a time.
+    with startup_lock(db.engine):
+        migrate(db.engine)
+        with db.session() as session:
+            bootstrap_key = ensure_bootstrap_tenant(session, settings.bootstrap_key)
     artifacts = settings.artifact_location.open()
     if settings.compile_runner == "thread":
         compiles = ThreadCompileRunner(db, artifacts, settings.spool_dir, settings.compile_workers)
@@ -69,22 +74,25 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
             db, settings.resolved_database_url, settings.artifact_location, settings.spool_dir, settings.compile_workers
         )
     with db.session() as session:
-        bootstrap_key = ensure_bootstrap_tenant(session, settings.bootstrap_key)
         pending = [d.id for d in deployment_store.pending_compiles(session)]
     for deployment_id in pending:
         compiles.submit(deployment_id)
-    fail_interrupted(db)
+    # Fails the predictions this replica's earlier process and dead replicas cut off, never live replicas' ones.
+    heartbeat = ReplicaHeartbeat(db, replica_id(settings))
+    heartbeat.start()
     if backend is not None:
-        return Platform(settings, db, artifacts, compiles, backend, bootstrap_key)
-    queue, registry, provisioner, ledger = _start_scheduler(settings, db, artifacts)
+        return Platform(settings, db, artifacts, compiles, backend, bootstrap_key, heartbeat=heartbeat)
+    queue, registry, provisioner, ledger = _start_scheduler(settings, db, artifacts, heartbeat.replica_id)
     backend = SchedulerBackend(
         queue, provisioner, settings.max_queue_depth, settings.request_timeout_s, settings.execution_timeout_s
     )
-    return Platform(settings, db, artifacts, compiles, backend, bootstrap_key, queue, registry, provisioner, ledger)
+    return Platform(
+        settings, db, artifacts, compiles, backend, bootstrap_key, queue, registry, provisioner, ledger, heartbeat
+    )
 
 
 def _start_scheduler(
-    settings: Settings, db: Database, artifacts: ArtifactStore
+    settings: Settings, db: Database, artifacts: ArtifactStore, gateway_id: str
 ) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger | None]:
     queue = open_queue(settings.queue_url, settings.queue_namespace)
     registry = open_registry(settings.queue_url, settings.queue_namespace)
@@ -107,8 +115,17 @@ def _start_scheduler(
         # Workers heartbeat between batches: silent past the longest allowed batch, a worker is hung.
         heartbeat_timeout_s=settings.execution_timeout_s + 30,
     )
+    # Gateways sharing one queue (Redis) share its load: one provisioner scales for all, the lease's holder. With
+    # in-memory queues each gateway's queue is its own, and so is its provisioner.
+    lease = LeaseKeeper(db, PROVISIONER, gateway_id) if settings.queue_url else None
     provisioner = Provisioner(
-        partial(_ready_specs, db), queue, registry, worker_backend, scaling, tenant_limits=partial(_tenant_limits, db)
+        partial(_ready_specs, db),
+        queue,
+        registry,
+        worker_backend,
+        scaling,
+        tenant_limits=partial(_tenant_limits, db),
+        lease=lease,
     )
     provisioner.start()
     return queue, registry, provisioner, ledger
@@ -134,6 +151,8 @@ def stop_platform(platform: Platform) -> None:
     if platform.queue is not None:
         platform.queue.close()
     platform.compiles.shutdown()
+    if platform.heartbeat is not None:
+        platform.heartbeat.stop()
     platform.db.dispose()
 
 

@@ -10,6 +10,7 @@ from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.metrics import InferenceMetrics
 from luminal.gateway.predictions import PredictionRunner
 from luminal.gateway.rate_limits import RateLimiter, open_rate_limiter
+from luminal.gateway.replicas import ReplicaHeartbeat
 from luminal.gateway.ttl_cache import TtlCache
 from luminal.gateway.webhooks import WebhookSender, webhook_secret
 from luminal.provisioner.provisioner import Provisioner
@@ -40,6 +41,8 @@ class Platform:
     registry: WorkerRegistry | None = None
     provisioner: Provisioner | None = None
     ledger: BufferedLedger | None = None  # the thread workers' usage ledger (flushed before a usage report)
+    # This replica's heartbeat among the gateways on the database; its id owns the predictions run here.
+    heartbeat: ReplicaHeartbeat | None = None
     metrics: InferenceMetrics = field(default_factory=InferenceMetrics)
     # Each tenant's requests-per-second allowance (shared through Redis when the queues are).
     rate_limiter: RateLimiter = field(init=False)
@@ -62,7 +65,8 @@ class Platform:
         ledger = self.ledger or SqlUsageLedger(self.db, self.settings.gpu_prices_per_second)
         self.generation = Engines(self.artifacts.local_path, SequenceBilling(ledger))
         self.generation_metrics = GenerationMetrics(self.metrics.registry, self.generation)
-        self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks)
+        owner = None if self.heartbeat is None else self.heartbeat.replica_id
+        self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks, owner)
 
     def unschedulable(self, gpu_type: str) -> str | None:
         """Why no worker can serve a deployment of `gpu_type`, or None (also when a test's backend serves all)."""

@@ -2,9 +2,10 @@
 gateway process, which stores the result and calls the client's webhook for the events it asked for: "start"
 (sent beside the execution, so a slow receiver never delays it) and "completed" (after "start" has been sent).
 
-The inputs live only in the task (never in the database): a restart cannot resume a prediction, so the next
-start marks the ones it cut off failed (`fail_interrupted`). A graceful shutdown waits a few seconds for running
-predictions, then cancels the rest and marks them failed the same way.
+The inputs live only in the task (never in the database): a restart cannot resume a prediction. Each prediction
+records the gateway replica that runs it (its owner); the next start of that replica, or another replica once the
+owner's heartbeat expired, marks the ones it cut off failed (gateway/replicas.py). A graceful shutdown waits a
+few seconds for running predictions, then cancels the rest and marks them failed the same way.
 
 Results are stored as the OIP JSON response document, binary outputs inlined as JSON `data` (a poll or a webhook
 is plain JSON). Up to `INLINE_OUTPUT_BYTES` the document sits in the row's Text column: one read serves a poll,
@@ -92,14 +93,6 @@ def output_text(row: Prediction, artifacts: ArtifactStore) -> str | None:
     return row.output
 
 
-def fail_interrupted(db: Database) -> int:
-    """At start: predictions a previous process left queued or running can never finish (their inputs are gone).
-    With several replicas on one database this also fails the other replicas' running ones; their results
-    still land when they finish (see `store.finish_prediction`)."""
-    with db.session() as session:
-        return store.fail_unfinished(session, store.INTERRUPTED)
-
-
 class PredictionRunner:
     def __init__(
         self,
@@ -108,9 +101,10 @@ class PredictionRunner:
         backend: InferenceBackend,
         metrics: InferenceMetrics,
         webhooks: WebhookSender,
+        owner: str | None = None,  # this gateway's replica id, recorded on each prediction it runs
     ):
         self.db, self.artifacts, self.backend, self.metrics = db, artifacts, backend, metrics
-        self.webhooks = webhooks
+        self.webhooks, self.owner = webhooks, owner
         # Kept here, not only in the event loop: the loop holds tasks weakly, and shutdown must find them.
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
@@ -123,7 +117,9 @@ class PredictionRunner:
         if len(self._tasks) >= MAX_UNFINISHED:
             self.metrics.record_failure(job.labels, REJECTED)
             raise ApiError(429, f"this gateway runs {MAX_UNFINISHED} predictions already; retry shortly")
-        spec = store.PredictionSpec(tenant_id, job.ref.deployment_id, job.model, int(job.version), job.webhook_url)
+        spec = store.PredictionSpec(
+            tenant_id, job.ref.deployment_id, job.model, int(job.version), job.webhook_url, self.owner
+        )
         prediction_id = await anyio.to_thread.run_sync(self._create, spec)
         task = asyncio.create_task(self._run(prediction_id, job), name=f"prediction-{prediction_id}")
         self._tasks[prediction_id] = task

@@ -6,6 +6,10 @@ and cold-start times are recorded. A deployment whose GPU type the backend canno
 (never a worker on another device); `unschedulable` gives the reason the gateway shows. The gateway calls
 `notify` on every request, which also wakes the loop at once, so a deployment scaled to zero starts its first
 worker without waiting for the next tick.
+
+When several gateways share one queue, only the provisioner that holds the provisioner lease (`lease`) acts: the
+others tick without scaling, and one that loses the lease makes no further change (each start or stop asks first).
+The workers it started keep serving the shared queue; the new holder scales by the load it sees.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker_spec import WorkerSpec
 from luminal.store.clock import SYSTEM_CLOCK, Clock
+from luminal.store.leases import LeaseKeeper
 
 log = logging.getLogger(__name__)
 COLD_STARTS_KEPT = 32
@@ -70,6 +75,7 @@ class Provisioner:
         settings: ProvisionerSettings | None = None,
         clock: Clock = SYSTEM_CLOCK,  # idle times, cooldowns, backoffs and the tick; tests step their own
         tenant_limits: Callable[[], dict[int, TenantLimits]] = dict,
+        lease: LeaseKeeper | None = None,  # None: the only provisioner (its queue is its own)
     ):
         # Every deployment that can serve, read fresh (from the metadata store) each `refresh_s`.
         self.ready_specs = ready_specs
@@ -78,6 +84,7 @@ class Provisioner:
         self.clock = clock
         # Suspensions and replica quotas by tenant id (tenants without either are absent), read with the specs.
         self.tenant_limits = tenant_limits
+        self.lease = lease
         self._limits: dict[int, TenantLimits] = {}
         self._workers: dict[int, list[WorkerHandle]] = defaultdict(list)
         self._states: dict[int, _State] = {}
@@ -148,6 +155,8 @@ class Provisioner:
             handle.stop()
         for handle in handles:
             handle.join(self.settings.stop_grace_s)
+        if self.lease is not None:
+            self.lease.release()  # another gateway's provisioner takes over now, not after the lease time
 
     # --- the loop ---
     def _loop(self) -> None:
@@ -159,7 +168,13 @@ class Provisioner:
             self.clock.wait(self._wake, self.settings.tick_s)
             self._wake.clear()
 
+    def acting(self) -> bool:
+        """Whether this provisioner acts now: it holds the lease, or there is none to hold."""
+        return self.lease is None or self.lease.held()
+
     def tick(self) -> None:
+        if not self.acting():
+            return
         now = self.clock.monotonic()
         if now - self._specs_read_at >= self.settings.refresh_s:
             specs = {s.deployment_id: s for s in self.ready_specs()}
@@ -266,6 +281,8 @@ class Provisioner:
             self._cold_starts[deployment_id].append(cold_start)
 
     def _scale_to(self, deployment_id: int, spec: WorkerSpec | None, want: int, now: float) -> None:
+        if not self.acting():  # asked again before each change: a slow tick may outlive the lease it began with
+            return
         with self._lock:
             workers = self._live_workers(deployment_id)
             state = self._states.setdefault(deployment_id, _State(last_activity=now))

@@ -7,7 +7,7 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from luminal.store.errors import NotFound
@@ -27,6 +27,7 @@ class PredictionSpec:
     model: str
     version: int
     webhook_url: str | None = None
+    owner: str | None = None  # the gateway replica whose task runs it
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ def create_prediction(session: Session, spec: PredictionSpec) -> Prediction:
         billed_seconds=0.0,
         webhook_url=spec.webhook_url,
         webhook_status=WEBHOOK_PENDING if spec.webhook_url else None,
+        owner=spec.owner,
     )
     session.add(row)
     session.flush()
@@ -121,6 +123,15 @@ def fail_unfinished(session: Session, message: str, ids: list[str] | None = None
         stmt = stmt.where(Prediction.id.in_(ids))
     now = utcnow()
     result = session.execute(stmt.values(status=FAILED, error=message, completed_at=now))
+    return result.rowcount or 0
+
+
+def fail_orphaned(session: Session, message: str, live_owners: set[str]) -> int:
+    """Mark failed the unfinished predictions whose owner is not among `live_owners` (the gateways alive now):
+    their owner died, and their inputs with it. Those with no owner predate owners (migration 0008)."""
+    orphaned = or_(Prediction.owner.is_(None), Prediction.owner.not_in(live_owners)) if live_owners else true()
+    stmt = update(Prediction).where(Prediction.status.in_(UNFINISHED), orphaned)
+    result = session.execute(stmt.values(status=FAILED, error=message, completed_at=utcnow()))
     return result.rowcount or 0
 
 

@@ -148,6 +148,9 @@ class Settings(BaseSettings):
 
     # Prefixes every Redis key, so several platforms (or test runs) can share one Redis server.
     queue_namespace: str = Field(default="lm", pattern=r"^[A-Za-z0-9_.\-]{1,64}$", description="Redis key prefix")
+    # Names this gateway among several on one database (its heartbeat, the predictions it runs, the provisioner
+    # lease). Empty: the id kept in data_dir, made on the first start. Gateways that share a data_dir need one each.
+    gateway_id: str = Field(default="", pattern=r"^[A-Za-z0-9_.\-]{0,128}$", description="this gateway's replica id")
 
     # Retention. A finished prediction (its stored output included) is deleted this long after it finished, so
     # the database and artifact store do not grow forever. One hour, as Replicate keeps an API prediction's

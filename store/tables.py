@@ -203,3 +203,24 @@ class Prediction(Base):
     created_at: Mapped[dt.datetime] = _now()
     started_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     completed_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    # The gateway replica whose task runs it (see GatewayReplica); NULL for predictions older than migration 0008.
+    owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+
+
+class Lease(Base):
+    """A role only one gateway may play at a time (the provisioner): held by `holder` until `expires_at` (wall-clock
+    epoch seconds), renewed by it before then, taken by another only after (see store/leases.py)."""
+
+    __tablename__ = "leases"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    expires_at: Mapped[float] = mapped_column(Float)
+
+
+class GatewayReplica(Base):
+    """A running gateway's heartbeat (wall-clock epoch seconds): one whose beat is too old has died, and the
+    predictions it owned are failed by the others."""
+
+    __tablename__ = "gateway_replicas"
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    beat_at: Mapped[float] = mapped_column(Float)

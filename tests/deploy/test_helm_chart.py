@@ -62,7 +62,7 @@ def test_defaults_gateway_probes_rbac_and_secrets():
     (container,) = gateway["spec"]["template"]["spec"]["containers"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert gateway["spec"]["replicas"] == 1  # one provisioner until several elect one
+    assert gateway["spec"]["replicas"] == 2  # several gateways: the provisioner lease lets one scale
     env = env_of(container)
     assert env["LUMINAL_WORKER_BACKEND"] == "kubernetes" and env["LUMINAL_KUBERNETES_NAMESPACE"] == NAMESPACE
     assert env["LUMINAL_KUBERNETES_WORKER_SECRET"] == "demo-luminal-services"
