@@ -22,7 +22,7 @@ import numpy as np
 from luminal import dtypes as dt
 from luminal.compiler import ir, memory, prepack
 from luminal.graph import Graph
-from luminal.runtime.reference import ExecutionError, bind_symbols
+from luminal.runtime.reference import bind_symbols, bound_weights
 
 # -ffp-contract=off: every operation rounds as the reference interpreter's numpy does; GCC's default under gnu11
 # fuses a*b+c into one FMA, which breaks compensated formulas (expm1 of 3e-8 came out 2x off). Only the GEMM
@@ -177,8 +177,4 @@ class CpuRuntime:
 
     def load(self, program, weights: Mapping[str, np.ndarray] | None = None) -> CpuExecutable:
         graph = program.graph
-        weights = graph.weight_data if weights is None else weights
-        missing = [w for w in graph.weights if w not in weights]
-        if missing:
-            raise ExecutionError(f"weight(s) {missing[:8]} are not bound")
-        return self.executable(graph, program.kernels, program.source, weights)
+        return self.executable(graph, program.kernels, program.source, bound_weights(graph, weights))

@@ -92,6 +92,16 @@ def read_view(buf: np.ndarray, view: ShapeTracker, env: dict[str, int]) -> np.nd
     return np.where(valid, out, np.zeros((), flat.dtype))
 
 
+def bound_weights(graph: Graph, weights: Mapping[str, np.ndarray] | None) -> Mapping[str, np.ndarray]:
+    """The weights a compiled program of `graph` loads with (its own bound ones unless `weights` is given), every
+    one present: the check each runtime's `load` makes before it touches a device."""
+    weights = graph.weight_data if weights is None else weights
+    unbound = [w for w in graph.weights if w not in weights]
+    if unbound:
+        raise ExecutionError(f"weight(s) {unbound[:8]} are not bound")
+    return weights
+
+
 def execute(graph: Graph, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
     """Run the graph on numpy arrays; returns {output name: array}."""
     if not graph.outputs:

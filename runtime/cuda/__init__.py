@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal.runtime.cuda import nvrtc
-from luminal.runtime.reference import ExecutionError
+from luminal.runtime.reference import bound_weights
 from luminal.runtime.registry import RuntimeUnavailable
 
 
@@ -54,8 +54,5 @@ class CudaRuntime:
         from luminal.runtime.cuda.executable import CudaExecutable
 
         graph = program.graph
-        weights = graph.weight_data if weights is None else weights
-        unbound = [w for w in graph.weights if w not in weights]
-        if unbound:
-            raise ExecutionError(f"weight(s) {unbound[:8]} are not bound")
+        weights = bound_weights(graph, weights)
         return CudaExecutable(cupy, graph, program.kernels, program.source, weights, graphs=graphs)

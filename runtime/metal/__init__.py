@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from luminal.runtime.reference import ExecutionError
+from luminal.runtime.reference import bound_weights
 from luminal.runtime.registry import RuntimeUnavailable
 
 INSTALL = "pip install 'luminal[metal]' (pyobjc-framework-Metal)"
@@ -52,8 +52,5 @@ class MetalRuntime:
         from luminal.runtime.metal.executable import MetalExecutable
 
         graph = program.graph
-        weights = graph.weight_data if weights is None else weights
-        unbound = [w for w in graph.weights if w not in weights]
-        if unbound:
-            raise ExecutionError(f"weight(s) {unbound[:8]} are not bound")
+        weights = bound_weights(graph, weights)
         return MetalExecutable(api, graph, program.kernels, program.source, weights)
