@@ -1,0 +1,177 @@
+"""The platform scaled out on one machine, under crashes: two `luminal serve` gateways (data directories of their
+own, as on two hosts), a Celery compile worker and the worker processes of the provisioner, on PostgreSQL, Redis
+and an S3 server (`rclone serve s3`), each a separate process. A model is uploaded and deployed through gateway A,
+then requests with distinct inputs go to both gateways at once while a worker process, the compile worker (in
+the middle of a second deployment's compile) and gateway A (the provisioner lease's holder) are SIGKILLed in
+turn. Then the client's outcomes are reconciled with the ledger.
+
+What must hold: every request is answered 200 and right, or refused with a retryable status and the OIP error
+(429/503/504), or was in flight on the killed gateway's connections (cut off: it may have been executed and
+billed, once, but the client cannot get its answer from a dead connection); nothing is billed twice; every
+answered request is billed; the second deployment ends ready and answers; gateway B takes over the provisioner.
+
+Not tested: separate network namespaces. Creating one needs CAP_SYS_ADMIN (or an unprivileged user namespace,
+which this machine's containers do not allow), so the processes share the loopback interface; each still reaches
+the others only through PostgreSQL, Redis, S3 and HTTP, as across hosts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import luminal as lm
+from luminal.scheduler.compile_tasks import TEST_HOLD_ENV
+from luminal.store.database import Database
+from luminal.store.leases import PROVISIONER, holder_of
+from tests.billing_reconciliation import read_bill
+from tests.gateway.conftest import _fresh_postgres_schema, deploy_and_wait, tiny_graph, upload
+from tests.scaleout.cluster import CompileWorker, Gateway, Shared, close_all, ready_workers, wait_for
+from tests.scaleout.load import CUT_OFF, RETRYABLE, Load
+from tests.scheduler.queue_fixtures import REDIS_URL
+from tests.store.s3_server import ACCESS_KEY, BUCKET, SECRET_KEY
+
+pytest.importorskip("celery")
+CONCURRENCY = 16
+ANSWERS_BETWEEN_KILLS = 150  # answers the load must gather before each kill, and after the last
+BOOTSTRAP_KEY = "lm_scaleout-bootstrap-key-0123456789ab"
+
+
+@pytest.fixture
+def shared(postgres_database: str, redis_namespace: str, s3_server, tmp_path) -> Shared:
+    _fresh_postgres_schema(postgres_database)
+    extra = {
+        "AWS_ENDPOINT_URL": s3_server.endpoint,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",  # only the keys above
+        "LUMINAL_WEBHOOK_SECRET": "scaleout-webhook-secret-0123456789",  # replicas without a shared data_dir
+        # A killed compile worker's task comes back after 2 s, a killed worker's deliveries after 1 s idle.
+        "LUMINAL_COMPILE_VISIBILITY_TIMEOUT_S": "2",
+        "LUMINAL_RECLAIM_IDLE_S": "1",
+        # Generous deadlines: on a loaded machine a request may wait long, and must still be answered.
+        "LUMINAL_REQUEST_TIMEOUT_S": "120",
+        "LUMINAL_MAX_QUEUE_DEPTH": "10000",
+    }
+    artifact_url = f"s3://{BUCKET}/{redis_namespace}"
+    return Shared(postgres_database, REDIS_URL, redis_namespace, artifact_url, BOOTSTRAP_KEY, extra)
+
+
+@pytest.fixture
+def processes():
+    started = []
+    yield started
+    close_all(started)
+
+
+def lease_holder(database_url: str) -> str | None:
+    db = Database(database_url)
+    try:
+        with db.session() as session:
+            return holder_of(session, PROVISIONER, time.time())
+    finally:
+        db.dispose()
+
+
+def one_request(rows: np.ndarray) -> dict:
+    return {"inputs": [{"name": "x", "shape": list(rows.shape), "datatype": "FP32", "data": rows.ravel().tolist()}]}
+
+
+def test_gateways_workers_and_compile_worker_killed_under_load(shared, processes, model_bytes, tmp_path, capsys):
+    started_at = time.monotonic()
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    compiler = CompileWorker(shared, tmp_path, "compile-1", **{TEST_HOLD_ENV: str(hold)})
+    processes.append(compiler)
+    a = Gateway(shared, tmp_path, "gw-a")
+    processes.append(a)
+    a.wait_ready()
+    b = Gateway(shared, tmp_path, "gw-b")
+    processes.append(b)
+    b.wait_ready()
+    wait_for(lambda: lease_holder(shared.database_url) == "gw-a", "gateway A to take the provisioner lease", 60)
+
+    with a.client() as http:
+        assert upload(http, "tiny", model_bytes).status_code == 201
+        assert upload(http, "tiny2", model_bytes).status_code == 201
+        first = deploy_and_wait(http, "tiny", 180, min_replicas=2, max_replicas=2, max_batch_size=16,
+                                max_queue_delay_ms=5)  # fmt: skip
+        assert first["status"] == "ready", first
+        wait_for(lambda: len(ready_workers(http, first["id"])) == 2, "two ready worker processes")
+
+    load = Load({"gw-a": a.url, "gw-b": b.url}, BOOTSTRAP_KEY, "tiny", CONCURRENCY).start()
+    try:
+        with b.client() as http:
+            # 1. A worker process, while it serves.
+            wait_for(lambda: load.answered() >= ANSWERS_BETWEEN_KILLS, "the first answers", 180)
+            victim = ready_workers(http, first["id"])[0]["pid"]
+            os.kill(victim, signal.SIGKILL)
+            wait_for(lambda: (pids := {w["pid"] for w in ready_workers(http, first["id"])}) and victim not in pids
+                     and len(pids) == 2, "the provisioner to replace the killed worker")  # fmt: skip
+
+            # 2. The compile worker, in the middle of the second deployment's compile; another one starts.
+            mark = load.answered()
+            wait_for(lambda: load.answered() >= mark + ANSWERS_BETWEEN_KILLS, "answers after the worker's death", 180)
+            (hold / "hold").touch()
+            created = http.post("/v1/deployments", json={"model": "tiny2", "min_replicas": 1, "max_replicas": 1})
+            assert created.status_code == 202, created.text
+            second_id = created.json()["id"]
+            wait_for(lambda: list(hold.glob(f"started-{second_id}-*")), "the compile worker to take the compile")
+            compiler.kill_group()
+            (hold / "hold").unlink()
+            assert http.get(f"/v1/deployments/{second_id}").json()["status"] == "compiling"
+            processes.append(CompileWorker(shared, tmp_path, "compile-2", **{TEST_HOLD_ENV: str(hold)}))
+
+            # 3. Gateway A, the provisioner lease's holder, with requests in flight on its connections.
+            mark = load.answered()
+            wait_for(lambda: load.answered() >= mark + ANSWERS_BETWEEN_KILLS, "answers after the compile kill", 180)
+            a.kill()
+            wait_for(lambda: lease_holder(shared.database_url) == "gw-b", "gateway B to take the lease", 90)
+
+            second = wait_for(lambda: (d := http.get(f"/v1/deployments/{second_id}").json())["status"] != "compiling"
+                              and d, "the second deployment's compile to finish", 180)  # fmt: skip
+            assert (second["status"], second["error"]) == ("ready", None)
+            x = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+            answer = http.post("/v2/models/tiny2/infer", json=one_request(x), timeout=180)
+            assert answer.status_code == 200, answer.text
+            expected = lm.run(tiny_graph(), {"x": x})["probs"]
+            np.testing.assert_allclose(answer.json()["outputs"][0]["data"], expected.ravel(), rtol=1e-5, atol=1e-6)
+            second_answer = answer.headers["Luminal-Request-Id"]
+
+            mark = load.answered("gw-b")
+            wait_for(lambda: load.answered("gw-b") >= mark + ANSWERS_BETWEEN_KILLS, "answers after A's death", 180)
+    finally:
+        load.stop()
+
+    outcomes = list(load.outcomes.values())
+    statuses = load.statuses()
+    answers = [o for o in outcomes if o.status == 200]
+    refusals = [o for o in outcomes if o.status in RETRYABLE]
+    cut_off = [o for o in outcomes if o.status == CUT_OFF]
+    answered_ids = {o.request_id for o in answers} | {second_answer}
+    bill = read_bill(shared.database_url)
+    billed = set(bill.request_ids)
+    with capsys.disabled():
+        print(f"\nscale-out [2 gateways, Celery compile worker, worker processes, PostgreSQL, Redis, S3]: "
+              f"requests={len(outcomes)} statuses={dict(statuses)} rerouted_from_dead_gateway={load.rerouted} "
+              f"kills=worker,compile-worker,gateway-a answered_by_a={load.answered('gw-a')} "
+              f"answered_by_b={load.answered('gw-b')} usage_records={bill.records} billed={len(billed)} "
+              f"duplicates={bill.duplicates} billed_but_cut_off={len(billed - answered_ids)} "
+              f"wrong={sum(not o.right for o in answers)} seconds={time.monotonic() - started_at:.0f}")  # fmt: skip
+
+    assert set(statuses) <= {200, CUT_OFF} | RETRYABLE, f"unexpected outcomes: {statuses}"
+    assert all(o.right for o in answers), "a wrong answer"
+    assert all(o.error for o in refusals), "a refusal without the OIP error body"
+    assert all(o.retry_after for o in refusals if o.status == 429), "a 429 without Retry-After"
+    # Cut off: only requests in flight on the killed gateway's connections, at most one per client connection.
+    assert all(o.gateway == "gw-a" for o in cut_off) and len(cut_off) <= CONCURRENCY, cut_off
+    assert len(answered_ids) == len(answers) + 1, "two answers with one request id"
+    assert bill.duplicates == 0 and bill.billed_rows == bill.batch_size_sum == len(billed)
+    assert answered_ids <= billed, f"{len(answered_ids - billed)} answered requests unbilled"
+    assert len(billed - answered_ids) <= len(cut_off), "billed beyond the answers and the cut-off requests"
+    assert load.answered("gw-a") > 0 and load.answered("gw-b") > 0
