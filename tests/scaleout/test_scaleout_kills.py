@@ -10,9 +10,11 @@ What must hold: every request is answered 200 and right, or refused with a retry
 billed, once, but the client cannot get its answer from a dead connection); nothing is billed twice; every
 answered request is billed; the second deployment ends ready and answers; gateway B takes over the provisioner.
 
-Not tested: separate network namespaces. Creating one needs CAP_SYS_ADMIN (or an unprivileged user namespace,
-which this machine's containers do not allow), so the processes share the loopback interface; each still reaches
-the others only through PostgreSQL, Redis, S3 and HTTP, as across hosts.
+Not tested: separate network namespaces. Without root this machine lets a process create one (user namespaces
+are enabled) but not connect it to the host's: a veth pair into the host namespace needs CAP_NET_ADMIN there,
+neither slirp4netns nor pasta is installed, and PostgreSQL and Redis listen on 127.0.0.1 only. (These sessions run
+as root and could wire namespaces, but `make test` must not need root.) So the processes share the loopback
+interface; each still reaches the others only through PostgreSQL, Redis, S3 and HTTP, as across hosts.
 """
 
 from __future__ import annotations
