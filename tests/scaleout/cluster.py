@@ -142,6 +142,39 @@ class CompileWorker(Process):
         super().__init__(command, shared.env(data_dir, **env), root / f"{name}.log")
 
 
+def start_platform(
+    shared: Shared, root: Path, processes: list[Process], gateways: int = 2, **compile_env: str
+) -> list[Gateway]:
+    """A compile worker, then `gateways` gateways one after another (the first takes the provisioner lease),
+    each appended to `processes` as it starts, so the caller ends them even when a later one fails to start."""
+    processes.append(CompileWorker(shared, root, "compile-1", **compile_env))
+    started = []
+    for name in ("gw-a", "gw-b", "gw-c", "gw-d")[:gateways]:
+        gateway = Gateway(shared, root, name)
+        processes.append(gateway)
+        started.append(gateway.wait_ready())
+    return started
+
+
+def deploy(gateway: Gateway, name: str, graph: bytes, replicas: int, timeout: float = START_TIMEOUT_S) -> dict:
+    """Uploads `graph` as model `name` and deploys it with `replicas` worker processes; returns the deployment
+    once it is ready and that many of its workers are."""
+    with gateway.client() as http:
+        uploaded = http.post("/v1/models", params={"name": name}, content=graph)
+        assert uploaded.status_code == 201, uploaded.text
+        spec = dict(model=name, min_replicas=replicas, max_replicas=replicas, max_batch_size=16, max_queue_delay_ms=5)
+        created = http.post("/v1/deployments", json=spec)
+        assert created.status_code == 202, created.text
+        deployment_id = created.json()["id"]
+        compiled = wait_for(
+            lambda: (d := http.get(f"/v1/deployments/{deployment_id}").json())["status"] != "compiling" and d,
+            f"deployment {deployment_id} to compile", timeout,
+        )  # fmt: skip
+        assert compiled["status"] == "ready", compiled
+        wait_for(lambda: len(ready_workers(http, deployment_id)) == replicas, f"{replicas} ready workers", timeout)
+    return compiled
+
+
 def ready_workers(client: httpx.Client, deployment_id: int) -> list[dict]:
     """The deployment's worker processes that registered ready (with their pids), as a gateway reports them."""
     workers = client.get(f"/v1/deployments/{deployment_id}/workers").json()["workers"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -63,6 +64,13 @@ class Load:
         assert not any(t.is_alive() for t in self._threads), "the load did not finish"
         for client in self.clients.values():
             client.close()
+
+    def finish(self, timeout: float = 600) -> None:
+        """Waits for all `max_requests` requests to be sent and answered, then closes the connections."""
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self.stop()
 
     def answered(self, gateway: str | None = None) -> int:
         with self._lock:

@@ -31,11 +31,11 @@ from luminal.scheduler.compile_tasks import TEST_HOLD_ENV
 from luminal.store.database import Database
 from luminal.store.leases import PROVISIONER, holder_of
 from tests.billing_reconciliation import read_bill
-from tests.gateway.conftest import _fresh_postgres_schema, deploy_and_wait, tiny_graph, upload
-from tests.scaleout.cluster import CompileWorker, Gateway, Shared, close_all, ready_workers, wait_for
+from tests.gateway.conftest import _fresh_postgres_schema, tiny_graph, upload
+from tests.scaleout.cluster import CompileWorker, Shared, close_all, deploy, ready_workers, start_platform, wait_for
 from tests.scaleout.load import CUT_OFF, RETRYABLE, Load
 from tests.scheduler.queue_fixtures import REDIS_URL
-from tests.store.s3_server import ACCESS_KEY, BUCKET, SECRET_KEY
+from tests.store.s3_server import BUCKET, aws_environment
 
 pytest.importorskip("celery")
 CONCURRENCY = 16
@@ -47,11 +47,7 @@ BOOTSTRAP_KEY = "lm_scaleout-bootstrap-key-0123456789ab"
 def shared(postgres_database: str, redis_namespace: str, s3_server, tmp_path) -> Shared:
     _fresh_postgres_schema(postgres_database)
     extra = {
-        "AWS_ENDPOINT_URL": s3_server.endpoint,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",  # only the keys above
+        **aws_environment(s3_server.endpoint),
         "LUMINAL_WEBHOOK_SECRET": "scaleout-webhook-secret-0123456789",  # replicas without a shared data_dir
         # A killed compile worker's task comes back after 2 s, a killed worker's deliveries after 1 s idle.
         "LUMINAL_COMPILE_VISIBILITY_TIMEOUT_S": "2",
@@ -88,23 +84,12 @@ def test_gateways_workers_and_compile_worker_killed_under_load(shared, processes
     started_at = time.monotonic()
     hold = tmp_path / "hold"
     hold.mkdir()
-    compiler = CompileWorker(shared, tmp_path, "compile-1", **{TEST_HOLD_ENV: str(hold)})
-    processes.append(compiler)
-    a = Gateway(shared, tmp_path, "gw-a")
-    processes.append(a)
-    a.wait_ready()
-    b = Gateway(shared, tmp_path, "gw-b")
-    processes.append(b)
-    b.wait_ready()
+    a, b = start_platform(shared, tmp_path, processes, **{TEST_HOLD_ENV: str(hold)})
+    compiler = processes[0]
     wait_for(lambda: lease_holder(shared.database_url) == "gw-a", "gateway A to take the provisioner lease", 60)
-
+    first = deploy(a, "tiny", model_bytes, replicas=2)
     with a.client() as http:
-        assert upload(http, "tiny", model_bytes).status_code == 201
         assert upload(http, "tiny2", model_bytes).status_code == 201
-        first = deploy_and_wait(http, "tiny", 180, min_replicas=2, max_replicas=2, max_batch_size=16,
-                                max_queue_delay_ms=5)  # fmt: skip
-        assert first["status"] == "ready", first
-        wait_for(lambda: len(ready_workers(http, first["id"])) == 2, "two ready worker processes")
 
     load = Load({"gw-a": a.url, "gw-b": b.url}, BOOTSTRAP_KEY, "tiny", CONCURRENCY).start()
     try:
