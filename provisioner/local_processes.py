@@ -95,6 +95,7 @@ class LocalProcessWorkers:
             LUMINAL_GPU_PRICES_PER_SECOND=json.dumps(self.settings.gpu_prices_per_second),
             LUMINAL_ARTIFACT_URL=self.settings.artifact_url,
             LUMINAL_ARTIFACT_CACHE_DIR=str(self.settings.artifact_location.cache_dir),
+            LUMINAL_ARTIFACT_CACHE_BYTES=str(self.settings.artifact_cache_bytes),
         )
         command = [sys.executable, "-m", "luminal.scheduler.worker_process", str(spec.deployment_id), worker_id, device]
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)

@@ -172,6 +172,9 @@ class Settings(BaseSettings):
     # Each machine's verified copies of a remote store's blobs: on a disk that outlives the worker, so a worker
     # that starts again does not download its program again. Empty means data_dir/artifact-cache.
     artifact_cache_dir: Path | None = Field(default=None, description="local read-through cache of remote artifacts")
+    # A machine that serves many models in turn would fill its disk with programs it no longer runs: past this
+    # many bytes the least recently used blobs are deleted (fetched again if needed). 0: no limit.
+    artifact_cache_bytes: int = Field(default=0, ge=0, description="size limit of the artifact cache; 0 = none")
     # Larger files go up to S3 in parts of this size (and come down as ranged reads of it). S3 refuses parts under
     # 5 MiB (but the last) and allows 10,000 parts: 64 MiB parts hold files up to 625 GiB.
     artifact_part_size: int = Field(
@@ -187,7 +190,9 @@ class Settings(BaseSettings):
     @property
     def artifact_location(self) -> ArtifactLocation:
         cache = self.artifact_cache_dir or self.data_dir / "artifact-cache"
-        return ArtifactLocation(self.artifact_url, self.artifacts_dir, cache, self.artifact_part_size)
+        return ArtifactLocation(
+            self.artifact_url, self.artifacts_dir, cache, self.artifact_part_size, self.artifact_cache_bytes
+        )
 
     @cached_property
     def resolved_database_url(self) -> str:
