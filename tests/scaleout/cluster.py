@@ -175,6 +175,21 @@ def deploy(gateway: Gateway, name: str, graph: bytes, replicas: int, timeout: fl
     return compiled
 
 
+def running(pid: int) -> bool:
+    """Whether process `pid` runs; a zombie nobody has reaped yet (an orphan's parent may not reap) does not."""
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.parent.parent.is_dir():  # no procfs: whether the pid exists at all
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
 def ready_workers(client: httpx.Client, deployment_id: int) -> list[dict]:
     """The deployment's worker processes that registered ready (with their pids), as a gateway reports them."""
     workers = client.get(f"/v1/deployments/{deployment_id}/workers").json()["workers"]

@@ -3,7 +3,7 @@ own, as on two hosts), a Celery compile worker and the worker processes of the p
 and an S3 server (`rclone serve s3`), each a separate process. A model is uploaded and deployed through gateway A,
 then requests with distinct inputs go to both gateways at once while a worker process, the compile worker (in
 the middle of a second deployment's compile) and gateway A (the provisioner lease's holder) are SIGKILLed in
-turn. Then the client's outcomes are reconciled with the ledger.
+turn (A's worker processes stop with it). Then the client's outcomes are reconciled with the ledger.
 
 What must hold: every request is answered 200 and right, or refused with a retryable status and the OIP error
 (429/503/504), or was in flight on the killed gateway's connections (cut off: it may have been executed and
@@ -32,7 +32,16 @@ from luminal.store.database import Database
 from luminal.store.leases import PROVISIONER, holder_of
 from tests.billing_reconciliation import read_bill
 from tests.gateway.conftest import _fresh_postgres_schema, tiny_graph, upload
-from tests.scaleout.cluster import CompileWorker, Shared, close_all, deploy, ready_workers, start_platform, wait_for
+from tests.scaleout.cluster import (
+    CompileWorker,
+    Shared,
+    close_all,
+    deploy,
+    ready_workers,
+    running,
+    start_platform,
+    wait_for,
+)
 from tests.scaleout.load import CUT_OFF, RETRYABLE, Load
 from tests.scheduler.queue_fixtures import REDIS_URL
 from tests.store.s3_server import BUCKET, aws_environment
@@ -117,8 +126,11 @@ def test_gateways_workers_and_compile_worker_killed_under_load(shared, processes
             # 3. Gateway A, the provisioner lease's holder, with requests in flight on its connections.
             mark = load.answered()
             wait_for(lambda: load.answered() >= mark + ANSWERS_BETWEEN_KILLS, "answers after the compile kill", 180)
+            started_by_a = {w["pid"] for w in ready_workers(http, first["id"])}
             a.kill()
             wait_for(lambda: lease_holder(shared.database_url) == "gw-b", "gateway B to take the lease", 90)
+            # A's worker processes stop with it (no other provisioner could ever scale them down).
+            wait_for(lambda: not any(running(pid) for pid in started_by_a), "gateway A's workers to stop", 120)
 
             second = wait_for(lambda: (d := http.get(f"/v1/deployments/{second_id}").json())["status"] != "compiling"
                               and d, "the second deployment's compile to finish", 180)  # fmt: skip
