@@ -78,8 +78,9 @@ class Settings(BaseSettings):
     # too: for local development and tests, never on a gateway that strangers can call.
     webhook_allow_private: bool = Field(default=False, description="allow webhooks to private and loopback addresses")
 
-    # How long a gateway trusts what it read about an API key or a ready deployment. Changes made through this
-    # gateway apply at once; another replica's (a revoked key, a deleted deployment) within this many seconds.
+    # How long a gateway trusts what it read about an API key or a ready deployment. Changes made through any
+    # gateway apply at once: each is published on Redis and clears every gateway's caches
+    # (gateway/metadata_changes.py). This bounds staleness only while a gateway is cut off from Redis.
     metadata_cache_s: float = Field(default=2.0, ge=0, le=60, description="seconds metadata lookups are cached")
     # Admission control: a deployment's queue holds at most this many waiting requests; more are answered 429.
     max_queue_depth: int = Field(default=512, ge=1, le=1_000_000, description="queued requests per deployment")
