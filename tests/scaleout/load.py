@@ -10,7 +10,7 @@ import itertools
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 import numpy as np
@@ -30,6 +30,7 @@ class Outcome:
     right: bool | None = None  # a 200's output equals the reference's
     retry_after: str | None = None
     error: str | None = None  # the OIP error body's message of a refusal, or the transport error
+    ended_at: float = field(default_factory=time.monotonic)  # when the client saw the outcome
 
 
 class Load:
