@@ -51,11 +51,11 @@ class NoMetadataChanges:
 
 
 class RedisMetadataChanges:
-    def __init__(self, url: str, namespace: str):
+    def __init__(self, url: str, namespace: str, client_name: str = "luminal-metadata-changes"):
         import redis.asyncio  # only where Redis is configured
 
         self.channel = f"{namespace}:metadata-changed"
-        self._redis = redis.asyncio.Redis.from_url(url)
+        self._redis = redis.asyncio.Redis.from_url(url, client_name=client_name)  # named in CLIENT LIST
         self._task: asyncio.Task | None = None
         self._subscribed = asyncio.Event()
 
@@ -87,11 +87,12 @@ class RedisMetadataChanges:
             try:
                 async with self._redis.pubsub() as pubsub:
                     await pubsub.subscribe(self.channel)
-                    on_change()  # whatever was published while this gateway was not subscribed
-                    self._subscribed.set()
-                    backoff = RESUBSCRIBE_BACKOFF_S[0]
                     async for message in pubsub.listen():
-                        if message["type"] == "message":
+                        if message["type"] == "subscribe":  # Redis confirmed: every later publish reaches us
+                            on_change()  # whatever was published while this gateway was not subscribed
+                            self._subscribed.set()
+                            backoff = RESUBSCRIBE_BACKOFF_S[0]
+                        elif message["type"] == "message":
                             on_change()
             except asyncio.CancelledError:
                 raise
