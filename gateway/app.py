@@ -170,7 +170,7 @@ def create_app(
         app.state.platform = platform = start_platform(settings, backend)
         # Subscribed before the first request: a change another gateway makes from now on clears this one's caches.
         platform.metadata_changes = open_metadata_changes(settings.queue_url, settings.queue_namespace)
-        await platform.metadata_changes.start(platform.clear_caches)
+        await platform.metadata_changes.start(platform.metadata_changed)
         if on_start is not None:
             on_start(platform)
         sweeper = Sweeper.of(settings, platform.db, platform.artifacts)

@@ -78,3 +78,11 @@ class Platform:
     def clear_caches(self) -> None:
         self.tenants.clear()
         self.ready_deployments.clear()
+
+    def metadata_changed(self) -> None:
+        """Another gateway (or this one) changed keys, tenants, models or deployments: forget what the caches hold,
+        and let the provisioner re-read deployments and tenants' standing now (when it holds the lease, it stops
+        a deleted deployment's workers or a suspended tenant's at once, not at its next periodic read)."""
+        self.clear_caches()
+        if self.provisioner is not None:
+            self.provisioner.refresh()
