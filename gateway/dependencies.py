@@ -86,7 +86,9 @@ async def _invalidate_caches(p: PlatformDep) -> AsyncIterator[None]:
         yield
     finally:
         p.clear_caches()
-        await p.metadata_changes.publish()
+    # Only once the change is made: a refused one (404, 409) changed nothing, and must not let a client clear
+    # every gateway's caches at will.
+    await p.metadata_changes.publish()
 
 
 # `dependencies=[ChangesMetadata]` on a route that revokes a key or changes a tenant, model or deployment.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import redis
 
 import luminal as lm
 from tests.gateway.conftest import _fresh_postgres_schema, tiny_graph
@@ -37,13 +38,31 @@ def gateways(postgres_database: str, redis_namespace: str, tmp_path):
         close_all(started)
 
 
+@pytest.fixture
+def published(redis_namespace: str):
+    """Counts the changes published on the platform's channel (read when called)."""
+    client = redis.Redis.from_url(REDIS_URL)
+    listener = client.pubsub()
+    listener.subscribe(f"{redis_namespace}:metadata-changed")
+    seen = []
+
+    def count() -> int:
+        while (message := listener.get_message(timeout=1.0)) is not None:
+            seen.append(message["type"])
+        return seen.count("message")
+
+    yield count
+    listener.close()
+    client.close()
+
+
 def infer(http, model: str):
     x = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
     body = {"inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32", "data": x.ravel().tolist()}]}
     return x, http.post(f"/v2/models/{model}/infer", json=body)
 
 
-def test_a_change_through_one_gateway_is_seen_by_the_other_at_once(gateways, model_bytes):
+def test_a_change_through_one_gateway_is_seen_by_the_other_at_once(gateways, model_bytes, published):
     a, b = gateways
     with a.client() as on_a, b.client() as on_b:
         # A revoked key.
@@ -54,6 +73,9 @@ def test_a_change_through_one_gateway_is_seen_by_the_other_at_once(gateways, mod
         assert on_a.delete(f"/v1/keys/{created.json()['id']}").status_code == 200
         refused = on_b.get("/v1/models", headers=second)
         assert refused.status_code == 401 and refused.json() == {"error": "invalid or revoked API key"}
+        assert published() == 1
+        assert on_a.delete(f"/v1/keys/{created.json()['id']}").status_code == 409  # refused: nothing to tell
+        assert published() == 1
 
         # A suspended, then resumed tenant.
         admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -75,3 +97,4 @@ def test_a_change_through_one_gateway_is_seen_by_the_other_at_once(gateways, mod
         assert on_a.delete(f"/v1/deployments/{deployment['id']}").status_code == 204
         _, refused = infer(on_b, "tiny")
         assert refused.status_code in (400, 404) and "error" in refused.json(), refused.text
+    assert published() == 4  # the revoke, the suspension, the resumption, the deletion
