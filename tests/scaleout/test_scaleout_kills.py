@@ -8,7 +8,8 @@ turn (A's worker processes stop with it). Then the client's outcomes are reconci
 What must hold: every request is answered 200 and right, or refused with a retryable status and the OIP error
 (429/503/504), or was in flight on the killed gateway's connections (cut off: it may have been executed and
 billed, once, but the client cannot get its answer from a dead connection); nothing is billed twice; every
-answered request is billed; the second deployment ends ready and answers; gateway B takes over the provisioner.
+answered request is billed; nothing is left in the queue; the second deployment ends ready and answers; gateway B
+takes over the provisioner.
 
 Not tested: separate network namespaces. Without root this machine lets a process create one (user namespaces
 are enabled) but not connect it to the host's: a veth pair into the host namespace needs CAP_NET_ADMIN there,
@@ -29,6 +30,7 @@ import pytest
 
 import luminal as lm
 from luminal.scheduler.compile_tasks import TEST_HOLD_ENV
+from luminal.scheduler.queues import open_queue
 from luminal.store.database import Database
 from luminal.store.leases import PROVISIONER, holder_of
 from tests.billing_reconciliation import read_bill
@@ -148,6 +150,13 @@ def test_gateways_workers_and_compile_worker_killed_under_load(shared, processes
             wait_for(lambda: load.answered("gw-b") >= mark + ANSWERS_BETWEEN_KILLS, "answers after A's death", 180)
     finally:
         load.stop()
+    # Nothing stranded in the queue: every request a gateway accepted was taken by a worker and acknowledged
+    # (those a kill cut off too), none is waiting or held by a dead worker.
+    queue = open_queue(shared.queue_url, shared.namespace)
+    try:
+        wait_for(lambda: (queue.depth(first["id"]), queue.in_flight(first["id"])) == (0, 0), "the queue to drain", 120)
+    finally:
+        queue.close()
 
     outcomes = list(load.outcomes.values())
     statuses = load.statuses()
