@@ -43,9 +43,11 @@ class VerifiedCache:
     def get(self, key: str) -> Path | None:
         """The cached file when present and intact; a damaged one is deleted (the caller fetches it again)."""
         path = self.path(key)
-        if not path.is_file():
+        try:
+            intact = sha256_file(path) == key
+        except FileNotFoundError:  # never cached, or evicted by another process of this machine meanwhile
             return None
-        if sha256_file(path) != key:
+        if not intact:
             log.warning("cached artifact %s does not match its sha256: dropped, fetching it again", key)
             path.unlink(missing_ok=True)
             return None
