@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from luminal.gateway.errors import install_error_handlers
 from luminal.gateway.inference_backend import InferenceBackend
+from luminal.gateway.metadata_changes import open_metadata_changes
 from luminal.gateway.platform import Platform
 from luminal.gateway.replicas import ReplicaHeartbeat, replica_id
 from luminal.gateway.routers import (
@@ -166,15 +167,19 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.platform = start_platform(settings, backend)
+        app.state.platform = platform = start_platform(settings, backend)
+        # Subscribed before the first request: a change another gateway makes from now on clears this one's caches.
+        platform.metadata_changes = open_metadata_changes(settings.queue_url, settings.queue_namespace)
+        await platform.metadata_changes.start(platform.metadata_changed)
         if on_start is not None:
-            on_start(app.state.platform)
-        sweeper = Sweeper.of(settings, app.state.platform.db, app.state.platform.artifacts)
+            on_start(platform)
+        sweeper = Sweeper.of(settings, platform.db, platform.artifacts)
         sweeper.start()
         try:
             yield
         finally:
             try:
+                await platform.metadata_changes.close()
                 await sweeper.stop()
                 await app.state.platform.predictions.shutdown()
                 await app.state.platform.rate_limiter.close()

@@ -78,15 +78,21 @@ async def _tenant(request: Request, p: PlatformDep) -> Tenant:
 
 
 async def _invalidate_caches(p: PlatformDep) -> AsyncIterator[None]:
-    """For routes that change keys, models or deployments: the hot path's caches are cleared before the change
-    (no lookup started earlier can store a stale entry after it) and again once it is made."""
+    """For routes that change keys, tenants, models or deployments: the hot path's caches are cleared before the
+    change (no lookup started earlier can store a stale entry after it) and again once it is made, and the other
+    gateways are told before the answer leaves (`scope="function"`), so theirs are cleared too."""
     p.clear_caches()
-    yield
-    p.clear_caches()
+    try:
+        yield
+    finally:
+        p.clear_caches()
+    # Only once the change is made: a refused one (404, 409) changed nothing, and must not let a client clear
+    # every gateway's caches at will.
+    await p.metadata_changes.publish()
 
 
-# `dependencies=[ChangesMetadata]` on a route that revokes a key or changes or deletes a model or deployment.
-ChangesMetadata = Depends(_invalidate_caches)
+# `dependencies=[ChangesMetadata]` on a route that revokes a key or changes a tenant, model or deployment.
+ChangesMetadata = Depends(_invalidate_caches, scope="function")
 
 
 def _lookup_tenant(db: Database, key: str) -> Tenant | None:

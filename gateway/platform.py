@@ -7,6 +7,7 @@ from typing import Any
 
 from luminal.gateway.generation_metrics import GenerationMetrics
 from luminal.gateway.inference_backend import InferenceBackend
+from luminal.gateway.metadata_changes import MetadataChanges, NoMetadataChanges
 from luminal.gateway.metrics import InferenceMetrics
 from luminal.gateway.predictions import PredictionRunner
 from luminal.gateway.rate_limits import RateLimiter, open_rate_limiter
@@ -44,6 +45,8 @@ class Platform:
     # This replica's heartbeat among the gateways on the database; its id owns the predictions run here.
     heartbeat: ReplicaHeartbeat | None = None
     metrics: InferenceMetrics = field(default_factory=InferenceMetrics)
+    # Tells the other gateways that keys, tenants, models or deployments changed (set once the loop runs).
+    metadata_changes: MetadataChanges = field(default_factory=NoMetadataChanges)
     # Each tenant's requests-per-second allowance (shared through Redis when the queues are).
     rate_limiter: RateLimiter = field(init=False)
     # Built from the parts above (the webhook secret may be generated under data_dir on the first start).
@@ -75,3 +78,11 @@ class Platform:
     def clear_caches(self) -> None:
         self.tenants.clear()
         self.ready_deployments.clear()
+
+    def metadata_changed(self) -> None:
+        """Another gateway (or this one) changed keys, tenants, models or deployments: forget what the caches hold,
+        and let the provisioner re-read deployments and tenants' standing now (when it holds the lease, it stops
+        a deleted deployment's workers or a suspended tenant's at once, not at its next periodic read)."""
+        self.clear_caches()
+        if self.provisioner is not None:
+            self.provisioner.refresh()

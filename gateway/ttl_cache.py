@@ -1,9 +1,10 @@
 """A small time-bounded cache for the hot path's metadata lookups (API key -> tenant, model name -> ready
 deployment), so a steady stream of inference requests does not query the database twice per request.
 
-Entries live `ttl_s` seconds: that bounds how long another gateway replica may act on a revoked key or a deleted
-deployment. Changes made through this gateway clear the cache at once (`clear()`), so a client of this replica
-never sees its own change ignored. Thread-safe: lookups run on the event loop, fills may come from threads.
+Entries live `ttl_s` seconds. Changes made through this gateway clear the cache at once (`clear()`), and so do
+changes made through another replica, told over Redis (metadata_changes.py); the time limit bounds how long a
+replica cut off from Redis may act on a revoked key or a deleted deployment. Thread-safe: lookups run on the
+event loop, fills may come from threads.
 """
 
 from __future__ import annotations

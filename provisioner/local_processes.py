@@ -17,6 +17,7 @@ from luminal.provisioner.backends import WorkerHandle, checked_device
 from luminal.provisioner.device_offer import DeviceOffer, local_offer
 from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker import new_worker_id
+from luminal.scheduler.worker_process import PARENT_ENV
 from luminal.scheduler.worker_spec import WorkerSpec
 from luminal.store.clock import SYSTEM_CLOCK, Clock
 from luminal.store.settings import Settings
@@ -95,7 +96,9 @@ class LocalProcessWorkers:
             LUMINAL_GPU_PRICES_PER_SECOND=json.dumps(self.settings.gpu_prices_per_second),
             LUMINAL_ARTIFACT_URL=self.settings.artifact_url,
             LUMINAL_ARTIFACT_CACHE_DIR=str(self.settings.artifact_location.cache_dir),
+            LUMINAL_ARTIFACT_CACHE_BYTES=str(self.settings.artifact_cache_bytes),
         )
+        env[PARENT_ENV] = str(os.getpid())  # the worker stops when this gateway dies: no other one manages it
         command = [sys.executable, "-m", "luminal.scheduler.worker_process", str(spec.deployment_id), worker_id, device]
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
         return _ProcessHandle(process, worker_id, spec, self.registry, self.clock)

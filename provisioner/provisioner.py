@@ -9,7 +9,9 @@ worker without waiting for the next tick.
 
 When several gateways share one queue, only the provisioner that holds the provisioner lease (`lease`) acts: the
 others tick without scaling, and one that loses the lease makes no further change (each start or stop asks first).
-The workers it started keep serving the shared queue; the new holder scales by the load it sees.
+Workers that outlive their gateway (a cluster's, a cloud's) keep serving the shared queue and the new holder takes
+them over; local worker processes stop with the gateway that started them (no other one could ever stop them),
+and the new holder starts its own.
 """
 
 from __future__ import annotations

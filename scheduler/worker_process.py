@@ -1,11 +1,12 @@
 """`python -m luminal.scheduler.worker_process DEPLOYMENT_ID WORKER_ID [DEVICE]`: one worker as its own process,
 started by the local provisioner on a device of the deployment's GPU type (DEVICE, "cpu" when omitted; its usage
 records bill that type). Settings come from the `LUMINAL_*` environment; SIGTERM stops it after the batch it
-is executing."""
+is executing, and so does the death of the gateway that started it (LUMINAL_WORKER_PARENT_PID)."""
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -18,6 +19,28 @@ from luminal.scheduler.worker import Worker
 from luminal.scheduler.worker_spec import spec_for
 from luminal.store.database import Database
 from luminal.store.settings import Settings
+
+log = logging.getLogger(__name__)
+# Set by the local provisioner (provisioner/local_processes.py): the pid of the gateway that started this worker.
+PARENT_ENV = "LUMINAL_WORKER_PARENT_PID"
+PARENT_POLL_S = 0.5
+
+
+def stop_with_parent(stop: threading.Event, parent_pid: int, poll_s: float = PARENT_POLL_S) -> threading.Thread:
+    """Set `stop` once this process's parent is no longer `parent_pid` (it died and this process was reparented).
+    A gateway's local worker processes are known to its provisioner alone: orphaned, they would serve on
+    unmanaged, never scaled down, beside the replicas the next lease holder starts. Stopping them like a SIGTERM
+    finishes their batch; what they had not taken stays queued for the new holder's workers."""
+
+    def watch() -> None:
+        while not stop.wait(poll_s):
+            if os.getppid() != parent_pid:
+                log.warning("the gateway (pid %d) that started this worker died: stopping", parent_pid)
+                stop.set()
+
+    thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def main(argv: list[str]) -> int:
@@ -37,6 +60,8 @@ def main(argv: list[str]) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if os.environ.get(PARENT_ENV, "").isdigit():
+        stop_with_parent(stop, int(os.environ[PARENT_ENV]))
     queue = open_queue(settings.queue_url, settings.queue_namespace)
     registry = open_registry(settings.queue_url, settings.queue_namespace)
     programs = ProgramCache(settings.artifact_location.open().local_path, max_loaded=1)

@@ -158,13 +158,14 @@ class ArtifactLocation:
     default_dir: Path
     cache_dir: Path  # this machine's read-through cache of a remote store
     part_size: int  # multipart upload and ranged download part size of a remote store
+    cache_bytes: int = 0  # the cache's size limit, least recently used blobs evicted past it; 0: no limit
 
     def open(self) -> ArtifactStore:
         kind, where, prefix = parse_artifact_url(self.url)
         if kind == "s3":
             from luminal.store.artifacts_s3 import S3ArtifactStore  # boto3 is imported only where S3 is used
 
-            return S3ArtifactStore(where, prefix, self.cache_dir, self.part_size)
+            return S3ArtifactStore(where, prefix, self.cache_dir, self.part_size, cache_bytes=self.cache_bytes)
         return LocalArtifactStore(Path(where) if where else self.default_dir)
 
 

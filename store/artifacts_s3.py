@@ -25,9 +25,17 @@ MiB = 2**20
 
 
 class S3ArtifactStore:
-    def __init__(self, bucket: str, prefix: str, cache_dir: Path, part_size: int = 64 * MiB, client: Any = None):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        cache_dir: Path,
+        part_size: int = 64 * MiB,
+        client: Any = None,
+        cache_bytes: int = 0,  # the read-through cache's size limit (least recently used blobs go); 0: none
+    ):
         self.bucket, self.prefix = bucket, prefix.strip("/")
-        self.cache = VerifiedCache(cache_dir)
+        self.cache = VerifiedCache(cache_dir, cache_bytes)
         self.client = client if client is not None else _client()
         from boto3.s3.transfer import TransferConfig
 

