@@ -3,8 +3,10 @@
 This is how the meaning of the generated CUDA is checked on a machine without a GPU. The source is compiled
 unchanged by g++ -std=c++20 with host_shim/cuda_shim.h force-included, together with a small driver written
 from the program's launch plan: `lm_run(buffers, dims)` launches every kernel as the plan says (its block count
-evaluated at the dims, the blocks run on real threads with real barriers). The rest is the CPU runtime's: the
-same buffer table, arena and I/O (runtime/cpu.py), so a shim executable runs exactly like a CPU one.
+evaluated at the dims, the blocks run on real threads with real barriers); a "cublas" step calls the stand-in
+for cublasGemmStridedBatchedEx (host_shim/lm_cublas.h) with the arguments the runtime gives cuBLAS. The rest is
+the CPU runtime's: the same buffer table, arena and I/O (runtime/cpu.py), so a shim executable runs exactly
+like a CPU one.
 """
 
 from __future__ import annotations

@@ -47,4 +47,17 @@ def transposed() -> Case:
     return g, {"a": _floats(rng, 48, 70), "b": _floats(rng, 48, 66)}
 
 
-GEMMS = {"batched": batched, "linear_bf16": linear_bf16, "half_to_float": half_to_float, "transposed": transposed}
+def sliced() -> Case:
+    """a[:, 8:] @ b: the first operand starts 8 elements into its buffer, its rows 56 apart."""
+    g, rng = lm.Graph(), np.random.default_rng(25)
+    (g.input("a", (70, 56))[:, 8:] @ g.input("b", (48, 66))).output("y")
+    return g, {"a": _floats(rng, 70, 56), "b": _floats(rng, 48, 66)}
+
+
+GEMMS = {
+    "batched": batched,
+    "linear_bf16": linear_bf16,
+    "half_to_float": half_to_float,
+    "transposed": transposed,
+    "sliced": sliced,
+}

@@ -56,6 +56,8 @@ def test_the_calls_arguments():
     assert (call.a.dtype.name, call.c.dtype.name) == ("float16", "float32")
     (call,) = calls(with_cublas("transposed")[2])
     assert call.b.transpose and call.b.ld == 70
+    (call,) = calls(with_cublas("sliced")[2])  # cuBLAS's B is our A: a[:, 8:]
+    assert (call.b.offset, call.b.ld, call.a.offset) == (8, 56, 0)
 
 
 def test_a_fused_epilogue_or_a_symbolic_stride_makes_a_gemm_ineligible():
