@@ -10,6 +10,7 @@ CuPy.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Mapping
 
 import numpy as np
@@ -29,9 +30,15 @@ def evaluate(call: LibraryGemm, env: Mapping[str, int]) -> tuple[int, int, int]:
     return tuple(int(e.evaluate(dict(env))) for e in (call.m, call.n, call.batch))
 
 
+def bindings(cp: Any) -> Any:
+    """CuPy's cuBLAS module (cupy.cuda.cublas), imported on first use where cupy.cuda does not hold it yet."""
+    found = getattr(cp.cuda, "cublas", None)
+    return found if found is not None else importlib.import_module(f"{cp.__name__}.cuda.cublas")
+
+
 class CublasSteps:
     def __init__(self, cp: Any, stream: Any, *, tf32: bool = False):
-        self.cublas, self.stream, self.tf32 = cp.cuda.cublas, stream, tf32
+        self.cublas, self.stream, self.tf32 = bindings(cp), stream, tf32
         self.handle = self.cublas.create()
         self.cublas.setStream(self.handle, stream.ptr)
         self.workspace = cp.cuda.alloc(WORKSPACE)
