@@ -12,9 +12,11 @@ runs along the other axis is passed transposed (CUBLAS_OP_T), so a [out, in] wei
 Several M (N, batch) axes pass when they flatten to one strided axis.
 
 A CUDA graph is captured at a shape bucket's dims (runtime/cuda/buckets.py) while the kernels read the live dims;
-a library call computes at the dims it is issued with. So every stride, offset and the contraction's length
-must be free of symbols: then computing the bucket's extra rows, columns or batches reads and writes only the
-bucket-sized slots past the live ones, and the live elements are exactly those of a call at the live dims.
+a library call computes at the dims it is issued with. So the contraction's length, the offsets, the batch
+stride and each flattened axis's (innermost) stride must be free of symbols; outer M, N or batch axes may be
+symbolic, as they flatten row-major: the live elements are the first ones of each flattened axis. Computing the
+bucket's extra rows, columns or batches then reads and writes only the bucket-sized slots past the live ones,
+and the live elements are exactly those of a call at the live dims.
 """
 
 from __future__ import annotations
@@ -86,22 +88,21 @@ def _constant(e: Expr) -> int | None:
 
 
 def _flat_stride(coefficients: dict[int, Expr], axes: tuple[int, ...], shape) -> int | None:
-    """The one stride of `axes` flattened row-major (0 for none), or None when they do not flatten to one
-    constant stride."""
+    """The one stride of `axes` flattened row-major (0 for none), or None when they do not flatten to one axis
+    of constant stride. Outer axes may have symbolic strides (a [batch, seq] pair of M axes): the rows of the
+    live dims are then the first rows of the flattened axis, whatever the bucket. Axes of one element count not."""
+    axes = tuple(j for j in axes if not (as_expr(shape[j]).is_const and int(as_expr(shape[j]).value) == 1))
     if not axes:
         return 0
-    strides = [_constant(coefficients[j]) for j in axes]
-    if any(s is None for s in strides):
+    inner = _constant(coefficients[axes[-1]])
+    if inner is None:
         return None
-    expected = strides[-1]
-    for j, stride in zip(reversed(axes), reversed(strides)):
-        if stride != expected:
+    expected = as_expr(inner)
+    for j in reversed(axes):
+        if as_expr(coefficients[j]) != expected:
             return None
-        extent = _constant(shape[j])
-        if extent is None and j != axes[0]:
-            return None  # an inner axis of symbolic extent: the outer one's stride would be symbolic
-        expected = stride * (extent or 0)
-    return strides[-1]
+        expected = expected * shape[j]
+    return inner
 
 
 def _strides(index: Expr, shape, groups: dict[str, tuple[int, ...]], k: str) -> dict[str, int] | None:

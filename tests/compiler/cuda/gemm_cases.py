@@ -54,10 +54,20 @@ def sliced() -> Case:
     return g, {"a": _floats(rng, 70, 56), "b": _floats(rng, 48, 66)}
 
 
+def two_symbolic_rows() -> Case:
+    """[batch, seq, 64] @ [64, 80] with batch and seq symbolic: M flattens (batch, seq), the outer axis's stride
+    64 * seq symbolic; at a bucket's dims the live rows are the first rows of the flattened M."""
+    g, rng = lm.Graph(), np.random.default_rng(26)
+    x = g.input("x", (lm.sym("batch", max=4), lm.sym("seq", max=16), 64))
+    (x @ g.input("w", (64, 80))).output("y")
+    return g, {"x": _floats(rng, 3, 5, 64), "w": _floats(rng, 64, 80)}
+
+
 GEMMS = {
     "batched": batched,
     "linear_bf16": linear_bf16,
     "half_to_float": half_to_float,
     "transposed": transposed,
     "sliced": sliced,
+    "two_symbolic_rows": two_symbolic_rows,
 }
