@@ -9,7 +9,9 @@
     (weight bytes + KV bytes read per token) / time / the device-to-device copy bandwidth measured here;
 (b) the same decode step as one CUDA graph launch against its kernels launched one by one;
 (c) prefill of 512 tokens of the same model, a MiniLM-shaped encoder at batch 32 x 128 tokens, and the
-    prefill's GEMMs (its linear layers' shapes, compiled alone) against cuBLAS through torch.matmul.
+    prefill's GEMMs (its linear layers' shapes, compiled alone) against cuBLAS through torch.matmul: the GEMM
+    the compile chose (its kind printed: "mma", our tensor-core kernel, or "cublas", a cuBLAS step), and each
+    kind forced (gemm_library="never" / "always"), so our wmma kernel and our cuBLAS step are both measured.
 Both sides are built from one set of weights: luminal's own Llama and BERT builders (luminal.nn.models) and a
 plain torch implementation of each (bench/torch_models.py, not transformers). Outputs are checked against
 torch eager before anything is timed; every runner is timed in its own block (warm-up, then the median over
@@ -62,6 +64,11 @@ from luminal.compiler.targets import TARGETS  # noqa: E402
 
 GRAPH, KERNELS = "luminal cuda (one CUDA graph)", "luminal cuda (kernel by kernel)"
 EAGER, COMPILED, CUBLAS = "torch eager", "torch.compile reduce-overhead", "cuBLAS torch.matmul"
+# The prefill GEMMs' programs besides the compile's own choice: name suffix -> (gemm_library, runner name).
+GEMM_KINDS = {
+    "-generated": ("never", "luminal generated GEMM (one CUDA graph)"),
+    "-cublas": ("always", "luminal cuBLAS step"),
+}
 
 
 def decoder_outputs(result) -> dict:
@@ -94,15 +101,31 @@ def graphs(sizes: Sizes) -> dict[str, lm.Graph]:
     llama = llama_graphs(sizes)
     out = {"decode": llama.step, "prefill": llama.prefill, "encoder": encoder_graph(sizes)}
     for _, k, n, _ in gemm_shapes(sizes):
-        out[f"linear-{sizes.prefill}x{k}x{n}"] = linear_graph(sizes.prefill, k, n)
+        for suffix in ("", *GEMM_KINDS):
+            out[f"linear-{sizes.prefill}x{k}x{n}{suffix}"] = linear_graph(sizes.prefill, k, n)
     return out
+
+
+def compile_options(name: str) -> dict:
+    """lm.compile's options for program `name`: a GEMM kind forced where its name says so."""
+    suffix = next((s for s in GEMM_KINDS if name.endswith(s)), None)
+    return {"gemm_library": GEMM_KINDS[suffix][0]} if suffix else {}
+
+
+def gemm_kinds(program) -> str:
+    """How a program's GEMMs run: "cublas" (library steps), "mma" (tensor-core kernels), "gemm", "gemv"."""
+    from luminal.compiler.cuda.program import launch_plan
+
+    shapes = [launch.shape for launch in launch_plan(program.kernels)]
+    kinds = [kind for kind in ("cublas", "mma", "gemm", "gemv") if kind in shapes]
+    return "+".join(kinds) or "no GEMM kernel"
 
 
 def precompile(sizes: Sizes, programs: Programs) -> None:
     """Compile every program from its graph bound to zero weights and save it for --programs."""
     for name, graph in graphs(sizes).items():
         start = time.perf_counter()
-        prog = lm.compile(graph.bind(zero_weights(graph)), programs.target, cache=False)
+        prog = lm.compile(graph.bind(zero_weights(graph)), programs.target, cache=False, **compile_options(name))
         seconds = time.perf_counter() - start
         size = programs.save(name, prog)
         print(
@@ -119,6 +142,7 @@ class Bench:
         programs.check(list(self.graphs))
         self.results: dict[str, Result] = {}
         self.dev = device()
+        self.compiled: dict[str, object] = {}  # name -> the program luminal() ran
 
     def weights(self, name: str, seed: int) -> tuple[dict, dict]:
         """Random bf16 weights of graph `name`: (torch tensors on the device, numpy views bound to the graph)."""
@@ -131,7 +155,7 @@ class Bench:
         reference interpreter, which checks the torch anchor against the builders' own meaning."""
         graph, launches = self.graphs[name].bind(numpy_weights), launches or {GRAPH: True}
         try:
-            got = self.programs.get(name, graph)
+            got = self.programs.get(name, graph, **compile_options(name))
         except (FileNotFoundError, ArtifactError):
             raise  # the programs folder is wrong for this run: nothing here can be measured
         except Exception as e:  # a compile that fails costs its rows, not the rest of a device session
@@ -139,6 +163,7 @@ class Bench:
             runners = [Runner(n, lambda e=e: fail(e)) for n in launches]
         else:
             print(f"  {name}: {got.how} in {got.seconds:.1f} s, {len(got.program.kernels.kernels)} kernels")
+            self.compiled[name] = got.program
             runners = luminal_cuda(got.program, numpy_weights, inputs, launches)
         if self.small:
             feed = {k: as_numpy(v) for k, v in inputs.items()}
@@ -222,9 +247,11 @@ class Bench:
         self.results["encoder"] = compare(title, runners, self.timing)
 
     def gemms(self) -> None:
-        """The prefill's linear layers alone: luminal's GEMM kernel against cuBLAS (torch.matmul), per shape
-        and summed over the model's layers."""
-        s, totals, shapes = self.sizes, {"luminal": 0.0, "cublas": 0.0}, gemm_shapes(self.sizes)
+        """The prefill's linear layers alone: the GEMM luminal's compile chose, our wmma kernel and our cuBLAS
+        step against cuBLAS through torch.matmul, per shape and summed over the model's layers."""
+        s, shapes = self.sizes, gemm_shapes(self.sizes)
+        kinds = {GRAPH: "", **{runner: suffix for suffix, (_, runner) in GEMM_KINDS.items()}}
+        totals = {runner: 0.0 for runner in [CUBLAS, *kinds]}
         print(f"\n(c) prefill GEMMs, M = {s.prefill} tokens, bf16: luminal against cuBLAS (torch.matmul)")
         measured = 0
         for label, k, n, uses in shapes:
@@ -233,23 +260,29 @@ class Bench:
             x = (torch.randn((s.prefill, k), device=self.dev) * 0.5).to(torch.bfloat16)
             w = torch_weights["w"]
             runners = [torch_runner(CUBLAS, torch.matmul, (x, w.t()), lambda y: {"y": y})]
-            runners += self.luminal(name, numpy_weights, {"x": x})
-            result = self.results[name] = compare(f"  {label}: [{s.prefill}, {k}] x [{k}, {n}]", runners, self.timing)
-            if GRAPH in result.ms and CUBLAS in result.ms:
-                measured += 1
-                flop = 2 * s.prefill * k * n
-                rates = {name: flop / ms / 1e9 for name, ms in result.ms.items()}  # FLOP per ms / 1e9: TFLOP/s
-                print(f"    cuBLAS {rates[CUBLAS]:.1f} TFLOP/s, luminal {rates[GRAPH]:.1f} TFLOP/s")
-                totals["luminal"] += uses * s.llama.num_hidden_layers * result.ms[GRAPH]
-                totals["cublas"] += uses * s.llama.num_hidden_layers * result.ms[CUBLAS]
-        if measured < len(shapes):  # a sum over some shapes only would not be the prefill's
-            totals = {"luminal": 0.0, "cublas": 0.0}
-        if totals["luminal"]:
-            print(
-                f"  all {s.llama.num_hidden_layers} layers' GEMMs: luminal {totals['luminal']:.3f} ms, cuBLAS "
-                f"{totals['cublas']:.3f} ms: luminal at {totals['cublas'] / totals['luminal']:.0%} of cuBLAS's speed"
+            for runner, suffix in kinds.items():  # --small's reference interpreter once, with the first
+                got = self.luminal(name + suffix, numpy_weights, {"x": x}, {runner: True})
+                runners += got if not suffix else [r for r in got if r.name == runner]
+            chosen, generated = (
+                gemm_kinds(self.compiled[x]) if x in self.compiled else "not compiled"
+                for x in (name, f"{name}-generated")
             )
-        self.gemm_totals = totals
+            title = f"  {label}: [{s.prefill}, {k}] x [{k}, {n}], the compile chose: {chosen} (generated: {generated})"
+            result = self.results[name] = compare(title, runners, self.timing)
+            flop = 2 * s.prefill * k * n
+            rates = {runner: flop / ms / 1e9 for runner, ms in result.ms.items()}  # FLOP per ms / 1e9: TFLOP/s
+            print("    " + ", ".join(f"{runner} {rate:.1f} TFLOP/s" for runner, rate in rates.items()))
+            if all(runner in result.ms for runner in totals):
+                measured += 1
+                for runner in totals:
+                    totals[runner] += uses * s.llama.num_hidden_layers * result.ms[runner]
+        if measured < len(shapes):  # a sum over some shapes only would not be the prefill's
+            totals = {runner: 0.0 for runner in totals}
+        if totals[GRAPH]:
+            print(f"  all {s.llama.num_hidden_layers} layers' GEMMs, ms (share of cuBLAS torch.matmul's speed):")
+            for runner, ms in totals.items():
+                print(f"    {runner:<38} {ms:9.3f} ms  {totals[CUBLAS] / ms:6.0%}")
+        self.gemm_totals = {"luminal": totals[GRAPH], "cublas": totals[CUBLAS]}
 
     def goals(self) -> None:
         """The issue's goals, as measured in this run."""

@@ -48,10 +48,11 @@ class Programs:
                 f"run bench/gpu.py --precompile {self.folder} with the same sizes (--small or not) and --target"
             )
 
-    def get(self, name: str, graph: lm.Graph) -> Compiled:
+    def get(self, name: str, graph: lm.Graph, **options) -> Compiled:
+        """`options` are lm.compile's (a precompiled program was compiled with the same, by --precompile)."""
         start = time.perf_counter()
         if self.folder is None:
-            prog = lm.compile(graph, self.target, cache=False)  # a fresh compile: its time is reported
+            prog = lm.compile(graph, self.target, cache=False, **options)  # a fresh compile: its time is reported
             return Compiled(prog, time.perf_counter() - start, "compiled")
         path = self.path(name)
         if not path.is_file():

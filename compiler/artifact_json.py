@@ -21,6 +21,7 @@ import numpy as np
 
 from luminal import ops
 from luminal.compiler import ir
+from luminal.compiler.cuda.library_gemm import LIBRARIES
 from luminal.dtypes import BY_NAME, DType
 from luminal.graph_json import dump_json
 from luminal.symbolic import Expr, SymbolicError, expr_from_json
@@ -118,6 +119,8 @@ def program_to_json(p: ir.KernelProgram) -> dict[str, Any]:
         "weights": [[name, buf] for name, buf in p.weights.items()],
         "outputs": [[name, buf, [d.to_json() for d in shape]] for name, (buf, shape) in p.outputs.items()],
         "symbols": [[name, e.to_json()] for name, e in p.symbols.items()],
+        # only where some GEMM is a library call: artifacts without one keep their bytes
+        **({"library": [[name, lib] for name, lib in p.library.items()]} if p.library else {}),
     }
 
 
@@ -277,7 +280,8 @@ def _pairs(data: Any, width: int, what: str) -> list[list[Any]]:
 
 
 def program_from_json(data: Any) -> ir.KernelProgram:
-    d = _obj(data, PROGRAM_KEYS, "the kernel IR")
+    d = _obj(data, PROGRAM_KEYS | {"library"} if isinstance(data, dict) and "library" in data else PROGRAM_KEYS,
+             "the kernel IR")  # fmt: skip
     if not isinstance(d["buffers"], list):
         raise ArtifactError("the kernel IR: buffers must be a list")
     buffers: dict[str, ir.Buffer] = {}
@@ -300,4 +304,17 @@ def program_from_json(data: Any) -> ir.KernelProgram:
             for k, buf, shape in _pairs(d["outputs"], 3, "outputs")
         },
         symbols={_name(k, "symbols"): _expr(v, f"symbol {k}") for k, v in _pairs(d["symbols"], 2, "symbols")},
+        library=_library(d.get("library", []), {k.name for k in kernels}),
     )
+
+
+def _library(data: Any, kernels: set[str]) -> dict[str, str]:
+    """Which kernels are library calls: known kernels, known libraries (compiler/cuda/library_gemm.py)."""
+    out = {}
+    for name, lib in _pairs(data, 2, "library"):
+        if name not in kernels:
+            raise ArtifactError(f"library: {name!r:.60} is not a kernel of the program")
+        if lib not in LIBRARIES:
+            raise ArtifactError(f"library: kernel {name} names {lib!r:.40}; known: {', '.join(LIBRARIES)}")
+        out[name] = lib
+    return out

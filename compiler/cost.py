@@ -76,6 +76,7 @@ class _Counter:
         self.reads: Counter[str] = Counter()
         self.gemm_flops = 0  # the multiply-adds of Contracts: they run as tiled GEMMs (matrix units on GPUs)
         self.gemm_elements = 0  # with `gemm`, the kernel's output elements: its accumulator's count
+        self.gemm_rows = self.gemm_cols = 1  # with `gemm`, its M and N extents
 
     def flops(self, v: ir.Value, evals: int, loop: tuple[str, Expr] | None = None) -> int:
         """FLOPs of evaluating `v` `evals` times; every buffer element read is tallied in self.reads.
@@ -110,7 +111,12 @@ class _Counter:
                 return 0
             self.seen.add(v)
             if self.gemm:  # once per output element, even inside a reduction that reads it (codegen_gemm._lift)
-                evals = self.gemm_elements
+                n = self.gemm_elements * size(v.extent, self.env)
+                self.gemm_flops += 2 * n
+                # A tiled GEMM evaluates an operand's expression (a widening cast, a dequantisation) as it stages
+                # the element, not per multiply-add: once per element, as optimistic as the bytes.
+                a, b = max(n // self.gemm_cols, 1), max(n // self.gemm_rows, 1)
+                return 2 * n + self.flops(v.a, a) + self.flops(v.b, b)
             n = evals * size(v.extent, self.env)
             self.gemm_flops += 2 * n
             return 2 * n + self.flops(v.a, n) + self.flops(v.b, n)
@@ -132,12 +138,24 @@ def _elements(shape: tuple[Expr, ...], env: dict[str, int] | None) -> int:
 
 
 def estimate(
-    kernel: ir.Kernel, buffers: dict[str, ir.Buffer], target: Target | str, env: dict[str, int] | None = None
+    kernel: ir.Kernel,
+    buffers: dict[str, ir.Buffer],
+    target: Target | str,
+    env: dict[str, int] | None = None,
+    library: str | None = None,
 ) -> KernelCost:
-    """The roofline cost of one kernel over `buffers` (a KernelProgram's) on `target`."""
+    """The roofline cost of one kernel over `buffers` (a KernelProgram's) on `target`; `library` names the
+    library that computes a GEMM kernel instead of generated code (KernelProgram.library)."""
     target = get_target(target)
-    count = _Counter(env, gemm=codegen_gemm.plan(kernel) is not None)
+    if library is not None:
+        return _library_gemm(kernel, buffers, target, env)
+    gemm = codegen_gemm.plan(kernel)
+    count = _Counter(env, gemm=gemm is not None)
     n_out = count.gemm_elements = _elements(kernel.shape, env)
+    if gemm is not None:
+        count.gemm_rows, count.gemm_cols = (
+            _elements([kernel.shape[j] for j in axes], env) for axes in (gemm.m, gemm.n)
+        )
     if isinstance(kernel, ir.LoopKernel):
         # The C hoists row statistics out of a loop kernel's innermost loop, except in a GEMM's epilogue.
         inner = None if count.gemm or not kernel.shape else (f"_i{len(kernel.shape) - 1}", kernel.shape[-1])
@@ -152,16 +170,35 @@ def estimate(
     out = buffers[kernel.out]
     # A scatter's updates land in the output it has just written, so they are caught by the same caching.
     bytes_written = n_out * out.dtype.itemsize
-    compute = count.gemm_flops / target.peak_for(out.dtype, matrix_units=True)
+    compute = count.gemm_flops / (target.peak_for(out.dtype, matrix_units=True) * target.gemm_efficiency)
     compute += (flops - count.gemm_flops) / (target.peak_for(out.dtype) * target.loop_efficiency)
     seconds = max((bytes_read + bytes_written) / target.memory_bandwidth, compute)
     return KernelCost(kernel.name, flops, bytes_read, bytes_written, seconds + target.launch_overhead_s)
 
 
+def _library_gemm(kernel: ir.Kernel, buffers: dict[str, ir.Buffer], target: Target, env) -> KernelCost:
+    """A GEMM computed by a library call: its multiply-adds at the library's share of the peak of its operands'
+    type, every operand and the output crossing memory once, and the call's fixed cost on top of a launch."""
+    if not target.library_gemm_efficiency:
+        raise ValueError(f"target {target.name} has no library GEMMs; kernel {kernel.name} cannot be one")
+    operand = next(n.dtype for n in ir.walk(codegen_gemm.plan(kernel).contract.a) if isinstance(n, ir.Load))
+    gemm = codegen_gemm.plan(kernel)
+    count = _Counter(env, gemm=True)
+    count.gemm_elements = _elements(kernel.shape, env)
+    count.gemm_rows, count.gemm_cols = (_elements([kernel.shape[j] for j in axes], env) for axes in (gemm.m, gemm.n))
+    count.flops(gemm.contract, 1)
+    bytes_read = sum(min(n, size(buffers[b].size, env)) * buffers[b].dtype.itemsize for b, n in count.reads.items())
+    bytes_written = count.gemm_elements * buffers[kernel.out].dtype.itemsize
+    compute = count.gemm_flops / (target.peak_for(operand, matrix_units=True) * target.library_gemm_efficiency)
+    seconds = max((bytes_read + bytes_written) / target.memory_bandwidth, compute)
+    seconds += target.launch_overhead_s + target.library_call_s
+    return KernelCost(kernel.name, count.gemm_flops, bytes_read, bytes_written, seconds)
+
+
 def estimate_program(program: ir.KernelProgram, target: Target | str, env: dict[str, int] | None = None) -> ProgramCost:
     """Every kernel's cost and their sum: the number candidates are ranked by."""
     target = get_target(target)
-    kernels = [estimate(k, program.buffers, target, env) for k in program.kernels]
+    kernels = [estimate(k, program.buffers, target, env, program.library.get(k.name)) for k in program.kernels]
     return ProgramCost(
         target.name,
         sum(k.flops for k in kernels),

@@ -211,6 +211,9 @@ class KernelProgram:
     weights: dict[str, str] = field(default_factory=dict)  # weight name -> buffer
     outputs: dict[str, tuple[str, tuple[Expr, ...]]] = field(default_factory=dict)  # name -> (buffer, shape)
     symbols: dict[str, Expr] = field(default_factory=dict)
+    # kernel name -> the library call that computes it in place of generated code ("cublas": a GEMM step of the
+    # CUDA launch plan, compiler/cuda/library_gemm.py); what the candidate chose, so artifacts carry it
+    library: dict[str, str] = field(default_factory=dict)
 
 
 def children(v: Value) -> tuple[Value, ...]:

@@ -85,6 +85,8 @@ OPTIONS = {
     "profile": "time every distinct candidate on the local runtime (a CUDA target: on its GPU) and keep the fastest",
     "profile_dims": "symbol values to profile at (default: each symbol at min(its max, 128))",
     "search_options": "a compiler.search.stage.SearchOptions (node budget, iterations, deadline, isolation)",
+    "gemm_library": "CUDA targets: 'auto' (default) adds each candidate's variant with cuBLAS GEMM steps where the "
+    "roofline prefers them; 'always' gives cuBLAS every GEMM it can compute alone; 'never' keeps generated kernels",
 }
 
 
@@ -179,7 +181,21 @@ def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
         "gemm": len(gemms),
         "gemm_epilogue_ops": epilogue_ops,
         "attention": attention,
+        "library_gemm": len(kernels.library),  # GEMMs computed by a library call (cuBLAS) instead of a kernel
     }
+
+
+def variants(name: str, kernels: ir.KernelProgram, target: str, gemm_library: str):
+    """The candidate's programs to rank: as generated and, on a CUDA target, with GEMMs given to cuBLAS
+    (compiler/cuda/gemm_choice.py): both with "auto", the library one alone with "always"."""
+    if get_target(target).kind != "cuda":
+        return [(name, kernels)]
+    from luminal.compiler.cuda.gemm_choice import check_mode, library_variant
+
+    library = library_variant(kernels, target, check_mode(gemm_library))
+    if library is None:
+        return [(name, kernels)]
+    return [(f"{name}+cublas", library)] if gemm_library == "always" else [(name, kernels), (f"{name}+cublas", library)]
 
 
 def select(
@@ -188,19 +204,25 @@ def select(
     """Compile every candidate, drop duplicates (same source), rank by the cost model, or by timing with
     profile=True on the target's runtime here (compiler/profile.py: a CUDA target on its GPU, or it raises)."""
     rows, programs, seen = [], {}, {}
-    for name, graph in candidates.items():
+    for candidate, graph in candidates.items():
         fusion: dict[str, int] = {}
-        kernels = kernel_program(graph, target, searched=name != "unsearched", stats=fusion)
-        source = codegen.program_source(kernels, target)
-        row = {"name": name, "kernels": len(kernels.kernels), "estimated_s": estimate_program(kernels, target).seconds}
-        row["fusion"] = fusion  # reads fused as the search chose, declined; kernels fused by the policy after
-        if source in seen:
-            row["same_as"] = seen[source]
-        else:
-            seen[source] = name
-            programs[name] = (graph, kernels, source)
-        rows.append(row)
+        generated = kernel_program(graph, target, searched=candidate != "unsearched", stats=fusion)
+        for name, kernels in variants(candidate, generated, target, options.get("gemm_library", "auto")):
+            source = codegen.program_source(kernels, target)
+            estimated = estimate_program(kernels, target).seconds
+            row = {"name": name, "kernels": len(kernels.kernels), "estimated_s": estimated}
+            row["fusion"] = fusion  # reads fused as the search chose, declined; kernels fused by the policy after
+            if kernels.library:
+                row["library_gemms"] = len(kernels.library)
+            if source in seen:
+                row["same_as"] = seen[source]
+            else:
+                seen[source] = name
+                programs[name] = (graph, kernels, source)
+            rows.append(row)
     ranked = sorted(programs, key=lambda n: next(r["estimated_s"] for r in rows if r["name"] == n))
+    if options.get("gemm_library") == "always" and any(programs[n][1].library for n in ranked):
+        ranked = [n for n in ranked if programs[n][1].library]  # asked for cuBLAS: a candidate that has some
     if options.get("profile"):
         from luminal.compiler.profile import time_candidates
 

@@ -34,6 +34,15 @@ class Target:
     # The fraction of peak_flops a generated loop kernel reaches (an estimate): only GEMMs are register- and
     # cache-blocked, so a sum of products written as a plain loop runs well below the roof a GEMM reaches.
     loop_efficiency: float = 0.25
+    # The fraction of the matrix-unit (or fp32) peak a generated GEMM kernel reaches: 1 where nothing better is
+    # known. On CUDA targets an estimate for 64 x 64 wmma tiles staged synchronously (no cp.async, no double
+    # buffering), to be replaced by bench/gpu.py (c)'s measurement.
+    gemm_efficiency: float = 1.0
+    # A GEMM given to a vendor library (cuBLAS on CUDA targets, compiler/cuda/library_gemm.py): the share of
+    # the peak it reaches on large tiles (0: no library here) and the fixed cost of a call beyond a kernel
+    # launch. Estimates: cuBLAS is commonly measured at 70-80% of an H100's dense bf16 peak for large GEMMs.
+    library_gemm_efficiency: float = 0.0
+    library_call_s: float = 0.0
 
     def __post_init__(self):
         if self.kind not in ("cpu", "cuda", "metal"):
@@ -48,6 +57,9 @@ class Target:
         return self.peak_flops
 
 
+# Generated GEMMs against cuBLAS on every CUDA target (estimates, see the fields above).
+CUDA_GEMMS = {"gemm_efficiency": 0.35, "library_gemm_efficiency": 0.75, "library_call_s": 2e-6}
+
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
@@ -58,18 +70,34 @@ TARGETS: dict[str, Target] = {
         # NVIDIA H100 SXM5 80GB datasheet: 3.35 TB/s HBM3, 67 TFLOPS fp32, 989 TFLOPS fp16/bf16 tensor (dense),
         # 132 SMs; compute capability 9.0 allows 227 KB of shared memory per block. ~2 us per launch: CUDA-graph
         # replay (DESIGN.md's single-issue launch) amortises the driver cost but not the per-kernel tail.
-        Target("h100", "cuda", 3.35 * TERA, 67 * TERA, 989 * TERA, 989 * TERA, 132, 227 * KB, 2e-6, 80 * GB),
+        Target(
+            "h100", "cuda", 3.35 * TERA, 67 * TERA, 989 * TERA, 989 * TERA, 132, 227 * KB, 2e-6, 80 * GB, **CUDA_GEMMS
+        ),
         # NVIDIA H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s; the same GH100 compute as the H100 SXM.
-        Target("h200", "cuda", 4.8 * TERA, 67 * TERA, 989 * TERA, 989 * TERA, 132, 227 * KB, 2e-6, 141 * GB),
+        Target(
+            "h200", "cuda", 4.8 * TERA, 67 * TERA, 989 * TERA, 989 * TERA, 132, 227 * KB, 2e-6, 141 * GB, **CUDA_GEMMS
+        ),
         # NVIDIA A100 80GB SXM datasheet: 2,039 GB/s HBM2e, 19.5 TFLOPS fp32, 312 TFLOPS fp16/bf16 tensor (dense),
         # 108 SMs; compute capability 8.0 allows 163 KB of shared memory per block.
-        Target("a100", "cuda", 2.039 * TERA, 19.5 * TERA, 312 * TERA, 312 * TERA, 108, 163 * KB, 2e-6, 80 * GB),
+        Target(
+            "a100",
+            "cuda",
+            2.039 * TERA,
+            19.5 * TERA,
+            312 * TERA,
+            312 * TERA,
+            108,
+            163 * KB,
+            2e-6,
+            80 * GB,
+            **CUDA_GEMMS,
+        ),
         # NVIDIA L4 datasheet: 24 GB GDDR6 at 300 GB/s, 30.3 TFLOPS fp32, 121 TFLOPS fp16/bf16 tensor (dense),
         # 58 SMs; compute capability 8.9 allows 99 KB of shared memory per block.
-        Target("l4", "cuda", 300 * GB, 30.3 * TERA, 121 * TERA, 121 * TERA, 58, 99 * KB, 2e-6, 24 * GB),
+        Target("l4", "cuda", 300 * GB, 30.3 * TERA, 121 * TERA, 121 * TERA, 58, 99 * KB, 2e-6, 24 * GB, **CUDA_GEMMS),
         # NVIDIA T4 datasheet: 16 GB GDDR6 at 320 GB/s, 8.1 TFLOPS fp32, 65 TFLOPS fp16 tensor (mixed precision),
         # 40 SMs; Turing (compute capability 7.5) has no bf16 tensor path and 64 KB of shared memory per block.
-        Target("t4", "cuda", 320 * GB, 8.1 * TERA, 65 * TERA, 8.1 * TERA, 40, 64 * KB, 3e-6, 16 * GB),
+        Target("t4", "cuda", 320 * GB, 8.1 * TERA, 65 * TERA, 8.1 * TERA, 40, 64 * KB, 3e-6, 16 * GB, **CUDA_GEMMS),
         # Apple silicon, the base chip with its largest GPU. Apple publishes bandwidth and memory; the fp32 rate is
         # cores x 128 ALUs x 2 FLOP x clock, as listed by nanoreview.info (M1), Apple's launch figure (M2) and
         # hmc-tech.com (M3 at 1398 MHz, M4 at 1470 MHz). Apple GPUs run fp16 at the fp32 rate and have no separate

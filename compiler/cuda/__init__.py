@@ -10,6 +10,9 @@ the contraction split over 256 threads, the weight read in 16-byte loads where a
 otherwise), folded deterministically. On CUDA targets an attention computes its operands' element-wise
 producers (compiler/fuse.py): RoPE on the queries, the cache's casts. Its scratch (a split attention's partial
 results) is a temp buffer labelled with the kernel (compiler/attention_plan.py, compiler/memory.py).
-Not done: tensor-core `mma` GEMMs (gemm.py is a scalar fp32 tiled kernel), fusing RMSNorm into the following
-GEMVs and the residual adds into their epilogues, pre-packing weights stored [K, N] for the GEMV.
+Prefill: half-type GEMMs run on tensor cores (gemm_mma.py, wmma); a GEMM with nothing fused into it may instead
+be one cuBLAS call (library_gemm.py: a "cublas" step of the launch plan that the runtime issues), in the
+candidate variant gemm_choice.py builds, ranked by the roofline or timed with profile=True.
+Not done: fusing RMSNorm into the following GEMVs and the residual adds into their epilogues, pre-packing
+weights stored [K, N] for the GEMV, cp.async double buffering in the wmma GEMM.
 """

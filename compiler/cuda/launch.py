@@ -17,11 +17,14 @@ Shapes, by what the kernel computes:
 - "attention_split" then "combine": flash decoding (compiler/attention_plan.py's `splits`), a block per query row
   and block of keys writing partial results to the kernel's partials buffer, then a block per row combining them.
 - "copy" then "scatter": a scatter kernel's destination copied element-wise, then one thread per scattered value.
+- "cublas": no kernel of ours but a library call (compiler/cuda/library_gemm.py): the GEMM step `call`, issued by
+  the runtime on its stream; its "grid" is the output's element count (no call where it is 0) and block 0.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from luminal.compiler import attention_plan, gemv_plan, hoist, ir
 from luminal.compiler.gemm_plan import plan
@@ -44,6 +47,7 @@ class Launch:
     grid: Expr  # blocks
     block: int  # threads per block
     buffers: tuple[str, ...]  # the pointer arguments, output first
+    call: Any = None  # a "cublas" step's LibraryGemm (compiler/cuda/library_gemm.py); None for a kernel
 
 
 def _blocks(count: Expr, per_block: int) -> Expr:

@@ -2,7 +2,8 @@
 
 The source is deterministic: the prelude, then each kernel's __global__ function(s) in program order, named
 after the IR kernel (`k12`; a scatter's two are `k12_copy` and `k12_scatter`), each preceded by a comment
-giving its launch; mma.h and 16-byte copies follow the prelude where a GEMM runs on tensor cores ("mma").
+giving its launch; mma.h and 16-byte copies follow the prelude where a GEMM runs on tensor cores ("mma"). A GEMM
+given to cuBLAS has no kernel: its comment names the call (`k12_cublas: cublas`) and its arguments.
 Compiled with NVRTC or nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM and attention
 kernels ask for their FMAs with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
 """
@@ -12,17 +13,27 @@ from __future__ import annotations
 from dataclasses import replace
 
 from luminal.compiler import gemv_plan, ir
-from luminal.compiler.cuda import attention, flash_decode, gemm, gemm_mma, gemv, kernels, mma_staging
+from luminal.compiler.cuda import attention, flash_decode, gemm, gemm_mma, gemv, kernels, library_gemm, mma_staging
 from luminal.compiler.cuda.half_operands import tensor_core_type
 from luminal.compiler.cuda.launch import Launch, launches
 from luminal.compiler.cuda.prelude import PRELUDE
 from luminal.compiler.gemm_plan import plan
+from luminal.view import dims_product
 
 
 def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
     """The launches of kernel `k` of program `p`: launch.py's, with a GEMM whose operands are half values
-    (compiler/cuda/half_operands.py) moved onto tensor cores ("mma", the same grid of 64 x 64 tiles)."""
+    (compiler/cuda/half_operands.py) moved onto tensor cores ("mma", the same grid of 64 x 64 tiles), and a
+    kernel the program gives to cuBLAS one "cublas" step (compiler/cuda/library_gemm.py)."""
     planned = launches(k, ir.buffers_in_order(k))
+    if p.library.get(k.name) == library_gemm.CUBLAS:
+        call = library_gemm.gemm_call(p, k)
+        if call is None:
+            raise ValueError(f"kernel {k.name} is given to cuBLAS but is not a GEMM cuBLAS can compute alone")
+        elements = dims_product(k.shape)
+        return [Launch(f"{k.name}_cublas", library_gemm.CUBLAS, elements, 0, planned[0].buffers, call)]
+    if p.library.get(k.name) is not None:
+        raise ValueError(f"kernel {k.name}: unknown library {p.library[k.name]!r}; known: {library_gemm.LIBRARIES}")
     if planned[0].shape == "gemm" and tensor_core_type(p, k, plan(k)) is not None:
         return [replace(planned[0], shape="mma", block=gemm_mma.THREADS)]
     return planned
@@ -35,6 +46,8 @@ def launch_plan(p: ir.KernelProgram) -> list[Launch]:
 
 def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: list[str]) -> list[str]:
     buffers = p.buffers
+    if launch.shape == library_gemm.CUBLAS:  # no kernel: the source names the call the runtime makes
+        return [f"/* {launch.call.describe()} */"]
     if launch.shape == "copy":
         return kernels.thread_kernel(launch, k.shape, k.dest, buffers, symbols)
     if launch.shape == "scatter":
@@ -65,5 +78,7 @@ def program_source(p: ir.KernelProgram) -> str:
     for k in p.kernels:
         for launch in kernel_launches(k, p):
             comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} blocks of {launch.block} threads */"
+            if launch.call is not None:
+                comment = f"/* {launch.kernel}: {launch.shape}, a library call the runtime issues */"
             parts.append("\n".join([comment, *kernel_source(launch, k, p, symbols)]))
     return "\n\n".join(parts) + "\n"

@@ -9,7 +9,8 @@ non-default stream at the bucket's grids; every run then copies the live dims in
 slots and launches the graph. A kernel returns from the blocks the live dims do not need, so one capture serves
 every dims of its bucket. With graph=False the kernels are launched one by one at the live dims' grids (for
 debugging, and as the anchor the graph launch is measured against). The status flag is read after the run: a
-gather or scatter index out of range raises IndexError, as on the CPU.
+gather or scatter index out of range raises IndexError, as on the CPU. A GEMM step the plan gives to cuBLAS is
+issued on the same stream (runtime/cuda/cublas.py), so the graph captures it with the kernels.
 
 CuPy is passed in (`cp`), never imported here at module import.
 """
@@ -27,6 +28,7 @@ from luminal.compiler.cuda.program import launch_plan
 from luminal.graph import Graph
 from luminal.runtime.cuda import arrays, buckets, nvrtc
 from luminal.runtime.cuda.arena import DeviceArena
+from luminal.runtime.cuda.cublas import CublasSteps
 from luminal.runtime.cuda.layout import launches_at
 from luminal.runtime.reference import bind_symbols
 
@@ -43,7 +45,8 @@ def architecture(cp: Any) -> str:
 
 class CudaExecutable:
     def __init__(self, cp: Any, graph: Graph, program: ir.KernelProgram, source: str,
-                 weights: Mapping[str, Any], *, graphs: bool = True):  # fmt: skip
+                 weights: Mapping[str, Any], *, graphs: bool = True, tf32: bool = False):  # fmt: skip
+        """`tf32=True` lets cuBLAS steps on float32 operands round them to TF32 on tensor cores."""
         packed = [name for name, b in program.buffers.items() if b.role == prepack.ROLE]
         if packed:  # the CPU GEMM's weight panels: a CUDA program reads its weights as they are
             raise ValueError(f"a CUDA program has no packed weight buffers, this one has {packed[:4]}")
@@ -55,8 +58,11 @@ class CudaExecutable:
         self.arch = architecture(cp)
         self.module = cp.cuda.function.Module()
         self.module.load(nvrtc.compile_cubin(source, self.arch))
-        self.functions = {launch.kernel: self.module.get_function(launch.kernel) for launch in self.plan}
+        kernels = [launch for launch in self.plan if launch.call is None]
+        self.functions = {launch.kernel: self.module.get_function(launch.kernel) for launch in kernels}
         self.stream = cp.cuda.Stream(non_blocking=True)  # graph capture needs a stream other than the legacy one
+        needs_cublas = len(kernels) < len(self.plan)
+        self.cublas = CublasSteps(cp, self.stream, tf32=tf32) if needs_cublas else None
         self.weights = {b: self._upload(weights[label], program.buffers[b]) for label, b in program.weights.items()}
         self.weight_uploads = len(self.weights)  # what the load copied to the device; runs copy no weight again
         self.dims = cp.zeros(max(len(self.symbols), 1), cp.int64)  # the dims block D every kernel reads
@@ -141,7 +147,10 @@ class CudaExecutable:
         """The status flag cleared, then every launch of the plan at the grids of dims `env`, on the stream."""
         self.cp.cuda.runtime.memsetAsync(self.status.data.ptr, 0, self.status.nbytes, self.stream.ptr)
         for launch, blocks in launches_at(self.plan, env):
-            self.functions[launch.kernel]((blocks,), (launch.block,), arena.arguments(launch), stream=self.stream)
+            if launch.call is not None:
+                self.cublas.issue(launch.call, arena.pointers, env)
+            else:
+                self.functions[launch.kernel]((blocks,), (launch.block,), arena.arguments(launch), stream=self.stream)
 
     def _copy_inputs(self, arena: DeviceArena, env, host: dict[str, np.ndarray], device: dict[str, Any]) -> None:
         for label, buf in self.program.inputs.items():

@@ -3,8 +3,10 @@
 This is how the meaning of the generated CUDA is checked on a machine without a GPU. The source is compiled
 unchanged by g++ -std=c++20 with host_shim/cuda_shim.h force-included, together with a small driver written
 from the program's launch plan: `lm_run(buffers, dims)` launches every kernel as the plan says (its block count
-evaluated at the dims, the blocks run on real threads with real barriers). The rest is the CPU runtime's: the
-same buffer table, arena and I/O (runtime/cpu.py), so a shim executable runs exactly like a CPU one.
+evaluated at the dims, the blocks run on real threads with real barriers); a "cublas" step calls the stand-in
+for cublasGemmStridedBatchedEx (host_shim/lm_cublas.h) with the arguments the runtime gives cuBLAS. The rest is
+the CPU runtime's: the same buffer table, arena and I/O (runtime/cpu.py), so a shim executable runs exactly
+like a CPU one.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from pathlib import Path
 import numpy as np
 
 from luminal.compiler import ir
+from luminal.compiler.cuda.library_gemm import LibraryGemm
 from luminal.compiler.cuda.program import launch_plan
 from luminal.compiler.dialects import CUDA
 from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
 from luminal.runtime.cuda import buckets
+from luminal.runtime.cuda.cublas import DATA_TYPE
 
 SHIM = Path(__file__).resolve().parent / "host_shim"
 # -ffp-contract=off: as --fmad=false on the GPU, every op rounds as the reference does (fmaf stays an FMA).
@@ -37,9 +41,14 @@ def driver(p: ir.KernelProgram) -> str:
     bucket launches so); `lm_run(B, D)` is the exact launch, G = D."""
     slots = {name: k for k, name in enumerate(sorted(p.buffers))}
     symbols = sorted(p.symbols)
-    lines = ['extern "C" int lm_run_grid(void** B, const int64_t* D, const int64_t* G) {', "  int lm_status = 0;"]
+    plan = launch_plan(p)
+    lines = ['#include "lm_cublas.h"'] if any(launch.call is not None for launch in plan) else []
+    lines += ['extern "C" int lm_run_grid(void** B, const int64_t* D, const int64_t* G) {', "  int lm_status = 0;"]
     lines += [f"  const int64_t {s} = G[{j}]; (void){s};" for j, s in enumerate(symbols)]
-    for launch in launch_plan(p):
+    for launch in plan:
+        if launch.call is not None:
+            lines.append(f"  if ({launch.grid.render_c()} > 0) {library_call(launch.call, slots)}")
+            continue
         args = []
         for j, name in enumerate(launch.buffers):
             const = "" if j == 0 else "const "
@@ -51,11 +60,23 @@ def driver(p: ir.KernelProgram) -> str:
     return "\n".join(lines) + "\n"
 
 
+def library_call(call: LibraryGemm, slots: dict[str, int]) -> str:
+    """A "cublas" step as the host shim's stand-in computes it (host_shim/lm_cublas.h), its extents at G."""
+    args = [*(str(int(x.transpose)) for x in (call.a, call.b)), call.m.render_c(), call.n.render_c(), str(call.k)]
+    for x in (call.a, call.b, call.c):
+        const = "" if x is call.c else "const "
+        pointer = f"({const}char*)B[{slots[x.buffer]}] + {x.offset * x.dtype.itemsize}"
+        args += [pointer, str(DATA_TYPE[x.dtype]), str(x.ld), str(x.batch_stride)]
+    return f"lm_cublas_gemm({', '.join([*args, call.batch.render_c()])});"
+
+
 def kernel_entries(p: ir.KernelProgram) -> str:
     """`lm_kernel_<name>(P, blocks)` per launch: one kernel launched alone, its arguments (buffers, D, lm_status)
     the pointers in P, as a CUDA driver launch passes them; what a stand-in for CuPy calls in the tests."""
     lines = []
     for launch in launch_plan(p):
+        if launch.call is not None:
+            continue  # not a kernel: the runtime issues the library call
         args = []
         for j, name in enumerate(launch.buffers):
             const = "" if j == 0 else "const "

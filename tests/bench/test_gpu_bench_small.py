@@ -38,6 +38,10 @@ def check_table(out: str) -> None:
     checks = re.findall(r"luminal reference interpreter +- +- +(\S+) \((\S+)\)", out)
     assert len(checks) == 7 and all(float(diff) < 0.05 for diff, _ in checks), checks
     assert "DISAGREE" not in out
+    # (c)'s GEMMs: the kind the compile chose, and our wmma kernel and cuBLAS step each forced
+    assert len(re.findall(r"the compile chose: (?:cublas|mma|gemm|gemv) \(generated: ", out)) == 4
+    for row in ("luminal generated GEMM (one CUDA graph)", "luminal cuBLAS step"):
+        assert len(re.findall(re.escape(row) + (r" +\d+\.\d+ " if reason is None else " +unavailable"), out)) == 4
 
 
 def test_small_bench_prints_every_runner():

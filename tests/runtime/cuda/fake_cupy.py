@@ -8,7 +8,8 @@ Only the signatures read in CuPy's source are mirrored: Module.load(bytes), Modu
 Function(grid, block, args, shared_mem=0, stream=None), Stream(non_blocking=...).begin_capture() / end_capture(),
 Graph.launch(stream=None), runtime.memsetAsync(ptr, value, size, stream), alloc(n) -> MemoryPointer (+ offset),
 ndarray(shape, dtype, memptr=...), .set(arr, stream=None), .get(stream=None), .data.ptr, Event().record(stream)
-/ .synchronize() and get_elapsed_time(start, end) in milliseconds (here the host clock's: work runs when issued).
+/ .synchronize() and get_elapsed_time(start, end) in milliseconds (here the host clock's: work runs when issued);
+cuda.cublas is fake_cublas.py (numpy GEMMs on this memory, on the handle's stream).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from luminal.runtime.cuda.nvrtc import ELF_MAGIC
+from tests.runtime.cuda import fake_cublas
 
 int32, int64 = np.int32, np.int64
 _capturing: list[Stream] = []
@@ -212,14 +214,18 @@ def _elapsed_ms(start: Event, end: Event) -> float:
     return (end.at - start.at) * 1e3
 
 
-def _memset_async(ptr: int, value: int, size: int, stream: int) -> None:
+def enqueue_on(stream: int, call) -> None:
+    """Run `call` now, or record it while the stream whose pointer is `stream` captures."""
     target = next((s for s in _capturing if s.ptr == stream), None)
-    call = lambda: ctypes.memset(ptr, value, size)  # noqa: E731
     target.recording.append(call) if target else call()
+
+
+def _memset_async(ptr: int, value: int, size: int, stream: int) -> None:
+    enqueue_on(stream, lambda: ctypes.memset(ptr, value, size))
 
 
 cuda = SimpleNamespace(
     Device=Device, Stream=Stream, alloc=alloc, runtime=SimpleNamespace(memsetAsync=_memset_async),
     Event=Event, get_elapsed_time=_elapsed_ms,
-    function=SimpleNamespace(Module=Module),
+    function=SimpleNamespace(Module=Module), cublas=fake_cublas,
 )  # fmt: skip
