@@ -23,6 +23,7 @@ from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.fuse_chosen import fuse_chosen
 from luminal.compiler.fuse_dequant import fuse_dequantised_weights
 from luminal.compiler.fuse_index import inline_index_functions
+from luminal.compiler.fuse_residual import store_residuals
 from luminal.compiler.fused_ops import Inline
 from luminal.compiler.lower import buffer_name, lower
 from luminal.compiler.passes import PASSES
@@ -151,6 +152,7 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     kernels = fuse_single_consumers(kernels, get_target(target))
     if get_target(target).kind == "cuda":  # a launch costs more there than recomputing a few sines
         kernels = inline_index_functions(kernels, get_target(target))
+        kernels = store_residuals(kernels)
     stats["fused_by_policy"] = before - len(kernels.kernels)
     # Weight panels packed at load are the CPU GEMM's layout, Q8_0 weights dequantised in its loads
     # (compiler/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
