@@ -152,7 +152,11 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     kernels = fuse_single_consumers(kernels, get_target(target))
     if get_target(target).kind == "cuda":  # a launch costs more there than recomputing a few sines
         kernels = inline_index_functions(kernels, get_target(target))
-        kernels = store_residuals(kernels)
+        from luminal.compiler.cuda.norm_prologue import fuse_norms_into_gemvs
+
+        # Residual sums stored by the GEMVs that make them, so a norm reads one vector: then each norm goes
+        # into the prologues of the GEMVs that read it (one launch fewer per norm).
+        kernels = fuse_norms_into_gemvs(store_residuals(kernels))
     stats["fused_by_policy"] = before - len(kernels.kernels)
     # Weight panels packed at load are the CPU GEMM's layout, Q8_0 weights dequantised in its loads
     # (compiler/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
