@@ -25,13 +25,13 @@ from luminal.compiler.fuse import inline, with_kernels, within_limits
 MAX_BYTES = 8  # per element of the row: twice the float32 row that every GEMV block reads back today
 
 
-def _bytes_per_element(kernel: ir.LoopKernel) -> int:
-    """The bytes a kernel's body reads per element of its row: one element of each distinct buffer it reads
-    along the row (by the last axis or a reduction's variable; a token id read once per row does not count)."""
-    along = {f"_i{len(kernel.shape) - 1}"} | {n.var for n in ir.walk(kernel.body) if isinstance(n, ir.Reduce)}
+def bytes_along(v: ir.Value, variable: str) -> int:
+    """The bytes `v` reads per step of `variable`: one element of each distinct buffer it reads along it or
+    along a reduction's variable inside it (a token id read once per row does not count)."""
+    along = {variable} | {n.var for n in ir.walk(v) if isinstance(n, ir.Reduce)}
     reads = {
         n.buffer: n.dtype.itemsize
-        for n in ir.walk(kernel.body)
+        for n in ir.walk(v)
         if isinstance(n, (ir.Load, ir.GatherLoad)) and n.index.symbols() & along
     }
     return sum(reads.values())
@@ -60,7 +60,7 @@ def fuse_norms_into_gemvs(program: ir.KernelProgram) -> ir.KernelProgram:
         j += 1
         if not isinstance(norm, ir.LoopKernel) or norm.out in outputs or not row_statistics(norm):
             continue
-        if gemv_plan.plan(norm) is not None or _bytes_per_element(norm) > MAX_BYTES:
+        if gemv_plan.plan(norm) is not None or bytes_along(norm.body, f"_i{len(norm.shape) - 1}") > MAX_BYTES:
             continue
         readers = [r for r, k in enumerate(kernels) if norm.out in ir.buffers_read(k)]
         fused = {}

@@ -16,6 +16,7 @@ from luminal.compiler.gemm_plan import Accumulated
 from luminal.nn.models.generation import decoder_graphs
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
 from luminal.runtime.cuda.shim import ShimRuntime
+from tests.compiler.cuda import nvcc
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import bind_random
 
@@ -116,3 +117,16 @@ def test_the_float32_step_matches_the_reference(step_f32):
     graph, program = step_f32
     feed = {name: value for name, value in _feed(300, np.float32).items() if name in graph.inputs}
     assert_matches(ShimRuntime().load(program).run(feed), lm.run(graph, feed))
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+def test_the_fused_gemvs_compile_for_sm80_and_sm90_without_spills(step):
+    """The GEMVs with a norm in their prologue (a block fold before the staging) or a residual in their
+    epilogue, like every other kernel of the step, compile and keep everything in registers."""
+    _, program = step
+    fused = {k.name for k in _gemvs(program) if gemv_plan.plan(k).statistics}
+    usages = nvcc.compile_cuda(program.source)
+    assert fused <= {u.kernel for u in usages if u.arch == "80"} & {u.kernel for u in usages if u.arch == "90"}
+    for u in usages:
+        assert u.spill_bytes == 0, f"{u.kernel} spills {u.spill_bytes} bytes on sm_{u.arch}"
+        assert u.registers <= 255 and u.shared_bytes <= 48 * 1024
