@@ -152,6 +152,7 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     kernels = fuse_single_consumers(kernels, get_target(target))
     if get_target(target).kind == "cuda":  # a launch costs more there than recomputing a few sines
         kernels = inline_index_functions(kernels, get_target(target))
+    if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan and kernel bodies
         from luminal.compiler.cuda.norm_prologue import fuse_norms_into_gemvs
 
         # Residual sums stored by the GEMVs that make them, so a norm reads one vector: then each norm goes
