@@ -10,6 +10,8 @@ the contraction split over 256 threads, the weight read in 16-byte loads where a
 otherwise), folded deterministically. On CUDA targets an attention computes its operands' element-wise
 producers (compiler/fuse.py): RoPE on the queries, the cache's casts. Its scratch (a split attention's partial
 results) is a temp buffer labelled with the kernel (compiler/attention_plan.py, compiler/memory.py).
-Not done: tensor-core `mma` GEMMs (gemm.py is a scalar fp32 tiled kernel), fusing RMSNorm into the following
-GEMVs and the residual adds into their epilogues, pre-packing weights stored [K, N] for the GEMV.
+A GEMV stores the residual sum its readers add to it (compiler/fuse_residual.py), and each norm is computed in
+the prologue of the GEMVs that read it (norm_prologue.py): a decode layer has no row kernel left.
+Not done: pre-packing weights stored [K, N] for the GEMV (GPT-2's Conv1D layers run as GEMMs, so its norms
+stay row kernels).
 """

@@ -12,7 +12,8 @@ A block past the last output computes the last one again (all threads must reach
 Where the sum's body is the stream times a factor that does not read the N axis (the input vector, or a fused
 producer of it such as the MLP's silu(gate) * up), that factor is computed once per block into shared memory
 before the loop: when the N axis's length is a multiple of GEMV_ROWS (a block's outputs share their other
-indices) and K is at most MAX_STAGED floats.
+indices) and K is at most MAX_STAGED floats (launch.staged). A norm fused into that factor (norm_prologue.py)
+has its row statistics computed first, split over the block and folded as a row kernel folds them.
 """
 
 from __future__ import annotations
