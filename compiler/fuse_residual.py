@@ -183,11 +183,12 @@ def store_residuals(program: ir.KernelProgram) -> ir.KernelProgram:
     outputs = {buf for buf, _ in program.outputs.values()}
     kernels: list[ir.Kernel] = list(program.kernels)
     buffers = dict(program.buffers)
+    reading = [ir.buffers_read(k) for k in kernels]  # kept up to date as kernels are rewritten
     for j in range(len(kernels)):
         gemv = kernels[j]  # as earlier steps left it: they rewrite the readers, GEMVs among them
         if not isinstance(gemv, ir.LoopKernel) or gemv.out in outputs or gemv_plan.plan(gemv) is None:
             continue
-        readers = [r for r, k in enumerate(kernels) if gemv.out in ir.buffers_read(k)]
+        readers = [r for r, names in enumerate(reading) if gemv.out in names]
         if not readers or not all(isinstance(kernels[r], ir.LoopKernel) for r in readers):
             continue
         reads = _reads(program, kernels, j, readers)
@@ -207,6 +208,8 @@ def store_residuals(program: ir.KernelProgram) -> ir.KernelProgram:
             continue
         kernels[j] = fused
         kernels = [new.get(r, k) for r, k in enumerate(kernels)]
+        for r in [j, *new]:
+            reading[r] = ir.buffers_read(kernels[r])
         buffers[gemv.out] = replace(buffers[gemv.out], dtype=stored.dtype)
     program = ir.KernelProgram(buffers, kernels, program.inputs, program.weights, program.outputs, program.symbols)
     return with_kernels(program, kernels)
