@@ -24,10 +24,30 @@ from gpu import graphs  # noqa: E402
 from gpu_models import FULL, SMALL, decode_bytes, shapes_of, zero_weights  # noqa: E402
 
 import luminal as lm  # noqa: E402
-from luminal.compiler.cuda.program import launch_plan  # noqa: E402
+from luminal.compiler import gemv_plan  # noqa: E402
+from luminal.compiler.cuda.launch import loop_shape, staged  # noqa: E402
+from luminal.compiler.cuda.norm_prologue import bytes_along  # noqa: E402
+from luminal.compiler.cuda.program import kernel_launches, launch_plan  # noqa: E402
 
 GAP_S = 1.3e-6  # per kernel boundary inside a CUDA graph on an H100 (notes/gpu.md: Hazy Research, 2025)
 COPY_BANDWIDTH = 3.0e12  # an H100 SXM's device-to-device copy, read + written (KINDS.md: measured ~3.0 TB/s)
+
+
+def staged_bytes(prog) -> tuple[int, int]:
+    """(GEMVs that compute a norm in their prologue, bytes all GEMV blocks read per run at batch 1 to stage
+    their vectors): blocks x K x what the vector reads per element. These reads hit L2 (or L1), not HBM: each
+    block reads the same vector; the figure shows what a fused norm adds to what the staging already read."""
+    env = {s: 1 for s in prog.kernels.symbols}
+    fused, total = 0, 0
+    for k in prog.kernels.kernels:
+        if loop_shape(k) != "gemv" or not staged(k, gemv_plan.plan(k)):
+            continue
+        (launch,) = kernel_launches(k, prog.kernels)
+        gemv = gemv_plan.plan(k)
+        fused += gemv.statistics
+        per_block = gemv.reduction.extent.value * bytes_along(gemv.vector, gemv.reduction.var)
+        total += launch.grid.evaluate(env) * per_block
+    return fused, total
 
 
 def report(name: str, graph: lm.Graph, target: str, sizes) -> None:
@@ -42,6 +62,11 @@ def report(name: str, graph: lm.Graph, target: str, sizes) -> None:
             f"  at {COPY_BANDWIDTH / 1e12:.1f} TB/s the bytes take {floor * 1e3:.3f} ms; {len(plan)} kernel "
             f"boundaries at {GAP_S * 1e6:.1f} us add {gaps * 1e3:.3f} ms: at most "
             f"{floor / (floor + gaps):.0%} of the bandwidth, however fast each kernel"
+        )
+        fused, staged_total = staged_bytes(prog)
+        print(
+            f"  {fused} GEMVs compute their norm in the prologue; the GEMV blocks read {staged_total / 1e6:.1f} MB "
+            f"per token (L2/L1) to stage their vectors, against {(weights + kv) / 1e6:.0f} MB from HBM"
         )
     if shutil.which("nvcc") is None:
         print("  nvcc not found: no register report")

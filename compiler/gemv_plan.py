@@ -2,14 +2,15 @@
 their operands streams through 16-byte loads: the backend-neutral plan the CUDA GEMV generator reads.
 
 A kernel is a GEMV when its body holds one float sum over a contraction variable `r` (an `ir.Reduce` or an
-`ir.Contract`), reached from the root through element-wise ops only, with no reduction inside it or in the rest of
-the body (the epilogue: bias, activation, residual, casts); and when that sum's body reads a "stream" operand, a
-load whose index holds the kernel's last output axis (the N axis) and walks `r` with stride 1 (a contiguous row
-of a [N, K] weight, as torch's linear layout stores it), besides another operand that also walks `r` (the input
-vector). The stream is read 16 bytes at a time when that is provably aligned: K known and a multiple of the
-vector width, and every other term of its index a multiple of it too. Otherwise the plan keeps scalar loads
-(width 1), which the same kernel runs. The stream stays an ordinary `ir.Load` of any dtype: a dequantising
-expression around it (int8 weights times a scale) is evaluated as it is, element by element.
+`ir.Contract`), reached from the root through element-wise ops only, with no reduction inside it (but the row
+statistics of its input vector: a norm fused into its prologue) or in the rest of the body (the epilogue: bias,
+activation, residual, casts); and when that sum's body reads a "stream" operand, a load whose index holds the
+kernel's last output axis (the N axis) and walks `r` with stride 1 (a contiguous row of a [N, K] weight, as
+torch's linear layout stores it), besides another operand that also walks `r` (the input vector). The stream
+is read 16 bytes at a time when that is provably aligned: K known and a multiple of the vector width, and every
+other term of its index a multiple of it too. Otherwise the plan keeps scalar loads (width 1), which the same
+kernel runs. The stream stays an ordinary `ir.Load` of any dtype: a dequantising expression around it (int8
+weights times a scale) is evaluated as it is, element by element.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from luminal import dtypes as dt
-from luminal.compiler import ir
+from luminal.compiler import hoist, ir
 from luminal.compiler.affine import affine
 from luminal.compiler.gemm_plan import Accumulated
 from luminal.compiler.hoist import depends_on
@@ -39,6 +40,10 @@ class GemvPlan:
     # The factor of the sum's body that the stream multiplies and that does not read the last output axis (the
     # input vector, or what a fused producer makes of it): a code generator may compute it once per block.
     vector: ir.Value | None = None
+    # Whether the vector reads row statistics (a norm's sum of squares, fused into the GEMV's prologue): sums
+    # that read neither the contraction nor the last output axis. A code generator must compute the vector
+    # once per block with those sums hoisted; evaluated per element, they would run K times per output.
+    statistics: bool = False
 
 
 def _top_sums(v: ir.Value) -> list[ir.Value]:
@@ -90,7 +95,7 @@ def plan(kernel: ir.Kernel) -> GemvPlan | None:
         return None
     (found,) = sums
     reduction = found.as_reduce() if isinstance(found, ir.Contract) else found
-    if reduction.op != "sum" or not reduction.dtype.is_float or _has_reduction(reduction.body):
+    if reduction.op != "sum" or not reduction.dtype.is_float:
         return None
     epilogue = _replace(kernel.body, found, Accumulated(found.dtype))
     if _has_reduction(epilogue):
@@ -102,6 +107,10 @@ def plan(kernel: ir.Kernel) -> GemvPlan | None:
     if len(streams) != 1 or len(loads) < 2:
         return None  # no weight row, or nothing it multiplies (a row's own sum)
     stream = streams[0]
+    vector = _vector(reduction.body, stream, last)
+    statistics = _statistics(vector, var, reduction.extent, last) if vector is not None else []
+    if _has_reduction(hoist.substitute(reduction.body, {s: hoist.Hoisted("", s.dtype) for s in statistics})):
+        return None
     found_affine = affine(stream.index, [*outputs, var])
     if found_affine is None or not (found_affine[1][var].is_const and found_affine[1][var].value == 1):
         return None  # not contiguous along the contraction: the tiled or warp kernels read it no worse
@@ -111,7 +120,13 @@ def plan(kernel: ir.Kernel) -> GemvPlan | None:
         if not m.is_const or m.value > SMALL_M:
             return None
     width = _width(stream, var, reduction.extent, outputs)
-    return GemvPlan(reduction, epilogue, stream, width, _vector(reduction.body, stream, last))
+    return GemvPlan(reduction, epilogue, stream, width, vector, bool(statistics))
+
+
+def _statistics(vector: ir.Value, var: str, extent: Expr, last: str) -> list[ir.Reduce]:
+    """The sums in `vector` that read neither the contraction variable nor the last output axis."""
+    found = hoist.invariant_reductions(vector, var, extent)
+    return [s for s in found if not depends_on(s, last)]
 
 
 def _vector(body: ir.Value, stream: ir.Load, last: str) -> ir.Value | None:

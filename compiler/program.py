@@ -23,6 +23,7 @@ from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.fuse_chosen import fuse_chosen
 from luminal.compiler.fuse_dequant import fuse_dequantised_weights
 from luminal.compiler.fuse_index import inline_index_functions
+from luminal.compiler.fuse_residual import store_residuals
 from luminal.compiler.fused_ops import Inline
 from luminal.compiler.lower import buffer_name, lower
 from luminal.compiler.passes import PASSES
@@ -153,6 +154,12 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     kernels = fuse_single_consumers(kernels, get_target(target))
     if get_target(target).kind == "cuda":  # a launch costs more there than recomputing a few sines
         kernels = inline_index_functions(kernels, get_target(target))
+    if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan and kernel bodies
+        from luminal.compiler.cuda.norm_prologue import fuse_norms_into_gemvs
+
+        # Residual sums stored by the GEMVs that make them, so a norm reads one vector: then each norm goes
+        # into the prologues of the GEMVs that read it (one launch fewer per norm).
+        kernels = fuse_norms_into_gemvs(store_residuals(kernels))
     stats["fused_by_policy"] = before - len(kernels.kernels)
     # Weight panels packed at load are the CPU GEMM's layout, Q8_0 weights dequantised in its loads
     # (compiler/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their

@@ -10,9 +10,11 @@ the contraction split over 256 threads, the weight read in 16-byte loads where a
 otherwise), folded deterministically. On CUDA targets an attention computes its operands' element-wise
 producers (compiler/fuse.py): RoPE on the queries, the cache's casts. Its scratch (a split attention's partial
 results) is a temp buffer labelled with the kernel (compiler/attention_plan.py, compiler/memory.py).
+A GEMV stores the residual sum its readers add to it (compiler/fuse_residual.py), and each norm is computed in
+the prologue of the GEMVs that read it (norm_prologue.py): a decode layer has no row kernel left.
 Prefill: half-type GEMMs run on tensor cores (gemm_mma.py, wmma); a GEMM with nothing fused into it may instead
 be one cuBLAS call (library_gemm.py: a "cublas" step of the launch plan that the runtime issues), in the
 candidate variant gemm_choice.py builds, ranked by the roofline or timed with profile=True.
-Not done: fusing RMSNorm into the following GEMVs and the residual adds into their epilogues, pre-packing
-weights stored [K, N] for the GEMV, cp.async double buffering in the wmma GEMM.
+Not done: pre-packing weights stored [K, N] for the GEMV (GPT-2's Conv1D layers run as GEMMs, so its norms
+stay row kernels), cp.async double buffering in the wmma GEMM.
 """

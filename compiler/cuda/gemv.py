@@ -12,7 +12,8 @@ A block past the last output computes the last one again (all threads must reach
 Where the sum's body is the stream times a factor that does not read the N axis (the input vector, or a fused
 producer of it such as the MLP's silu(gate) * up), that factor is computed once per block into shared memory
 before the loop: when the N axis's length is a multiple of GEMV_ROWS (a block's outputs share their other
-indices) and K is at most MAX_STAGED floats.
+indices) and K is at most MAX_STAGED floats (launch.staged). A norm fused into that factor (norm_prologue.py)
+has its row statistics computed first, split over the block and folded as a row kernel folds them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import replace
 from luminal.compiler import hoist, ir
 from luminal.compiler.cuda.emitter import CudaEmitter
 from luminal.compiler.cuda.kernels import FOOT, head, pointers
-from luminal.compiler.cuda.launch import GEMV_ROWS, Launch
+from luminal.compiler.cuda.launch import GEMV_ROWS, Launch, staged
 from luminal.compiler.dialects import CUDA
 from luminal.compiler.gemm_operands import decode
 from luminal.compiler.gemv_plan import GemvPlan
@@ -31,26 +32,24 @@ from luminal.view import ShapeTracker, dims_product
 
 LOADED = "lm_wv"  # the chunk's weight elements, a local array standing for the stream operand
 STAGED = "lm_x"  # the block's input vector in shared memory
-MAX_STAGED = 8192  # floats: 32 KiB, within the 48 KiB of static shared memory with room to spare
-
-
-def staged(k: ir.LoopKernel, gemv: GemvPlan) -> bool:
-    """Whether the block computes the plan's vector once into shared memory (see the module docstring)."""
-    extent, last = gemv.reduction.extent, k.shape[-1]
-    if gemv.vector is None or not extent.is_const or extent.value > MAX_STAGED:
-        return False
-    return last.is_const and last.value % GEMV_ROWS == 0
 
 
 def _stage(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, numel: str) -> list[str]:
-    """The vector at every step of the contraction, at the block's first output's indices, in shared memory."""
+    """The vector at every step of the contraction, at the block's first output's indices, in shared memory.
+    Its row statistics (a fused norm's sum of squares) are computed first, split over the block and folded, as
+    a row kernel computes them (compiler/cuda/kernels.py); every thread reaches those folds."""
     r, extent = gemv.reduction.var, gemv.reduction.extent.value
     lines = [f"  __shared__ float {STAGED}[{extent}];", "  {"]
     lines += [f"    const int64_t lm_flat = lm_first < {numel} ? lm_first : {numel} - 1;"]
     lines += ["    " + s for s in decode("lm_flat", k.shape, tuple(range(len(k.shape))))]
+    lines += [f"    const int64_t lm_lane = {CUDA.thread_index}, lm_group = {CUDA.block_size}; (void)lm_lane;"]
+    outer = CudaEmitter(pointers(launch), "block")
+    outer.indent = 2
+    vector = outer.hoisted(gemv.vector, r, gemv.reduction.extent)
     e = CudaEmitter(pointers(launch))
-    e.indent = 3
-    value = e.emit(gemv.vector)
+    e.counter, e.indent = outer.counter, 3  # fresh names must not shadow the statistics' names
+    value = e.emit(vector)
+    lines += outer.lines
     lines += [f"    for (int64_t {r} = {CUDA.thread_index}; {r} < {extent}; {r} += {launch.block}) {{"]
     return lines + e.lines + [f"      {STAGED}[{r}] = {value};", "    }", "  }", f"  {CUDA.barrier}"]
 

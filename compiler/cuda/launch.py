@@ -38,6 +38,7 @@ GEMV_ROWS = 4  # outputs per GEMV block: 4 independent 16-byte loads in flight p
 GEMM_TILE = 64  # a block's output tile is 64 x 64 (compiler/cuda/gemm.py)
 # A thread per element sums up to this many steps on its own; longer reductions are split over a warp.
 THREAD_STEPS = 64
+MAX_STAGED = 8192  # floats of a GEMV's staged vector: 32 KiB, within the 48 KiB of static shared memory
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,19 @@ def row_statistics(k: ir.LoopKernel) -> bool:
     return bool(hoist.invariant_reductions(k.body, f"_i{len(k.shape) - 1}", k.shape[-1]))
 
 
+def staged(k: ir.LoopKernel, gemv: gemv_plan.GemvPlan) -> bool:
+    """Whether the GEMV block computes the plan's vector once into shared memory (compiler/cuda/gemv.py): when
+    there is one, K is at most MAX_STAGED, and the N axis's length is a multiple of GEMV_ROWS (a block's outputs
+    share their other indices, so one vector serves them all)."""
+    extent, last = gemv.reduction.extent, k.shape[-1]
+    if gemv.vector is None or not extent.is_const or extent.value > MAX_STAGED:
+        return False
+    return last.is_const and last.value % GEMV_ROWS == 0
+
+
 def loop_shape(k: ir.LoopKernel) -> str:
-    if gemv_plan.plan(k) is not None:
+    gemv = gemv_plan.plan(k)
+    if gemv is not None and (not gemv.statistics or staged(k, gemv)):  # statistics only once per block
         return "gemv"
     if plan(k) is not None:
         return "gemm"

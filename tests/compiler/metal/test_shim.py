@@ -60,3 +60,14 @@ def test_flash_decoding_runs_with_its_scratch_buffer():
     exe = MetalShimRuntime().load(program)
     for keys in (1, 700):
         assert_matches(exe.run(feed(keys)), lm.run(g, feed(keys)))
+
+
+def test_the_decode_steps_norms_run_in_their_gemvs_prologues():
+    """As on CUDA (compiler/cuda/norm_prologue.py): no row kernel is left in the Llama decode step, so the
+    model test above runs the fused GEMVs' prologues and epilogues as MSL."""
+    from luminal.compiler.metal.program import launch_plan
+
+    for model in ("llama_decode", "llama_decode_bf16"):
+        g, _ = MODELS[model]()
+        shapes = [launch.shape for launch in launch_plan(lm.compile(g, "m2", cache=False).kernels)]
+        assert "row" not in shapes and shapes.count("gemv") == 15, (model, shapes)
