@@ -21,6 +21,7 @@ from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
+from luminal.scheduler.usage_drainer import UsageDrainer
 from luminal.store.artifacts import ArtifactStore
 from luminal.store.database import Database
 from luminal.store.settings import Settings
@@ -43,6 +44,8 @@ class Platform:
     ledger: BufferedLedger | None = None  # the thread workers' usage ledger (flushed before a usage report)
     # This replica's heartbeat among the gateways on the database; its id owns the predictions run here.
     heartbeat: ReplicaHeartbeat | None = None
+    # On Redis: moves the usage records worker processes stored with their answers into the database.
+    usage_drainer: UsageDrainer | None = None
     metrics: InferenceMetrics = field(default_factory=InferenceMetrics)
     # Each tenant's requests-per-second allowance (shared through Redis when the queues are).
     rate_limiter: RateLimiter = field(init=False)

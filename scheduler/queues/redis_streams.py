@@ -21,6 +21,8 @@ import time
 import redis
 import redis.asyncio
 
+from luminal.scheduler import usage_journal
+from luminal.scheduler.billing import UsageRecord
 from luminal.scheduler.queues import codec, redis_lua
 from luminal.scheduler.queues.base import Delivery, QueueFull, ResultTimeout
 from luminal.scheduler.queues.memory import DEFAULT_RESULT_TTL_S, DEFAULT_RETRY_AFTER_S
@@ -41,7 +43,14 @@ LEVELS = range(HIGHEST_PRIORITY, LOWEST_PRIORITY + 1)
 MAX_BLOCK_S = 1.0  # one blocking call's longest wait, well under any socket timeout
 
 
+def usage_stream(namespace: str) -> str:
+    """The stream of usage records that workers stored with their answers and the drainer has not yet written."""
+    return f"{namespace}:usage"
+
+
 class RedisStreamsQueue:
+    stores_usage = True  # complete_all takes the batch's usage record (see UsageDrainer)
+
     def __init__(
         self,
         url: str,
@@ -191,15 +200,22 @@ class RedisStreamsQueue:
         presumed dead whose work was reclaimed) stores nothing, so each request has one result."""
         self.complete_all([(delivery, result)])
 
-    def complete_all(self, completions: list[tuple[Delivery, InferenceResult]]) -> None:
-        """One script call for a whole batch: one round trip, however many requests it answers."""
-        keys, args = [], [GROUP, self._result_ttl_ms]
+    def complete_all(
+        self, completions: list[tuple[Delivery, InferenceResult]], usage: UsageRecord | None = None
+    ) -> None:
+        """One script call for a whole batch: one round trip, however many requests it answers. `usage`, the
+        batch's usage record, is appended to the usage stream in the same atomic step (when any result is
+        stored), for `UsageDrainer` to move into the database off the answer path."""
+        keys, args = [], [GROUP, self._result_ttl_ms, len(completions)]
         for delivery, result in completions:
             level, entry_id = _parse_tag(delivery.tag)
             keys += [self._streams(delivery.request.deployment_id)[level - HIGHEST_PRIORITY],
                      self._result_key(result.request_id)]  # fmt: skip
             args += [entry_id, codec.encode_result(result)]
-        if keys:
+        if usage is not None:
+            keys.append(usage_stream(self._namespace))
+            args.append(usage_journal.encode(usage))
+        if completions:
             self._complete(keys=keys, args=args)
 
     def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:
