@@ -23,7 +23,7 @@ import redis.asyncio
 
 from luminal.scheduler import usage_journal
 from luminal.scheduler.billing import UsageRecord
-from luminal.scheduler.queues import codec, redis_lua
+from luminal.scheduler.queues import codec, redis_lua, resp_async
 from luminal.scheduler.queues.base import Delivery, QueueFull, ResultTimeout
 from luminal.scheduler.queues.memory import DEFAULT_RESULT_TTL_S, DEFAULT_RETRY_AFTER_S
 from luminal.scheduler.work import (
@@ -37,6 +37,7 @@ from luminal.scheduler.work import (
 )
 
 GROUP = "workers"
+_SUBMIT = redis_lua.SUBMIT.encode()
 LEVELS = range(HIGHEST_PRIORITY, LOWEST_PRIORITY + 1)
 
 
@@ -71,6 +72,9 @@ class RedisStreamsQueue:
         # redis.asyncio clients belong to the event loop they were made on: one per loop that waits for results.
         self._async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
         self._async_submits: dict[asyncio.AbstractEventLoop, object] = {}  # the admission script on each
+        # The gateway's per-request commands go through a lean client where it serves the URL (resp_async.py).
+        self._lean = resp_async.supports(url)
+        self._lean_clients: dict[asyncio.AbstractEventLoop, resp_async.RespClient] = {}
         # Deliveries a blocking read claimed beyond what its take wanted (requests that arrived on several levels
         # at once), per (deployment, consumer): the next take of that consumer returns them first.
         self._spare: dict[tuple[int, str], list[Delivery]] = {}
@@ -95,6 +99,9 @@ class RedisStreamsQueue:
 
     async def enqueue(self, request: InferenceRequest, max_depth: int) -> None:
         keys, args = self._admission(request, max_depth)
+        if self._lean:
+            self._check_admitted(request, *await self._lean_client().evalsha(_SUBMIT, keys, args))
+            return
         loop = asyncio.get_running_loop()
         script = self._async_submits.get(loop)
         if script is None or self._async_clients.get(loop) is None:
@@ -113,6 +120,8 @@ class RedisStreamsQueue:
             raise QueueFull(request.deployment_id, depth, self._retry_after_s)
 
     async def wait_result(self, request_id: str, timeout: float) -> InferenceResult:
+        if self._lean:
+            return await self._wait_lean(request_id, timeout)
         client = self._async_client()
         key = self._result_key(request_id)
         # BLPOP's timeout has millisecond resolution and 0 means forever, so anything shorter is a plain LPOP.
@@ -126,6 +135,23 @@ class RedisStreamsQueue:
                 break
             popped = await client.blpop([key], timeout=round(min(remaining, MAX_BLOCK_S), 3))
             encoded = popped[1] if popped else None
+        if encoded is None:
+            raise ResultTimeout(f"no result for request {request_id} within {timeout:g} s")
+        return codec.decode_result(encoded)
+
+    async def _wait_lean(self, request_id: str, timeout: float) -> InferenceResult:
+        """`wait_result` through the lean client: BLPOP in slices of MAX_BLOCK_S, LPOP for what is left under 1 ms."""
+        client, key = self._lean_client(), self._result_key(request_id)
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining < 0.001:
+                encoded = await client.call("LPOP", key)
+                break
+            popped = await client.call_blocking("BLPOP", key, round(min(remaining, MAX_BLOCK_S), 3))
+            if popped:
+                encoded = popped[1]
+                break
         if encoded is None:
             raise ResultTimeout(f"no result for request {request_id} within {timeout:g} s")
         return codec.decode_result(encoded)
@@ -234,6 +260,12 @@ class RedisStreamsQueue:
                 closing.result(timeout=5)
         self._async_clients.clear()
         self._async_submits.clear()
+        for loop, lean in self._lean_clients.items():
+            if _runs_on(loop):
+                lean.close()
+            elif not loop.is_closed():  # its transports belong to its thread
+                loop.call_soon_threadsafe(lean.close)
+        self._lean_clients.clear()
         self._redis.close()
 
     # --- internals ---
@@ -246,6 +278,15 @@ class RedisStreamsQueue:
         if loop not in self._async_clients:
             self._async_clients[loop] = redis.asyncio.Redis.from_url(self._url)
         return self._async_clients[loop]
+
+    def _lean_client(self) -> resp_async.RespClient:
+        loop = asyncio.get_running_loop()
+        client = self._lean_clients.get(loop)
+        if client is None:
+            for stale in [other for other in self._lean_clients if other.is_closed()]:
+                del self._lean_clients[stale]
+            client = self._lean_clients[loop] = resp_async.RespClient(self._url)
+        return client
 
     def _delivery(self, deployment_id: int, level: int, entry_id: bytes, fields, attempts: int = 1) -> Delivery:
         """A Delivery from a stream entry; an entry that does not decode carries an `_Undecodable` in place of the
