@@ -11,7 +11,7 @@ Exactly once, whatever is killed when:
   name: its restart reads what it holds first, and any drainer claims an entry idle for `claim_idle_s`. Writing
   it again bills nothing twice.
 
-How long usage lags: one gather window (`gather_s`, 50 ms) plus one transaction while all is well; a drainer
+How long usage lags: one gather window (`gather_s`, 250 ms) plus one transaction while all is well; a drainer
 killed mid-drain delays what it held by `claim_idle_s` (5 s); while the database is down the records wait in
 Redis. A report calls `flush()` first, which returns once every record stored before the call is in the
 database, so reports do not lag.
@@ -36,7 +36,7 @@ from luminal.scheduler.queues.redis_streams import usage_stream
 
 log = logging.getLogger(__name__)
 GROUP = "drainers"
-GATHER_S = 0.05  # after the first record, how long more may gather into the same transaction
+GATHER_S = 0.25  # after the first record, how long more may gather into one transaction (a flush does not wait)
 MAX_RECORDS = 500  # per transaction
 CLAIM_IDLE_S = 5.0  # an entry another drainer has held this long unacknowledged is claimed (that drainer died)
 BLOCK_MS = 1000  # one blocking read's longest wait, so close() is heard
