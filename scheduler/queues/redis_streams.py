@@ -4,9 +4,11 @@ Per deployment, one stream per priority level (so the most urgent level is read 
 on all of them; each worker is a consumer. An idle worker blocks in XREADGROUP on all its levels, so Redis hands
 it the next request as it arrives. A delivered request stays pending under its consumer until `complete` stores
 the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script (`complete_all`: a
-whole batch in one call); `reclaim` moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a
-BLPOP on the result list, so any gateway replica can wait for any request. Admission, taking and completion are
-Lua scripts (`redis_lua.py`), so replicas and workers never race on a depth check or a double completion.
+whole batch in one call, with the batch's usage record for `UsageDrainer` when the worker gives it); `reclaim`
+moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a BLPOP on the result list, so any gateway
+replica can wait for any request; the gateway's admission and wait go through a lean client (`resp_async.py`).
+Admission, taking and completion are Lua scripts (`redis_lua.py`), so replicas and workers never race on a depth
+check or a double completion.
 
 Every key starts with the namespace, so several platforms (and parallel tests) can share one Redis.
 """

@@ -48,6 +48,21 @@ def answered(queue: RedisStreamsQueue, deployment_id: int, tenant_id: int, count
     return [(d, InferenceResult(d.request.id, OK, {})) for d in deliveries], record
 
 
+def answered_with_usage(queue, deployment_id: int, tenant_id: int, batches: int, size: int) -> list:
+    """`batches` batches of `size` requests answered, each with its usage record as a worker stores them; the
+    records."""
+    records = []
+    for _ in range(batches):
+        completions, record = answered(queue, deployment_id, tenant_id, size)
+        queue.complete_all(completions, usage=record)
+        records.append(record)
+    return records
+
+
+def request_ids(records) -> list[str]:
+    return [i for record in records for i in record.request_ids]
+
+
 def billed_requests(db: Database) -> Counter:
     """How many times each request id appears in the usage rows."""
     with db.session() as s:
@@ -88,11 +103,7 @@ async def _results(queue, request_ids):
 
 def test_the_drainer_writes_each_record_to_the_ledger_and_removes_it(world, queue, redis_namespace):
     db, tenant_id, deployment_id = world
-    records = []
-    for _ in range(4):
-        completions, record = answered(queue, deployment_id, tenant_id, 2)
-        queue.complete_all(completions, usage=record)
-        records.append(record)
+    records = answered_with_usage(queue, deployment_id, tenant_id, 4, 2)
     drainer = UsageDrainer(REDIS_URL, redis_namespace, SqlUsageLedger(db, PRICES), "gw-1", gather_s=0)
     assert drainer.backlog() == 4
     assert drainer.flush(timeout=10)  # no thread running: the caller drains
@@ -106,11 +117,7 @@ def test_a_thread_draining_in_the_background_and_a_flush_see_every_answered_batc
     db, tenant_id, deployment_id = world
     drainer = UsageDrainer(REDIS_URL, redis_namespace, SqlUsageLedger(db, PRICES), "gw-1").start()
     try:
-        ids = []
-        for _ in range(20):
-            completions, record = answered(queue, deployment_id, tenant_id, 1)
-            queue.complete_all(completions, usage=record)
-            ids += record.request_ids
+        ids = request_ids(answered_with_usage(queue, deployment_id, tenant_id, 20, 1))
         assert drainer.flush(timeout=30)
         assert billed_requests(db) == Counter(ids)
     finally:
@@ -136,11 +143,7 @@ class _DiesAfterCommit:
 def test_a_drainer_killed_after_its_commit_bills_nothing_twice_when_others_drain_again(world, queue, redis_namespace):
     db, tenant_id, deployment_id = world
     ledger = SqlUsageLedger(db, PRICES)
-    ids = []
-    for _ in range(6):
-        completions, record = answered(queue, deployment_id, tenant_id, 3)
-        queue.complete_all(completions, usage=record)
-        ids += record.request_ids
+    ids = request_ids(answered_with_usage(queue, deployment_id, tenant_id, 6, 3))
     dying = UsageDrainer(REDIS_URL, redis_namespace, _DiesAfterCommit(ledger), "gw-dead", gather_s=0, max_records=4)
     with pytest.raises(_Killed):
         dying.drain_once()
@@ -194,11 +197,7 @@ def _drain_forever(url: str, namespace: str, database_url: str, consumer: str, c
 
 def test_drainer_processes_sigkilled_mid_drain_lose_nothing_and_bill_nothing_twice(world, queue, redis_namespace):
     db, tenant_id, deployment_id = world
-    ids = []
-    for _ in range(30):
-        completions, record = answered(queue, deployment_id, tenant_id, 2)
-        queue.complete_all(completions, usage=record)
-        ids += record.request_ids
+    ids = request_ids(answered_with_usage(queue, deployment_id, tenant_id, 30, 2))
     context = multiprocessing.get_context("spawn")
     for kill in range(3):
         committed = context.Event()
@@ -257,11 +256,7 @@ def test_records_survive_a_redis_crash_with_aof_always(world, tmp_path):
     server = _start_redis(tmp_path, port)
     try:
         queue = RedisStreamsQueue(url, namespace)
-        ids = []
-        for _ in range(5):
-            completions, record = answered(queue, deployment_id, tenant_id, 2)
-            queue.complete_all(completions, usage=record)
-            ids += record.request_ids
+        ids = request_ids(answered_with_usage(queue, deployment_id, tenant_id, 5, 2))
         queue.close()
         server.kill()  # SIGKILL: no shutdown save, only what the AOF holds
         server.wait(10)
