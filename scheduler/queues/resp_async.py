@@ -108,7 +108,13 @@ class RespClient:
 
     async def call_blocking(self, *args):
         """A blocking command (BLPOP) on a connection of its own for its duration."""
-        connection = self._idle.pop() if self._idle else await self._open()
+        connection = None
+        while self._idle and connection is None:
+            connection = self._idle.pop()
+            if connection.broken is not None:  # closed while idle (a Redis restart): not reused
+                self._discard(connection)
+                connection = None
+        connection = connection or await self._open()
         try:
             reply = await connection.send(*args)
         except BaseException:  # cancelled or failed: its reply, if any, must reach nobody
@@ -140,8 +146,12 @@ class RespClient:
         except OSError as e:
             raise redis.ConnectionError(f"cannot connect to Redis at {self._host}:{self._port}: {e}") from e
         self._all.add(connection)
-        for command in self._setup:
-            _raise_error(await connection.send(*command))
+        try:
+            for command in self._setup:
+                _raise_error(await connection.send(*command))
+        except BaseException:
+            self._discard(connection)
+            raise
         return connection
 
     def _discard(self, connection: _Connection) -> None:

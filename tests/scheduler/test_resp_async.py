@@ -127,3 +127,23 @@ def test_admission_and_results_through_either_client(lean, redis_namespace):
     finally:
         queue.close()
     assert result.status == OK and result.outputs["y"].tolist() == [1.0, 1.0]
+
+
+def test_connections_closed_under_it_are_replaced(key):
+    async def main():
+        client = resp_async.RespClient(REDIS_URL)
+        try:
+            await client.call("PING")
+            await client.call_blocking("LPOP", key)  # leaves one idle connection for blocking commands
+            killer = redis.Redis.from_url(REDIS_URL)
+            for connection in client._all:  # as a Redis restart would: the server drops them
+                port = connection.transport.get_extra_info("sockname")[1]
+                killer.execute_command("CLIENT", "KILL", "ADDR", f"127.0.0.1:{port}")
+            killer.close()
+            await asyncio.sleep(0.1)
+            await client.call("RPUSH", key, b"v")
+            return await client.call_blocking("BLPOP", key, 1)
+        finally:
+            client.close()
+
+    assert asyncio.run(main()) == [key.encode(), b"v"]
