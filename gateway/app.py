@@ -39,6 +39,7 @@ from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry, open_registry
+from luminal.scheduler.usage_drainer import UsageDrainer
 from luminal.scheduler.usage_journal import UsageJournal, replay
 from luminal.scheduler.worker_spec import WorkerSpec, ready_specs
 from luminal.store import deployments as deployment_store
@@ -83,21 +84,27 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     heartbeat.start()
     if backend is not None:
         return Platform(settings, db, artifacts, compiles, backend, bootstrap_key, heartbeat=heartbeat)
-    queue, registry, provisioner, ledger = _start_scheduler(settings, db, artifacts, heartbeat.replica_id)
+    queue, registry, provisioner, ledger, drainer = _start_scheduler(settings, db, artifacts, heartbeat.replica_id)
     backend = SchedulerBackend(
         queue, provisioner, settings.max_queue_depth, settings.request_timeout_s, settings.execution_timeout_s
     )
     return Platform(
-        settings, db, artifacts, compiles, backend, bootstrap_key, queue, registry, provisioner, ledger, heartbeat
-    )
+        settings, db, artifacts, compiles, backend, bootstrap_key, queue, registry, provisioner, ledger, heartbeat,
+        usage_drainer=drainer,
+    )  # fmt: skip
 
 
 def _start_scheduler(
     settings: Settings, db: Database, artifacts: ArtifactStore, gateway_id: str
-) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger | None]:
+) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger | None, UsageDrainer | None]:
     queue = open_queue(settings.queue_url, settings.queue_namespace)
     registry = open_registry(settings.queue_url, settings.queue_namespace)
     sql_ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)
+    # Worker processes on Redis store each batch's usage record with its answers; this gateway's drainer (one of
+    # the replicas' consumer group) writes them to the database.
+    drainer = None
+    if queue.stores_usage:
+        drainer = UsageDrainer(settings.queue_url, settings.queue_namespace, sql_ledger, gateway_id).start()
     # Bills what thread workers answered before an earlier process was killed (whatever the backend is now).
     journal_dir = settings.data_dir / "usage-journal"
     replay(journal_dir, sql_ledger)
@@ -129,7 +136,7 @@ def _start_scheduler(
         lease=lease,
     )
     provisioner.start()
-    return queue, registry, provisioner, ledger
+    return queue, registry, provisioner, ledger, drainer
 
 
 def _ready_specs(db: Database) -> list[WorkerSpec]:
@@ -149,6 +156,8 @@ def stop_platform(platform: Platform) -> None:
         platform.provisioner.close()
     if platform.ledger is not None:
         platform.ledger.close()
+    if platform.usage_drainer is not None:
+        platform.usage_drainer.close()
     if platform.queue is not None:
         platform.queue.close()
     platform.compiles.shutdown()

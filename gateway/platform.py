@@ -22,6 +22,7 @@ from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
+from luminal.scheduler.usage_drainer import UsageDrainer
 from luminal.store.artifacts import ArtifactStore
 from luminal.store.database import Database
 from luminal.store.settings import Settings
@@ -44,6 +45,8 @@ class Platform:
     ledger: BufferedLedger | None = None  # the thread workers' usage ledger (flushed before a usage report)
     # This replica's heartbeat among the gateways on the database; its id owns the predictions run here.
     heartbeat: ReplicaHeartbeat | None = None
+    # On Redis: moves the usage records worker processes stored with their answers into the database.
+    usage_drainer: UsageDrainer | None = None
     metrics: InferenceMetrics = field(default_factory=InferenceMetrics)
     # Tells the other gateways that keys, tenants, models or deployments changed (set once the loop runs).
     metadata_changes: MetadataChanges = field(default_factory=NoMetadataChanges)

@@ -1,10 +1,12 @@
 """One formed batch through the compiled program: grouped, concatenated, run, split, billed, answered.
 
-The usage record is handed to the ledger before any result is released: a worker process writes it there and
-then; thread workers inside the gateway hand it to a `BufferedLedger`, which journals it to disk at once, writes
-it off the serving path and whose `flush()` makes it visible to a usage report. Each delivery is completed
-(result stored, then acknowledged) last, so a worker killed in between leaves its requests billed but pending:
-the worker that reclaims and re-runs them is not billed for them again (the ledger keys requests by id).
+Without a ledger (a worker process on Redis), the batch's usage record goes to the queue with its answers, in
+one atomic step, and a drainer moves it into the database off the answer path (`scheduler/usage_drainer.py`).
+With one, the record is handed to the ledger before any result is released: thread workers inside the gateway
+hand it to a `BufferedLedger`, which journals it to disk at once, writes it off the serving path and whose
+`flush()` makes it visible to a usage report. Each delivery is then completed (result stored, then
+acknowledged), so a worker killed in between leaves its requests billed but pending: the worker that reclaims
+and re-runs them is not billed for them again (the ledger keys requests by id).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 2000
 
 RunProgram = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+# One program run: its requests' results, and its usage record (None when it failed and bills nothing).
+_Step = tuple[list[tuple[InferenceRequest, InferenceResult]], UsageRecord | None]
 
 
 @dataclass
@@ -38,7 +42,7 @@ class BatchExecutor:
     worker_id: str
     device: str  # the GPU type the worker runs on: billed, rather than the type the deployment asked for
     queue: RequestQueue
-    ledger: UsageLedger
+    ledger: UsageLedger | None  # None: the queue stores each batch's usage record with its answers
     layout: BatchLayout | None
     policy: BatchPolicy
 
@@ -51,8 +55,15 @@ class BatchExecutor:
             self.queue.complete_all([(d, expired_result(d.request)) for d in expired])
         requests = [d.request for d in deliveries if not d.request.expired(now)]
         groups = compatible_groups(requests, self.layout) if self.layout is not None else [[r] for r in requests]
-        for group in groups:  # each group's answers in one step (one round trip to Redis), after it is billed
-            self.queue.complete_all([(by_id[request.id], result) for request, result in self._run_group(run, group)])
+        for group in groups:
+            for answered, record in self._run_group(run, group):  # one step per program run: one Redis round trip
+                completions = [(by_id[request.id], result) for request, result in answered]
+                if record is not None and self.ledger is None:
+                    self.queue.complete_all(completions, usage=record)  # the answers and their bill, atomically
+                    continue
+                if record is not None:
+                    self._bill(record)
+                self.queue.complete_all(completions)
 
     def _bill(self, record: UsageRecord) -> None:
         try:
@@ -73,12 +84,14 @@ class BatchExecutor:
         rows = None if self.layout is None else self.layout.rows_of(request)
         return 1 if rows is None else rows
 
-    def _run_group(
-        self, run: RunProgram, group: list[InferenceRequest]
-    ) -> list[tuple[InferenceRequest, InferenceResult]]:
-        alone = [r for r in group if self._runs_alone(r)]
-        if alone and len(group) > 1:
-            return [pair for request in group for pair in self._run_group(run, [request])]
+    def _each_alone(self, run: RunProgram, group: list[InferenceRequest]) -> list[_Step]:
+        return [step for request in group for step in self._run_group(run, [request])]
+
+    def _run_group(self, run: RunProgram, group: list[InferenceRequest]) -> list[_Step]:
+        """Per program run, each of its requests' results and its usage record (None when nothing ran)."""
+        if len(group) > 1 and any(self._runs_alone(r) for r in group):
+            return self._each_alone(run, group)
+        alone = self._runs_alone(group[0])
         started, t0 = time.time(), time.perf_counter()
         try:
             if alone:
@@ -89,12 +102,12 @@ class BatchExecutor:
         except InvalidInput as e:
             if len(group) > 1:
                 # One request's bad values (an index out of range) must not fail its neighbours: run each alone.
-                return [pair for request in group for pair in self._run_group(run, [request])]
-            return [(group[0], InferenceResult(group[0].id, INVALID_INPUT, error=str(e)[:MAX_ERROR_CHARS]))]
+                return self._each_alone(run, group)
+            return [([(group[0], InferenceResult(group[0].id, INVALID_INPUT, error=str(e)[:MAX_ERROR_CHARS]))], None)]
         except Exception as e:  # the program or the batch contract broke: every request of the batch learns why
             log.exception("deployment %s: batch of %d failed", self.spec.deployment_id, len(group))
             reason = f"the batch failed: {type(e).__name__}: {e}"[:MAX_ERROR_CHARS]
-            return [(r, InferenceResult(r.id, FAILED, error=reason)) for r in group]
+            return [([(r, InferenceResult(r.id, FAILED, error=reason)) for r in group], None)]
         seconds = time.perf_counter() - t0
         record = UsageRecord(
             batch_id=uuid.uuid4().hex,
@@ -109,9 +122,8 @@ class BatchExecutor:
             model_name=self.spec.model,
             model_version=self.spec.version,
         )
-        self._bill(record)
         shares = record.shares()
-        return [
+        answered = [
             (
                 request,
                 InferenceResult(
@@ -129,3 +141,4 @@ class BatchExecutor:
             )
             for i, (request, outputs) in enumerate(zip(group, per_request))
         ]
+        return [(answered, record)]

@@ -114,18 +114,46 @@ class SqlUsageLedger:
     def _write(self, records: list[UsageRecord], prices: list[float]) -> list[bool]:
         try:
             with self.db.session() as session:
-                return [self._write_one(session, record, price) for record, price in zip(records, prices)]
+                return self._write_all(session, records, prices)
         except IntegrityError as e:  # the ids cannot conflict (DO NOTHING), so a foreign key failed
             tenants = sorted({r.tenant_id for r in records})
             which = f"tenant {tenants[0]}" if len(tenants) == 1 else f"one of tenants {tenants}"
             raise LedgerError(f"{len(records)} batch(es): {which} does not exist") from e
 
-    def _write_one(self, session: Session, record: UsageRecord, price: float) -> bool:
+    def _write_all(self, session: Session, records: list[UsageRecord], prices: list[float]) -> list[bool]:
+        """All the records in two statements (a drainer's or a busy worker's hundreds, as one): the rows whose
+        batch ids are new, then their requests' claims; records whose requests were all billed before are removed
+        again, and those billed in part keep only their new requests. As writing them one by one in list order
+        would: of two records sharing a request, the earlier bills it."""
         table = UsageRecordRow.__table__
+        stmt = self._insert(table).on_conflict_do_nothing(index_elements=["batch_id"])
+        rows = [self._row(session, record, price) for record, price in zip(records, prices)]
+        # RETURNING says which rows this statement inserted (the driver's rowcount is not reliable); the rows as
+        # parameters, so one compiled statement serves every count (SQLAlchemy makes multi-row INSERTs of them).
+        inserted = dict(session.execute(stmt.returning(table.c.batch_id, table.c.id), rows).all())
+        owner: dict[str, int] = {}  # each new row's batch id -> its row id, for the first record carrying it
+        for record in records:
+            if record.batch_id in inserted and record.batch_id not in owner:
+                owner[record.batch_id] = inserted[record.batch_id]
+        claimed = self._claim_requests(session, [(owner[r.batch_id], r) for r in records if r.batch_id in owner])
+        billed, removed = [], []
+        for record, price in zip(records, prices):
+            record_id = owner.pop(record.batch_id, None)  # popped: a repeated batch id bills nothing
+            new = set() if record_id is None else {rid for rid in record.request_ids if claimed.get(rid) == record_id}
+            billed.append(bool(new))
+            if record_id is not None and not new:  # a re-run of requests billed already: it bills nothing
+                removed.append(record_id)
+            elif new and len(new) < record.batch_size:  # only the requests not billed before, their shares
+                self._keep_only(session, record_id, record, new, price)
+        if removed:
+            session.execute(delete(UsageRecordRow).where(UsageRecordRow.id.in_(removed)))
+        return billed
+
+    def _row(self, session: Session, record: UsageRecord, price: float) -> dict:
         name, version = record.model_name, record.model_version
         if name is None:
             name, version = _model_of(session, record.deployment_id)
-        values = dict(
+        return dict(
             batch_id=record.batch_id,
             tenant_id=record.tenant_id,
             deployment_id=record.deployment_id,
@@ -144,38 +172,34 @@ class SqlUsageLedger:
             prompt_tokens=record.prompt_tokens,
             completion_tokens=record.completion_tokens,
         )
-        stmt = self._insert(table).values(**values).on_conflict_do_nothing(index_elements=["batch_id"])
-        # RETURNING says whether this statement inserted the row (the driver's rowcount is not reliable).
-        record_id = session.execute(stmt.returning(table.c.id)).scalar()
-        if record_id is None:
-            return False
-        new = self._claim_requests(session, record_id, record.request_ids)
-        if not new:  # a re-run of requests billed already: it bills nothing
-            session.execute(delete(UsageRecordRow).where(UsageRecordRow.id == record_id))
-            return False
-        if len(new) < record.batch_size:  # bill only the requests not billed before, their shares of the batch
-            shares = record.shares()
-            kept = [(rid, rows) for rid, rows in zip(record.request_ids, record.request_rows) if rid in new]
-            seconds = sum(shares[rid] for rid, _ in kept)
-            session.execute(
-                update(UsageRecordRow)
-                .where(UsageRecordRow.id == record_id)
-                .values(
-                    request_ids=[rid for rid, _ in kept],
-                    request_rows=[rows for _, rows in kept],
-                    batch_size=len(kept),
-                    seconds=seconds,
-                    cost=seconds * price,
-                )
-            )
-        return True
 
-    def _claim_requests(self, session: Session, record_id: int, request_ids: tuple[str, ...]) -> set[str]:
-        """Marks the requests billed by record `record_id`; the ids that were not billed before."""
+    def _keep_only(self, session: Session, record_id: int, record: UsageRecord, new: set[str], price: float) -> None:
+        shares = record.shares()
+        kept = [(rid, rows) for rid, rows in zip(record.request_ids, record.request_rows) if rid in new]
+        seconds = sum(shares[rid] for rid, _ in kept)
+        session.execute(
+            update(UsageRecordRow)
+            .where(UsageRecordRow.id == record_id)
+            .values(
+                request_ids=[rid for rid, _ in kept],
+                request_rows=[rows for _, rows in kept],
+                batch_size=len(kept),
+                seconds=seconds,
+                cost=seconds * price,
+            )
+        )
+
+    def _claim_requests(self, session: Session, owned: list[tuple[int, UsageRecord]]) -> dict[str, int]:
+        """Marks each record's requests billed by its row (`owned`: row id, record); request id -> the row that
+        claimed it now, for the ids not billed before."""
         table = BilledRequest.__table__
-        # Sorted: racing transactions then take the ids' locks in one order, and cannot deadlock on them.
-        rows = [{"request_id": rid, "usage_record_id": record_id} for rid in sorted(request_ids)]
-        stmt = self._insert(table).on_conflict_do_nothing(index_elements=["request_id"]).returning(table.c.request_id)
-        # The rows as parameters, not in the statement: one compiled statement serves every batch size (SQLAlchemy
-        # batches them into multi-row INSERTs and gathers what RETURNING says).
-        return set(session.scalars(stmt, rows))
+        # Sorted: racing transactions then take the ids' locks in one order, and cannot deadlock on them. Stable,
+        # so of two records here sharing a request, the earlier one's row comes first and claims it.
+        rows = sorted(
+            ({"request_id": rid, "usage_record_id": record_id} for record_id, r in owned for rid in r.request_ids),
+            key=lambda row: row["request_id"],
+        )
+        if not rows:
+            return {}
+        stmt = self._insert(table).on_conflict_do_nothing(index_elements=["request_id"])
+        return dict(session.execute(stmt.returning(table.c.request_id, table.c.usage_record_id), rows).all())

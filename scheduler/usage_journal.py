@@ -116,7 +116,7 @@ def replay(directory: Path, ledger: UsageLedger) -> int:
                 continue
             records = _read(path, file.read())
             for start in range(0, len(records), REPLAY_CHUNK):
-                billed += _write(ledger, records[start : start + REPLAY_CHUNK])
+                billed += write_records(ledger, records[start : start + REPLAY_CHUNK])
             path.unlink()
         log.info("usage journal %s replayed: %d record(s)", path.name, len(records))
     return billed
@@ -135,7 +135,9 @@ def _read(path: Path, data: bytes) -> list[UsageRecord]:
     return records
 
 
-def _write(ledger: UsageLedger, records: list[UsageRecord]) -> int:
+def write_records(ledger: UsageLedger, records: list[UsageRecord]) -> int:
+    """Write `records` (in one transaction where the ledger can); the number that billed something. A record the
+    ledger refuses is logged and dropped: it never can be billed. Any other failure raises, nothing dropped."""
     record_many = getattr(ledger, "record_many", None)
     if record_many is not None:
         try:
@@ -147,5 +149,5 @@ def _write(ledger: UsageLedger, records: list[UsageRecord]) -> int:
         try:
             billed += ledger.record(record)
         except LedgerError:
-            log.exception("usage journal: record of batch %s cannot be billed, dropped: %r", record.batch_id, record)
+            log.exception("usage record of batch %s cannot be billed, dropped: %r", record.batch_id, record)
     return billed

@@ -47,12 +47,14 @@ class Worker:
         spec: WorkerSpec,
         queue: RequestQueue,
         programs: ProgramCache,
-        ledger: UsageLedger,
+        ledger: UsageLedger | None,  # None: the queue stores each batch's usage record with its answers
         registry: WorkerRegistry,
         worker_id: str | None = None,
         reclaim_idle_s: float = 30.0,
         device: str = "cpu",  # the GPU type it runs on (chosen by its backend): what its batches are billed as
     ):
+        if ledger is None and not getattr(queue, "stores_usage", False):
+            raise ValueError(f"{type(queue).__name__} does not store usage records: the worker needs a ledger")
         self.spec, self.queue, self.programs, self.ledger, self.registry = spec, queue, programs, ledger, registry
         self.worker_id = worker_id or new_worker_id(spec.deployment_id)
         # A delivery unacknowledged this long belongs to a worker that died (or hangs): another one takes it.

@@ -65,9 +65,10 @@ def main(argv: list[str]) -> int:
     queue = open_queue(settings.queue_url, settings.queue_namespace)
     registry = open_registry(settings.queue_url, settings.queue_namespace)
     programs = ProgramCache(settings.artifact_location.open().local_path, max_loaded=1)
-    # Written before each batch's answers are released, not buffered: a killed worker process loses no billing,
-    # and in its own process the write competes with no gateway thread for the GIL.
-    ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)
+    # On Redis each batch's usage record is stored with its answers in one atomic step and the gateways' drainers
+    # write it to the database, off the answer path. Elsewhere it is written to the database before the answers
+    # are released. Either way a killed worker process loses no billing.
+    ledger = None if queue.stores_usage else SqlUsageLedger(db, settings.gpu_prices_per_second)
     try:
         Worker(spec, queue, programs, ledger, registry, worker_id, settings.reclaim_idle_s, device).run(stop)
     finally:

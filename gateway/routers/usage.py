@@ -85,9 +85,12 @@ class UsageRecordPublic(BaseModel):
 
 
 def _written_so_far(platform: Platform) -> None:
-    """This process's workers write usage off the serving path: a report waits for every batch answered so far."""
+    """Usage is written off the serving path (this process's thread workers' buffered ledger; the usage records
+    worker processes stored in Redis): a report waits until every batch answered so far is in the database."""
     if platform.ledger is not None:
         platform.ledger.flush()
+    if platform.usage_drainer is not None:
+        platform.usage_drainer.flush()
 
 
 def _utc(epoch: float) -> dt.datetime:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from luminal.scheduler.billing import UsageRecord
 from luminal.scheduler.work import InferenceRequest, InferenceResult
 
 
@@ -40,6 +41,10 @@ class Delivery:
 
 
 class RequestQueue(Protocol):
+    # Whether complete_all stores a batch's usage record with its answers (Redis: a drainer then writes it to the
+    # database); a worker on a queue that does not is given a ledger to write it to before it answers.
+    stores_usage: bool
+
     # --- gateway side ---
     def submit(self, request: InferenceRequest, max_depth: int) -> None:
         """Queue the request or raise QueueFull; never blocks on a full queue."""
@@ -75,9 +80,12 @@ class RequestQueue(Protocol):
         consumer presumed dead that finished after its work was reclaimed) is ignored: the first result wins."""
         ...
 
-    def complete_all(self, completions: list[tuple[Delivery, InferenceResult]]) -> None:
+    def complete_all(
+        self, completions: list[tuple[Delivery, InferenceResult]], usage: UsageRecord | None = None
+    ) -> None:
         """`complete` for each (delivery, result) pair, in one step where the backend can (one round trip to
-        Redis for a whole batch); each pair is stored and acknowledged as `complete` would."""
+        Redis for a whole batch); each pair is stored and acknowledged as `complete` would. `usage`, the batch's
+        usage record, only where `stores_usage`: stored in the same atomic step as the answers."""
         ...
 
     def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:

@@ -15,6 +15,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from luminal.scheduler.billing import UsageRecord
 from luminal.scheduler.queues.base import Delivery, QueueFull, ResultTimeout
 from luminal.scheduler.work import InferenceRequest, InferenceResult, effective_priority, expired_result
 
@@ -40,6 +41,8 @@ class _Waiter:
 
 
 class MemoryQueue:
+    stores_usage = False
+
     def __init__(self, result_ttl_s: float = DEFAULT_RESULT_TTL_S, retry_after_s: float = DEFAULT_RETRY_AFTER_S):
         self._result_ttl_s = result_ttl_s
         self._retry_after_s = retry_after_s
@@ -123,7 +126,11 @@ class MemoryQueue:
             self._publish(result)
             self._cond.notify_all()
 
-    def complete_all(self, completions: list[tuple[Delivery, InferenceResult]]) -> None:
+    def complete_all(
+        self, completions: list[tuple[Delivery, InferenceResult]], usage: UsageRecord | None = None
+    ) -> None:
+        if usage is not None:
+            raise ValueError("the in-process queue does not store usage records: give the worker a ledger")
         with self._cond:
             for delivery, result in completions:
                 if self._taken.pop(delivery.tag, None) is not None:

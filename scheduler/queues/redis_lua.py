@@ -104,16 +104,20 @@ end
 return claimed
 """
 
-# KEYS: per completion, the request's stream and its result list. ARGV: group, result ttl ms, then per completion
-# its entry id and encoded result. Each result is stored, then its request acknowledged and deleted, only while
-# the delivery is still pending: a second completion (a worker presumed dead finishing after its work was
-# reclaimed) stores nothing. One call completes a whole batch (one round trip). Returns, per completion, 1 when
-# stored and 0 when the delivery had already been completed.
+# KEYS: per completion, the request's stream and its result list; then, when the batch's usage record rides along,
+# the usage stream. ARGV: group, result ttl ms, the number of completions, per completion its entry id and encoded
+# result, then the encoded usage record (when given). Each result is stored, then its request acknowledged and
+# deleted, only while the delivery is still pending: a second completion (a worker presumed dead finishing after
+# its work was reclaimed) stores nothing. The usage record is appended to the usage stream in the same atomic
+# step when at least one result was stored, so answers and their bill exist together or not at all (a script's
+# writes reach the AOF and replicas as one MULTI). One call completes a whole batch (one round trip). Returns,
+# per completion, 1 when stored and 0 when the delivery had already been completed.
 COMPLETE = """
-local stored = {}
-for i = 1, #KEYS, 2 do
-  local stream, result = KEYS[i], KEYS[i + 1]
-  local entry, encoded = ARGV[i + 2], ARGV[i + 3]
+local count = tonumber(ARGV[3])
+local stored, any = {}, false
+for i = 1, count do
+  local stream, result = KEYS[2 * i - 1], KEYS[2 * i]
+  local entry, encoded = ARGV[2 * i + 2], ARGV[2 * i + 3]
   if #redis.call('XPENDING', stream, ARGV[1], entry, entry, 1) == 0 then
     table.insert(stored, 0)
   else
@@ -122,7 +126,11 @@ for i = 1, #KEYS, 2 do
     redis.call('XACK', stream, ARGV[1], entry)
     redis.call('XDEL', stream, entry)
     table.insert(stored, 1)
+    any = true
   end
+end
+if any and #KEYS > 2 * count then
+  redis.call('XADD', KEYS[2 * count + 1], '*', 'record', ARGV[2 * count + 4])
 end
 return stored
 """

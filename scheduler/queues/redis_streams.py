@@ -4,9 +4,11 @@ Per deployment, one stream per priority level (so the most urgent level is read 
 on all of them; each worker is a consumer. An idle worker blocks in XREADGROUP on all its levels, so Redis hands
 it the next request as it arrives. A delivered request stays pending under its consumer until `complete` stores
 the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script (`complete_all`: a
-whole batch in one call); `reclaim` moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a
-BLPOP on the result list, so any gateway replica can wait for any request. Admission, taking and completion are
-Lua scripts (`redis_lua.py`), so replicas and workers never race on a depth check or a double completion.
+whole batch in one call, with the batch's usage record for `UsageDrainer` when the worker gives it); `reclaim`
+moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a BLPOP on the result list, so any gateway
+replica can wait for any request; the gateway's admission and wait go through a lean client (`resp_async.py`).
+Admission, taking and completion are Lua scripts (`redis_lua.py`), so replicas and workers never race on a depth
+check or a double completion.
 
 Every key starts with the namespace, so several platforms (and parallel tests) can share one Redis.
 """
@@ -21,7 +23,9 @@ import time
 import redis
 import redis.asyncio
 
-from luminal.scheduler.queues import codec, redis_lua
+from luminal.scheduler import usage_journal
+from luminal.scheduler.billing import UsageRecord
+from luminal.scheduler.queues import codec, redis_lua, resp_async
 from luminal.scheduler.queues.base import Delivery, QueueFull, ResultTimeout
 from luminal.scheduler.queues.memory import DEFAULT_RESULT_TTL_S, DEFAULT_RETRY_AFTER_S
 from luminal.scheduler.work import (
@@ -35,13 +39,21 @@ from luminal.scheduler.work import (
 )
 
 GROUP = "workers"
+_SUBMIT = redis_lua.SUBMIT.encode()
 LEVELS = range(HIGHEST_PRIORITY, LOWEST_PRIORITY + 1)
 
 
 MAX_BLOCK_S = 1.0  # one blocking call's longest wait, well under any socket timeout
 
 
+def usage_stream(namespace: str) -> str:
+    """The stream of usage records that workers stored with their answers and the drainer has not yet written."""
+    return f"{namespace}:usage"
+
+
 class RedisStreamsQueue:
+    stores_usage = True  # complete_all takes the batch's usage record (see UsageDrainer)
+
     def __init__(
         self,
         url: str,
@@ -62,6 +74,9 @@ class RedisStreamsQueue:
         # redis.asyncio clients belong to the event loop they were made on: one per loop that waits for results.
         self._async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
         self._async_submits: dict[asyncio.AbstractEventLoop, object] = {}  # the admission script on each
+        # The gateway's per-request commands go through a lean client where it serves the URL (resp_async.py).
+        self._lean = resp_async.supports(url)
+        self._lean_clients: dict[asyncio.AbstractEventLoop, resp_async.RespClient] = {}
         # Deliveries a blocking read claimed beyond what its take wanted (requests that arrived on several levels
         # at once), per (deployment, consumer): the next take of that consumer returns them first.
         self._spare: dict[tuple[int, str], list[Delivery]] = {}
@@ -86,6 +101,9 @@ class RedisStreamsQueue:
 
     async def enqueue(self, request: InferenceRequest, max_depth: int) -> None:
         keys, args = self._admission(request, max_depth)
+        if self._lean:
+            self._check_admitted(request, *await self._lean_client().evalsha(_SUBMIT, keys, args))
+            return
         loop = asyncio.get_running_loop()
         script = self._async_submits.get(loop)
         if script is None or self._async_clients.get(loop) is None:
@@ -104,6 +122,8 @@ class RedisStreamsQueue:
             raise QueueFull(request.deployment_id, depth, self._retry_after_s)
 
     async def wait_result(self, request_id: str, timeout: float) -> InferenceResult:
+        if self._lean:
+            return await self._wait_lean(request_id, timeout)
         client = self._async_client()
         key = self._result_key(request_id)
         # BLPOP's timeout has millisecond resolution and 0 means forever, so anything shorter is a plain LPOP.
@@ -117,6 +137,23 @@ class RedisStreamsQueue:
                 break
             popped = await client.blpop([key], timeout=round(min(remaining, MAX_BLOCK_S), 3))
             encoded = popped[1] if popped else None
+        if encoded is None:
+            raise ResultTimeout(f"no result for request {request_id} within {timeout:g} s")
+        return codec.decode_result(encoded)
+
+    async def _wait_lean(self, request_id: str, timeout: float) -> InferenceResult:
+        """`wait_result` through the lean client: BLPOP in slices of MAX_BLOCK_S, LPOP for what is left under 1 ms."""
+        client, key = self._lean_client(), self._result_key(request_id)
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining < 0.001:
+                encoded = await client.call("LPOP", key)
+                break
+            popped = await client.call_blocking("BLPOP", key, round(min(remaining, MAX_BLOCK_S), 3))
+            if popped:
+                encoded = popped[1]
+                break
         if encoded is None:
             raise ResultTimeout(f"no result for request {request_id} within {timeout:g} s")
         return codec.decode_result(encoded)
@@ -191,15 +228,22 @@ class RedisStreamsQueue:
         presumed dead whose work was reclaimed) stores nothing, so each request has one result."""
         self.complete_all([(delivery, result)])
 
-    def complete_all(self, completions: list[tuple[Delivery, InferenceResult]]) -> None:
-        """One script call for a whole batch: one round trip, however many requests it answers."""
-        keys, args = [], [GROUP, self._result_ttl_ms]
+    def complete_all(
+        self, completions: list[tuple[Delivery, InferenceResult]], usage: UsageRecord | None = None
+    ) -> None:
+        """One script call for a whole batch: one round trip, however many requests it answers. `usage`, the
+        batch's usage record, is appended to the usage stream in the same atomic step (when any result is
+        stored), for `UsageDrainer` to move into the database off the answer path."""
+        keys, args = [], [GROUP, self._result_ttl_ms, len(completions)]
         for delivery, result in completions:
             level, entry_id = _parse_tag(delivery.tag)
             keys += [self._streams(delivery.request.deployment_id)[level - HIGHEST_PRIORITY],
                      self._result_key(result.request_id)]  # fmt: skip
             args += [entry_id, codec.encode_result(result)]
-        if keys:
+        if usage is not None:
+            keys.append(usage_stream(self._namespace))
+            args.append(usage_journal.encode(usage))
+        if completions:
             self._complete(keys=keys, args=args)
 
     def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:
@@ -218,6 +262,12 @@ class RedisStreamsQueue:
                 closing.result(timeout=5)
         self._async_clients.clear()
         self._async_submits.clear()
+        for loop, lean in self._lean_clients.items():
+            if _runs_on(loop):
+                lean.close()
+            elif not loop.is_closed():  # its transports belong to its thread
+                loop.call_soon_threadsafe(lean.close)
+        self._lean_clients.clear()
         self._redis.close()
 
     # --- internals ---
@@ -230,6 +280,15 @@ class RedisStreamsQueue:
         if loop not in self._async_clients:
             self._async_clients[loop] = redis.asyncio.Redis.from_url(self._url)
         return self._async_clients[loop]
+
+    def _lean_client(self) -> resp_async.RespClient:
+        loop = asyncio.get_running_loop()
+        client = self._lean_clients.get(loop)
+        if client is None:
+            for stale in [other for other in self._lean_clients if other.is_closed()]:
+                del self._lean_clients[stale]
+            client = self._lean_clients[loop] = resp_async.RespClient(self._url)
+        return client
 
     def _delivery(self, deployment_id: int, level: int, entry_id: bytes, fields, attempts: int = 1) -> Delivery:
         """A Delivery from a stream entry; an entry that does not decode carries an `_Undecodable` in place of the

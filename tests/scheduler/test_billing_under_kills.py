@@ -65,6 +65,8 @@ def test_workers_killed_while_serving_bill_each_answered_request_once(server, mo
     load.join(timeout=600)
     assert not load.is_alive(), "the load did not finish"
 
+    # Worker processes store usage in Redis with their answers; the gateway's drainer writes it to the database.
+    assert server.platform.usage_drainer.flush(timeout=60), "the usage records were not drained"
     bill = read_bill(settings.resolved_database_url)
     with capsys.disabled():
         print(f"\nreconciliation [{server.platform.db.engine.dialect.name}, Redis, worker processes]: "

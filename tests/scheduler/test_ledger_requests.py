@@ -95,3 +95,26 @@ def test_a_deleted_tenant_takes_its_billed_requests(world):
     with db.session() as s:
         assert s.scalar(select(func.count()).select_from(BilledRequest)) == 0
         assert s.scalar(select(func.count()).select_from(UsageRecordRow)) == 0
+
+
+def test_records_written_together_bill_as_written_one_by_one(world):
+    # A drainer's transaction: a request in two records (a re-run drained with the first run), a record seen
+    # twice (claimed again after a drainer died), and a record whose requests were all billed before.
+    db, tenant_id, deployment_id = world
+    ledger = SqlUsageLedger(db, PRICES)
+    ledger.record(usage(tenant_id, deployment_id, request_ids=("old",), request_rows=(1,)))
+    first = usage(tenant_id, deployment_id, request_ids=("a", "b"), request_rows=(1, 1))
+    rerun = usage(tenant_id, deployment_id, request_ids=("b", "c"), request_rows=(1, 3))
+    stale = usage(tenant_id, deployment_id, request_ids=("old",), request_rows=(1,))
+    assert ledger.record_many([first, rerun, first, stale]) == [True, True, False, False]
+    by_batch = {row.batch_id: row for row in rows(db)}
+    assert stale.batch_id not in by_batch
+    assert by_batch[first.batch_id].request_ids == ["a", "b"]
+    assert (by_batch[rerun.batch_id].request_ids, by_batch[rerun.batch_id].batch_size) == (["c"], 1)
+    assert by_batch[rerun.batch_id].seconds == pytest.approx(1.5 * 3 / 4)
+    assert billed(db) == {
+        "old": billed(db)["old"],
+        "a": by_batch[first.batch_id].id,
+        "b": by_batch[first.batch_id].id,
+        "c": by_batch[rerun.batch_id].id,
+    }

@@ -51,6 +51,19 @@ def test_fifo_within_a_level_and_most_urgent_level_first(queue):
     assert all(d.attempts == 1 for d in taken)
 
 
+def test_a_worker_that_found_the_queue_empty_still_takes_most_urgent_first_and_all_of_it(queue):
+    # A worker between requests looks at an empty queue first; what arrives after is still taken in order.
+    assert queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=0) == []
+    submitted = [request(priority=p, value=i) for i, p in enumerate([9, 5, 1, 9, 1])]
+    for req in submitted:
+        queue.submit(req, max_depth=100)
+    first = queue.take(DEPLOYMENT, "w1", max_items=1, wait_s=0)
+    rest = queue.take(DEPLOYMENT, "w1", max_items=2, wait_s=0.5) + queue.take(DEPLOYMENT, "w1", 10, wait_s=0)
+    assert [d.request.inputs["x"][0, 0] for d in first + rest] == [2, 4, 1, 0, 3]
+    assert queue.take(DEPLOYMENT, "w1", max_items=4, wait_s=0) == []
+    assert queue.depth(DEPLOYMENT) == 0 and queue.in_flight(DEPLOYMENT) == 5
+
+
 def test_take_returns_at_most_max_items_and_leaves_the_rest(queue):
     for i in range(5):
         queue.submit(request(value=i), max_depth=10)
