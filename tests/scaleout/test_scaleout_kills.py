@@ -27,10 +27,12 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import redis
 
 import luminal as lm
 from luminal.scheduler.compile_tasks import TEST_HOLD_ENV
 from luminal.scheduler.queues import open_queue
+from luminal.scheduler.queues.redis_streams import usage_stream
 from luminal.store.database import Database
 from luminal.store.leases import PROVISIONER, holder_of
 from tests.billing_reconciliation import read_bill
@@ -157,6 +159,13 @@ def test_gateways_workers_and_compile_worker_killed_under_load(shared, processes
         wait_for(lambda: (queue.depth(first["id"]), queue.in_flight(first["id"])) == (0, 0), "the queue to drain", 120)
     finally:
         queue.close()
+    # Workers store usage in Redis with their answers; B's drainer writes it to the database (and claims, after
+    # its idle timeout, what A's drainer held when it was killed).
+    usage = redis.Redis.from_url(shared.queue_url)
+    try:
+        wait_for(lambda: usage.xlen(usage_stream(shared.namespace)) == 0, "the usage records to be drained", 120)
+    finally:
+        usage.close()
 
     outcomes = list(load.outcomes.values())
     statuses = load.statuses()
