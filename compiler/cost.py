@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from luminal.compiler import codegen_gemm, hoist, ir
+from luminal.compiler import codegen_gemm, hoist, int_gemm, ir
 from luminal.compiler.targets import Target, get_target
 from luminal.symbolic import Expr, as_expr
 
@@ -113,7 +113,10 @@ class _Counter:
                 evals = self.gemm_elements
             n = evals * size(v.extent, self.env)
             self.gemm_flops += 2 * n
-            return 2 * n + self.flops(v.a, n) + self.flops(v.b, n)
+            # A GEMM packs its operands, evaluating each element once (taken as once per output element: the
+            # integer GEMM subtracts its zero points there); a loop evaluates them at every step.
+            operand_evals = evals if self.gemm else n
+            return 2 * n + self.flops(v.a, operand_evals) + self.flops(v.b, operand_evals)
         if isinstance(v, ir.Attend):
             # Per output element: its share of the row's scores (q·k over E, taken as long as the output row,
             # which it is when v's head dim equals q's), the softmax's few ops per score, and p·v.
@@ -136,7 +139,7 @@ def estimate(
 ) -> KernelCost:
     """The roofline cost of one kernel over `buffers` (a KernelProgram's) on `target`."""
     target = get_target(target)
-    count = _Counter(env, gemm=codegen_gemm.plan(kernel) is not None)
+    count = _Counter(env, gemm=codegen_gemm.plan(kernel) is not None or int_gemm.plan(kernel) is not None)
     n_out = count.gemm_elements = _elements(kernel.shape, env)
     if isinstance(kernel, ir.LoopKernel):
         # The C hoists row statistics out of a loop kernel's innermost loop, except in a GEMM's epilogue.
