@@ -12,6 +12,9 @@ neither (a batch index). The kernel runs in two parallel phases:
    LM_KC into a per-thread C tile with the micro-kernel, then run the rest of the kernel body (bias,
    activation, residual, casts) on each accumulated value and store the output element.
 
+The same loops run the integer GEMM (compiler/int_gemm.py: `integer=True`), with int16 panels in pairs of k, an
+int32 tile and its own micro-kernel; both of its operands are packed.
+
 The micro-kernel's shape is chosen when the C is compiled: 12x32 in 24 sixteen-lane accumulators where the
 compiler targets AVX-512 (32 vector registers), 6x16 in 12 eight-lane ones elsewhere (16 registers). Measured
 on this project's 2-core AVX-512 machine, one thread: 180 GFLOP/s for 12x32 against 85 for 6x16.

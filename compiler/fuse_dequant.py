@@ -62,18 +62,18 @@ def inline_into_operand(
         return None
     extents = {f"_i{k}": as_expr(d) for k, d in enumerate(consumer.shape)} | {c.var: c.extent}
     fused = settle(substitute_indices(producer.body, unflatten(operand.index, producer.shape, extents)))
-    return replace(consumer, body=_replace_contract(consumer.body, c, replace(c, **{side: fused})))
+    return replace(consumer, body=replace_contract(consumer.body, c, replace(c, **{side: fused})))
 
 
-def _replace_contract(v: ir.Value, old: ir.Contract, new: ir.Contract) -> ir.Value:
+def replace_contract(v: ir.Value, old: ir.Contract, new: ir.Contract) -> ir.Value:
     if v == old:
         return new
     if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(_replace_contract(a, old, new) for a in v.args))
+        return replace(v, args=tuple(replace_contract(a, old, new) for a in v.args))
     if isinstance(v, ir.Guard):
-        return replace(v, value=_replace_contract(v.value, old, new))
+        return replace(v, value=replace_contract(v.value, old, new))
     if isinstance(v, ir.Reduce):
-        return replace(v, body=_replace_contract(v.body, old, new))
+        return replace(v, body=replace_contract(v.body, old, new))
     return v
 
 

@@ -10,6 +10,9 @@ sum of two such products is exact in int32 or wraps as int32 does (only (-2^15)^
 and int32 addition wraps in any order to the same value, so the result equals the reference's int32 sum
 exactly. (u8 x s8 `vpmaddubsw` would saturate its int16 pair sums, so it is not used.)
 
+Not yet recognised: a convolution's contraction (ConvInteger, QLinearConv) in the tested models, whose operands
+(padding guards over int32 buffers) are not proven to fit; it stays an exact int32 loop.
+
 The kernel's loops, packing and epilogue are the float GEMM's (compiler/codegen_gemm.py) with int16 panels
 laid out in pairs: a panel's element (row w, k) sits at (k / 2) 2 width + 2 w + k % 2.
 """
