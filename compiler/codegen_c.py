@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from luminal.compiler import codegen_attention, codegen_gemm, codegen_qgemm, integers, ir, prepack
+from luminal.compiler import codegen_attention, codegen_gemm, codegen_qgemm, int_gemm, integers, ir, prepack
 from luminal.compiler.dialects import C
 from luminal.compiler.render import Emitter
 from luminal.symbolic import Expr, as_expr, c_prelude
@@ -106,22 +106,21 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
     ptrs = _pointers(used)
     head = _head(used, k.out, buffers, symbols)
     out_ptr, out_dtype = ptrs[k.out], buffers[k.out].dtype
+
+    def store(value: str) -> str:
+        return f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};"
+
     gemm = codegen_gemm.plan(k)
     if gemm is not None:
-
-        def store(value: str) -> str:
-            return f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};"
-
         q8 = codegen_qgemm.q8_operand(k, gemm, buffers)
         if q8 is not None:  # B is a Q8_0 weight: read as int8, dequantised in registers
             return "\n".join(codegen_qgemm.kernel_source(k, gemm, q8, Emitter, head, ptrs, store)), used
         return "\n".join(codegen_gemm.kernel_source(k, gemm, Emitter, head, ptrs, store, packed)), used
+    integer = int_gemm.plan(k)
+    if integer is not None:  # int32 sums of int16-sized operands (a quantized matmul): packed int16 pairs
+        return "\n".join(codegen_gemm.kernel_source(k, integer, Emitter, head, ptrs, store, integer=True)), used
     if isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend):
-
-        def store_element(value: str) -> str:
-            return f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};"
-
-        return "\n".join(codegen_attention.kernel_source(k, Emitter, head, ptrs, store_element)), used
+        return "\n".join(codegen_attention.kernel_source(k, Emitter, head, ptrs, store)), used
     head.append("  int lm_err = 0;")
     e = Emitter(ptrs)
     if isinstance(k, ir.LoopKernel) and k.shape:
@@ -183,8 +182,11 @@ class _Functions:
 def program_source(p: ir.KernelProgram, slots: dict[str, int], symbols: list[str]) -> str:
     parts = [PRELUDE]
     gemms = [(k, plan) for k in p.kernels if (plan := codegen_gemm.plan(k)) is not None]
-    if gemms:
+    integer = any(int_gemm.plan(k) is not None for k in p.kernels)
+    if gemms or integer:
         parts.append(codegen_gemm.PRELUDE)
+    if integer:
+        parts.append(int_gemm.PRELUDE)
     if any(codegen_qgemm.q8_operand(k, plan, p.buffers) for k, plan in gemms):
         parts.append(codegen_qgemm.PRELUDE)
     if any(isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend) for k in p.kernels):

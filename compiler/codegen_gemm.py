@@ -12,6 +12,9 @@ neither (a batch index). The kernel runs in two parallel phases:
    LM_KC into a per-thread C tile with the micro-kernel, then run the rest of the kernel body (bias,
    activation, residual, casts) on each accumulated value and store the output element.
 
+The same loops run the integer GEMM (compiler/int_gemm.py: `integer=True`), with int16 panels in pairs of k, an
+int32 tile and its own micro-kernel; both of its operands are packed.
+
 The micro-kernel's shape is chosen when the C is compiled: 12x32 in 24 sixteen-lane accumulators where the
 compiler targets AVX-512 (32 vector registers), 6x16 in 12 eight-lane ones elsewhere (16 registers). Measured
 on this project's 2-core AVX-512 machine, one thread: 180 GFLOP/s for 12x32 against 85 for 6x16.
@@ -112,13 +115,15 @@ def _reads_any(operand: ir.Value, axes: tuple[int, ...]) -> bool:
     return any(f"_i{j}" in names for j in axes)
 
 
-def _sizes(kernel: ir.LoopKernel, gemm: GemmPlan) -> list[str]:
-    shape = kernel.shape
+def _sizes(kernel: ir.LoopKernel, gemm: GemmPlan, integer: bool = False) -> list[str]:
+    """The extents; panels span lm_K floats, or lm_KP int16 values for the integer GEMM (K rounded up to a pair)."""
+    shape, depth = kernel.shape, "lm_KP" if integer else "lm_K"
     return [
         f"  const int64_t lm_M = {extent(shape, gemm.m)}, lm_N = {extent(shape, gemm.n)};",
         f"  const int64_t lm_NB = {extent(shape, gemm.batch)}, lm_K = {gemm.contract.extent.render_c()};",
+        "  const int64_t lm_KP = (lm_K + 1) / 2 * 2; (void)lm_KP;",
         "  const int64_t lm_mp = (lm_M + LM_MR - 1) / LM_MR, lm_np = (lm_N + LM_NR - 1) / LM_NR;",
-        "  const int64_t lm_asz = lm_mp * LM_MR * lm_K, lm_bsz = lm_np * LM_NR * lm_K;  /* floats per batch */",
+        f"  const int64_t lm_asz = lm_mp * LM_MR * {depth}, lm_bsz = lm_np * LM_NR * {depth};  /* per batch */",
         "  (void)lm_M; (void)lm_N; (void)lm_NB; (void)lm_mp; (void)lm_np; (void)lm_asz; (void)lm_bsz;",
     ]
 
@@ -133,25 +138,35 @@ def prepare_source(kernel: ir.LoopKernel, gemm: GemmPlan, emitter_cls, head: lis
 
 
 def kernel_source(
-    kernel: ir.LoopKernel, gemm: GemmPlan, emitter_cls, head: list[str], ptrs, out_store, packed: str | None = None
+    kernel: ir.LoopKernel,
+    gemm: GemmPlan,
+    emitter_cls,
+    head: list[str],
+    ptrs,
+    out_store,
+    packed: str | None = None,
+    integer: bool = False,
 ) -> list[str]:
     """The body lines of a GEMM kernel (after `head`, the pointer and symbol declarations). With `packed`,
-    B's panels are read from that buffer (filled by the prepare function) instead of packed here."""
+    B's panels are read from that buffer (filled by the prepare function) instead of packed here. With
+    `integer`, an integer GEMM (compiler/int_gemm.py): int16 panels in pairs, an int32 tile, both operands packed."""
     c, shape = gemm.contract, kernel.shape
+    ctype, acc, depth = ("int16_t", "int32_t", "lm_KP") if integer else ("float", "float", "lm_K")
     a_batched, b_batched = _reads_any(c.a, gemm.batch), _reads_any(c.b, gemm.batch)
-    direct = direct_rows(c.a, c.var, gemm.m, shape)
+    direct = None if integer else direct_rows(c.a, c.var, gemm.m, shape)
     a_floats = "LM_MR * lm_K" if direct else "lm_asz"  # in place: only the edge panel is copied
-    lines = head + ["  int lm_err = 0;"] + _sizes(kernel, gemm)
+    lines = head + ["  int lm_err = 0;"] + _sizes(kernel, gemm, integer)
     lines += [
         "  if (lm_M <= 0 || lm_N <= 0 || lm_NB <= 0) return 0;",
         f"  const int64_t lm_nba = {'lm_NB' if a_batched else '1'};",
     ]
     if packed is None:
+        total = f"lm_nba * {a_floats} + lm_nbb * lm_bsz"
         lines += [
             f"  const int64_t lm_nbb = {'lm_NB' if b_batched else '1'};",
-            f"  float* lm_pa = lm_gemm_pack_buffer(lm_nba * {a_floats} + lm_nbb * lm_bsz + 1);",
+            f"  {ctype}* lm_pa = ({ctype}*)lm_gemm_pack_buffer({f'({total}) / 2' if integer else total} + 1);",
             "  if (!lm_pa) return 1;",
-            f"  float* lm_pb = lm_pa + lm_nba * {a_floats};",
+            f"  {ctype}* lm_pb = lm_pa + lm_nba * {a_floats};",
         ]
     else:
         lines += [
@@ -167,15 +182,20 @@ def kernel_source(
         "  const int64_t lm_tasks = lm_NB * lm_mt * lm_nt;",
         # Contraction blocks of equal depth (384 is two of 192, not 256 and a short 128).
         "  const int64_t lm_kblocks = (lm_K + LM_KC - 1) / LM_KC;",
-        "  const int64_t lm_kc = lm_kblocks ? (lm_K + lm_kblocks - 1) / lm_kblocks : 1;",
+        "  const int64_t lm_kc = lm_kblocks ? ((lm_K + lm_kblocks - 1) / lm_kblocks + 1) / 2 * 2 : 2;  /* pairs */"
+        if integer
+        else "  const int64_t lm_kc = lm_kblocks ? (lm_K + lm_kblocks - 1) / lm_kblocks : 1;",
         "  #pragma omp parallel reduction(|:lm_err) if (lm_tasks > 1 && lm_NB * lm_M * lm_N * (lm_K + 1) >= 65536)",
         "  {",
-        "    float lm_ct[LM_MCH * LM_NCH] __attribute__((aligned(64)));",
+        f"    {acc} lm_ct[LM_MCH * LM_NCH] __attribute__((aligned(64)));",
     ]
     a_batch = gemm.batch if a_batched else ()
-    lines += pack_phase(emitter_cls, ptrs, c.a, c.var, shape, a_batch, gemm.m, "a", edge_only=direct is not None)
+    lines += pack_phase(
+        emitter_cls, ptrs, c.a, c.var, shape, a_batch, gemm.m, "a", edge_only=direct is not None, pairs=integer
+    )
     if packed is None:
-        lines += pack_phase(emitter_cls, ptrs, c.b, c.var, shape, gemm.batch if b_batched else (), gemm.n, "b")
+        b_batch = gemm.batch if b_batched else ()
+        lines += pack_phase(emitter_cls, ptrs, c.b, c.var, shape, b_batch, gemm.n, "b", pairs=integer)
     lines += [
         "    #pragma omp for schedule(dynamic)",
         "    for (int64_t lm_t = 0; lm_t < lm_tasks; lm_t++) {",
@@ -190,9 +210,9 @@ def kernel_source(
         "      const int64_t lm_m0 = lm_p0 * LM_MR, lm_n0 = lm_q0 * LM_NR;",
         "      const int64_t lm_mlen = lm_M - lm_m0 < lm_mpl * LM_MR ? lm_M - lm_m0 : lm_mpl * LM_MR;",
         "      const int64_t lm_nlen = lm_N - lm_n0 < lm_npl * LM_NR ? lm_N - lm_n0 : lm_npl * LM_NR;",
-        f"      const float* lm_bb = lm_pb + {'lm_bt * lm_bsz + ' if b_batched else ''}lm_q0 * LM_NR * lm_K;",
+        f"      const {ctype}* lm_bb = lm_pb + {'lm_bt * lm_bsz + ' if b_batched else ''}lm_q0 * LM_NR * {depth};",
         "      for (int64_t lm_i = 0; lm_i < (lm_K > 0 ? 0 : lm_mpl * LM_MR); lm_i++)  /* no block to store */",
-        "        memset(lm_ct + lm_i * LM_NCH, 0, sizeof(float) * lm_npl * LM_NR);",
+        "        memset(lm_ct + lm_i * LM_NCH, 0, sizeof(lm_ct[0]) * lm_npl * LM_NR);",
     ]
     if direct is not None:
         stride = direct.row_stride.render_c()
@@ -202,15 +222,17 @@ def kernel_source(
             f"      const float* lm_aedge = lm_pa + {'lm_bt * LM_MR * lm_K' if a_batched else '0'};",
         ]
     else:
-        lines += [f"      const float* lm_ab = lm_pa + {'lm_bt * lm_asz + ' if a_batched else ''}lm_p0 * LM_MR * lm_K;"]
+        lines += [
+            f"      const {ctype}* lm_ab = lm_pa + {'lm_bt * lm_asz + ' if a_batched else ''}lm_p0 * LM_MR * {depth};"
+        ]
     lines += [
         "      for (int64_t lm_k0 = 0; lm_k0 < lm_K; lm_k0 += lm_kc) {",
         "        const int64_t lm_kl = lm_K - lm_k0 < lm_kc ? lm_K - lm_k0 : lm_kc;",
         # A B panel's block (kl x NR) stays in L1 while the chunk's A rows stream past it from L2.
         "        for (int64_t lm_q = 0; lm_q < lm_npl; lm_q++) {",
-        "          const float* lm_bq = lm_bb + (lm_q * LM_NR * lm_K + lm_k0 * LM_NR);",
+        f"          const {ctype}* lm_bq = lm_bb + (lm_q * LM_NR * {depth} + lm_k0 * LM_NR);",
         "          for (int64_t lm_p = 0; lm_p < lm_mpl; lm_p++) {",
-        "            float* lm_cq = lm_ct + lm_p * LM_MR * LM_NCH + lm_q * LM_NR;",
+        f"            {acc}* lm_cq = lm_ct + lm_p * LM_MR * LM_NCH + lm_q * LM_NR;",
     ]
     if direct is not None:
         lines += [
@@ -219,6 +241,11 @@ def kernel_source(
             "                            LM_NCH, lm_k0 == 0);",
             "            else",
             "              lm_micro(lm_kl, lm_aedge + lm_k0 * LM_MR, 0, lm_bq, lm_cq, LM_NCH, lm_k0 == 0);",
+        ]
+    elif integer:  # pairs of k: a block's (kl + 1) / 2, an odd K's last one padded with 0
+        lines += [
+            "            lm_imicro((lm_kl + 1) / 2, lm_ab + (lm_p * LM_MR * lm_KP + lm_k0 * LM_MR), lm_bq, lm_cq,",
+            "                      LM_NCH, lm_k0 == 0);",
         ]
     else:
         lines += [
@@ -234,7 +261,7 @@ def kernel_source(
     lines += ["        " + s for s in decode("lm_m0 + lm_i", shape, gemm.m)]
     lines += ["        for (int64_t lm_j = 0; lm_j < lm_nlen; lm_j++) {"]
     lines += ["          " + s for s in decode("lm_n0 + lm_j", shape, gemm.n)]
-    lines += ["          const float lm_acc = lm_ct[lm_i * LM_NCH + lm_j];"]
+    lines += [f"          const {acc} lm_acc = lm_ct[lm_i * LM_NCH + lm_j];"]
     lines += ["    " + s for s in e.lines]
     lines += ["          " + out_store(value), "        }", "      }", "    }", "  }", "  return lm_err;", "}"]
     return lines

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from luminal.compiler import codegen_gemm, hoist, ir
+from luminal.compiler import codegen_gemm, hoist, int_gemm, ir
 from luminal.compiler.targets import Target, get_target
 from luminal.symbolic import Expr, as_expr
 
@@ -149,7 +149,7 @@ def estimate(
     target = get_target(target)
     if library is not None:
         return _library_gemm(kernel, buffers, target, env)
-    gemm = codegen_gemm.plan(kernel)
+    gemm = codegen_gemm.plan(kernel) or int_gemm.plan(kernel)  # the integer GEMM packs its operands too
     count = _Counter(env, gemm=gemm is not None)
     n_out = count.gemm_elements = _elements(kernel.shape, env)
     if gemm is not None:
@@ -181,8 +181,8 @@ def _library_gemm(kernel: ir.Kernel, buffers: dict[str, ir.Buffer], target: Targ
     type, every operand and the output crossing memory once, and the call's fixed cost on top of a launch."""
     if not target.library_gemm_efficiency:
         raise ValueError(f"target {target.name} has no library GEMMs; kernel {kernel.name} cannot be one")
-    operand = next(n.dtype for n in ir.walk(codegen_gemm.plan(kernel).contract.a) if isinstance(n, ir.Load))
     gemm = codegen_gemm.plan(kernel)
+    operand = next(n.dtype for n in ir.walk(gemm.contract.a) if isinstance(n, ir.Load))
     count = _Counter(env, gemm=True)
     count.gemm_elements = _elements(kernel.shape, env)
     count.gemm_rows, count.gemm_cols = (_elements([kernel.shape[j] for j in axes], env) for axes in (gemm.m, gemm.n))

@@ -24,7 +24,7 @@ from luminal.compiler.fuse import (
     with_kernels,
     within_limits,
 )
-from luminal.compiler.gemm_plan import plan
+from luminal.compiler.gemm_plan import GemmPlan, plan
 from luminal.compiler.settle import settle
 from luminal.symbolic import as_expr
 
@@ -45,31 +45,35 @@ def is_dequantisation(kernel: ir.Kernel, buffers: dict[str, ir.Buffer]) -> bool:
     return isinstance(q, ir.Load) and q.dtype == dt.int8 and all(buffers[v.buffer].role == "weight" for v in loads)
 
 
-def _inline_into_b(consumer: ir.LoopKernel, producer: ir.LoopKernel) -> ir.LoopKernel | None:
-    """`consumer` with its GEMM's B operand reading the producer's body instead of its buffer, or None when the
-    producer's buffer is read anywhere else in the consumer (A, the epilogue) or B is not a plain load of it."""
-    gemm = plan(consumer)
+def inline_into_operand(
+    consumer: ir.LoopKernel, producer: ir.LoopKernel, side: str = "b", gemm: GemmPlan | None = None
+) -> ir.LoopKernel | None:
+    """`consumer` with its GEMM's operand `side` ("a" or "b"; `gemm`: its plan, by default the float GEMM's)
+    reading the producer's body instead of its buffer, or None when the producer's buffer is read anywhere else
+    in the consumer (the other operand, the epilogue) or the operand is not a plain load of it."""
+    gemm = plan(consumer) if gemm is None else gemm
     if gemm is None:
         return None
     c = gemm.contract
-    if not (isinstance(c.b, ir.Load) and c.b.buffer == producer.out):
+    operand, other = (c.a, c.b) if side == "a" else (c.b, c.a)
+    if not (isinstance(operand, ir.Load) and operand.buffer == producer.out):
         return None
-    if any(isinstance(n, ir.Load) and n.buffer == producer.out for n in (*ir.walk(c.a), *ir.walk(gemm.epilogue))):
+    if any(isinstance(n, ir.Load) and n.buffer == producer.out for n in (*ir.walk(other), *ir.walk(gemm.epilogue))):
         return None
     extents = {f"_i{k}": as_expr(d) for k, d in enumerate(consumer.shape)} | {c.var: c.extent}
-    fused_b = settle(substitute_indices(producer.body, unflatten(c.b.index, producer.shape, extents)))
-    return replace(consumer, body=_replace_contract(consumer.body, c, replace(c, b=fused_b)))
+    fused = settle(substitute_indices(producer.body, unflatten(operand.index, producer.shape, extents)))
+    return replace(consumer, body=replace_contract(consumer.body, c, replace(c, **{side: fused})))
 
 
-def _replace_contract(v: ir.Value, old: ir.Contract, new: ir.Contract) -> ir.Value:
+def replace_contract(v: ir.Value, old: ir.Contract, new: ir.Contract) -> ir.Value:
     if v == old:
         return new
     if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(_replace_contract(a, old, new) for a in v.args))
+        return replace(v, args=tuple(replace_contract(a, old, new) for a in v.args))
     if isinstance(v, ir.Guard):
-        return replace(v, value=_replace_contract(v.value, old, new))
+        return replace(v, value=replace_contract(v.value, old, new))
     if isinstance(v, ir.Reduce):
-        return replace(v, body=_replace_contract(v.body, old, new))
+        return replace(v, body=replace_contract(v.body, old, new))
     return v
 
 
@@ -87,7 +91,7 @@ def fuse_dequantised_weights(program: ir.KernelProgram) -> ir.KernelProgram:
         if len(users) != 1 or not isinstance(kernels[users[0]], ir.LoopKernel):
             continue
         consumer = kernels[users[0]]
-        fused = _inline_into_b(consumer, producer)
+        fused = inline_into_operand(consumer, producer)
         if fused is None and may_inline(producer, consumer):
             # Read as a plain reduction (a candidate without GEMMs): the cast and multiply are recomputed per
             # read, which costs less than writing and reading back a float copy of the weight.

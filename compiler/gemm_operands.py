@@ -79,11 +79,15 @@ def _k_inner(operand: ir.Value, k: str, rows: tuple[int, ...]) -> bool:
     return along_k.is_const and along_row.is_const and abs(along_k.value) < abs(along_row.value)
 
 
-def pack_phase(emitter_cls, ptrs, operand: ir.Value, k: str, shape, batch, rows, side: str, edge_only=False):
+def pack_phase(
+    emitter_cls, ptrs, operand: ir.Value, k: str, shape, batch, rows, side: str, edge_only=False, pairs=False
+):
     """A parallel loop that packs one operand: for each (batch element it reads, panel), the panel's rows (M
     rows of A, N columns of B) over the whole contraction, k-major; rows past the edge pack as zeros. With
     `edge_only`, just A's last panel when it runs past the edge (the rest of A is read in place), one per
-    batch element, at LM_MR * K floats each."""
+    batch element, at LM_MR * K floats each. With `pairs`, int16 panels of the integer GEMM
+    (compiler/int_gemm.py): k-major in pairs of k, over lm_KP (K rounded up to even; an odd K's last slot 0)."""
+    ctype, depth, zero = ("int16_t", "lm_KP", "0") if pairs else ("float", "lm_K", "0.0f")
     width, count, total, size, base = (
         ("LM_MR", "lm_mp", "lm_M", "lm_asz", "lm_pa") if side == "a" else ("LM_NR", "lm_np", "lm_N", "lm_bsz", "lm_pb")
     )
@@ -103,7 +107,7 @@ def pack_phase(emitter_cls, ptrs, operand: ir.Value, k: str, shape, batch, rows,
             "    #pragma omp for schedule(static)",
             f"    for (int64_t lm_t = 0; lm_t < {nb} * {count}; lm_t++) {{",
             f"      const int64_t lm_bt = lm_t / {count}, lm_panel = lm_t % {count}; (void)lm_bt;",
-            f"      float* lm_block = {base} + lm_bt * {size} + lm_panel * {width} * lm_K;",
+            f"      {ctype}* lm_block = {base} + lm_bt * {size} + lm_panel * {width} * {depth};",
         ]
     lines += ["      " + s for s in decode("lm_bt", shape, batch)]
     # Each row's output indices, decoded once (a row past the edge reads row 0, then packs zero).
@@ -123,10 +127,9 @@ def pack_phase(emitter_cls, ptrs, operand: ir.Value, k: str, shape, batch, rows,
     lines += ["      " + loops[0], "        " + loops[1]]
     lines += [f"          const int64_t _i{j} = lm_at{j}[lm_w];" for j in rows]
     lines += ["          " + s.strip() for s in e.lines]
-    lines += [
-        f"          lm_block[{k} * {width} + lm_w] = lm_inside[lm_w] ? {value} : 0.0f;",
-        "        }",
-        "      }",
-        "    }",
-    ]
-    return lines
+    at = f"({k} >> 1) * 2 * {width} + 2 * lm_w + ({k} & 1)" if pairs else f"{k} * {width} + lm_w"
+    lines += [f"          lm_block[{at}] = lm_inside[lm_w] ? {value} : {zero};", "        }", "      }"]
+    if pairs:
+        lines += [f"      for (int64_t lm_w = 0; lm_w < (lm_K & 1 ? {width} : 0); lm_w++)"]
+        lines += [f"        lm_block[(lm_K >> 1) * 2 * {width} + 2 * lm_w + 1] = 0;"]
+    return lines + ["    }"]

@@ -80,7 +80,15 @@ def _lift(v: ir.Value, bound: frozenset[str] = frozenset()) -> tuple[ir.Value, i
 
 
 def plan(kernel: ir.Kernel) -> GemmPlan | None:
-    """How `kernel` runs as a GEMM, or None when it is not one (it is then emitted as plain loops)."""
+    """How `kernel` runs as a float32 GEMM, or None when it is not one (it is then emitted as plain loops)."""
+    found = roles(kernel)
+    if found is None or not (found.contract.dtype == found.contract.a.dtype == found.contract.b.dtype == dt.float32):
+        return None  # half/integer arithmetic: exact loops instead (integers: compiler/int_gemm.py)
+    return found
+
+
+def roles(kernel: ir.Kernel) -> GemmPlan | None:
+    """How `kernel` splits into a GEMM's operands and epilogue whatever its arithmetic, or None."""
     if not isinstance(kernel, ir.LoopKernel):
         return None
     if len({n for n in ir.walk(kernel.body) if isinstance(n, ir.Contract)}) != 1:
@@ -88,8 +96,6 @@ def plan(kernel: ir.Kernel) -> GemmPlan | None:
     epilogue, c = _lift(kernel.body)
     if c is None or any(isinstance(n, ir.Contract) for n in ir.walk(epilogue)):
         return None  # a copy under a gather, or inside a reduction over its own indices: not one accumulator
-    if not (c.dtype == c.a.dtype == c.b.dtype == dt.float32):
-        return None  # half/integer arithmetic: exact loops instead
     a_vars, b_vars = index_vars(c.a), index_vars(c.b)
     axes = range(len(kernel.shape))
     m = tuple(j for j in axes if f"_i{j}" in a_vars and f"_i{j}" not in b_vars)

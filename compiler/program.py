@@ -23,6 +23,7 @@ from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.fuse_chosen import fuse_chosen
 from luminal.compiler.fuse_dequant import fuse_dequantised_weights
 from luminal.compiler.fuse_index import inline_index_functions
+from luminal.compiler.fuse_int_operands import fuse_integer_operands
 from luminal.compiler.fuse_residual import store_residuals
 from luminal.compiler.fused_ops import Inline
 from luminal.compiler.lower import buffer_name, lower
@@ -172,7 +173,10 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
         return add_partials_buffers(read_past_casts(kernels))
     if kind == "metal":
         return add_partials_buffers(kernels)
-    return add_packed_buffers(fuse_dequantised_weights(kernels)) if kind == "cpu" else kernels
+    if kind != "cpu":
+        return kernels
+    # A quantized matmul's zero points are subtracted where the integer GEMM packs (compiler/fuse_int_operands.py).
+    return add_packed_buffers(fuse_integer_operands(fuse_dequantised_weights(kernels)))
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:

@@ -178,10 +178,35 @@ def _exact_quotient(m: Tensor, b: Tensor) -> Tensor:
 
 
 def _unsigned_quotient(a: Tensor, b: Tensor) -> Tensor:
-    """a / b truncated (= floored) for unsigned integers, computed in a signed type holding both; uint64 divides
-    in int64, exact below 2^63 (torch has no uint64 division at all)."""
+    """a / b truncated (= floored) for unsigned integers, computed in a signed type holding both (uint64, which
+    no signed type holds, in halves: _uint64_quotient)."""
+    if a.dtype == dt.uint64:
+        return _uint64_quotient(a, b)
     wide = dt.int32 if a.dtype.bits <= 16 else dt.int64
     return prim.cast(trunc_divide(prim.cast(a, wide), prim.cast(b, wide)), a.dtype)
+
+
+def _int64_quotient(a: Tensor, b: Tensor) -> Tensor:
+    """a / b for uint64 values below 2^63, divided in int64."""
+    return prim.cast(trunc_divide(prim.cast(a, dt.int64), prim.cast(b, dt.int64)), dt.uint64)
+
+
+def _uint64_quotient(a: Tensor, b: Tensor) -> Tensor:
+    """a / b for uint64 over its whole range (numpy's; torch has no uint64 division), from int64 divisions of
+    values below 2^63. With a = hi 2^63 + low (hi a's top bit) and 2^63 - 1 = Q b + R for a b below 2^63:
+    a / b = low / b + hi (Q + [low % b + R + 1 >= b]), where the bracket is the carry of the two remainders
+    (their sum stays below 2^64). A b at or above 2^63 goes into any a at most once: the quotient is a >= b."""
+    top = E._c(a, 2**63)
+    hi = E._mask(C.logical_not(C.lt(a, top)), a)
+    low = E.sub(a, prim.mul(hi, top))
+    small_b = C.lt(b, top)
+    divisor = C.where(small_b, b, E._c(b, 1))  # keeps the int64 divisions in range where b is not used
+    most = E._c(a, 2**63 - 1)
+    rest = prim.fmod(most, divisor)
+    carry = C.logical_not(C.lt(prim.add(prim.add(prim.fmod(low, divisor), rest), E._c(a, 1)), divisor))
+    extra = prim.add(_int64_quotient(E.sub(most, rest), divisor), E._mask(carry, a))
+    below = prim.add(_int64_quotient(low, divisor), prim.mul(hi, extra))
+    return C.where(small_b, below, E._mask(C.logical_not(C.lt(a, b)), a))
 
 
 def trunc_divide(a: Any, b: Any) -> Tensor:

@@ -40,3 +40,23 @@ def test_scans_match_numpy(op, fn, identity, axis, exclusive, reverse):
     graph = luminal.onnx.load(_scan_model(op, axis, exclusive, reverse))
     got = lm.run(graph, {"x": x})["y"]
     np.testing.assert_allclose(got, _expected(fn, identity, x, axis, exclusive, reverse), rtol=1e-5)
+
+
+def test_uint64_bit_operations_above_the_signed_range():
+    """uint64 values from 2^63 up shift right and split into bits exactly (through uint64 division), against
+    numpy. Interpreted only: 64 bits of uint64 quotients make a graph the compiler takes minutes over (the
+    quotient's C is checked by tests/ops/test_integer_dtypes.py)."""
+    a = np.array([2**64 - 1, 2**63, 2**63 + 12345, 5, 2**64 - 2, 2**63 + 7], dtype=np.uint64)
+    b = np.array([3, 1, 63, 2, 2**63 + 1, 2**64 - 3], dtype=np.uint64)
+    shift = np.array([3, 1, 63, 2, 0, 60], dtype=np.uint64)
+    ops = {"BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor}
+    nodes = [helper.make_node("BitShift", ["a", "s"], ["shifted"], direction="RIGHT")]
+    nodes += [helper.make_node(op, ["a", "b"], [op]) for op in ops]
+    info = lambda name: helper.make_tensor_value_info(name, TensorProto.UINT64, [a.size])  # noqa: E731
+    graph = helper.make_graph(nodes, "bits", [info("a"), info("s"), info("b")], [info(n.output[0]) for n in nodes])
+    g = luminal.onnx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    feed = {"a": a, "s": shift, "b": b}
+    want = {"shifted": a >> shift} | {op: fn(a, b) for op, fn in ops.items()}
+    got = lm.run(g, feed)
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value, err_msg=name)

@@ -13,6 +13,7 @@ import torch
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
 
 import luminal as lm
+from luminal.compiler import int_gemm
 
 BATCH = 3
 
@@ -77,6 +78,10 @@ COMPILED = {
 }  # the integer ops' generated C; QDQ's float ops are compiled elsewhere (~1 min each)
 
 
+# MatMulInteger's two and QLinearMatMul's two (the QLinearConvs' contractions stay loops: see int_gemm.py)
+INTEGER_GEMMS = {"dynamic": 2, "qoperator": 2}
+
+
 @pytest.mark.parametrize("how", list(EXPECTED_OPS))
 def test_quantized_model_matches_onnx_runtime(float_model, how):
     path = _quantized(float_model, how)
@@ -86,6 +91,8 @@ def test_quantized_model_matches_onnx_runtime(float_model, how):
     g = lm.onnx.load(path)
     (name,) = g.outputs
     program = lm.compile(g, target="cpu") if how in COMPILED else None
+    if program is not None:  # the integer matmuls run as integer GEMMs (compiler/int_gemm.py), not loops
+        assert sum(int_gemm.plan(k) is not None for k in program.kernels.kernels) >= INTEGER_GEMMS[how]
     for seed in (10, 11):
         x = _inputs(seed)
         (want,) = session.run(None, {"x": x})

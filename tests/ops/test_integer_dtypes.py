@@ -4,7 +4,7 @@ signed range, reductions, gathers, where/maximum/minimum, integer division.
 torch 2.13 has kernels for int8, uint8 and int16, but few for its limited types uint16, uint32 and uint64 (no add,
 lt, max...). For those the reference is torch computing in int64, cast back to the type: exact for uint16 and
 uint32, and for uint64 as long as the values stay below 2^63 (modular ops such as add and mul are exact for
-any value). uint64 comparisons and maxima of values at or above 2^63 are checked against numpy instead.
+any value). uint64 comparisons, maxima and division of values at or above 2^63 are checked against numpy instead.
 """
 
 from __future__ import annotations
@@ -180,3 +180,21 @@ def test_integer_division(dtype):
     check("floor_divide", torch_ref(dtype, torch.floor_divide), F.floor_divide, inputs=[a, b])
     check("remainder", torch_ref(dtype, torch.remainder), F.remainder, inputs=[a, b])
     check("fmod", torch_ref(dtype, torch.fmod), F.fmod, inputs=[a, b])
+
+
+def test_uint64_division_above_the_signed_range():
+    """uint64 quotients and remainders of values at or above 2^63 (dividends and divisors), against numpy:
+    torch has no uint64 division, and int64 cannot hold these values."""
+    rng = np.random.default_rng(16)
+    edges = np.array([0, 1, 2, 3, 2**62 + 3, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 2, 2**64 - 1], dtype=np.uint64)
+    a = np.concatenate([np.repeat(edges, edges.size), rng.integers(0, 2**64 - 1, 60, dtype=np.uint64, endpoint=True)])
+    b = np.concatenate([np.tile(edges, edges.size), rng.integers(1, 2**64 - 1, 60, dtype=np.uint64, endpoint=True)])
+    b = np.where(b == 0, np.uint64(7), b).reshape(8, 20)  # division by zero is undefined (torch raises)
+    a = a.reshape(8, 20)
+    b[:, :3] = rng.integers(1, 1000, (8, 3), dtype=np.uint64)  # small divisors of large dividends
+    for name, np_fn, fn in [
+        ("floor_divide", np.floor_divide, F.floor_divide),
+        ("remainder", np.remainder, F.remainder),
+        ("div", np.floor_divide, lambda x, y: F.div(x, y, rounding_mode="trunc")),
+    ]:
+        check(name, lambda x, y, f=np_fn: torch.from_numpy(f(x.numpy(), y.numpy())), fn, inputs=[a, b])

@@ -4,8 +4,8 @@ shift left   a * 2^b, wrapping like the hardware does;     shift right  floor(a 
 not          -1 - a (two's complement);                    and, or, xor  bit by bit: bit k of a is
 floor(a / 2^k) mod 2, and the result sums op(bit_k(a), bit_k(b)) 2^k, the top bit's 2^k wrapping to the
 type's minimum, which is what makes negative results come out right. The top bit is a < 0 for a signed type and
-a >= 2^(bits - 1) for an unsigned one. uint64 values from 2^63 up shift right and split into bits wrongly: uint64
-division runs in int64 (luminal/hl/rounding.py).
+a >= 2^(bits - 1) for an unsigned one (uint64 values from 2^63 up included: uint64 division is exact over the whole
+range, luminal/hl/rounding.py).
 """
 
 from __future__ import annotations
