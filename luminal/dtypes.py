@@ -1,7 +1,8 @@
 """Element types and PyTorch's type-promotion rules.
 
 Integers follow torch 2.13: bool < uint8/int8 < int16 < int32 < int64, and uint8 with a signed type gives the
-smallest signed type holding both (uint8 + int8 = int16). uint16, uint32 and uint64 are torch's "limited" types:
+smallest signed type holding both (uint8 + int8 = int16). Floats: float16 and bfloat16 < float32 < float64,
+float16 with bfloat16 giving float32. uint16, uint32 and uint64 are torch's "limited" types:
 torch.promote_types refuses to mix them with any other integer or bool, and so does `promote` (cast first).
 """
 
@@ -68,14 +69,15 @@ uint64 = DType("uint64", np.dtype(np.uint64), 1, 64, signed=False)
 float16 = DType("float16", np.dtype(np.float16), 2, 16)
 bfloat16 = DType("bfloat16", np.dtype(ml_dtypes.bfloat16), 2, 16)
 float32 = DType("float32", np.dtype(np.float32), 2, 32)
+float64 = DType("float64", np.dtype(np.float64), 2, 64)
 
 INTEGERS = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
-ALL = (bool_, *INTEGERS, float16, bfloat16, float32)
+ALL = (bool_, *INTEGERS, float16, bfloat16, float32, float64)
 # torch's limited unsigned types: they promote only with themselves and floating types (torch.promote_types)
 LIMITED = (uint16, uint32, uint64)
 BY_NAME = {d.name: d for d in ALL}
 _ALIASES = {"float": float32, "half": float16, "long": int64, "int": int32, "bool_": bool_, "fp32": float32,
-            "short": int16, "char": int8, "byte": uint8}  # fmt: skip
+            "double": float64, "short": int16, "char": int8, "byte": uint8}  # fmt: skip
 
 
 class DTypeError(TypeError):
@@ -109,6 +111,12 @@ def dtype_of(x) -> DType:
         if d.np == npd:
             return d
     raise DTypeError(f"unsupported dtype {npd}; supported: {', '.join(BY_NAME)}")
+
+
+def opmath(d: DType) -> DType:
+    """The float type a computation on `d` runs in (torch's opmath type): float64 in float64, everything else
+    (half types, integers, bool) in float32."""
+    return float64 if d == float64 else float32
 
 
 def promote(a: DType, b: DType) -> DType:

@@ -62,6 +62,7 @@ MAX_SAFETENSORS_HEADER = 16 * MiB
 
 _ST_NAMES = {
     dt.float32: "F32",
+    dt.float64: "F64",
     dt.float16: "F16",
     dt.bfloat16: "BF16",
     dt.int8: "I8",

@@ -14,6 +14,7 @@ from luminal.onnx.errors import OnnxImportError, OnnxUnsupportedError
 P = onnx.TensorProto
 TO_LUMINAL: dict[int, DType] = {
     P.FLOAT: dt.float32,
+    P.DOUBLE: dt.float64,
     P.FLOAT16: dt.float16,
     P.BFLOAT16: dt.bfloat16,
     P.INT8: dt.int8,
