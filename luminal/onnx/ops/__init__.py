@@ -20,4 +20,5 @@ from luminal.onnx.ops import (  # noqa: F401
     selection,
     shape,
     spectral,
+    training,
 )
