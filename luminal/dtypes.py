@@ -71,11 +71,20 @@ bfloat16 = DType("bfloat16", np.dtype(ml_dtypes.bfloat16), 2, 16)
 float32 = DType("float32", np.dtype(np.float32), 2, 32)
 float64 = DType("float64", np.dtype(np.float64), 2, 64)
 
+# ONNX's 4- and 2-bit integers, one value per byte in numpy (ml_dtypes). Storage types: the reference interpreter
+# reads, writes and casts them and nothing else (Graph.add refuses any other op on them); compiled targets refuse
+# them by name. Casts into them wrap modulo 2^bits, as into every integer type.
+int4 = DType("int4", np.dtype(ml_dtypes.int4), 1, 4)
+uint4 = DType("uint4", np.dtype(ml_dtypes.uint4), 1, 4, signed=False)
+int2 = DType("int2", np.dtype(ml_dtypes.int2), 1, 2)
+uint2 = DType("uint2", np.dtype(ml_dtypes.uint2), 1, 2, signed=False)
+STORAGE_ONLY = (int4, uint4, int2, uint2)
+
 INTEGERS = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
-ALL = (bool_, *INTEGERS, float16, bfloat16, float32, float64)
+ALL = (bool_, *INTEGERS, float16, bfloat16, float32, float64)  # the types every op computes in
 # torch's limited unsigned types: they promote only with themselves and floating types (torch.promote_types)
 LIMITED = (uint16, uint32, uint64)
-BY_NAME = {d.name: d for d in ALL}
+BY_NAME = {d.name: d for d in (*ALL, *STORAGE_ONLY)}
 _ALIASES = {"float": float32, "half": float16, "long": int64, "int": int32, "bool_": bool_, "fp32": float32,
             "double": float64, "short": int16, "char": int8, "byte": uint8}  # fmt: skip
 
@@ -107,10 +116,17 @@ def dtype_of(x) -> DType:
         npd = np.dtype(x)
     except TypeError:
         raise DTypeError(f"unsupported dtype {x!r}") from None
-    for d in ALL:
+    for d in BY_NAME.values():
         if d.np == npd:
             return d
     raise DTypeError(f"unsupported dtype {npd}; supported: {', '.join(BY_NAME)}")
+
+
+def check_computable(d: DType, op: str) -> None:
+    """Refuse a storage-only type as an operand of `op` (anything but a cast), naming what to do instead."""
+    if d in STORAGE_ONLY:
+        raise DTypeError(f"{op}: {d.name} is a storage type (values are read, written and cast, nothing else); "
+                         f"cast it to {'int8' if d.signed else 'uint8'} first")  # fmt: skip
 
 
 def opmath(d: DType) -> DType:

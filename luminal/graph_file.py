@@ -150,6 +150,11 @@ def _safetensors_parts(graph: Graph) -> list:
     offset = 0
     for name in names:
         node = graph.nodes[graph.weights[name]]
+        if node.dtype not in _ST_NAMES:  # safetensors has no 4- or 2-bit integer types
+            raise GraphFileError(
+                f"weight {name!r} is {node.dtype.name}, which a graph file cannot store; "
+                "store it as int8 or uint8 and cast it in the graph"
+            )
         raw = np.asarray(graph.weight_data[name], order="C").reshape(-1).view(np.uint8)
         header[name] = {
             "dtype": _ST_NAMES[node.dtype],

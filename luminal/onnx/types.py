@@ -26,6 +26,10 @@ TO_LUMINAL: dict[int, DType] = {
     P.UINT32: dt.uint32,
     P.UINT64: dt.uint64,
     P.BOOL: dt.bool_,
+    P.INT4: dt.int4,
+    P.UINT4: dt.uint4,
+    P.INT2: dt.int2,
+    P.UINT2: dt.uint2,
 }
 
 

@@ -24,7 +24,7 @@ from luminal.onnx.ops.nn import convolve
 from luminal.onnx.registry import translates
 from luminal.tensor import Tensor
 
-QUANTIZED = (dt.int8, dt.uint8, dt.int16, dt.uint16, dt.int32)  # the integer types ONNX quantizes to
+QUANTIZED = (dt.int8, dt.uint8, dt.int16, dt.uint16, dt.int32, *dt.STORAGE_ONLY)  # the integer types ONNX quantizes to
 
 
 def _along(ctx: NodeContext, t: Tensor, rank: int, a: int, what: str) -> Tensor:
