@@ -10,6 +10,7 @@ from luminal.onnx.ops import (  # noqa: F401
     indexing,
     logic,
     losses,
+    ml,
     nn,
     normalization,
     quantization,
