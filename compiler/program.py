@@ -104,8 +104,8 @@ def compile_graph(graph: Graph, target: str = "cpu", *, cache: bool = True, **op
     narrow = sorted({n.dtype.name for n in graph.nodes if n.dtype in dt.STORAGE_ONLY})
     if narrow and target != "reference":
         raise dt.DTypeError(
-            f"compile: {', '.join(narrow)} values are for the reference interpreter only (no target stores 4- or "
-            "2-bit integers yet); cast them to int8/uint8 where the model reads or writes them"
+            f"compile: {', '.join(narrow)} values are for the reference interpreter only (no target stores 2-, 4- "
+            "or 8-bit storage types yet); cast them to int8/uint8/float32 where the model reads or writes them"
         )
     if not cache:
         return _compile(graph, target, options)

@@ -78,7 +78,15 @@ int4 = DType("int4", np.dtype(ml_dtypes.int4), 1, 4)
 uint4 = DType("uint4", np.dtype(ml_dtypes.uint4), 1, 4, signed=False)
 int2 = DType("int2", np.dtype(ml_dtypes.int2), 1, 2)
 uint2 = DType("uint2", np.dtype(ml_dtypes.uint2), 1, 2, signed=False)
-STORAGE_ONLY = (int4, uint4, int2, uint2)
+# ONNX's 8- and 4-bit floats, likewise storage types. A cast into one rounds to nearest even and does not
+# saturate (out of range is inf, or nan in a type without inf), as ml_dtypes converts and ONNX's saturate=0 says.
+float8_e4m3fn = DType("float8_e4m3fn", np.dtype(ml_dtypes.float8_e4m3fn), 2, 8)
+float8_e4m3fnuz = DType("float8_e4m3fnuz", np.dtype(ml_dtypes.float8_e4m3fnuz), 2, 8)
+float8_e5m2 = DType("float8_e5m2", np.dtype(ml_dtypes.float8_e5m2), 2, 8)
+float8_e5m2fnuz = DType("float8_e5m2fnuz", np.dtype(ml_dtypes.float8_e5m2fnuz), 2, 8)
+float4_e2m1fn = DType("float4_e2m1fn", np.dtype(ml_dtypes.float4_e2m1fn), 2, 4)
+STORAGE_FLOATS = (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float4_e2m1fn)
+STORAGE_ONLY = (int4, uint4, int2, uint2, *STORAGE_FLOATS)
 
 INTEGERS = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 ALL = (bool_, *INTEGERS, float16, bfloat16, float32, float64)  # the types every op computes in
@@ -125,8 +133,11 @@ def dtype_of(x) -> DType:
 def check_computable(d: DType, op: str) -> None:
     """Refuse a storage-only type as an operand of `op` (anything but a cast), naming what to do instead."""
     if d in STORAGE_ONLY:
-        raise DTypeError(f"{op}: {d.name} is a storage type (values are read, written and cast, nothing else); "
-                         f"cast it to {'int8' if d.signed else 'uint8'} first")  # fmt: skip
+        wider = "float32" if d.is_float else "int8" if d.signed else "uint8"
+        raise DTypeError(
+            f"{op}: {d.name} is a storage type (values are read, written and cast, nothing else); "
+            f"cast it to {wider} first"
+        )
 
 
 def opmath(d: DType) -> DType:

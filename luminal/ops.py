@@ -27,6 +27,9 @@ def _accum_dtype(d: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if d in (dt.float16.np, dt.bfloat16.np) else d
 
 
+_STORAGE_FLOATS = tuple(d.np for d in dt.STORAGE_FLOATS)
+
+
 def _opmath(d: np.dtype) -> np.dtype:
     # Float math runs in float32, rounded once to the result type; float64 runs in float64.
     return d if d == dt.float64.np else np.dtype(np.float32)
@@ -304,6 +307,8 @@ class Cast(Op):
         return shapes[0], self.dtype
 
     def reference(self, x, env=None):
+        if x.dtype in _STORAGE_FLOATS:
+            x = x.astype(np.float32)  # exact: every 8- and 4-bit float is a float32
         if self.dtype == dt.bool_:
             return x != 0
         if self.dtype.is_int and (x.dtype.kind == "f" or x.dtype == dt.bfloat16.np):

@@ -1,6 +1,6 @@
-"""int4, uint4, int2, uint2 (ONNX's sub-byte integers): storage types the reference interpreter reads, writes and
-casts, wrapping modulo 2^bits as every integer cast does; any other op, a compiled target and a graph file's
-weights refuse them by name."""
+"""int4, uint4, int2, uint2 (ONNX's sub-byte integers) and the 8- and 4-bit floats: storage types the reference
+interpreter reads, writes and casts (integers wrapping modulo 2^bits as every integer cast does, floats rounded to
+nearest even without saturating); any other op, a compiled target and a graph file's weights refuse them by name."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import luminal as lm
 from luminal import dtypes as dt
 from luminal.graph_file import GraphFileError
 
-STORAGE = dt.STORAGE_ONLY
+STORAGE = tuple(d for d in dt.STORAGE_ONLY if d.is_int)
 
 
 def _wrapped(values: np.ndarray, d: dt.DType) -> np.ndarray:
@@ -40,16 +40,33 @@ def test_casts_in_wrap_and_casts_out_are_exact(d):
     np.testing.assert_array_equal(out["to_float"], stored.astype(np.float32))
 
 
+@pytest.mark.parametrize("d", dt.STORAGE_FLOATS, ids=lambda d: d.name)
+def test_float_casts_round_to_nearest_even_without_saturating(d):
+    g = lm.Graph()
+    g.input("f", (9,)).to(d).output("narrow")
+    g.input("q", (9,), dtype=d).to("float32").output("wide")
+    top = float(ml_dtypes.finfo(d.np).max)
+    f = np.array([0.3, -1.7, top, -top, top * 4, np.inf, np.nan, 1e-9, 2.5], np.float32)
+    out = lm.run(g, {"f": f, "q": f.astype(d.np)})
+    want = f.astype(d.np)  # ml_dtypes: out of range is inf where the type has one, else nan
+    assert out["narrow"].dtype == d.np
+    np.testing.assert_array_equal(out["narrow"].astype(np.float32), want.astype(np.float32))
+    np.testing.assert_array_equal(out["wide"], want.astype(np.float32))
+    if d != dt.float4_e2m1fn:  # (which has no nan)
+        assert np.isnan(out["narrow"].astype(np.float32)[6]) and np.isnan(out["wide"][6])
+
+
 def test_ranges_and_names():
     assert [(d.min, d.max) for d in STORAGE] == [(-8, 7), (0, 15), (-2, 1), (0, 3)]
     assert dt.dtype_of("int4") == dt.int4 and dt.dtype_of(np.dtype(ml_dtypes.uint2)) == dt.uint2
 
 
 @pytest.mark.parametrize("op", ["add", "mul", "lt", "amax", "neg"])  # (sum casts to int64 first, as torch)
-def test_any_other_op_is_refused_by_name(op):
+@pytest.mark.parametrize("d, wider", [(dt.uint4, "uint8"), (dt.int2, "int8"), (dt.float8_e5m2, "float32")])
+def test_any_other_op_is_refused_by_name(op, d, wider):
     g = lm.Graph()
-    x = g.input("x", (4,), dtype=lm.dtypes.uint4)
-    with pytest.raises(lm.DTypeError, match="uint4 is a storage type .* cast it to uint8 first"):
+    x = g.input("x", (4,), dtype=d)
+    with pytest.raises(lm.DTypeError, match=f"{d.name} is a storage type .* cast it to {wider} first"):
         getattr(lm.functional, op)(*([x, x] if op in ("add", "mul", "lt") else [x]))
 
 

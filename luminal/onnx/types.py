@@ -30,6 +30,11 @@ TO_LUMINAL: dict[int, DType] = {
     P.UINT4: dt.uint4,
     P.INT2: dt.int2,
     P.UINT2: dt.uint2,
+    P.FLOAT8E4M3FN: dt.float8_e4m3fn,
+    P.FLOAT8E4M3FNUZ: dt.float8_e4m3fnuz,
+    P.FLOAT8E5M2: dt.float8_e5m2,
+    P.FLOAT8E5M2FNUZ: dt.float8_e5m2fnuz,
+    P.FLOAT4E2M1: dt.float4_e2m1fn,
 }
 
 
