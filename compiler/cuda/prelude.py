@@ -32,9 +32,11 @@ struct lm_fold_fmax {  /* the larger, a nan ignored: attention's running peak, a
 };
 struct lm_fold_max {
   __device__ float operator()(float a, float b) const { return lm_maxf(a, b); }
-  __device__ double operator()(double a, double b) const { return lm_maxd(a, b); }
   template <class T> __device__ T operator()(T a, T b) const { return b > a ? b : a; }
 };
+/* double's max propagates nan as float's does: a specialization, not an overload (a double overload would make
+   a narrow integer's call, which reaches the float one through promotion, ambiguous) */
+template <> __device__ double lm_fold_max::operator()<double>(double a, double b) const { return lm_maxd(a, b); }
 static __device__ inline float lm_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 static __device__ inline double lm_shfl_xor(double v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 static __device__ inline int32_t lm_shfl_xor(int32_t v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
