@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from luminal.compiler import codegen_attention, codegen_gemm, codegen_qgemm, int_gemm, integers, ir, prepack
+from luminal.compiler import codegen_attention, codegen_gemm, codegen_qgemm, float64, int_gemm, integers, ir, prepack
 from luminal.compiler.dialects import C
 from luminal.compiler.render import Emitter
 from luminal.symbolic import Expr, as_expr, c_prelude
@@ -44,6 +44,7 @@ static inline float lm_maxf(float acc, float v) { return (v > acc || v != v) ? v
 static inline float lm_selectf(int c, float a, float b) { return c ? a : b; }
 """
     + integers.prelude()
+    + float64.prelude()
 )
 
 

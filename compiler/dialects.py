@@ -5,29 +5,37 @@ __nv_bfloat16), how a stored half value is read and written, the math functions'
 qualifier, whether loops carry vectorisation pragmas, and for GPU dialects the kernel qualifier, thread and block
 indices, barrier and shared-memory qualifier. Everything else (expressions, guards, gathers, selects, casts,
 reductions, literals) is rendered once. Compute types are the same everywhere: half types compute in float and
-round to their type after every op, as the reference interpreter's numpy does.
+round to their type after every op, as the reference interpreter's numpy does; float64 computes in double
+(float64.py). MSL has no double, so a float64 program for Metal is refused by `lacks`.
 """
 
 from __future__ import annotations
 
 from luminal import dtypes as dt
+from luminal.compiler import float64
 from luminal.compiler.integers import CTYPE
 
 # Integers compute and are stored as their own C type (int8_t .. uint64_t); bool as a 0/1 byte.
-COMPUTE = {dt.float32: "float", dt.float16: "float", dt.bfloat16: "float", **CTYPE, dt.bool_: "uint8_t"}  # fmt: skip
+COMPUTE = {dt.float32: "float", dt.float16: "float", dt.bfloat16: "float", dt.float64: "double", **CTYPE,
+           dt.bool_: "uint8_t"}  # fmt: skip
 
 
 class CDialect:
     """C11 for the CPU target (gcc/clang, OpenMP)."""
 
     name = "c"
-    storage = {dt.float32: "float", dt.float16: "_Float16", dt.bfloat16: "uint16_t", **CTYPE, dt.bool_: "uint8_t"}
+    storage = {dt.float32: "float", dt.float16: "_Float16", dt.bfloat16: "uint16_t", dt.float64: "double", **CTYPE,
+               dt.bool_: "uint8_t"}  # fmt: skip
     restrict = "restrict"
     # OpenMP SIMD pragmas on reductions whose body is one expression; without them a float sum is sequential
     # and accumulates in `serial_sum_type` (double on a CPU, where it costs little).
     vector_pragmas = True
     serial_sum_type = "double"
     math = {"Log2": "log2f", "Exp2": "exp2f", "Sin": "sinf", "Sqrt": "sqrtf", "Mod": "fmodf", "Trunc": "truncf"}
+
+    def function(self, op: str, dtype: dt.DType) -> str:
+        """The math function computing `op` on a value of `dtype` (float64 calls the double versions)."""
+        return float64.MATH[op] if dtype == dt.float64 else self.math[op]
 
     def load(self, ptr: str, index: str, dtype: dt.DType) -> str:
         raw = f"{ptr}[{index}]"

@@ -75,7 +75,7 @@ def _scalar(value: np.ndarray, dtype: dt.DType) -> float | int | bool:
         return bool(value)
     if dtype.is_int:
         return int(value)
-    return float(np.asarray(value).astype(np.float32))
+    return float(np.asarray(value).astype(np.float64 if dtype == dt.float64 else np.float32))
 
 
 def fold_constants(graph: Graph) -> Graph:

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from luminal import dtypes as dt
 from luminal.compiler import codegen, codegen_gemm, ir, memory
 from luminal.compiler.attention_plan import add_partials_buffers
 from luminal.compiler.cost import estimate_program
@@ -104,6 +105,12 @@ def compile_graph(graph: Graph, target: str = "cpu", *, cache: bool = True, **op
     unbound = graph.unbound_weights()
     if unbound:
         raise GraphError(f"compile: weight(s) {unbound[:8]} are not bound; call graph.bind(...) first")
+    narrow = sorted({n.dtype.name for n in graph.nodes if n.dtype in dt.STORAGE_ONLY})
+    if narrow and target != "reference":
+        raise dt.DTypeError(
+            f"compile: {', '.join(narrow)} values are for the reference interpreter only (no target stores 2-, 4- "
+            "or 8-bit storage types yet); cast them to int8/uint8/float32 where the model reads or writes them"
+        )
     if not cache:
         return _compile(graph, target, options)
     from luminal.compiler.cache import compile_cached  # here: cache -> artifact -> program would be circular

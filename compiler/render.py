@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import replace
 
 from luminal import dtypes as dt
-from luminal.compiler import hoist, integers, ir
+from luminal.compiler import float64, hoist, integers, ir
 from luminal.compiler.dialects import COMPUTE, C, CDialect
 from luminal.compiler.gemm_plan import Accumulated
 from luminal.symbolic import Expr
@@ -24,6 +24,8 @@ def literal(value: float | int | bool, dtype: dt.DType) -> str:
         return "1" if value else "0"
     if dtype.is_int:
         return integers.literal(value, dtype)
+    if dtype == dt.float64:
+        return float64.literal(value)
     v = float(value)
     if math.isnan(v):
         return "NAN"
@@ -139,14 +141,15 @@ class Emitter:
         if op == "Cast":
             return self.cast(args[0], src, v.dtype)
         if op in ("Log2", "Exp2", "Sin", "Sqrt"):
-            return self.dialect.round(f"{self.dialect.math[op]}({args[0]})", v.dtype)
+            return self.dialect.round(f"{self.dialect.function(op, v.dtype)}({args[0]})", v.dtype)
         if op == "Recip":
-            return self.dialect.round(f"(1.0f / {args[0]})", v.dtype)
+            one = "1.0" if v.dtype == dt.float64 else "1.0f"
+            return self.dialect.round(f"({one} / {args[0]})", v.dtype)
         if op == "Select":  # choice in [0, k) (compiler/lower_select.py): options[choice]
             # A function, not `?:`: its arguments are computed unconditionally, so a loop calling exp2f for an
             # option still vectorizes (libmvec's versions are for calls outside branches) and picks by blending.
             choice, *options = args
-            pick = "lm_selectf" if v.dtype.is_float else "lm_selecti"
+            pick = "lm_selectd" if v.dtype == dt.float64 else "lm_selectf" if v.dtype.is_float else "lm_selecti"
             chosen = options[-1]
             for j in reversed(range(len(options) - 1)):
                 chosen = f"{pick}(({choice}) == {j}, {options[j]}, {chosen})"
@@ -154,7 +157,7 @@ class Emitter:
         a, b = args
         if op == "Max":  # nan wins, as in MaxReduce
             if v.dtype.is_float:
-                return f"lm_maxf({a}, {b})"
+                return f"{_max_helper(v.dtype)}({a}, {b})"
             # A function, not `a > b ? a : b`: the text of nested maxima stays linear, and GCC 12's SLP vectorizer
             # miscompiled the ternary form of a 4-way max of 0/1 values at -O2 (`all` over int32 gave wrong rows).
             return integers.maximum(a, b, v.dtype)
@@ -166,7 +169,7 @@ class Emitter:
             return f"({a} & {b})" if src == dt.bool_ else self.arithmetic("*", a, b, v.dtype)
         if op == "Mod":
             if src.is_float:
-                return self.dialect.round(f"{self.dialect.math['Mod']}({a}, {b})", v.dtype)
+                return self.dialect.round(f"{self.dialect.function('Mod', v.dtype)}({a}, {b})", v.dtype)
             return integers.remainder(a, b, v.dtype)
         raise ValueError(f"unknown element-wise op {op}")
 
@@ -177,9 +180,13 @@ class Emitter:
     def cast(self, x: str, src: dt.DType, dst: dt.DType) -> str:
         if dst == dt.bool_:
             return f"((uint8_t)(({x}) != 0))"
+        if dst.is_int and src == dt.float64:
+            return float64.from_double(x, dst)
         if dst.is_int and src.is_float:
             return integers.from_float(x, dst)
-        if dst.is_float:
+        if dst == dt.float64:
+            return f"((double)({x}))"
+        if dst.is_float:  # from float64 through float, as the reference converts (luminal/ops.py: Cast)
             return self.dialect.round(f"((float)({x}))", dst)
         return f"(({COMPUTE[dst]})({x}))"
 
@@ -197,7 +204,7 @@ class Emitter:
         v = replace(v, body=self.hoisted(v.body, v.var, v.extent))
         acc = self.fresh("_tacc")
         float_sum = v.op == "sum" and v.dtype.is_float
-        acc_type = "float" if float_sum else COMPUTE[v.dtype]
+        acc_type = "float" if float_sum and v.dtype != dt.float64 else COMPUTE[v.dtype]
         if v.op == "sum":
             init = "0"
         elif v.dtype.is_float:
@@ -234,14 +241,14 @@ class Emitter:
             self.lines.insert(
                 loop_at + 1, "  " * (self.indent - 1) + f"#pragma omp simd reduction(max:{acc}) reduction(|:{nan})"
             )
-            self.stmt(f"const float {value} = {body};")
+            self.stmt(f"const {COMPUTE[v.dtype]} {value} = {body};")
             self.stmt(f"{acc} = {value} > {acc} ? {value} : {acc};")
             self.stmt(f"{nan} |= {value} != {value};")
             self.indent -= 1
             self.stmt("}")
             return self.dialect.round(f"({nan} ? NAN : {acc})", v.dtype)
         elif v.dtype.is_float:
-            self.stmt(f"{acc} = lm_maxf({acc}, {body});")
+            self.stmt(f"{acc} = {_max_helper(v.dtype)}({acc}, {body});")
         else:
             self.stmt(f"{acc} = ({body}) > {acc} ? ({body}) : {acc};")
         self.indent -= 1
@@ -255,6 +262,11 @@ class Emitter:
 
     def combine(self, v: ir.Reduce, acc: str) -> None:
         """Statements that fold the partial results of the threads that shared the loop (none on the CPU)."""
+
+
+def _max_helper(dtype: dt.DType) -> str:
+    """The nan-propagating max of two floats of `dtype` (each dialect's prelude defines both)."""
+    return "lm_maxd" if dtype == dt.float64 else "lm_maxf"
 
 
 def shared_values(root: ir.Value) -> set[ir.Value]:

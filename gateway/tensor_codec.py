@@ -33,10 +33,11 @@ DATATYPES: dict[str, np.dtype] = {
     "FP16": np.dtype("<f2"),
     "BF16": np.dtype(ml_dtypes.bfloat16),
     "FP32": np.dtype("<f4"),
+    "FP64": np.dtype("<f8"),
 }
-BY_LUMINAL_NAME = {"bool": "BOOL", "float16": "FP16", "bfloat16": "BF16", "float32": "FP32"}
+BY_LUMINAL_NAME = {"bool": "BOOL", "float16": "FP16", "bfloat16": "BF16", "float32": "FP32", "float64": "FP64"}
 BY_LUMINAL_NAME |= {name.lower(): name for name in DATATYPES if "INT" in name}  # int8 -> INT8 .. uint64 -> UINT64
-FLOAT_DATATYPES = {"FP16", "BF16", "FP32"}  # the ones whose JSON data may hold "NaN", "Infinity", "-Infinity"
+FLOAT_DATATYPES = {"FP16", "BF16", "FP32", "FP64"}  # the ones whose JSON data may hold "NaN", "Infinity", "-Infinity"
 MAX_RANK = 32  # far above any model's rank; stops a shape list of a million entries early
 # A request id is echoed in the answer and stored with a prediction: a correlation token, not a payload.
 MAX_ID_CHARS = 256

@@ -1,7 +1,8 @@
 """Element types and PyTorch's type-promotion rules.
 
 Integers follow torch 2.13: bool < uint8/int8 < int16 < int32 < int64, and uint8 with a signed type gives the
-smallest signed type holding both (uint8 + int8 = int16). uint16, uint32 and uint64 are torch's "limited" types:
+smallest signed type holding both (uint8 + int8 = int16). Floats: float16 and bfloat16 < float32 < float64,
+float16 with bfloat16 giving float32. uint16, uint32 and uint64 are torch's "limited" types:
 torch.promote_types refuses to mix them with any other integer or bool, and so does `promote` (cast first).
 """
 
@@ -68,14 +69,32 @@ uint64 = DType("uint64", np.dtype(np.uint64), 1, 64, signed=False)
 float16 = DType("float16", np.dtype(np.float16), 2, 16)
 bfloat16 = DType("bfloat16", np.dtype(ml_dtypes.bfloat16), 2, 16)
 float32 = DType("float32", np.dtype(np.float32), 2, 32)
+float64 = DType("float64", np.dtype(np.float64), 2, 64)
+
+# ONNX's 4- and 2-bit integers, one value per byte in numpy (ml_dtypes). Storage types: the reference interpreter
+# reads, writes and casts them and nothing else (Graph.add refuses any other op on them); compiled targets refuse
+# them by name. Casts into them wrap modulo 2^bits, as into every integer type.
+int4 = DType("int4", np.dtype(ml_dtypes.int4), 1, 4)
+uint4 = DType("uint4", np.dtype(ml_dtypes.uint4), 1, 4, signed=False)
+int2 = DType("int2", np.dtype(ml_dtypes.int2), 1, 2)
+uint2 = DType("uint2", np.dtype(ml_dtypes.uint2), 1, 2, signed=False)
+# ONNX's 8- and 4-bit floats, likewise storage types. A cast into one rounds to nearest even and does not
+# saturate (out of range is inf, or nan in a type without inf), as ml_dtypes converts and ONNX's saturate=0 says.
+float8_e4m3fn = DType("float8_e4m3fn", np.dtype(ml_dtypes.float8_e4m3fn), 2, 8)
+float8_e4m3fnuz = DType("float8_e4m3fnuz", np.dtype(ml_dtypes.float8_e4m3fnuz), 2, 8)
+float8_e5m2 = DType("float8_e5m2", np.dtype(ml_dtypes.float8_e5m2), 2, 8)
+float8_e5m2fnuz = DType("float8_e5m2fnuz", np.dtype(ml_dtypes.float8_e5m2fnuz), 2, 8)
+float4_e2m1fn = DType("float4_e2m1fn", np.dtype(ml_dtypes.float4_e2m1fn), 2, 4)
+STORAGE_FLOATS = (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float4_e2m1fn)
+STORAGE_ONLY = (int4, uint4, int2, uint2, *STORAGE_FLOATS)
 
 INTEGERS = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
-ALL = (bool_, *INTEGERS, float16, bfloat16, float32)
+ALL = (bool_, *INTEGERS, float16, bfloat16, float32, float64)  # the types every op computes in
 # torch's limited unsigned types: they promote only with themselves and floating types (torch.promote_types)
 LIMITED = (uint16, uint32, uint64)
-BY_NAME = {d.name: d for d in ALL}
+BY_NAME = {d.name: d for d in (*ALL, *STORAGE_ONLY)}
 _ALIASES = {"float": float32, "half": float16, "long": int64, "int": int32, "bool_": bool_, "fp32": float32,
-            "short": int16, "char": int8, "byte": uint8}  # fmt: skip
+            "double": float64, "short": int16, "char": int8, "byte": uint8}  # fmt: skip
 
 
 class DTypeError(TypeError):
@@ -105,10 +124,26 @@ def dtype_of(x) -> DType:
         npd = np.dtype(x)
     except TypeError:
         raise DTypeError(f"unsupported dtype {x!r}") from None
-    for d in ALL:
+    for d in BY_NAME.values():
         if d.np == npd:
             return d
     raise DTypeError(f"unsupported dtype {npd}; supported: {', '.join(BY_NAME)}")
+
+
+def check_computable(d: DType, op: str) -> None:
+    """Refuse a storage-only type as an operand of `op` (anything but a cast), naming what to do instead."""
+    if d in STORAGE_ONLY:
+        wider = "float32" if d.is_float else "int8" if d.signed else "uint8"
+        raise DTypeError(
+            f"{op}: {d.name} is a storage type (values are read, written and cast, nothing else); "
+            f"cast it to {wider} first"
+        )
+
+
+def opmath(d: DType) -> DType:
+    """The float type a computation on `d` runs in (torch's opmath type): float64 in float64, everything else
+    (half types, integers, bool) in float32."""
+    return float64 if d == float64 else float32
 
 
 def promote(a: DType, b: DType) -> DType:

@@ -86,6 +86,9 @@ class Graph:
                 )
             if isinstance(self.nodes[src].op, ops.Output):
                 raise GraphError(f"{op.name}: an Output node cannot feed another op")
+        if not isinstance(op, (ops.Cast, ops.Output)):
+            for s, _ in inputs:
+                dt.check_computable(self.nodes[s].dtype, op.name)
         shape, dtype = op.infer([v.shape for _, v in inputs], [self.nodes[s].dtype for s, _ in inputs])
         shape = tuple(as_dim(d) for d in shape)
         self._register_symbols(shape)

@@ -62,6 +62,7 @@ MAX_SAFETENSORS_HEADER = 16 * MiB
 
 _ST_NAMES = {
     dt.float32: "F32",
+    dt.float64: "F64",
     dt.float16: "F16",
     dt.bfloat16: "BF16",
     dt.int8: "I8",
@@ -149,6 +150,11 @@ def _safetensors_parts(graph: Graph) -> list:
     offset = 0
     for name in names:
         node = graph.nodes[graph.weights[name]]
+        if node.dtype not in _ST_NAMES:  # safetensors has no 4- or 2-bit integer types
+            raise GraphFileError(
+                f"weight {name!r} is {node.dtype.name}, which a graph file cannot store; "
+                "store it as int8 or uint8 and cast it in the graph"
+            )
         raw = np.asarray(graph.weight_data[name], order="C").reshape(-1).view(np.uint8)
         header[name] = {
             "dtype": _ST_NAMES[node.dtype],

@@ -27,6 +27,14 @@ def _accum_dtype(d: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if d in (dt.float16.np, dt.bfloat16.np) else d
 
 
+_STORAGE_FLOATS = tuple(d.np for d in dt.STORAGE_FLOATS)
+
+
+def _opmath(d: np.dtype) -> np.dtype:
+    # Float math runs in float32, rounded once to the result type; float64 runs in float64.
+    return d if d == dt.float64.np else np.dtype(np.float32)
+
+
 @dataclass(frozen=True)
 class Op:
     name: ClassVar[str] = ""
@@ -63,7 +71,7 @@ class Unary(Op):
 
     def reference(self, x, env=None):
         with np.errstate(all="ignore"):
-            return type(self).fn(x.astype(np.float32)).astype(x.dtype)
+            return type(self).fn(x.astype(_opmath(x.dtype))).astype(x.dtype)
 
 
 @dataclass(frozen=True)
@@ -149,7 +157,7 @@ class Mod(Binary):
             with np.errstate(all="ignore"):
                 return np.fmod(a, np.where(b == 0, 1, b)).astype(a.dtype)  # int % 0 is undefined: define 0-safe
         with np.errstate(all="ignore"):
-            return np.fmod(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+            return np.fmod(a.astype(_opmath(a.dtype)), b.astype(_opmath(a.dtype))).astype(a.dtype)
 
 
 @dataclass(frozen=True)
@@ -299,10 +307,14 @@ class Cast(Op):
         return shapes[0], self.dtype
 
     def reference(self, x, env=None):
+        if x.dtype in _STORAGE_FLOATS:
+            x = x.astype(np.float32)  # exact: every 8- and 4-bit float is a float32
         if self.dtype == dt.bool_:
             return x != 0
         if self.dtype.is_int and (x.dtype.kind == "f" or x.dtype == dt.bfloat16.np):
             return _float_to_int(x, self.dtype)
+        if x.dtype == dt.float64.np and self.dtype in (dt.float16, dt.bfloat16):
+            x = x.astype(np.float32)  # through float32, as torch's and the generated code's conversions go
         return x.astype(self.dtype.np)
 
     def params(self):

@@ -27,7 +27,8 @@ import torch
 
 import luminal as lm
 
-TOLERANCE = {  # (rtol, atol) by dtype: float32 to 1e-5, lower precisions to their usual tolerances
+TOLERANCE = {  # (rtol, atol) by dtype: float32 to 1e-5, float64 to 1e-12, lower precisions to their usual ones
+    "float64": (1e-12, 1e-12),
     "float32": (1e-5, 1e-5),
     "float16": (1e-3, 1e-3),
     "bfloat16": (1e-2, 1e-2),
@@ -61,6 +62,8 @@ def _random(shape: Sequence[int], dtype: str, low: float, high: float, rng: np.r
         return rng.integers(
             lo, hi, size=shape, dtype=np.uint64 if dtype == "uint64" else np.int64, endpoint=True
         ).astype(dtype)
+    if dtype == "float64":
+        return rng.uniform(low, high, size=shape)  # all 53 bits, not float32's values widened
     data = rng.uniform(low, high, size=shape).astype(np.float32)
     return data.astype(ml_dtypes.bfloat16) if dtype == "bfloat16" else data.astype(dtype)
 

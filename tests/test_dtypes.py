@@ -1,4 +1,4 @@
-"""Type promotion against PyTorch: every pair of the twelve dtypes, and tensors with Python scalars.
+"""Type promotion against PyTorch: every pair of the thirteen dtypes, and tensors with Python scalars.
 
 torch 2.13 refuses to promote its limited types (uint16, uint32, uint64) with other integers or bool, and has no
 kernels for most ops on them: a refused promotion must be refused here too (DTypeError), and an op torch lacks a
@@ -16,6 +16,7 @@ from luminal import dtypes as dt
 
 TORCH = {
     dt.float32: torch.float32,
+    dt.float64: torch.float64,
     dt.float16: torch.float16,
     dt.bfloat16: torch.bfloat16,
     dt.int8: torch.int8,
@@ -106,8 +107,9 @@ def test_dtype_of_accepts_torch_numpy_python_and_names():
         assert dt.dtype_of(d.name) == d
         assert dt.dtype_of(d.np) == d
     assert (dt.dtype_of(float), dt.dtype_of(int), dt.dtype_of(bool)) == (dt.float32, dt.int64, dt.bool_)
-    with pytest.raises(dt.DTypeError, match="float64"):
-        dt.dtype_of(np.float64)
+    assert dt.dtype_of("double") == dt.dtype_of(np.float64) == dt.float64
+    with pytest.raises(dt.DTypeError, match="complex128"):
+        dt.dtype_of(np.complex128)
 
 
 def _graph_dtype(fn, *dtypes):

@@ -13,6 +13,7 @@ import zipfile
 import numpy as np
 import pytest
 import safetensors.torch
+import torch
 
 import luminal as lm
 from luminal import graph_file
@@ -80,6 +81,23 @@ def test_every_integer_dtype_round_trips(tmp_path, d):
     want, got = lm.run(g, feed)["y"], lm.run(g2, feed)["y"]
     assert got.dtype == d.np
     np.testing.assert_array_equal(got, want)
+
+
+def test_float64_round_trips_bit_for_bit(tmp_path):
+    """F64 weights and a float64 constant keep the digits float32 would lose, and torch reads the weights."""
+    g = lm.Graph()
+    x = g.input("x", (3,), dtype=lm.float64)
+    (x * g.weight("w", (3,), dtype=lm.float64) + g.constant(0.1, lm.float64)).output("y")
+    weights = np.array([1 + 2.0**-40, -np.pi, 1e300])
+    g.bind({"w": weights})
+    path = tmp_path / "f64.lgraph"
+    lm.save(g, path)
+    g2 = lm.load(path)
+    assert g2.weight_data["w"].tobytes() == weights.tobytes()
+    assert safetensors.torch.load(zipfile.ZipFile(path).read(WEIGHTS))["w"].dtype == torch.float64
+    feed = {"x": np.array([3.0, 1 / 3, -1e-300])}
+    got = lm.run(g2, feed)["y"]
+    assert got.dtype == np.float64 and got.tobytes() == (feed["x"] * weights + 0.1).tobytes()
 
 
 def test_manifest_signature_and_weights_interoperate():

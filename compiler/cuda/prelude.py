@@ -7,7 +7,7 @@ one word of shared memory per warp; it starts with a barrier so that a fold neve
 fold's lanes are still reading.
 """
 
-from luminal.compiler import integers
+from luminal.compiler import float64, integers
 from luminal.symbolic import c_prelude
 
 PRELUDE = (
@@ -23,6 +23,7 @@ static __device__ inline float lm_maxf(float acc, float v) { return (v > acc || 
 static __device__ inline float lm_selectf(int c, float a, float b) { return c ? a : b; }
 """
     + integers.prelude("static __device__ inline")
+    + float64.prelude("static __device__ inline")
     + """struct lm_fold_sum {
   template <class T> __device__ T operator()(T a, T b) const { return a + b; }
 };
@@ -33,7 +34,11 @@ struct lm_fold_max {
   __device__ float operator()(float a, float b) const { return lm_maxf(a, b); }
   template <class T> __device__ T operator()(T a, T b) const { return b > a ? b : a; }
 };
+/* double's max propagates nan as float's does: a specialization, not an overload (a double overload would make
+   a narrow integer's call, which reaches the float one through promotion, ambiguous) */
+template <> __device__ double lm_fold_max::operator()<double>(double a, double b) const { return lm_maxd(a, b); }
 static __device__ inline float lm_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+static __device__ inline double lm_shfl_xor(double v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 static __device__ inline int32_t lm_shfl_xor(int32_t v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 static __device__ inline int64_t lm_shfl_xor(int64_t v, int m) {
   return (int64_t)__shfl_xor_sync(0xffffffffu, (long long)v, m);

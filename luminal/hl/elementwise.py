@@ -2,8 +2,8 @@
 
 Each op is a composition of primitives, written once, with its identity as a comment. Two conventions:
 - float math on int/bool inputs computes in float32, and on float16/bfloat16 computes in float32 and rounds
-  once at the end, as torch's CPU kernels do (`opmath`); single primitives need no such care (the primitive
-  itself rounds once).
+  once at the end, as torch's CPU kernels do (`opmath`; float64 computes in float64); single primitives need
+  no such care (the primitive itself rounds once).
 - powers, rounding and division with rounding live in rounding.py; integer results stay integer and exact.
 """
 
@@ -26,15 +26,18 @@ F32_EXACT = 2.0**23  # every float32 at or beyond this magnitude is an integer
 
 
 def opmath(x: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
-    """fn computed in float32: ints and bools become float32 (torch); half types round back at the end."""
+    """fn computed in float32 (float64 in float64): ints and bools become float32 (torch); half types round back
+    at the end."""
     x = prim.float_operand(x)
-    return fn(x) if x.dtype == dt.float32 else prim.cast(fn(prim.cast(x, dt.float32)), x.dtype)
+    compute = dt.opmath(x.dtype)
+    return fn(x) if x.dtype == compute else prim.cast(fn(prim.cast(x, compute)), x.dtype)
 
 
 def opmath2(a: Any, b: Any, op: str, fn: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
     a, b = operands(a, b, op)
     d = a.dtype if a.dtype.is_float else dt.float32
-    return prim.cast(fn(prim.cast(a, dt.float32), prim.cast(b, dt.float32)), d)
+    compute = dt.opmath(d)
+    return prim.cast(fn(prim.cast(a, compute), prim.cast(b, compute)), d)
 
 
 def _c(x: Tensor, value: Any) -> Tensor:
@@ -226,7 +229,9 @@ def tan(x: Tensor) -> Tensor:
 
 # tanh's Taylor series x - x^3/3 + 2x^5/15 - ...: its odd coefficients after x, in powers of x^2
 _TANH_SERIES = (-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925)
-_TANH_SERIES_BELOW = 0.25  # |x| where the series' first dropped term is under float32's rounding
+# |x| below which the series' first dropped term (~0.0036 x^13) is under the type's rounding: float32's, and
+# float64's (where the closed form's cancellation above it costs at most eps / |x|, 3e-15)
+_TANH_SERIES_BELOW = {dt.float32: 0.25, dt.float64: 0.07}
 
 
 def tanh(x: Tensor) -> Tensor:
@@ -242,13 +247,15 @@ def tanh(x: Tensor) -> Tensor:
             poly = mul(add(poly, a), x2)
         series = mul(x, add(poly, 1))  # x (1 + c1 x^2 + ...): x itself for tiny x
         closed = sub(1, div(2, add(exp(mul(x, 2)), 1)))
-        return C.where(C.lt(x2, _TANH_SERIES_BELOW**2), series, closed)  # false for inf and nan too
+        below = _TANH_SERIES_BELOW[x.dtype] ** 2
+        return C.where(C.lt(x2, below), series, closed)  # false for inf and nan too
 
     return opmath(x, f)
 
 
 def erf(x: Tensor) -> Tensor:
-    """erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): 1 - t P(t) e^(-x^2), t = 1 / (1 + p|x|), odd."""
+    """erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): 1 - t P(t) e^(-x^2), t = 1 / (1 + p|x|), odd.
+    float64 gets the same approximation: float32's accuracy, not float64's."""
     p, coefficients = 0.3275911, (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
 
     def f(x: Tensor) -> Tensor:
@@ -290,6 +297,10 @@ def type_as(x: Tensor, other: Tensor) -> Tensor:
 
 def float(x: Tensor) -> Tensor:  # noqa: A001 - torch method named like a builtin (module code uses _float)
     return prim.cast(x, dt.float32)
+
+
+def double(x: Tensor) -> Tensor:
+    return prim.cast(x, dt.float64)
 
 
 def half(x: Tensor) -> Tensor:
@@ -335,7 +346,7 @@ METHODS = (
     "add", "sub", "mul", "div", "true_divide", "neg", "square", "reciprocal", "addcmul", "addcdiv", "lerp",
     "sign", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
     "sin", "cos", "tan", "tanh", "erf",
-    "cast", "to", "type_as", "float", "half", "bfloat16", "long", "int", "short", "char", "byte",
+    "cast", "to", "type_as", "float", "double", "half", "bfloat16", "long", "int", "short", "char", "byte",
     "bool", "contiguous",
 )  # fmt: skip
 _OPERATORS = {

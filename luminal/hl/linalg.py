@@ -162,8 +162,27 @@ def _subscripts(term: str, ndim: int | None, ellipsis_rank: int) -> list[str]:
     return [*head, *(f"...{k}" for k in range(ellipsis_rank - covered, ellipsis_rank)), *tail]
 
 
+def _diagonal(x: Tensor, labs: list[str]) -> tuple[Tensor, list[str]]:
+    """x with each subscript repeated within it ('ii') reduced to its diagonal, that label once, last."""
+    from luminal.hl import combine
+
+    while len(set(labs)) != len(labs):
+        lab = next(lab for lab in labs if labs.count(lab) > 1)
+        i, j = [k for k, other in enumerate(labs) if other == lab][:2]
+        n = x.shape[i]
+        if x.shape[j] != n:
+            raise ShapeError(f"einsum: subscript {lab!r} repeats over dims of sizes {n} and {x.shape[j]}")
+        rest = [k for k in range(x.ndim) if k not in (i, j)]
+        batch = [x.shape[k] for k in rest]
+        # [..., n, n] flattened and padded by n to [..., n, n + 1]: column 0 holds x[..., a, a]
+        square = x.permute(*rest, i, j).reshape(*batch, as_dim(n * n))
+        x = combine.pad(square, (0, n)).reshape(*batch, n, as_dim(n + 1))[..., 0]
+        labs = [labs[k] for k in rest] + [lab]
+    return x, labs
+
+
 def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
-    """torch.einsum over any number of operands (no repeated subscript within one operand, i.e. no diagonals).
+    """torch.einsum over any number of operands; a subscript repeated within one operand takes its diagonal.
 
     Each operand is permuted, given unit dims for the labels it lacks and expanded to [out labels...,
     contracted labels...]; the product is summed over the contracted labels, merged into one last axis.
@@ -176,10 +195,10 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
         raise ValueError(f"einsum: {equation!r} names {len(terms)} operands, {len(operands)} given")
     ell = max((x.ndim - len(t.replace("...", "")) for t, x in zip(terms, operands) if "..." in t), default=0)
     labels = [_subscripts(t, x.ndim, ell) for t, x in zip(terms, operands)]
+    written = [lab for labs in labels for lab in labs]  # as the equation spells them: 'ii' alone is a trace
+    operands, labels = zip(*(_diagonal(x, labs) for x, labs in zip(operands, labels)))
     sizes: dict[str, Dim] = {}
     for x, labs in zip(operands, labels):
-        if len(set(labs)) != len(labs):
-            raise ValueError(f"einsum: repeated subscripts in one operand (diagonals) are not supported: {equation!r}")
         for lab, d in zip(labs, x.shape):
             have = sizes.get(lab, 1)
             if d != 1 and have != 1 and d != have:
@@ -194,7 +213,7 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
             raise ValueError(f"einsum: output subscripts {rhs!r} must be distinct and appear in an input")
     else:  # implicit output: the ellipsis, then the labels used once, in alphabetical order
         out = [f"...{k}" for k in range(ell)] + sorted(
-            lab for lab in sizes if not lab.startswith("...") and seen.count(lab) == 1
+            lab for lab in sizes if not lab.startswith("...") and written.count(lab) == 1
         )
     summed = [lab for lab in dict.fromkeys(seen) if lab not in out]
     order = out + summed

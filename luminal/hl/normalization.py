@@ -21,10 +21,11 @@ FLOAT32_EPS = 2.0**-23  # torch.finfo(torch.float32).eps: rms_norm's default eps
 
 
 def _upcast(x: Tensor, dtype: Any = None) -> tuple[Tensor, dt.DType]:
-    """(x in float32, the result dtype): half types compute in float32 and cast back; ints give float32."""
+    """(x in its compute type, the result dtype): half types compute in float32 and cast back; ints give float32;
+    float64 stays float64."""
     if dtype is not None:
         x = prim.cast(x, dtype)
-    return prim.cast(x, dt.float32), x.dtype if x.dtype.is_float else dt.float32
+    return prim.cast(x, dt.opmath(x.dtype)), x.dtype if x.dtype.is_float else dt.float32
 
 
 def _param(p: Tensor | None, x: Tensor) -> Tensor | None:

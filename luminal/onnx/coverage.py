@@ -100,6 +100,10 @@ def _array(value: Any) -> np.ndarray:
     return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
 
 
+# ml_dtypes' floats (numpy kind "V"): compared as floats, nan equal to nan, not bit for bit.
+_ML_FLOATS = (ml_dtypes.bfloat16, *(d.np for d in lm.dtypes.STORAGE_FLOATS))
+
+
 def compare(got: np.ndarray | None, want: np.ndarray, rtol: float, atol: float) -> str:
     """'' when equal as ONNX's backend tests compare (allclose for floats, exact otherwise), else the problem."""
     if got is None:
@@ -108,7 +112,7 @@ def compare(got: np.ndarray | None, want: np.ndarray, rtol: float, atol: float) 
         return f"shape {got.shape}, expected {want.shape}"
     if got.dtype != want.dtype:
         return f"dtype {got.dtype}, expected {want.dtype}"
-    if want.dtype.kind == "f" or want.dtype == ml_dtypes.bfloat16:
+    if want.dtype.kind == "f" or want.dtype in _ML_FLOATS:
         if want.dtype == ml_dtypes.bfloat16:
             rtol = max(rtol, 2**-6)  # two bfloat16 ulps, as ONNX's backend test runner allows
         g, w = got.astype(np.float64), want.astype(np.float64)

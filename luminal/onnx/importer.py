@@ -98,9 +98,13 @@ def _parse(data: bytes, where: str) -> onnx.ModelProto:
 
 
 def default_opset(proto: onnx.ModelProto) -> int:
+    """The default domain's opset version; a model whose operators all come from other domains (the training
+    optimizers) need not import it, and its translators are the current ones."""
     for o in proto.opset_import:
         if o.domain in DEFAULT_DOMAINS:
             return int(o.version)
+    if all("." in op for op in operator_types(proto.graph)):  # other domains' operators are "domain.Name"
+        return onnx.defs.onnx_opset_version()
     raise OnnxImportError("the model imports no version of the default ONNX operator set")
 
 

@@ -14,6 +14,7 @@ from luminal.onnx.errors import OnnxImportError, OnnxUnsupportedError
 P = onnx.TensorProto
 TO_LUMINAL: dict[int, DType] = {
     P.FLOAT: dt.float32,
+    P.DOUBLE: dt.float64,
     P.FLOAT16: dt.float16,
     P.BFLOAT16: dt.bfloat16,
     P.INT8: dt.int8,
@@ -25,6 +26,15 @@ TO_LUMINAL: dict[int, DType] = {
     P.UINT32: dt.uint32,
     P.UINT64: dt.uint64,
     P.BOOL: dt.bool_,
+    P.INT4: dt.int4,
+    P.UINT4: dt.uint4,
+    P.INT2: dt.int2,
+    P.UINT2: dt.uint2,
+    P.FLOAT8E4M3FN: dt.float8_e4m3fn,
+    P.FLOAT8E4M3FNUZ: dt.float8_e4m3fnuz,
+    P.FLOAT8E5M2: dt.float8_e5m2,
+    P.FLOAT8E5M2FNUZ: dt.float8_e5m2fnuz,
+    P.FLOAT4E2M1: dt.float4_e2m1fn,
 }
 
 

@@ -11,6 +11,7 @@ from luminal.torch.errors import TorchImportError
 
 _TO_LUMINAL = {
     torch.float32: dt.float32,
+    torch.float64: dt.float64,
     torch.float16: dt.float16,
     torch.bfloat16: dt.bfloat16,
     torch.int8: dt.int8,

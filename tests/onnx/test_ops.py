@@ -1,5 +1,5 @@
-"""Translators on cases ONNX's node tests reach only in element types luminal lacks (their CumSum and CumProd
-cases are all float64), checked here in float32 against numpy."""
+"""Translators on cases ONNX's node tests reach only in one element type (their CumSum and CumProd cases are all
+float64), checked here in float32 against numpy."""
 
 from __future__ import annotations
 

@@ -218,7 +218,7 @@ def test_clamp_errors():
 # ---- nan and inf tests -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_nan_inf_tests(dtype):
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -1.0, 3.0e4], np.float32).astype(lm.dtypes.dtype_of(dtype).np)
     for name in ("isnan", "isinf", "isfinite", "nan_to_num"):

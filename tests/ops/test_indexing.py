@@ -80,7 +80,7 @@ def test_take():
     check("take", lambda x, i: x.take(i), lambda x, i: x.take(i), inputs=[x.astype(np.int64), ints(0, 20, (6,))])
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_embedding(dtype):
     ids = ints(0, 10, (3, 5))
     weight = floats(10, 4).astype(np.float32)

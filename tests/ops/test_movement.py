@@ -50,7 +50,7 @@ def test_getitem_symbolic_bounds():
     check("getitem", lambda x: x[x.shape[0] - 2 :: 2], lambda x: x[x.shape[0] - 2 :: 2], shapes=[(5, 3)])
 
 
-@pytest.mark.parametrize("dtype", ["int64", "int32", "bool", "float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool", "float64", "float16", "bfloat16"])
 def test_getitem_dtypes(dtype):
     check("getitem", lambda x: x[1:, ::2], lambda x: x[1:, ::2], shapes=[(4, 5)], dtype=dtype, low=-9, high=9)
 

@@ -10,6 +10,7 @@ from luminal.onnx.ops import (  # noqa: F401
     indexing,
     logic,
     losses,
+    ml,
     nn,
     normalization,
     quantization,
@@ -20,4 +21,5 @@ from luminal.onnx.ops import (  # noqa: F401
     selection,
     shape,
     spectral,
+    training,
 )

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import ml_dtypes
+
+import luminal.functional as F
 from luminal import dtypes as dt
 from luminal.onnx.context import NodeContext
 from luminal.tensor import Tensor
@@ -41,3 +44,10 @@ def fold(tensors: Sequence[Tensor], op: Callable[[Tensor, Tensor], Tensor]) -> T
     for t in tensors[1:]:
         out = op(out, t)
     return out
+
+
+def clamp_to_finite(x: Tensor, dtype: dt.DType) -> Tensor:
+    """x (a computable float) clamped to the largest finite values of the 8- or 4-bit float `dtype`, nan kept: ONNX's
+    saturate, before a cast that alone gives inf or nan out of range."""
+    top = float(ml_dtypes.finfo(dtype.np).max)
+    return F.clamp(x, -top, top)  # (max and min propagate nan)

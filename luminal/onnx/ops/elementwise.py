@@ -9,7 +9,7 @@ import luminal.functional as F
 from luminal import dtypes as dt
 from luminal.onnx import types
 from luminal.onnx.context import NodeContext
-from luminal.onnx.ops.common import fold, require_float
+from luminal.onnx.ops.common import clamp_to_finite, fold, require_float
 from luminal.onnx.registry import translates
 from luminal.tensor import Tensor
 
@@ -172,12 +172,22 @@ def identity(ctx: NodeContext) -> Tensor:
 # ---- conversion -----------------------------------------------------------------------------------------
 
 
+def _cast(ctx: NodeContext, x: Tensor, dtype: dt.DType) -> Tensor:
+    """x as dtype. saturate (default 1) concerns 8- and 4-bit float targets only: it clamps to the type's largest
+    finite value (inf included, nan kept) before the cast, which alone gives inf or nan out of range.
+    round_mode concerns float8e8m0, which to_luminal refuses."""
+    if dtype in dt.STORAGE_FLOATS and int(ctx.attr("saturate", 1)):
+        if x.dtype in dt.STORAGE_ONLY:
+            x = F.cast(x, dt.float32)  # exact; a storage type cannot be clamped itself
+        x = clamp_to_finite(x, dtype)
+    return F.cast(x, dtype)
+
+
 @translates("Cast", attrs={"to", "saturate", "round_mode"})
 def cast(ctx: NodeContext) -> Tensor:
-    # saturate and round_mode only concern float8/float4 targets, which to_luminal refuses anyway
-    return F.cast(ctx.x(0), types.to_luminal(int(ctx.attr("to")), "Cast target"))
+    return _cast(ctx, ctx.x(0), types.to_luminal(int(ctx.attr("to")), "Cast target"))
 
 
 @translates("CastLike", attrs={"saturate", "round_mode"})
 def cast_like(ctx: NodeContext) -> Tensor:
-    return F.cast(ctx.x(0), ctx.x(1).dtype)
+    return _cast(ctx, ctx.x(0), ctx.x(1).dtype)

@@ -19,12 +19,13 @@ import luminal.functional as F
 from luminal import dtypes as dt
 from luminal.onnx import types
 from luminal.onnx.context import NodeContext
-from luminal.onnx.ops.common import axis, require_dtypes
+from luminal.onnx.ops.common import axis, clamp_to_finite, require_dtypes
 from luminal.onnx.ops.nn import convolve
 from luminal.onnx.registry import translates
 from luminal.tensor import Tensor
 
-QUANTIZED = (dt.int8, dt.uint8, dt.int16, dt.uint16, dt.int32)  # the integer types ONNX quantizes to
+# the types ONNX quantizes to: integers (rounded half to even, saturated) and 8- and 4-bit floats (a saturating cast)
+QUANTIZED = (dt.int8, dt.uint8, dt.int16, dt.uint16, dt.int32, *dt.STORAGE_ONLY)
 
 
 def _along(ctx: NodeContext, t: Tensor, rank: int, a: int, what: str) -> Tensor:
@@ -58,8 +59,12 @@ def _rounded(v: Tensor, zero: Tensor | None, dtype: dt.DType) -> Tensor:
     return _saturate(q if zero is None else F.add(q, F.cast(zero, dt.float32)), dtype)
 
 
-def _quantize(x: Tensor, scale: Tensor, zero: Tensor | None, dtype: dt.DType) -> Tensor:
-    return _rounded(_divide(F.cast(x, dt.float32), F.cast(scale, dt.float32)), zero, dtype)
+def _quantize(x: Tensor, scale: Tensor, zero: Tensor | None, dtype: dt.DType, saturate: bool = True) -> Tensor:
+    v = _divide(F.cast(x, dt.float32), F.cast(scale, dt.float32))
+    if dtype.is_float:  # float8/float4: x / scale + zero, rounded by the cast itself; saturate clamps first
+        v = v if zero is None else F.add(v, F.cast(zero, dt.float32))
+        return F.cast(clamp_to_finite(v, dtype) if saturate else v, dtype)
+    return _rounded(v, zero, dtype)
 
 
 def _split(a: Tensor) -> tuple[Tensor, Tensor]:
@@ -105,7 +110,8 @@ def quantize_linear(ctx: NodeContext) -> Tensor:
             f"quantizing to {dtype.name} is not supported ({', '.join(d.name for d in QUANTIZED)} are)"
         )
     scale = _along(ctx, ctx.x(1), x.ndim, a, "y_scale")
-    return _quantize(x, scale, None if zero is None else _along(ctx, zero, x.ndim, a, "y_zero_point"), dtype)
+    zero = None if zero is None else _along(ctx, zero, x.ndim, a, "y_zero_point")
+    return _quantize(x, scale, zero, dtype, saturate=bool(int(ctx.attr("saturate", 1))))
 
 
 @translates("DequantizeLinear", attrs={"axis", "block_size", "output_dtype"})
@@ -113,9 +119,10 @@ def dequantize_linear(ctx: NodeContext) -> Tensor:
     _block_size(ctx)
     q, scale = require_dtypes(ctx, ctx.x(0), QUANTIZED), ctx.x(1)
     a = int(ctx.attr("axis", 1))
-    centred = F.cast(q, dt.int64)
+    wide = dt.float32 if q.dtype.is_float else dt.int64  # a float8 zero point subtracts in float32, exactly
+    centred = F.cast(q, wide)
     if ctx.has(2):
-        centred = F.sub(centred, F.cast(_along(ctx, ctx.x(2), q.ndim, a, "x_zero_point"), dt.int64))
+        centred = F.sub(centred, F.cast(_along(ctx, ctx.x(2), q.ndim, a, "x_zero_point"), wide))
     y = F.mul(F.cast(centred, dt.float32), F.cast(_along(ctx, scale, q.ndim, a, "x_scale"), dt.float32))
     return F.cast(y, scale.dtype)  # (q - zero_point) * scale, in the scale's type
 
@@ -133,7 +140,7 @@ def dynamic_quantize_linear(ctx: NodeContext) -> tuple[Tensor, Tensor, Tensor]:
 
 def _centred(ctx: NodeContext, t: Tensor, zero_index: int, a: int, what: str) -> Tensor:
     """t - zero_point in int32 (the zero point along axis `a` of t when it is 1-D)."""
-    t = F.cast(require_dtypes(ctx, t, QUANTIZED), dt.int32)
+    t = F.cast(require_dtypes(ctx, t, [d for d in QUANTIZED if d.is_int]), dt.int32)  # integer GEMMs only
     if not ctx.has(zero_index):
         return t
     return F.sub(t, F.cast(_along(ctx, ctx.x(zero_index), t.ndim, a, what), dt.int32))

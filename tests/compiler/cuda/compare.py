@@ -2,7 +2,7 @@
 
 import numpy as np
 
-TOLERANCE = {"float32": (2e-5, 2e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2)}
+TOLERANCE = {"float64": (1e-13, 1e-13), "float32": (2e-5, 2e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2)}
 
 
 def assert_matches(got: dict, want: dict) -> None:

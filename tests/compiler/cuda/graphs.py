@@ -145,6 +145,20 @@ def integer_types() -> Case:
     return g, feed
 
 
+def float64_values() -> Case:
+    """float64 computed in double: math, a row's block fold and a warp's, a GEMM-shaped sum, casts both ways
+    (values float32 cannot hold, so a float32 step anywhere shows)."""
+    g, rng = lm.Graph(), np.random.default_rng(12)
+    x, w = g.input("x", (4, 300), dtype=lm.float64), g.input("w", (300, 5), dtype=lm.float64)
+    (x.exp() * 1.000000001 + x.sin().sqrt().abs()).output("math")
+    x.sum(1).output("row_sum")
+    x.amax(1).output("row_max")
+    (x @ w).output("gemm")
+    (x * 1e9).long().output("to_int")
+    (x.float() + 0.5).double().output("from_float")
+    return g, {"x": rng.uniform(-2, 2, (4, 300)), "w": rng.uniform(-1, 1, (300, 5))}
+
+
 def mlp() -> Case:
     g, rng = lm.Graph(), np.random.default_rng(8)
     x = g.input("x", (lm.sym("batch", max=32), 48))
@@ -185,6 +199,7 @@ CASES: dict[str, Callable[[], Case]] = {
         gather_scatter,
         where_casts,
         integer_types,
+        float64_values,
         mlp,
     )
 }

@@ -51,6 +51,13 @@ def test_what_msl_lacks_is_refused_by_name(spelling):
     refuse_what_msl_lacks("kernel void k() { int64_t doubled = 0; }")  # a word that contains one is fine
 
 
+def test_a_float64_program_is_refused_by_name():
+    g = lm.Graph()
+    (g.input("x", (8,), dtype=lm.float64).exp() + 1).output("y")
+    with pytest.raises(MetalUnsupported, match="`double`: MSL has no 64-bit float type"):
+        lm.compile(g, "m2", cache=False)
+
+
 def test_a_kernel_with_more_buffers_than_metal_binds_is_refused():
     g = lm.Graph()
     total = g.input("x0", (8,))
