@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from luminal.compiler import ir
 from luminal.compiler.artifact import program_to_bytes
 from luminal.compiler.artifact_json import ArtifactError
 from luminal.dtypes import dtype_of
@@ -141,6 +142,23 @@ def test_a_full_pool_makes_newcomers_wait_then_run_when_a_sequence_ends(compiled
     small = GenerationEngine(model, cache_blocks=2)  # could never hold this one: refused, not left waiting
     with pytest.raises(PromptTooLong, match="needs 3 cache blocks of 16; the pool holds 2"):
         small.submit(prompt, params, loop)
+    loop.close()
+
+
+def test_the_compiled_step_writes_the_pools_in_place(compiled):
+    _, model = compiled
+    kernels = model.step.program.kernels
+    pools = {buf for name, buf in kernels.inputs.items() if name.startswith("pool.")}
+    scatters = [k for k in kernels.kernels if isinstance(k, ir.ScatterKernel)]
+    assert len(pools) == 2 * model.layers and {k.out for k in scatters} == pools  # each writes its pool input
+    names = [name for name in kernels.inputs if name.startswith("pool.")]
+    assert all(kernels.outputs[name][0] == kernels.inputs[name] for name in names)  # handed back, not copied
+    engine, loop = GenerationEngine(model), asyncio.new_event_loop()
+    before = dict(engine.batch.pools)
+    engine.submit(model.codec.encode("hello world"), SamplingParams(5, temperature=0, ignore_eos=True), loop)
+    while engine.running or engine.waiting:
+        engine.run_once()
+    assert engine.steps == 4 and all(engine.batch.pools[n] is a for n, a in before.items())  # never replaced
     loop.close()
 
 
