@@ -180,7 +180,7 @@ class GenerationEngine:
                 if taken and width * (len(taken) + 1) > MAX_PREFILL_TOKENS:
                     break
                 prompt, params = stream.sequence.prompt, stream.sequence.params
-                if not self.batch.reserve(id(stream), len(prompt) + params.max_tokens):
+                if not self.batch.reserve(id(stream), len(prompt) + params.max_tokens, prompt):
                     break
                 taken.append(self.waiting.popleft())
         return taken

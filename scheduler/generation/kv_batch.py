@@ -8,7 +8,7 @@ uses are cut from the left, so the cache is always as long as its longest sequen
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -37,7 +37,7 @@ class KVBatch:
     def check_fits(self, positions: int) -> None:
         pass
 
-    def reserve(self, owner: Hashable, positions: int) -> bool:
+    def reserve(self, owner: Hashable, positions: int, prompt: Sequence[int] = ()) -> bool:
         return True
 
     def release(self, owner: Hashable) -> None:

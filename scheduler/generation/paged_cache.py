@@ -9,7 +9,7 @@ never copies a cache: a step writes one position per row, and a finished row jus
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -39,26 +39,28 @@ class PagedCache:
     def check_fits(self, positions: int) -> None:
         self.pool.check_fits(positions)
 
-    def reserve(self, owner: Hashable, positions: int) -> bool:
-        return self.pool.reserve(owner, positions)
+    def reserve(self, owner: Hashable, positions: int, prompt: Sequence[int] = ()) -> bool:
+        return self.pool.reserve(owner, positions, prompt)
 
     def release(self, owner: Hashable) -> None:
         self.pool.release(owner)
 
     def admit(self, present: dict[str, np.ndarray], mask: np.ndarray, owners: list[Hashable]) -> None:
         """Copy a prefill's caches (present.{k}.key / .value [rows, kv_heads, width, dim], left-padded as `mask`
-        [rows, width] says) into the blocks each owner reserved, and add the rows."""
+        [rows, width] says) into the blocks each owner reserved, except the shared ones already holding them,
+        publish its full prompt blocks, and add the rows."""
         lengths = np.asarray(mask, np.int64).sum(axis=1)
         size = self.pool.block_size
         for r, (owner, length) in enumerate(zip(owners, lengths)):
-            width = mask.shape[1]
-            for b, block in enumerate(self.pool.tables[owner][: -(-int(length) // size)]):
-                start = width - length + b * size
+            width, table = mask.shape[1], self.pool.tables[owner]
+            for b in range(self.pool.shared[owner], -(-int(length) // size)):
+                block, start = table[b], width - length + b * size
                 stop = min(start + size, width)
                 for k in range(self.layers):
                     for part in ("key", "value"):
                         cache = present[f"present.{k}.{part}"]
                         self.pools[pool_name(k, part)][block, :, : stop - start] = cache[r, :, start:stop]
+            self.pool.publish(owner)
         self.owners.extend(owners)
         self.lengths = np.concatenate([self.lengths, lengths])
 

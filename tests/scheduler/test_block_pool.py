@@ -36,3 +36,21 @@ def test_a_sequence_larger_than_the_pool_is_named_and_double_reservations_refuse
     pool.release("a")
     pool.release("a")  # releasing twice is harmless
     assert pool.in_use == 0
+
+
+def test_published_prompt_blocks_are_shared_and_freed_with_their_last_holder():
+    pool = BlockPool(blocks=6, block_size=4)
+    prompt = list(range(10, 20))  # 10 tokens: 2 full blocks
+    assert pool.reserve("a", 12, prompt) and pool.shared["a"] == 0
+    assert pool.reserve("b", 12, prompt) and pool.shared["b"] == 0  # nothing published yet: b's own blocks
+    pool.release("b")
+    pool.publish("a")
+    assert pool.reserve("c", 14, prompt[:9] + [99])  # same first 2 blocks, a different 3rd token block
+    assert pool.shared["c"] == 2 and pool.tables["c"][:2] == pool.tables["a"][:2]
+    assert pool.in_use == 3 + 2  # c took 2 shared + 2 new of its 4
+    assert not pool.reserve("d", 8, [10, 11, 12, 99])  # the first block differs: nothing shared, 2 of 1 free
+    pool.release("a")
+    assert pool.in_use == 4 and len(pool.index) == 2  # c still holds the shared blocks, still published
+    pool.release("c")
+    assert pool.in_use == 0 and not pool.index and not pool.digest_of
+    assert pool.reserve("e", 12, prompt) and pool.shared["e"] == 0  # unpublished once nobody held them

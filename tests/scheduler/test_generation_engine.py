@@ -145,6 +145,30 @@ def test_a_full_pool_makes_newcomers_wait_then_run_when_a_sequence_ends(compiled
     loop.close()
 
 
+def test_a_common_prompt_prefix_shares_its_full_blocks(compiled):
+    hf, model = compiled
+    size = model.block_size
+    engine, loop = GenerationEngine(model), asyncio.new_event_loop()
+    text = "the quick brown fox jumps over the lazy dog, hello world; language models answer questions"
+    prompt = model.codec.encode(text)
+    assert 2 * size < len(prompt) <= 64 - 8  # two full blocks, room for 8 tokens
+    params = SamplingParams(max_tokens=8, temperature=0, ignore_eos=True)
+    first = engine.submit(prompt, params, loop)
+    engine.run_once()  # the first's prompt blocks are written and published
+    blocks = engine.batch.pool.in_use
+    variant = prompt[: 2 * size] + model.codec.encode(" luminal")  # same first two blocks, then other tokens
+    second = engine.submit(variant, params, loop)
+    engine.run_once()
+    assert engine.batch.pool.shared[id(second)] == 2
+    assert engine.batch.pool.in_use - blocks == -(-(len(variant) + 8) // size) - 2  # only its own blocks are new
+    while engine.running or engine.waiting:
+        engine.run_once()
+    for s in (first, second):
+        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, 8)
+    assert engine.batch.pool.in_use == 0 and not engine.batch.pool.index
+    loop.close()
+
+
 def test_the_compiled_step_writes_the_pools_in_place(compiled):
     _, model = compiled
     kernels = model.step.program.kernels
