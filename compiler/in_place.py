@@ -37,7 +37,8 @@ def scatter_in_place(program: ir.KernelProgram, donated: Mapping[str, str]) -> i
         kernel = program.kernels[writers[0]]
         whole = ir.Load(in_buf, ShapeTracker.contiguous(kernel.shape).index, program.buffers[in_buf].dtype)
         read_elsewhere = any(out_buf in ir.buffers_read(k) for k in program.kernels)
-        others = [o for o, (b, _) in outputs.items() if b == out_buf and o != output]
+        # Another output of the same buffer, or an output that is the input itself, must keep its own contents.
+        others = [o for o, (b, _) in outputs.items() if b in (out_buf, in_buf) and o != output]
         if kernel.dest != whole or read_elsewhere or others:
             continue
         moved[writers[0]] = replace(kernel, out=in_buf, dest=whole)

@@ -168,7 +168,7 @@ class CpuExecutable:
             raise IndexError("a gather or scatter index was out of range")
         out = {}
         for label, (buf, shape) in self.program.outputs.items():
-            if buf in given:  # a donated input written in place (compiler/in_place.py): handed back, not copied
+            if buf in self.written:  # a donated input written in place (compiler/in_place.py): handed back
                 out[label] = given[buf]
                 continue
             concrete = tuple(int(d.evaluate(env)) for d in shape)

@@ -132,16 +132,16 @@ def execute(graph: Graph, inputs: Mapping[str, Any], dims: Mapping[str, int] | N
             deferred.append(node)
         else:
             values[node.id] = _evaluate(node, values, env)
+    # Other outputs are copied first: one may be a view of a donated input's old contents.
+    results = {name: np.array(values[nid], copy=True) for name, nid in graph.outputs.items() if nid in values}
     for node in deferred:
         if isinstance(node.op, ops.Scatter):
             (dest, _), index, src = node.inputs
-            values[node.id] = _scatter_into(values[dest], *(read_view(values[s], v, env) for s, v in (index, src)))
+            args = [np.array(read_view(values[s], v, env)) for s, v in (index, src)]  # never views of `dest`
+            values[node.id] = _scatter_into(values[dest], *args)
         else:
-            values[node.id] = values[node.inputs[0][0]]
-    donated = {graph.outputs[o] for o in graph.donated}
-    return {
-        name: values[nid] if nid in donated else np.array(values[nid], copy=True) for name, nid in graph.outputs.items()
-    }
+            results[node.op.label] = values[node.id] = values[node.inputs[0][0]]
+    return {name: results[name] for name in graph.outputs}
 
 
 def _evaluate(node, values: dict[int, np.ndarray], env: dict[str, int]) -> np.ndarray:

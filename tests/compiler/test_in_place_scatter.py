@@ -67,6 +67,17 @@ def test_without_donation_or_with_another_reader_the_input_is_left_alone(runtime
         np.testing.assert_array_equal(out["pool"], _expected(old))
 
 
+@pytest.mark.parametrize("runtime", RUNS)
+def test_an_output_of_the_donated_input_itself_keeps_the_old_contents(runtime):
+    g = _pool_graph()
+    g.tensor("pool").output("old")
+    feed = _feed()
+    old = feed["pool"].copy()
+    out = RUNS[runtime](g, feed)
+    np.testing.assert_array_equal(out["old"], old)
+    np.testing.assert_array_equal(out["pool"], _expected(old))
+
+
 def test_a_read_only_donated_array_is_copied_not_written():
     feed = _feed()
     feed["pool"].flags.writeable = False
