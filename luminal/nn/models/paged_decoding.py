@@ -14,6 +14,11 @@ that honour it write the caller's array in place and hand that array back.
 Attention reads each row's keys as a gather by block table, [batch, kv_heads, row_blocks * block_size, dim],
 masked past the row's length, followed by the step's own key (the model appends it as it appends to any cache).
 Key order does not matter to attention once positions are rotated in, so keys need not be contiguous.
+
+Known cost (compiled CPU): the gather is fused into the cache concatenation, and fusing through the symbolic
+`row_blocks * block_size` axis leaves integer divisions by symbolic extents in every gathered element's index,
+so a step reads its cache more slowly than the concatenating step copies it. A paged attention kernel reading
+the pools through the block table (or index simplification that proves those quotients) is what removes it.
 """
 
 from __future__ import annotations
