@@ -5,8 +5,10 @@ batch), in one run.
 
 The model is Llama-shaped with random weights (default ~100M parameters: 12 layers, hidden 768, GQA 12/4 heads,
 vocab 32000); the tokenizer is a word-level one over the vocabulary, since the bench feeds token ids.
-The same model deployed with int8 (Q8_0) weights runs beside it (`--no-int8` skips it).
-`python bench/llm.py [--layers N] [--hidden N] [--new-tokens N] [--prompt N] [--no-int8]`.
+The same model deployed with int8 (Q8_0) weights runs beside it (`--no-int8` skips it). `--contiguous` adds the
+anchor of the paged KV cache: the same float32 model compiled with the step that takes and returns whole caches
+(as packages built before paged steps are), its rows printed beside the paged ones with their ratio.
+`python bench/llm.py [--layers N] [--hidden N] [--new-tokens N] [--prompt N] [--no-int8] [--contiguous]`.
 Goals (issue 18): 16 streams give >= 6x the tokens per second of one stream; single-stream decode faster than
 transformers; int8 decode at least 1.6x float32 decode. The machine is shared: the load average is printed with
 the figures.
@@ -91,6 +93,7 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--no-int8", dest="int8", action="store_false", help="skip the int8 (Q8_0) deployment")
+    parser.add_argument("--contiguous", action="store_true", help="add the concatenating-cache anchor")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -101,6 +104,8 @@ def main() -> None:
         engines = {"": deployed(folder, "m", None)}
         if args.int8:
             engines[" int8"] = deployed(folder, "q", "int8")
+        if args.contiguous:
+            engines[" contiguous cache"] = deployed(folder, "c", None, paged=False)
         rng = np.random.default_rng(0)
         prompts = rng.integers(2, args.vocab, (STREAMS, args.prompt)).astype(np.int64)
         for engine in engines.values():
@@ -124,15 +129,23 @@ def main() -> None:
         for streams in ("1 stream", f"{STREAMS} streams"):
             ratio = rows[f"luminal int8, {streams}"][1] / rows[f"luminal, {streams}"][1]
             print(f"int8 / float32 decode tokens per second, {streams}: {ratio:.2f}x (goal >= 1.6x)")
+    if args.contiguous:
+        for streams in ("1 stream", f"{STREAMS} streams"):
+            ratio = rows[f"luminal, {streams}"][1] / rows[f"luminal contiguous cache, {streams}"][1]
+            print(f"paged / contiguous KV cache decode tokens per second, {streams}: {ratio:.2f}x")
 
 
 def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg()) + f" ({os.cpu_count()} CPUs)"
 
 
-def deployed(folder: Path, stem: str, quantize: str | None) -> GenerationEngine:
-    """The folder built (weights as `quantize` says), compiled for the CPU and loaded into an engine."""
-    save_package(build_package(folder, max_batch=STREAMS, quantize=quantize), folder / f"{stem}.lpkg")
+def deployed(folder: Path, stem: str, quantize: str | None, paged: bool = True) -> GenerationEngine:
+    """The folder built (weights as `quantize` says), compiled for the CPU and loaded into an engine; without
+    `paged`, with the step that concatenates whole caches."""
+    package = build_package(folder, max_batch=STREAMS, quantize=quantize)
+    if not paged:
+        package.paged = package.block_size = None
+    save_package(package, folder / f"{stem}.lpkg")
     start = time.perf_counter()
     compile_package(folder / f"{stem}.lpkg", "cpu", folder / f"{stem}.llmprog")
     print(f"compile (prefill + decode, cpu, {quantize or 'float32'}): {time.perf_counter() - start:.1f} s")

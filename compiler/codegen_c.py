@@ -12,7 +12,17 @@ from __future__ import annotations
 
 import re
 
-from luminal.compiler import codegen_attention, codegen_gemm, codegen_qgemm, float64, int_gemm, integers, ir, prepack
+from luminal.compiler import (
+    codegen_attention,
+    codegen_gemm,
+    codegen_qgemm,
+    float64,
+    in_place,
+    int_gemm,
+    integers,
+    ir,
+    prepack,
+)
 from luminal.compiler.dialects import C
 from luminal.compiler.render import Emitter
 from luminal.symbolic import Expr, as_expr, c_prelude
@@ -137,9 +147,11 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
         e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};")
         body = _loops(k.shape, e.lines, parallel=True, steps=ir.steps_per_element(k.body))
     else:
-        value = e.emit(k.dest)
-        e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};")
-        body = _loops(k.shape, e.lines, parallel=True)
+        body = []
+        if not in_place.is_in_place(k, buffers):  # in place, `out` is the destination already (compiler/in_place.py)
+            value = e.emit(k.dest)
+            e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};")
+            body = _loops(k.shape, e.lines, parallel=True)
         s = Emitter(ptrs)
         at, src = s.emit(k.at), s.emit(k.src)
         s.stmt(f"int64_t _tat = (int64_t)({at});")

@@ -27,6 +27,7 @@ from luminal.compiler.fuse_index import inline_index_functions
 from luminal.compiler.fuse_int_operands import fuse_integer_operands
 from luminal.compiler.fuse_residual import store_residuals
 from luminal.compiler.fused_ops import Inline
+from luminal.compiler.in_place import scatter_in_place
 from luminal.compiler.lower import buffer_name, lower
 from luminal.compiler.passes import PASSES
 from luminal.compiler.prepack import add_packed_buffers
@@ -129,6 +130,7 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
     if target == "reference":
         return CompiledProgram(graph, target, None, "", report)
     candidates = {"unsearched": graph}
+    donated = dict(graph.donated)  # what the caller gave up, for every candidate (a search rebuilds the graph)
     if options.get("search", True):
         from luminal.compiler.search.stage import search
 
@@ -138,6 +140,8 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
         seconds = {**found.report["seconds"], "total": time.perf_counter() - start}  # encode, rules, extract
         report["stages"].append({"stage": "search", **found.report, "seconds": seconds})
         _debug("search", found.candidates["search"])
+    for candidate in candidates.values():
+        candidate.donated = {o: i for o, i in donated.items() if o in candidate.outputs and i in candidate.inputs}
     chosen, kernels, report["candidates"] = select(candidates, target, options)
     report["choice"] = chosen
     source = codegen.program_source(kernels, target)
@@ -183,7 +187,8 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     if kind != "cpu":
         return kernels
     # A quantized matmul's zero points are subtracted where the integer GEMM packs (compiler/fuse_int_operands.py).
-    return add_packed_buffers(fuse_integer_operands(fuse_dequantised_weights(kernels)))
+    kernels = fuse_integer_operands(fuse_dequantised_weights(scatter_in_place(kernels, graph.donated)))
+    return add_packed_buffers(kernels)
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:

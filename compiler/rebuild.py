@@ -53,4 +53,7 @@ class Rebuilder:
         # Keep the signature's order: inputs and outputs in the order the old graph declared them.
         self.new.inputs = {k: self.new.inputs[k] for k in self.old.inputs if k in self.new.inputs}
         self.new.outputs = {k: self.new.outputs[k] for k in self.old.outputs if k in self.new.outputs}
+        self.new.donated = {
+            o: i for o, i in self.old.donated.items() if o in self.new.outputs and i in self.new.inputs
+        }  # fmt: skip
         return self.new

@@ -1,7 +1,7 @@
 """Language-model metrics beside the Triton-named inference ones, in the same registry (so `/metrics` shows
 both): time to first token and inter-token latency per model, prompt and generated tokens (their rate is tokens
-per second), and, read from the engines at scrape time, running and waiting sequences and the KV cache positions
-in use."""
+per second), and, read from the engines at scrape time, running and waiting sequences, the KV cache positions
+in use and, for paged engines, the KV cache blocks in use and in the pool."""
 
 from __future__ import annotations
 
@@ -74,12 +74,26 @@ class EngineCollector(Collector):
                 "luminal_sequences_waiting", "Sequences waiting for a row", labels=["program"]
             ),
             "cache": GaugeMetricFamily(
-                "luminal_kv_cache_positions", "KV cache positions held (rows x cache length)", labels=["program"]
+                "luminal_kv_cache_positions",
+                "KV cache positions held (paged: cached positions; else rows x cache length)",
+                labels=["program"],
+            ),
+            "blocks": GaugeMetricFamily(
+                "luminal_kv_cache_blocks_in_use",
+                "KV cache blocks held by sequences (paged engines)",
+                labels=["program"],
+            ),
+            "pool": GaugeMetricFamily(
+                "luminal_kv_cache_blocks_total", "KV cache blocks in the pool (paged engines)", labels=["program"]
             ),
         }
         for key, engine in self.engines.snapshot():
             program = key[:12]
             families["running"].add_metric([program], len(engine.running))
             families["waiting"].add_metric([program], len(engine.waiting))
-            families["cache"].add_metric([program], engine.batch.rows * engine.batch.width)
+            families["cache"].add_metric([program], engine.batch.positions)
+            pool = getattr(engine.batch, "pool", None)
+            if pool is not None:
+                families["blocks"].add_metric([program], pool.in_use)
+                families["pool"].add_metric([program], pool.blocks)
         yield from families.values()

@@ -70,6 +70,8 @@ class Graph:
         self.weight_data: dict[str, np.ndarray] = {}
         # input name -> {dim: pad value}: the dims a batcher may pad (see `luminal.padding`)
         self.padding: dict[str, dict[int, pad_rules.PadValue]] = {}
+        # output name -> input name: the output may be written into the caller's input array (see `donate`)
+        self.donated: dict[str, str] = {}
 
     # ---- recording -----------------------------------------------------------------------------------
     def add(self, op: ops.Op, inputs: Sequence[tuple[int, ShapeTracker]] = ()) -> Node:
@@ -173,6 +175,21 @@ class Graph:
             raise GraphError(f"output {name!r} belongs to another graph")
         node = self.add(ops.Output(name), [(t.node, t.st)])
         self.outputs[name] = node.id
+
+    def donate(self, output: str, input: str) -> None:  # noqa: A002 - the input's name
+        """Let runtimes write `output` into the array the caller passes as `input` and return that array: the
+        caller gives the input up (a KV pool updated in place). Both must have one shape and dtype."""
+        if output not in self.outputs or input not in self.inputs:
+            raise GraphError(f"donate: the graph needs an output {output!r:.80} and an input {input!r:.80}")
+        out, src = self.nodes[self.outputs[output]], self.nodes[self.inputs[input]]
+        if tuple(out.shape) != tuple(src.shape) or out.dtype != src.dtype:
+            raise ShapeError(
+                f"donate: output {output!r} {format_shape(out.shape)} {out.dtype.name} differs from input "
+                f"{input!r} {format_shape(src.shape)} {src.dtype.name}"
+            )
+        if input in self.donated.values() and self.donated.get(output) != input:
+            raise GraphError(f"donate: input {input!r} is already donated to another output")
+        self.donated[output] = input
 
     # ---- weights -------------------------------------------------------------------------------------
     def bind(self, mapping: Mapping[str, Any], strict: bool = False) -> Graph:

@@ -22,7 +22,7 @@ from luminal.graph import Graph, GraphError, Node
 from luminal.padding import check_padding, input_pad_json, output_dims
 from luminal.symbolic import SymbolicError, as_dim, as_expr, expr_from_json, sym
 from luminal.tensor import Tensor
-from luminal.view import ShapeTracker, format_shape, idx
+from luminal.view import ShapeError, ShapeTracker, format_shape, idx
 
 # A large language model lowers to ~10^5 primitive nodes; ten times that bounds decode time and memory.
 MAX_NODES = 1_000_000
@@ -144,13 +144,16 @@ def encode_graph(graph: Graph, check: bool = True) -> dict[str, Any]:
                 _decode_op(ops.BY_NAME[raw["op"]], raw["params"])
     except GraphFileError as e:
         raise GraphError(f"cannot save: the file could not be read back: {e}") from None
-    return {
+    encoded = {
         "nodes": nodes,
         "inputs": dict(graph.inputs),
         "weights": dict(graph.weights),
         "outputs": dict(graph.outputs),
         "symbols": symbol_table(graph),
     }
+    if graph.donated:  # only then: files and fingerprints of graphs without donations are unchanged
+        encoded["donated"] = dict(graph.donated)
+    return encoded
 
 
 def _encode_node(node: Node, plain: dict[tuple, ShapeTracker]) -> dict[str, Any]:
@@ -175,7 +178,7 @@ def _encode_node(node: Node, plain: dict[tuple, ShapeTracker]) -> dict[str, Any]
 
 def decode_graph(data: Any) -> Graph:
     """Rebuild a Graph from parsed graph.json, checking everything (see the module docstring)."""
-    expect_keys(data, GRAPH_KEYS, "graph.json")
+    expect_keys(data, GRAPH_KEYS | ({"donated"} & set(data) if isinstance(data, dict) else set()), "graph.json")
     nodes = data["nodes"]
     if not isinstance(nodes, list):
         raise GraphFileError("graph.json: 'nodes' must be a list")
@@ -199,6 +202,14 @@ def decode_graph(data: Any) -> Graph:
             f"symbol range conflict: graph.json declares {data['symbols']!r:.200} "
             f"but its shapes use {symbol_table(graph)!r:.200}"
         )
+    donated = data.get("donated", {})
+    if not isinstance(donated, dict) or not all(isinstance(v, str) for v in donated.values()):
+        raise GraphFileError("graph.json: 'donated' must map output names to input names")
+    for output, source in donated.items():
+        try:
+            graph.donate(output, source)
+        except (GraphError, ShapeError) as e:
+            raise GraphFileError(f"graph.json: {e}") from None
     return graph
 
 

@@ -4,6 +4,8 @@ One zip bundle (`luminal.zip_bundle`) of:
   manifest.json          format, versions, model type, layers, batch and position limits, both signatures, digests
   prefill.json           the prefill graph (graph.json's format): prompt -> next logits and every layer's cache
   step.json              the decode-step graph: one token per row and the caches -> next logits, grown caches
+  paged.json             optional: the paged decode step (KV block pools read through block tables and written
+                         in place; `luminal.nn.models.paged_decoding`), which deployments compile instead of step
   weights.safetensors    the weights, once: both graphs bind the same tensors
   config.json            the Hugging Face config (eos/bos ids, model type)
   tokenizer.json         the Hugging Face `tokenizers` tokenizer
@@ -28,6 +30,7 @@ from luminal.nn.models.checkpoint import align_names, read_checkpoint, widen_to_
 from luminal.nn.models.config import load_config
 from luminal.nn.models.generation import DecoderGraphs, decoder_graphs
 from luminal.nn.models.loading import causal_lm, max_positions
+from luminal.nn.models.paged_decoding import DEFAULT_BLOCK_SIZE, paged_step_graph, pool_name
 from luminal.nn.quantized import quantize_checkpoint
 from luminal.quantize import QUANTIZATIONS, check_quantize
 from luminal.zip_bundle import BundleFormat, bundle_format_name, read_bundle, write_bundle
@@ -37,7 +40,7 @@ class LLMPackageError(GraphFileError):
     """An LLM package is malformed, inconsistent or hostile (a GraphFileError, so uploads answer 400)."""
 
 
-PREFILL, STEP, CONFIG = "prefill.json", "step.json", "config.json"
+PREFILL, STEP, PAGED, CONFIG = "prefill.json", "step.json", "paged.json", "config.json"
 TOKENIZER, TOKENIZER_CONFIG, CHAT_TEMPLATE = "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"
 GENERATION_CONFIG = "generation_config.json"
 MiB, GiB = 1 << 20, 1 << 30
@@ -48,6 +51,7 @@ FORMAT = BundleFormat(
     caps={
         PREFILL: 256 * MiB,
         STEP: 256 * MiB,
+        PAGED: 256 * MiB,
         WEIGHTS: 64 * GiB,
         CONFIG: 1 * MiB,
         TOKENIZER: 64 * MiB,
@@ -75,13 +79,20 @@ class LLMPackage:
     chat_template: str | None = None  # chat_template.jinja; tokenizer_config's "chat_template" otherwise
     generation_config: dict[str, Any] = field(default_factory=dict)
     quantize: str | None = None  # "int8": the projections hold Q8_0 weights (luminal/quantize.py)
+    paged: Graph | None = None  # the paged decode step (packages built before it have none)
+    block_size: int | None = None  # positions per KV block of `paged`
 
 
 def build_package(
-    folder: str | Path, max_batch: int = 16, positions: int | None = None, quantize: str | None = None
+    folder: str | Path,
+    max_batch: int = 16,
+    positions: int | None = None,
+    quantize: str | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> LLMPackage:
     """Build the prefill and decode graphs of a Hugging Face folder and bind its checkpoint to them; with
-    quantize="int8" the projections' weights are quantised to Q8_0 here, so the package carries int8 weights."""
+    quantize="int8" the projections' weights are quantised to Q8_0 here, so the package carries int8 weights.
+    The paged step (KV blocks of `block_size` positions) is built too, except for sliding-window models."""
     folder = Path(folder)
     check_quantize(quantize)
     if not (folder / TOKENIZER).exists():
@@ -94,6 +105,10 @@ def build_package(
     if quantize is not None:
         weights = quantize_checkpoint(model, weights)
     graphs.bind(weights)
+    try:
+        paged = paged_step_graph(model, max_batch, limit, block_size).bind(weights)
+    except NotImplementedError:  # served with the concatenating step
+        paged = None
     missing = graphs.prefill.unbound_weights()
     if missing:
         raise GraphError(f"{len(missing)} weight(s) not in the checkpoint, e.g. {missing[:5]}")
@@ -109,6 +124,8 @@ def build_package(
         template.read_text(encoding="utf-8") if template.exists() else None,
         optional.get(GENERATION_CONFIG, {}),
         quantize,
+        paged,
+        block_size if paged is not None else None,
     )
 
 
@@ -123,6 +140,8 @@ def save_package(package: LLMPackage, path: Any) -> None:
         WEIGHTS: _safetensors_parts(graphs.prefill),
         **text_entries(package),
     }
+    if package.paged is not None:
+        entries[PAGED] = [dump_json(encode_graph(package.paged))]
     write_bundle(FORMAT, path, entries, _manifest_fields(package))
 
 
@@ -149,8 +168,14 @@ def _manifest_fields(package: LLMPackage) -> dict[str, Any]:
         "max_batch": package.max_batch,
         "max_positions": package.max_positions,
         "quantize": package.quantize,
-        "signatures": {"prefill": signature(package.graphs.prefill), "step": signature(package.graphs.step)},
+        "block_size": package.block_size,
+        "signatures": _signatures(package.graphs.prefill, package.graphs.step, package.paged),
     }
+
+
+def _signatures(prefill: Graph, step: Graph, paged: Graph | None) -> dict[str, Any]:
+    found = {"prefill": signature(prefill), "step": signature(step)}
+    return found if paged is None else {**found, "paged": signature(paged)}
 
 
 def is_llm_package(path: Any) -> bool:
@@ -169,12 +194,17 @@ def load_package(source: Any) -> LLMPackage:
         raise LLMPackageError(f"manifest: quantize {quantize!r} is not one of {', '.join(QUANTIZATIONS)}")
     prefill = decode_graph(parse_json(bytes(raw[PREFILL]), PREFILL))
     step = decode_graph(parse_json(bytes(raw[STEP]), STEP))
-    if manifest.get("signatures") != {"prefill": signature(prefill), "step": signature(step)}:
+    paged = decode_graph(parse_json(bytes(raw[PAGED]), PAGED)) if PAGED in raw else None
+    if manifest.get("signatures") != _signatures(prefill, step, paged):
         raise LLMPackageError("the manifest's signatures disagree with the graphs")
     _check_decoder(prefill, step, layers)
+    block_size = manifest.get("block_size")
+    if paged is not None:
+        _check_paged(paged, layers, block_size)
     arrays = read_safetensors(raw[WEIGHTS])
-    _bind(prefill, arrays)
-    _bind(step, arrays)  # the same arrays: the weights are held once
+    for graph in (prefill, step, paged):
+        if graph is not None:
+            _bind(graph, arrays)  # the same arrays: the weights are held once
     objects = {n: parse_json(bytes(raw[n]), n) for n in JSON_OBJECTS if n in raw}
     for name, value in objects.items():
         if not isinstance(value, dict):
@@ -194,7 +224,25 @@ def load_package(source: Any) -> LLMPackage:
         template,
         objects.get(GENERATION_CONFIG, {}),
         quantize,
+        paged,
+        block_size if paged is not None else None,
     )
+
+
+def _check_paged(paged: Graph, layers: int, block_size: Any) -> None:
+    """The paged step's inputs and outputs, every pool donated to itself, and its blocks of `block_size`."""
+    pools = {pool_name(k, part) for k in range(layers) for part in ("key", "value")}
+    inputs = {"input_ids", "position_ids", "block_table", "slots"} | pools
+    if set(paged.inputs) != inputs or set(paged.outputs) != {"logits"} | pools:
+        raise LLMPackageError(
+            f"{PAGED} is not a {layers}-layer paged step: inputs {sorted(paged.inputs)[:8]}, "
+            f"outputs {sorted(paged.outputs)[:8]}"
+        )
+    if paged.donated != {p: p for p in pools}:
+        raise LLMPackageError(f"{PAGED} must donate each pool input to the pool output of its name")
+    pool = paged.nodes[paged.inputs[pool_name(0, "key")]]
+    if type(block_size) is not int or pool.shape[2] != block_size:
+        raise LLMPackageError(f"manifest: block_size {block_size!r:.40} disagrees with {PAGED}'s pools")
 
 
 def _check_decoder(prefill: Graph, step: Graph, layers: int) -> None:

@@ -119,6 +119,7 @@ class CpuExecutable:
             raise IndexError("a gather index was out of range while packing weights")
         self.arenas: dict[tuple, dict[str, np.ndarray]] = {}  # symbol values -> views into that binding's arena
         self.plans: dict[tuple, memory.MemoryPlan] = {}
+        self.written = {k.out for k in program.kernels if k.out in program.inputs.values()}  # donated inputs
 
     def build(self, source: str) -> Path:
         """The shared library holding `lm_run` and `lm_prepare` (the CUDA host shim builds its own)."""
@@ -155,14 +156,21 @@ class CpuExecutable:
         for name, arr in arena.items():
             table[self.slots[name]] = arr.ctypes.data
         bound: dict[str, np.ndarray] = {**self.fixed, **arena}
+        given: dict[str, np.ndarray] = {}  # input buffer -> the contiguous array the kernels read (and may write)
         for label, buf in self.program.inputs.items():
-            a = np.ascontiguousarray(arrays[label]).view(_np_storage(self.program.buffers[buf].dtype))
+            given[buf] = a = np.ascontiguousarray(arrays[label])
+            if buf in self.written and not a.flags.writeable:  # a donated input the caller cannot give up
+                given[buf] = a = a.copy()
+            a = a.view(_np_storage(self.program.buffers[buf].dtype))
             bound[buf] = a if a.size else np.zeros(1, a.dtype)  # an empty input still needs a valid pointer
             table[self.slots[buf]] = bound[buf].ctypes.data
         if self.call(table, env):
             raise IndexError("a gather or scatter index was out of range")
         out = {}
         for label, (buf, shape) in self.program.outputs.items():
+            if buf in self.written:  # a donated input written in place (compiler/in_place.py): handed back
+                out[label] = given[buf]
+                continue
             concrete = tuple(int(d.evaluate(env)) for d in shape)
             n = int(np.prod(concrete)) if concrete else 1
             out[label] = bound[buf][:n].copy().view(self.program.buffers[buf].dtype.np).reshape(concrete)

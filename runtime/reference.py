@@ -112,7 +112,9 @@ def execute(graph: Graph, inputs: Mapping[str, Any], dims: Mapping[str, int] | N
     arrays = {k: np.asarray(v) if not isinstance(v, np.ndarray) else v for k, v in inputs.items()}
     env = bind_symbols(graph, arrays, dims)
     needed = _live(graph)
+    in_place = in_place_scatters(graph)
     values: dict[int, np.ndarray] = {}
+    deferred: list = []  # in-place scatters and their outputs: run after every other reader of their input
     for node in graph.nodes:
         if node.id not in needed:
             continue
@@ -120,14 +122,59 @@ def execute(graph: Graph, inputs: Mapping[str, Any], dims: Mapping[str, int] | N
         if isinstance(op, ops.Weight):
             values[node.id] = graph.weight_data[op.label]
         elif isinstance(op, ops.Input):
-            values[node.id] = np.asarray(arrays[op.label], order="C")
+            given = np.asarray(arrays[op.label], order="C")
+            # A donated input is written where the caller holds it; one that cannot be written is copied first.
+            donated = op.label in in_place.values()
+            values[node.id] = np.array(given) if donated and not given.flags.writeable else given
         elif isinstance(op, (ops.Constant, ops.Iota)):
             values[node.id] = op.reference(env=env)
+        elif node.id in in_place or (isinstance(op, ops.Output) and node.inputs[0][0] in in_place):
+            deferred.append(node)
         else:
-            args = [read_view(values[src], view, env) for src, view in node.inputs]
-            out = op.reference(*args, env=env)
-            values[node.id] = np.asarray(out, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
-    return {name: np.array(values[nid], copy=True) for name, nid in graph.outputs.items()}
+            values[node.id] = _evaluate(node, values, env)
+    # Other outputs are copied first: one may be a view of a donated input's old contents.
+    results = {name: np.array(values[nid], copy=True) for name, nid in graph.outputs.items() if nid in values}
+    for node in deferred:
+        if isinstance(node.op, ops.Scatter):
+            (dest, _), index, src = node.inputs
+            args = [np.array(read_view(values[s], v, env)) for s, v in (index, src)]  # never views of `dest`
+            values[node.id] = _scatter_into(values[dest], *args)
+        else:
+            results[node.op.label] = values[node.id] = values[node.inputs[0][0]]
+    return {name: results[name] for name in graph.outputs}
+
+
+def _evaluate(node, values: dict[int, np.ndarray], env: dict[str, int]) -> np.ndarray:
+    args = [read_view(values[src], view, env) for src, view in node.inputs]
+    out = node.op.reference(*args, env=env)
+    return np.asarray(out, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+
+
+def in_place_scatters(graph: Graph) -> dict[int, str]:
+    """Scatter node id -> input name, for each scatter that may write its donated input in place: its
+    destination is that input read whole, and its only reader is the output the input was donated to."""
+    readers = graph.consumers()
+    found = {}
+    for output, source in graph.donated.items():
+        out = graph.nodes[graph.outputs[output]]
+        scatter_id, view = out.inputs[0]
+        scatter = graph.nodes[scatter_id]
+        if not isinstance(scatter.op, ops.Scatter) or not view.is_identity() or readers[scatter_id] != [out.id]:
+            continue
+        dest, dest_view = scatter.inputs[0]
+        if dest == graph.inputs[source] and dest_view.is_identity():
+            found[scatter_id] = source
+    return found
+
+
+def _scatter_into(dest: np.ndarray, indexes: np.ndarray, src: np.ndarray) -> np.ndarray:
+    """Scatter's meaning, written into `dest` itself (a donated input)."""
+    flat = dest.reshape(-1)
+    bad = (indexes < 0) | (indexes >= flat.size)
+    if bad.any():
+        raise IndexError(f"Scatter: index {int(indexes[bad].flat[0])} is out of range for {flat.size} elements")
+    flat[indexes.reshape(-1)] = src.reshape(-1)
+    return dest
 
 
 def _live(graph: Graph) -> set[int]:

@@ -37,6 +37,23 @@ def test_round_trip_keeps_graphs_weights_and_tokenizer(package_file):
     assert out["logits"].shape == (1, 320) and out["present.1.value"].shape == (1, 2, 3, 8)
 
 
+def test_the_paged_step_round_trips_with_its_donated_pools(package_file):
+    package = load_package(package_file)
+    assert package.block_size == 16 and package.paged is not None
+    assert package.paged.donated == {n: n for n in package.paged.inputs if n.startswith("pool.")}
+    assert len(package.paged.donated) == 2 * 2  # a key and a value pool per layer
+    name = "model.embed_tokens.weight"
+    assert np.shares_memory(package.graphs.prefill.weight_data[name], package.paged.weight_data[name])
+
+
+def test_a_paged_step_without_its_donations_is_refused(package_file, tmp_path):
+    package = load_package(package_file)
+    package.paged.donated = {}
+    save_package(package, tmp_path / "undonated.lpkg")
+    with pytest.raises(LLMPackageError, match="must donate each pool input"):
+        load_package(tmp_path / "undonated.lpkg")
+
+
 def _rewritten(path, change) -> bytes:
     """The package with its entries passed through `change(name, data) -> (name, data) | None`."""
     buf = io.BytesIO()

@@ -3,7 +3,10 @@
 Between steps the engine admits waiting sequences while the batch has room (prefilled together, left-padded,
 each first token chosen and delivered); then one decode step runs over every running sequence at once, each
 row's token is chosen by that sequence's sampler and delivered, and a sequence leaves the batch the step it
-finishes or is cancelled, freeing its cache rows. The KV caches stay in the engine (`KVBatch`) between steps.
+finishes or is cancelled, freeing its cache. The KV caches stay in the engine between steps: in block pools
+the step writes in place (`PagedCache`, for a model compiled with a paged step), or as one left-padded batch
+the step returns grown (`KVBatch`, models compiled before). A paged sequence reserves its blocks as it joins
+(`BlockPool`'s policy); while too few are free it waits, first in line, and is never failed for it.
 
 `run_once()` does one round of that synchronously ("burst" mode for tests); `start()` runs rounds on a thread
 that sleeps while nothing is running or waiting.
@@ -21,9 +24,11 @@ from collections.abc import Callable
 import numpy as np
 
 from luminal.nn.models.generation import positions_of
+from luminal.scheduler.generation.block_pool import PoolTooSmall, blocks_for
 from luminal.scheduler.generation.kv_batch import KVBatch
 from luminal.scheduler.generation.language_model import LanguageModel
 from luminal.scheduler.generation.logprobs import token_logprob
+from luminal.scheduler.generation.paged_cache import PagedCache
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
 from luminal.scheduler.generation.stream import Account, Delta, Failed, TokenStream
@@ -32,6 +37,9 @@ log = logging.getLogger(__name__)
 # Padded prompt tokens one prefill takes: newcomers are prefilled together, but a round of prefill delays every
 # running sequence's next token, so it is bounded.
 MAX_PREFILL_TOKENS = 4096
+# Bytes of KV pool a paged engine allocates unless told its block count: at most what max_batch sequences of
+# max_positions need.
+DEFAULT_CACHE_BYTES = 1 << 30
 
 
 class EngineBusy(RuntimeError):
@@ -44,13 +52,17 @@ class PromptTooLong(ValueError):
 
 class GenerationEngine:
     def __init__(
-        self, model: LanguageModel, max_waiting: int = 256, on_end: Callable[[TokenStream], None] | None = None
+        self,
+        model: LanguageModel,
+        max_waiting: int = 256,
+        on_end: Callable[[TokenStream], None] | None = None,
+        cache_blocks: int | None = None,
     ):
         self.model = model
         # Called on the engine thread with each sequence that ran and ended (finished or cancelled): billing.
         self.on_end = on_end
         self.max_waiting = max_waiting  # bounded: past it a new request is refused, never queued without end
-        self.batch = KVBatch(model.layers)
+        self.batch: PagedCache | KVBatch = _cache(model, cache_blocks)
         self.running: list[TokenStream] = []  # row r of the batch is running[r]
         self.waiting: deque[TokenStream] = deque()
         self._wake = threading.Condition()
@@ -75,6 +87,10 @@ class GenerationEngine:
                 f"this model's maximum context length is {self.model.max_positions} tokens; the prompt has "
                 f"{len(prompt)} and max_tokens asks for {params.max_tokens} more ({total})"
             )
+        try:
+            self.batch.check_fits(total)
+        except PoolTooSmall as e:
+            raise PromptTooLong(f"{e}: ask for fewer tokens") from None
         codec = self.model.codec
         stream = TokenStream(Sequence(prompt, params, codec.decode, codec.eos_token_ids), loop, account)
         with self._wake:
@@ -131,6 +147,7 @@ class GenerationEngine:
         except Exception as e:  # these sequences fail; the running batch goes on
             log.exception("prefill failed")
             for stream in arrivals:
+                self.batch.release(id(stream))
                 stream.put(Failed(f"prefill failed: {type(e).__name__}: {e}"))
             return
         share = (time.perf_counter() - began) / len(arrivals)
@@ -139,26 +156,33 @@ class GenerationEngine:
         for r, stream in enumerate(arrivals):
             stream.started_at, stream.compute_s = started, stream.compute_s + share
             if self._deliver(stream, out["logits"][r]):
+                self.batch.release(id(stream))
                 self._ended(stream)
             else:
                 joining.append(r)
         if joining:
-            self.batch.admit({k: v[joining] for k, v in out.items() if k != "logits"}, mask[joining])
+            owners = [id(arrivals[r]) for r in joining]
+            self.batch.admit({k: v[joining] for k, v in out.items() if k != "logits"}, mask[joining], owners)
             self.running.extend(arrivals[r] for r in joining)
 
     def _take_waiting(self) -> list[TokenStream]:
-        """The waiting sequences that join now: as many as the batch has rows for, their padded prompts within
-        MAX_PREFILL_TOKENS (one long prompt is taken alone), cancelled ones dropped."""
+        """The waiting sequences that join now, in order: as many as the batch has rows for, their padded prompts
+        within MAX_PREFILL_TOKENS (one long prompt is taken alone), each holding its cache blocks (the first that
+        cannot get them waits, and so does everyone behind it), cancelled ones dropped."""
         taken: list[TokenStream] = []
         with self._wake:
             while self.waiting and len(self.running) + len(taken) < self.model.max_batch:
                 stream = self.waiting[0]
+                if stream.cancelled:
+                    self.waiting.popleft()
+                    continue
                 width = max([len(stream.sequence.prompt)] + [len(s.sequence.prompt) for s in taken])
                 if taken and width * (len(taken) + 1) > MAX_PREFILL_TOKENS:
                     break
-                self.waiting.popleft()
-                if not stream.cancelled:
-                    taken.append(stream)
+                prompt, params = stream.sequence.prompt, stream.sequence.params
+                if not self.batch.reserve(id(stream), len(prompt) + params.max_tokens, prompt):
+                    break
+                taken.append(self.waiting.popleft())
         return taken
 
     def _step(self) -> None:
@@ -209,3 +233,18 @@ class GenerationEngine:
                 self.on_end(stream)
             except Exception:  # billing must not stop everyone's tokens; the ledger logs what it lost
                 log.exception("recording the end of a sequence failed")
+
+
+def _cache(model: LanguageModel, blocks: int | None) -> PagedCache | KVBatch:
+    """The engine's caches: block pools for a paged step (`blocks` of them, or as many as DEFAULT_CACHE_BYTES
+    holds, at most what max_batch full-length sequences need), else one growing batch."""
+    if model.block_size is None:
+        return KVBatch(model.layers)
+    graph = model.step.program.graph
+    pool = graph.nodes[graph.inputs["pool.0.key"]]
+    _, kv_heads, size, dim = pool.shape
+    if blocks is None:
+        per_block = 2 * model.layers * kv_heads * size * dim * pool.dtype.itemsize
+        longest = blocks_for(model.max_positions, size)
+        blocks = min(model.max_batch * longest, max(DEFAULT_CACHE_BYTES // per_block, longest))
+    return PagedCache(model.layers, (blocks, kv_heads, size, dim), pool.dtype.np)

@@ -8,6 +8,8 @@ uses are cut from the left, so the cache is always as long as its longest sequen
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+
 import numpy as np
 
 
@@ -26,7 +28,22 @@ class KVBatch:
     def width(self) -> int:
         return self.mask.shape[1]
 
-    def admit(self, present: dict[str, np.ndarray], mask: np.ndarray) -> None:
+    @property
+    def positions(self) -> int:
+        """Cache positions held, padding included (rows x width)."""
+        return self.rows * self.width
+
+    # The cache grows with its rows: any sequence fits, nothing is reserved (the paged cache's interface).
+    def check_fits(self, positions: int) -> None:
+        pass
+
+    def reserve(self, owner: Hashable, positions: int, prompt: Sequence[int] = ()) -> bool:
+        return True
+
+    def release(self, owner: Hashable) -> None:
+        pass
+
+    def admit(self, present: dict[str, np.ndarray], mask: np.ndarray, owners: list[Hashable] | None = None) -> None:
         """Append rows from a prefill's outputs (present.{k}.key / .value [rows, kv_heads, width, dim]) and its
         attention mask [rows, width] (left-padded: each row's real positions are its last ones)."""
         new = [present[name] for name in self._names("present")]

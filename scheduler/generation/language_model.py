@@ -1,14 +1,16 @@
 """A deployed language model: its LLM package compiled for a target (`.llmprog`), and that file loaded back for
 serving.
 
-Format 2 holds the prefill and decode-step programs' code (graph.json, kernel IR, generated source, report, per
+Format 3 holds the prefill and decode-step programs' code (graph.json, kernel IR, generated source, report, per
 program) and their weights once, in one safetensors entry both programs bind (`shared_weights`), beside the
-package's tokenizer files. Format 1 (two self-contained `.lprog` entries, each with every weight) is still read.
+package's tokenizer files; its step is the paged one (KV block pools written in place), with the manifest's
+`block_size`. Format 2 is the same with the concatenating step (packages without a paged step still compile to
+it, and it is still read, as is format 1: two self-contained `.lprog` entries, each with every weight).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,7 @@ FORMAT = BundleFormat(
     error=ArtifactError,
     stored=frozenset({WEIGHTS}),
 )
+FORMAT_V3 = replace(FORMAT, version=3)  # the step program is the paged one
 V1_PREFILL, V1_STEP = "prefill.lprog", "step.lprog"
 FORMAT_V1 = BundleFormat(  # each program self-contained: every weight twice
     name=FORMAT.name,
@@ -71,14 +74,16 @@ class LanguageModel:
     layers: int
     max_batch: int  # rows one decode step takes (the graphs' batch symbol)
     max_positions: int  # prompt plus generated tokens of one sequence
+    block_size: int | None = None  # positions per KV block of a paged step; None: the step concatenates caches
 
 
 def compile_package(package_path: Path, target: str, out_path: Path) -> None:
     """Compile an uploaded LLM package's prefill and step graphs for `target` and write the `.llmprog`."""
     package = load_package(package_path)
+    step = package.graphs.step if package.paged is None else package.paged
     programs = {
         "prefill": lm.compile(package.graphs.prefill, target=target),
-        "step": lm.compile(package.graphs.step, target=target),
+        "step": lm.compile(step, target=target),
     }
     entries: dict[str, list] = {WEIGHTS: _safetensors_parts(weights_graph({p: c.graph for p, c in programs.items()}))}
     for name, prog in programs.items():
@@ -93,12 +98,16 @@ def compile_package(package_path: Path, target: str, out_path: Path) -> None:
         "compiler_version": COMPILER_VERSION,
         "signatures": {name: signature(prog.graph) for name, prog in programs.items()},
     }
-    write_bundle(FORMAT, out_path, {**entries, **text_entries(package)}, fields)
+    if package.paged is not None:
+        fields["block_size"] = package.block_size
+    fmt = FORMAT if package.paged is None else FORMAT_V3
+    write_bundle(fmt, out_path, {**entries, **text_entries(package)}, fields)
 
 
 def load_language_model(path: Path) -> LanguageModel:
+    block_size = None
     try:
-        manifest, raw = read_bundle(FORMAT, path)
+        manifest, raw = _read_newest(path)
     except ArtifactError as error:
         try:  # compiled before the weights were stored once? (its entries are refused before any data is read)
             manifest, raw = read_bundle(FORMAT_V1, path)
@@ -107,6 +116,8 @@ def load_language_model(path: Path) -> LanguageModel:
         programs = {"prefill": load_program(bytes(raw.pop(V1_PREFILL))), "step": load_program(bytes(raw.pop(V1_STEP)))}
     else:
         programs = _programs(manifest, raw)
+        if manifest["format_version"] == FORMAT_V3.version:
+            block_size = _block_size(manifest, programs["step"].graph)
     sizes = [manifest.get(k) for k in ("layers", "max_batch", "max_positions")]
     if not all(type(v) is int and v > 0 for v in sizes):
         raise ArtifactError("manifest: layers, max_batch and max_positions must be positive integers")
@@ -122,7 +133,26 @@ def load_language_model(path: Path) -> LanguageModel:
         objects[GENERATION_CONFIG],
     )
     prefill, step = (LoadedProgram(programs[p].prepare()) for p in PROGRAMS)
-    return LanguageModel(prefill, step, codec, *sizes)
+    return LanguageModel(prefill, step, codec, *sizes, block_size)
+
+
+def _read_newest(path: Path) -> tuple[dict[str, Any], dict[str, bytearray]]:
+    """Format 3 (a paged step) or, failing that, format 2; format 3's error when neither reads."""
+    try:
+        return read_bundle(FORMAT_V3, path)
+    except ArtifactError as error:
+        try:
+            return read_bundle(FORMAT, path)
+        except ArtifactError:
+            raise error from None
+
+
+def _block_size(manifest: dict[str, Any], step: lm.Graph) -> int:
+    size = manifest.get("block_size")
+    pool = step.inputs.get("pool.0.key")
+    if type(size) is not int or pool is None or step.nodes[pool].shape[2] != size:
+        raise ArtifactError(f"manifest: block_size {size!r:.40} disagrees with the paged step's pools")
+    return size
 
 
 def _programs(manifest: dict[str, Any], raw: dict[str, bytearray]) -> dict[str, CompiledProgram]:

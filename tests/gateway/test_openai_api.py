@@ -220,6 +220,14 @@ def test_metrics_show_token_latencies_and_counts(world):
     assert values["luminal_inter_token_latency_seconds_count"] >= 5  # 6 tokens, 5 gaps
     assert values["luminal_generation_tokens"] >= 6 and values["luminal_prompt_tokens"] >= 1
     assert "luminal_sequences_running{" in text and "luminal_kv_cache_positions{" in text
+    totals = [
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("luminal_kv_cache_blocks_")
+    ]
+    in_use = [
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("luminal_kv_cache_blocks_in")
+    ]
+    assert in_use and all(n == 0 for n in in_use)  # the finished sequence gave its blocks back
+    assert any(n > 0 for n in totals)  # the pool's size
 
 
 def _reference_logprobs(world, model: str, prompt: list[int], generated: list[int]) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """Many streams at once: 20 concurrent streams of different lengths (16 run, the rest wait for a row) each equal
 their answer alone, and share decode steps; a client that disconnects mid-stream stops its sequence and frees
-its cache rows."""
+its cache blocks at once."""
 
 from __future__ import annotations
 
@@ -63,10 +63,10 @@ def test_concurrent_streams_equal_their_single_answers(world, model):
 
     assert asyncio.run(together()) == singles
     assert (engine.rows_stepped - rows) / (engine.steps - steps) > 4  # decode steps were shared
-    assert engine.batch.rows == 0 and not engine.waiting
+    assert engine.batch.rows == 0 and not engine.waiting and engine.batch.pool.in_use == 0
 
 
-def test_disconnect_stops_the_sequence_and_frees_its_rows(world):
+def test_disconnect_stops_the_sequence_and_frees_its_blocks(world):
     engine = _engine(world, "tiny-llama")
     step = engine.model.step
     original = step.run
@@ -88,7 +88,8 @@ def test_disconnect_stops_the_sequence_and_frees_its_rows(world):
         deadline = time.monotonic() + 5
         while engine.running and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert not engine.running and engine.batch.rows == 0 and engine.batch.width == 0
+        assert not engine.running and engine.batch.rows == 0 and engine.batch.positions == 0
+        assert engine.batch.pool.in_use == 0 and not engine.batch.pool.tables
         assert engine.steps - before < 40  # it stopped well before its 80 tokens
     finally:
         step.run = original

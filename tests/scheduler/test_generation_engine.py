@@ -1,6 +1,7 @@
 """The generation engine, stepped by hand: sequences of different lengths batched together each produce what
-transformers' generate() produces alone; a cancelled sequence leaves the batch and frees its cache columns;
-stop strings and end-of-sequence end text as OpenAI documents."""
+transformers' generate() produces alone, with the paged step and with the concatenating one of older files; a
+cancelled sequence leaves the batch and frees its cache blocks; stop strings and end-of-sequence end text as
+OpenAI documents."""
 
 import asyncio
 from pathlib import Path
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from luminal.compiler import ir
 from luminal.compiler.artifact import program_to_bytes
 from luminal.compiler.artifact_json import ArtifactError
 from luminal.dtypes import dtype_of
@@ -19,6 +21,7 @@ from luminal.scheduler.generation.engine import EngineBusy, GenerationEngine, Pr
 from luminal.scheduler.generation.language_model import (
     FORMAT,
     FORMAT_V1,
+    FORMAT_V3,
     V1_PREFILL,
     V1_STEP,
     compile_package,
@@ -40,6 +43,17 @@ def compiled_file(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def contiguous(compiled_file):
+    """The same model compiled from a package built before paged steps (format 2: the step concatenates)."""
+    hf, folder = compiled_file
+    package = load_package(folder / "m.lpkg")
+    package.paged = package.block_size = None
+    save_package(package, folder / "old.lpkg")
+    compile_package(folder / "old.lpkg", "cpu", folder / "old.llmprog")
+    return hf, load_language_model(folder / "old.llmprog")
+
+
+@pytest.fixture(scope="module")
 def compiled(compiled_file):
     hf, folder = compiled_file
     return hf, load_language_model(Path(folder / "m.llmprog"))
@@ -54,7 +68,15 @@ def _reference(hf, prompt: list[int], new: int) -> list[int]:
 
 
 def test_batched_sequences_equal_their_single_answers(compiled):
-    hf, model = compiled
+    _batched_sequences_equal_their_single_answers(*compiled, paged=True)
+
+
+def test_batched_sequences_equal_their_single_answers_on_an_older_file(contiguous):
+    _batched_sequences_equal_their_single_answers(*contiguous, paged=False)
+
+
+def _batched_sequences_equal_their_single_answers(hf, model, paged: bool):
+    assert (model.block_size is not None) == paged
     engine, loop = GenerationEngine(model), asyncio.new_event_loop()
     texts = ["the quick brown", "hello world, hello luminal; a compiler of", "user: what", "a", "language models"]
     streams = []
@@ -66,15 +88,17 @@ def test_batched_sequences_equal_their_single_answers(compiled):
         if k == 2:
             engine.run_once()
             assert engine.prefills == 1 and engine.batch.rows == 3  # three prompt lengths, one padded prefill
-    widths = []
+    held = []
     while engine.running or engine.waiting:
         engine.run_once()
         assert engine.batch.rows == len(engine.running) <= model.max_batch
-        widths.append(engine.batch.width)
+        held.append(engine.batch.positions)
     for s in streams:
         assert s.sequence.tokens == _reference(hf, s.sequence.prompt, s.sequence.params.max_tokens)
         assert s.sequence.finish_reason == "length"
-    assert widths[-1] == 0 and max(widths) <= 64
+    assert held[-1] == 0 and max(held) <= 4 * 64
+    if paged:
+        assert engine.batch.pool.in_use == 0 and not engine.batch.pool.tables
     loop.close()
 
 
@@ -85,10 +109,80 @@ def test_cancelled_sequence_frees_its_rows(compiled):
     short = engine.submit(model.codec.encode("a"), SamplingParams(30, temperature=0, ignore_eos=True), loop)
     engine.run_once()
     assert engine.batch.rows == 2
+    blocks = engine.batch.pool.in_use
     long.cancel()
     engine.run_once()
     assert engine.batch.rows == 1 and engine.running == [short]
-    assert engine.batch.width == len(short.sequence.prompt) + len(short.sequence.tokens) - 1
+    assert engine.batch.positions == len(short.sequence.prompt) + len(short.sequence.tokens) - 1
+    size = model.block_size
+    assert engine.batch.pool.in_use == blocks - -(-(len(long.sequence.prompt) + 30) // size)  # freed at once
+    loop.close()
+
+
+def test_a_full_pool_makes_newcomers_wait_then_run_when_a_sequence_ends(compiled):
+    hf, model = compiled
+    size = model.block_size
+    engine, loop = GenerationEngine(model, cache_blocks=4), asyncio.new_event_loop()
+    params = SamplingParams(max_tokens=2 * size, temperature=0, ignore_eos=True)
+    prompt = model.codec.encode("the quick brown")  # with 2 blocks of tokens: 3 blocks of the 4
+    first, second = engine.submit(prompt, params, loop), engine.submit(prompt, params, loop)
+    third = engine.submit(model.codec.encode("a"), SamplingParams(4, temperature=0, ignore_eos=True), loop)
+    engine.run_once()
+    # The second waits for blocks, and the third behind it (first come, first served), though one block is free.
+    assert engine.running == [first] and list(engine.waiting) == [second, third]
+    assert engine.batch.pool.in_use == 3
+    while first in engine.running:
+        engine.run_once()
+        assert engine.waiting[0] is second  # still waiting, never failed
+    while engine.running or engine.waiting:
+        engine.run_once()
+    for s in (first, second, third):
+        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, s.sequence.params.max_tokens)
+    assert engine.batch.pool.in_use == 0
+    small = GenerationEngine(model, cache_blocks=2)  # could never hold this one: refused, not left waiting
+    with pytest.raises(PromptTooLong, match="needs 3 cache blocks of 16; the pool holds 2"):
+        small.submit(prompt, params, loop)
+    loop.close()
+
+
+def test_a_common_prompt_prefix_shares_its_full_blocks(compiled):
+    hf, model = compiled
+    size = model.block_size
+    engine, loop = GenerationEngine(model), asyncio.new_event_loop()
+    text = "the quick brown fox jumps over the lazy dog, hello world; language models answer questions"
+    prompt = model.codec.encode(text)
+    assert 2 * size < len(prompt) <= 64 - 8  # two full blocks, room for 8 tokens
+    params = SamplingParams(max_tokens=8, temperature=0, ignore_eos=True)
+    first = engine.submit(prompt, params, loop)
+    engine.run_once()  # the first's prompt blocks are written and published
+    blocks = engine.batch.pool.in_use
+    variant = prompt[: 2 * size] + model.codec.encode(" luminal")  # same first two blocks, then other tokens
+    second = engine.submit(variant, params, loop)
+    engine.run_once()
+    assert engine.batch.pool.shared[id(second)] == 2
+    assert engine.batch.pool.in_use - blocks == -(-(len(variant) + 8) // size) - 2  # only its own blocks are new
+    while engine.running or engine.waiting:
+        engine.run_once()
+    for s in (first, second):
+        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, 8)
+    assert engine.batch.pool.in_use == 0 and not engine.batch.pool.index
+    loop.close()
+
+
+def test_the_compiled_step_writes_the_pools_in_place(compiled):
+    _, model = compiled
+    kernels = model.step.program.kernels
+    pools = {buf for name, buf in kernels.inputs.items() if name.startswith("pool.")}
+    scatters = [k for k in kernels.kernels if isinstance(k, ir.ScatterKernel)]
+    assert len(pools) == 2 * model.layers and {k.out for k in scatters} == pools  # each writes its pool input
+    names = [name for name in kernels.inputs if name.startswith("pool.")]
+    assert all(kernels.outputs[name][0] == kernels.inputs[name] for name in names)  # handed back, not copied
+    engine, loop = GenerationEngine(model), asyncio.new_event_loop()
+    before = dict(engine.batch.pools)
+    engine.submit(model.codec.encode("hello world"), SamplingParams(5, temperature=0, ignore_eos=True), loop)
+    while engine.running or engine.waiting:
+        engine.run_once()
+    assert engine.steps == 4 and all(engine.batch.pools[n] is a for n, a in before.items())  # never replaced
     loop.close()
 
 
@@ -149,23 +243,24 @@ def test_a_full_waiting_queue_refuses_with_engine_busy(compiled):
     loop.close()
 
 
-def test_compiled_file_holds_the_weights_once_and_old_files_still_load(compiled_file, compiled):
+def test_compiled_file_holds_the_weights_once_and_old_files_still_load(compiled_file, compiled, contiguous):
     _, folder = compiled_file
-    _, model = compiled
     package_weights = load_package(folder / "m.lpkg").graphs.prefill.weight_data
     one_copy = sum(a.nbytes for a in package_weights.values())
-    manifest, _ = read_bundle(FORMAT, folder / "m.llmprog")
+    manifest, _ = read_bundle(FORMAT_V3, folder / "m.llmprog")
     assert one_copy <= manifest["entries"][WEIGHTS]["size"] <= one_copy + 8192  # plus the safetensors header
-    prefill, step = model.prefill.program.graph.weight_data, model.step.program.graph.weight_data
-    assert set(prefill) == set(step) and all(prefill[n] is step[n] for n in prefill)  # one copy in memory too
+    for _, model in (compiled, contiguous):
+        prefill, step = model.prefill.program.graph.weight_data, model.step.program.graph.weight_data
+        assert set(prefill) == set(step) and all(prefill[n] is step[n] for n in prefill)  # one copy in memory too
     # A format-1 file (each program with its own weights) of the same programs loads and computes the same.
-    _, raw = read_bundle(FORMAT, folder / "m.llmprog")
+    _, model = contiguous
+    manifest, raw = read_bundle(FORMAT, folder / "old.llmprog")
     text = {n: [bytes(raw[n])] for n in (CONFIG, TOKENIZER) + tuple(n for n in raw if n.endswith("config.json"))}
     entries = {V1_PREFILL: [program_to_bytes(model.prefill.program)], V1_STEP: [program_to_bytes(model.step.program)]}
     fields = {k: manifest[k] for k in ("layers", "max_batch", "max_positions", "target")}
     write_bundle(FORMAT_V1, folder / "v1.llmprog", {**entries, **text}, fields)
     old = load_language_model(folder / "v1.llmprog")
-    assert (folder / "v1.llmprog").stat().st_size - (folder / "m.llmprog").stat().st_size > 0.9 * one_copy
+    assert (folder / "v1.llmprog").stat().st_size - (folder / "old.llmprog").stat().st_size > 0.9 * one_copy
     ids = np.array([[3, 4, 5, 6]], np.int64)
     feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(4)[None]}
     new_out, old_out = model.prefill.run(feed), old.prefill.run(feed)
@@ -178,7 +273,7 @@ def test_compiled_file_holds_the_weights_once_and_old_files_still_load(compiled_
 
 def test_a_tampered_weights_entry_is_refused(compiled_file, tmp_path):
     _, folder = compiled_file
-    manifest, raw = read_bundle(FORMAT, folder / "m.llmprog")
+    manifest, raw = read_bundle(FORMAT_V3, folder / "m.llmprog")
     arrays = read_safetensors(raw[WEIGHTS])
     holder = Graph()
     extra = {**arrays, "stray": np.zeros(3, np.float32)}
@@ -188,7 +283,7 @@ def test_a_tampered_weights_entry_is_refused(compiled_file, tmp_path):
     entries = {n: [bytes(v)] for n, v in raw.items()}
     entries[WEIGHTS] = _safetensors_parts(holder)
     fields = {k: v for k, v in manifest.items() if k not in ("format", "format_version", "entries")}
-    write_bundle(FORMAT, tmp_path / "bad.llmprog", entries, fields)
+    write_bundle(FORMAT_V3, tmp_path / "bad.llmprog", entries, fields)
     with pytest.raises(ArtifactError, match="no program binds"):
         load_language_model(tmp_path / "bad.llmprog")
 

@@ -1,0 +1,107 @@
+"""The KV cache's block pool: fixed-size blocks of positions, a free list, and each sequence's block table.
+
+Admission policy: a sequence reserves every block it can ever need (prompt plus max_tokens, rounded up to
+whole blocks) when it joins the batch, so a running sequence never runs out of cache and nothing is preempted.
+When the free list cannot hold a newcomer it stays waiting (its queue keeps its bound, deadline and 429 rules)
+until a running sequence ends and frees its blocks, which happens the moment it finishes, is cancelled or its
+client disconnects.
+
+Prefix sharing: a block filled entirely by prompt tokens is published under the digest of every token up to its
+end once its keys and values are written (`publish`). A later sequence whose prompt starts with the same
+tokens takes those blocks instead of new ones (a reference count each), and its prefill's copy skips them. A
+sequence only ever writes positions past its prompt, never into a shared block. A block leaves the index when
+its last holder releases it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Hashable, Sequence
+
+
+class PoolTooSmall(ValueError):
+    """One sequence needs more blocks than the whole pool holds: it could never run (a 400, not a wait)."""
+
+
+def blocks_for(positions: int, block_size: int) -> int:
+    return -(-positions // block_size)
+
+
+class BlockPool:
+    def __init__(self, blocks: int, block_size: int):
+        if blocks < 1 or block_size < 1:
+            raise ValueError(f"a block pool needs at least one block of one position, got {blocks} x {block_size}")
+        self.blocks, self.block_size = blocks, block_size
+        self.free: list[int] = list(range(blocks - 1, -1, -1))  # popped from the end: block 0 is handed out first
+        self.tables: dict[Hashable, list[int]] = {}
+        self.holders = [0] * blocks  # sequences holding each block
+        self.shared: dict[Hashable, int] = {}  # owner -> its leading blocks taken from the index (already filled)
+        self.prefixes: dict[Hashable, list[bytes]] = {}  # owner -> digests of its full prompt blocks
+        self.index: dict[bytes, int] = {}  # digest of a prompt prefix -> the published block ending it
+        self.digest_of: dict[int, bytes] = {}  # published block -> its digest
+
+    @property
+    def in_use(self) -> int:
+        return self.blocks - len(self.free)
+
+    def check_fits(self, positions: int) -> None:
+        """Raise PoolTooSmall when `positions` could not be held even by an empty pool."""
+        need = blocks_for(positions, self.block_size)
+        if need > self.blocks:
+            raise PoolTooSmall(
+                f"a sequence of {positions} positions needs {need} cache blocks of {self.block_size}; "
+                f"the pool holds {self.blocks}"
+            )
+
+    def reserve(self, owner: Hashable, positions: int, prompt: Sequence[int] = ()) -> bool:
+        """Give `owner` blocks for `positions` positions, the published blocks that begin `prompt` shared; False
+        (nothing taken) when too few are free."""
+        if owner in self.tables:
+            raise ValueError(f"{owner!r} already holds cache blocks")
+        digests = prefix_digests(prompt, self.block_size)
+        shared = []
+        for digest in digests:
+            if digest not in self.index:
+                break
+            shared.append(self.index[digest])
+        need = blocks_for(positions, self.block_size)
+        if need - len(shared) > len(self.free):
+            return False
+        table = shared + [self.free.pop() for _ in range(need - len(shared))]
+        for block in table:
+            self.holders[block] += 1
+        self.tables[owner], self.shared[owner], self.prefixes[owner] = table, len(shared), digests
+        return True
+
+    def publish(self, owner: Hashable) -> None:
+        """`owner`'s full prompt blocks now hold their keys and values: later prompts may share them."""
+        for digest, block in zip(self.prefixes.get(owner, ()), self.tables[owner]):
+            if digest not in self.index:
+                self.index[digest], self.digest_of[block] = block, digest
+
+    def release(self, owner: Hashable) -> None:
+        """Drop `owner`'s hold on its blocks; those nobody holds go back to the free list (nothing when it holds
+        none)."""
+        self.shared.pop(owner, None)
+        self.prefixes.pop(owner, None)
+        for block in reversed(self.tables.pop(owner, [])):
+            self.holders[block] -= 1
+            if self.holders[block] == 0:
+                digest = self.digest_of.pop(block, None)
+                if digest is not None:
+                    del self.index[digest]
+                self.free.append(block)
+
+    def slot(self, owner: Hashable, position: int) -> int:
+        """The pool-wide slot (block * block_size + offset) of one of `owner`'s positions."""
+        block, offset = divmod(position, self.block_size)
+        return self.tables[owner][block] * self.block_size + offset
+
+
+def prefix_digests(prompt: Sequence[int], block_size: int) -> list[bytes]:
+    """The digest of each full block's prompt prefix: every token from the start to the block's end."""
+    running, digests = hashlib.sha256(), []
+    for end in range(block_size, len(prompt) + 1, block_size):
+        running.update(b"".join(int(t).to_bytes(8, "little", signed=True) for t in prompt[end - block_size : end]))
+        digests.append(running.copy().digest())
+    return digests

@@ -1,0 +1,100 @@
+"""The running sequences' KV caches in block pools that stay in the engine: one key and one value pool per
+layer, [pool blocks, kv heads, block size, head dim], handed to every decode step and written by it in place
+(the step graph's pool outputs are donated pool inputs: `luminal.nn.models.paged_decoding`).
+
+Row r of the batch is one sequence: its length (cached positions) and its blocks (`BlockPool` tables). A
+prefill's left-padded caches are copied into the newcomers' blocks once, at admission; after that the engine
+never copies a cache: a step writes one position per row, and a finished row just gives its blocks back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from luminal.nn.models.paged_decoding import pool_name
+from luminal.scheduler.generation.block_pool import BlockPool
+
+
+class PagedCache:
+    def __init__(self, layers: int, pool_shape: tuple[int, int, int, int], dtype: np.dtype):
+        """pool_shape: (blocks, kv_heads, block_size, head_dim) of every pool."""
+        blocks, _, block_size, _ = pool_shape
+        self.layers = layers
+        self.pool = BlockPool(blocks, block_size)
+        # Zeros, not garbage: a masked position still multiplies its value by a zero weight, and 0 * nan is nan.
+        self.pools = {pool_name(k, p): np.zeros(pool_shape, dtype) for k in range(layers) for p in ("key", "value")}
+        self.owners: list[Hashable] = []  # row r's sequence
+        self.lengths = np.zeros(0, np.int64)  # row r's cached positions
+
+    @property
+    def rows(self) -> int:
+        return len(self.owners)
+
+    @property
+    def positions(self) -> int:
+        return int(self.lengths.sum())
+
+    def check_fits(self, positions: int) -> None:
+        self.pool.check_fits(positions)
+
+    def reserve(self, owner: Hashable, positions: int, prompt: Sequence[int] = ()) -> bool:
+        return self.pool.reserve(owner, positions, prompt)
+
+    def release(self, owner: Hashable) -> None:
+        self.pool.release(owner)
+
+    def admit(self, present: dict[str, np.ndarray], mask: np.ndarray, owners: list[Hashable]) -> None:
+        """Copy a prefill's caches (present.{k}.key / .value [rows, kv_heads, width, dim], left-padded as `mask`
+        [rows, width] says) into the blocks each owner reserved, except the shared ones already holding them,
+        publish its full prompt blocks, and add the rows."""
+        lengths = np.asarray(mask, np.int64).sum(axis=1)
+        size = self.pool.block_size
+        for r, (owner, length) in enumerate(zip(owners, lengths)):
+            width, table = mask.shape[1], self.pool.tables[owner]
+            for b in range(self.pool.shared[owner], -(-int(length) // size)):
+                block, start = table[b], width - length + b * size
+                stop = min(start + size, width)
+                for k in range(self.layers):
+                    for part in ("key", "value"):
+                        cache = present[f"present.{k}.{part}"]
+                        self.pools[pool_name(k, part)][block, :, : stop - start] = cache[r, :, start:stop]
+            self.pool.publish(owner)
+        self.owners.extend(owners)
+        self.lengths = np.concatenate([self.lengths, lengths])
+
+    def step_feed(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
+        """The paged step's inputs: each row's newest token, its length, its blocks and where its new key goes."""
+        size = self.pool.block_size
+        width = max(-(-int(self.lengths.max()) // size), 1)  # blocks holding the longest row's cached positions
+        table = np.empty((self.rows, width), np.int64)
+        for r, owner in enumerate(self.owners):
+            blocks = self.pool.tables[owner][:width]
+            table[r, : len(blocks)], table[r, len(blocks) :] = blocks, blocks[0]  # past a row's length: masked
+        slots = [self.pool.slot(owner, int(n)) for owner, n in zip(self.owners, self.lengths)]
+        feed = {
+            "input_ids": tokens.reshape(-1, 1).astype(np.int64),
+            "position_ids": self.lengths[:, None].copy(),
+            "block_table": table,
+            "slots": np.array(slots, np.int64)[:, None],
+        }
+        feed.update(self.pools)
+        return feed
+
+    def advance(self, outputs: dict[str, np.ndarray]) -> None:
+        """Every row gained one cached position. A runtime that writes in place hands the same pools back; one
+        that copies hands new ones, which are kept instead."""
+        for name in self.pools:
+            self.pools[name] = outputs[name]
+        self.lengths = self.lengths + 1
+
+    def remove(self, rows: list[int]) -> None:
+        """Drop rows, their blocks back in the free list at once."""
+        if not rows:
+            return
+        gone = set(rows)
+        for r in rows:
+            self.release(self.owners[r])
+        self.owners = [o for r, o in enumerate(self.owners) if r not in gone]
+        self.lengths = np.delete(self.lengths, rows)

@@ -1,0 +1,56 @@
+"""The KV block pool: blocks reserved whole for a sequence's prompt plus max_tokens, refused (nothing taken)
+when too few are free, returned at once, and slots laid out block by block."""
+
+import pytest
+
+from luminal.scheduler.generation.block_pool import BlockPool, PoolTooSmall
+
+
+def test_reserve_takes_whole_blocks_and_refuses_without_taking_any():
+    pool = BlockPool(blocks=4, block_size=16)
+    assert pool.reserve("a", 33)  # 3 blocks
+    assert pool.in_use == 3 and pool.tables["a"] == [0, 1, 2]
+    assert not pool.reserve("b", 17)  # needs 2, 1 free: nothing is taken
+    assert pool.in_use == 3 and "b" not in pool.tables
+    assert pool.reserve("c", 16)
+    pool.release("a")
+    assert pool.in_use == 1 and pool.reserve("b", 17)
+    assert set(pool.tables["b"]).isdisjoint(pool.tables["c"])
+
+
+def test_slots_follow_the_block_table():
+    pool = BlockPool(blocks=8, block_size=4)
+    pool.reserve("x", 2)
+    pool.reserve("y", 9)  # blocks 1, 2, 3
+    assert [pool.slot("y", p) for p in (0, 3, 4, 8)] == [4, 7, 8, 12]
+
+
+def test_a_sequence_larger_than_the_pool_is_named_and_double_reservations_refused():
+    pool = BlockPool(blocks=2, block_size=16)
+    pool.check_fits(32)
+    with pytest.raises(PoolTooSmall, match="needs 3 cache blocks of 16; the pool holds 2"):
+        pool.check_fits(33)
+    pool.reserve("a", 1)
+    with pytest.raises(ValueError, match="already holds"):
+        pool.reserve("a", 1)
+    pool.release("a")
+    pool.release("a")  # releasing twice is harmless
+    assert pool.in_use == 0
+
+
+def test_published_prompt_blocks_are_shared_and_freed_with_their_last_holder():
+    pool = BlockPool(blocks=6, block_size=4)
+    prompt = list(range(10, 20))  # 10 tokens: 2 full blocks
+    assert pool.reserve("a", 12, prompt) and pool.shared["a"] == 0
+    assert pool.reserve("b", 12, prompt) and pool.shared["b"] == 0  # nothing published yet: b's own blocks
+    pool.release("b")
+    pool.publish("a")
+    assert pool.reserve("c", 14, prompt[:9] + [99])  # same first 2 blocks, a different 3rd token block
+    assert pool.shared["c"] == 2 and pool.tables["c"][:2] == pool.tables["a"][:2]
+    assert pool.in_use == 3 + 2  # c took 2 shared + 2 new of its 4
+    assert not pool.reserve("d", 8, [10, 11, 12, 99])  # the first block differs: nothing shared, 2 of 1 free
+    pool.release("a")
+    assert pool.in_use == 4 and len(pool.index) == 2  # c still holds the shared blocks, still published
+    pool.release("c")
+    assert pool.in_use == 0 and not pool.index and not pool.digest_of
+    assert pool.reserve("e", 12, prompt) and pool.shared["e"] == 0  # unpublished once nobody held them
