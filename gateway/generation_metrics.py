@@ -84,7 +84,7 @@ class EngineCollector(Collector):
                 labels=["program"],
             ),
             "pool": GaugeMetricFamily(
-                "luminal_kv_cache_blocks_total", "KV cache blocks in the pool (paged engines)", labels=["program"]
+                "luminal_kv_cache_blocks_capacity", "KV cache blocks in the pool (paged engines)", labels=["program"]
             ),
         }
         for key, engine in self.engines.snapshot():

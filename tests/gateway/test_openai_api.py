@@ -221,7 +221,9 @@ def test_metrics_show_token_latencies_and_counts(world):
     assert values["luminal_generation_tokens"] >= 6 and values["luminal_prompt_tokens"] >= 1
     assert "luminal_sequences_running{" in text and "luminal_kv_cache_positions{" in text
     totals = [
-        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("luminal_kv_cache_blocks_")
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("luminal_kv_cache_blocks_capacity")
     ]
     in_use = [
         float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("luminal_kv_cache_blocks_in")
