@@ -136,26 +136,17 @@ DIAGONALS = [
 ]
 
 
-@pytest.mark.parametrize("equation,shapes", EINSUMS)
-def test_einsum(equation, shapes):
+@pytest.mark.parametrize(
+    "equation,shapes,symbolic", [(*case, True) for case in EINSUMS] + [(*case, False) for case in DIAGONALS]
+)
+def test_einsum(equation, shapes, symbolic):
     check(
         "einsum",
         lambda *xs: torch.einsum(equation, *xs),
         lambda *xs: F.einsum(equation, *xs),
         shapes=shapes,
         reduction=True,
-    )
-
-
-@pytest.mark.parametrize("equation,shapes", DIAGONALS)
-def test_einsum_diagonals(equation, shapes):
-    check(
-        "einsum",
-        lambda *xs: torch.einsum(equation, *xs),
-        lambda *xs: F.einsum(equation, *xs),
-        shapes=shapes,
-        reduction=True,
-        symbolic=False,
+        symbolic=symbolic,
     )
 
 
