@@ -166,6 +166,23 @@ def substitute_indices(v: ir.Value, table: dict[str, Expr]) -> ir.Value:
     return v
 
 
+def _guarded_extents(valid: Expr, extents: dict[str, Expr]) -> dict[str, Expr]:
+    """`extents` narrowed by a guard's `var < bound` terms: under the guard the variable stays below `bound`.
+    A concatenation's first part reads its producer under `_i2 < n` while its loop runs to n + 1; without the
+    bound the read's axes do not match the producer's and its index goes through divisions by symbolic extents."""
+    narrowed = dict(extents)
+    terms = [valid]
+    while terms:
+        term = terms.pop()
+        if term.op == "and":
+            terms.extend(a for a in term.args if isinstance(a, Expr))
+        elif term.op == "lt" and term.args[0].op == "var" and term.args[0].args[0] in narrowed:
+            name, bound = term.args[0].args[0], term.args[1]
+            if bound.lo >= 1:  # extents elsewhere are at least 1 (a later max(1) would not match the producer)
+                narrowed[name] = bound
+    return narrowed
+
+
 def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value, extents: dict[str, Expr]) -> ir.Value:
     """`v` with loads of the producer's buffer replaced by `body` (the producer's, renamed) at their indices.
     `extents`: the range of every loop variable in scope (the consumer's axes, enclosing reductions)."""
@@ -173,7 +190,7 @@ def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value, extents
         # At a constant index (a row of a stack, an unrolled step) some of the producer's guards are decided.
         return settle(substitute_indices(body, unflatten(v.index, producer.shape, extents)))
     if isinstance(v, ir.Guard):
-        return replace(v, value=_replace_loads(v.value, producer, body, extents))
+        return replace(v, value=_replace_loads(v.value, producer, body, _guarded_extents(v.valid, extents)))
     if isinstance(v, ir.Apply):
         return replace(v, args=tuple(_replace_loads(a, producer, body, extents) for a in v.args))
     if isinstance(v, ir.Reduce):

@@ -55,11 +55,14 @@ class Lowering:
         for k, (d, s) in enumerate(zip(shape, contiguous_strides(shape))):
             q = g // (s if s.lo >= 1 else s.max(1))
             table[f"_i{k}"] = q if k == 0 else q % (as_expr(d) if as_expr(d).lo >= 1 else as_expr(d).max(1))
+        # A contiguous view is read at g itself: its unflattening re-flattens to g, which the simplifier cannot
+        # show without knowing g's range (a paged cache's pool read paid four divisions per element for it).
+        contiguous = bool(data_view.is_contiguous())
         return ir.GatherLoad(
             self.materialized(data),
             at,
-            _remap(data_view.index, table),
-            _remap(data_view.valid, table),
+            g if contiguous else _remap(data_view.index, table),
+            const(1) if contiguous else _remap(data_view.valid, table),
             dims_product(shape),
             self.graph.nodes[data].dtype,
         )

@@ -88,3 +88,44 @@ def test_symbolic_batch_and_sequence_keep_a_fused_linear_a_gemm():
     assert sum(codegen_gemm.plan(k) is not None for k in prog.kernels.kernels) == 1
     feed = {"x": rng.standard_normal((3, 17, 24)).astype(np.float32)}
     np.testing.assert_allclose(prog.run(feed)["y"], lm.run(g, feed)["y"], rtol=1e-4, atol=1e-4)
+
+
+def _divisions(e) -> list:
+    """The div/mod nodes of an index expression."""
+    found = [e] if e.op in ("div", "mod") else []
+    return found + [d for a in e.args if isinstance(a, lm.symbolic.Expr) for d in _divisions(a)]
+
+
+def _index_expressions(kernel) -> list:
+    found = []
+    for n in ir.walk(kernel.body):
+        if isinstance(n, ir.Load):
+            found.append(n.index)
+        elif isinstance(n, ir.GatherLoad):
+            found += [n.index, n.valid]
+    return found
+
+
+def test_a_gather_concatenated_with_a_row_reads_by_its_own_axes():
+    # The paged KV cache's read: rows of a pool gathered by a table, followed by the step's own row. The
+    # concatenation reads the gather under `_i0 < rows`: its axes match the gather's (no division by the symbolic
+    # extent), and the pool, read whole, is read at the gathered position itself (no division at all).
+    g = lm.Graph()
+    rows, blocks = lm.sym("rows", max=32), lm.sym("blocks", max=64)
+    pool, table = g.input("pool", (blocks, 2, 8)), g.input("table", (1, rows, 1), lm.int64)
+    new = g.input("new", (2, 1, 8))
+    within = lm.hl.prim.iota(g, lm.view.idx(0, 2) * 8 + lm.view.idx(2, 8), (2, rows, 8))
+    reads = lm.hl.prim.broadcast_to(table, (2, rows, 8)) * 16 + within
+    lm.hl.combine.cat([lm.hl.prim.gather(pool, reads), new], dim=1).output("y")
+    fused = fuse_single_consumers(lower(g), get_target("cpu"))
+    indexes = [e for k in fused.kernels for e in _index_expressions(k)]
+    assert not [d for e in indexes for d in _divisions(e) if d.args[1].symbols()]
+    gathers = [n for k in fused.kernels for n in ir.walk(k.body) if isinstance(n, ir.GatherLoad)]
+    assert gathers and all(not _divisions(n.index) for n in gathers)
+    rng = np.random.default_rng(4)
+    feeds = {
+        "pool": rng.standard_normal((9, 2, 8)).astype(np.float32),
+        "table": rng.integers(0, 9, (1, 5, 1)).astype(np.int64),
+        "new": rng.standard_normal((2, 1, 8)).astype(np.float32),
+    }
+    np.testing.assert_array_equal(lm.compile(g, cache=False).run(feeds)["y"], lm.run(g, feeds)["y"])

@@ -15,10 +15,11 @@ Attention reads each row's keys as a gather by block table, [batch, kv_heads, ro
 masked past the row's length, followed by the step's own key (the model appends it as it appends to any cache).
 Key order does not matter to attention once positions are rotated in, so keys need not be contiguous.
 
-Known cost (compiled CPU): the gather is fused into the cache concatenation, and fusing through the symbolic
-`row_blocks * block_size` axis leaves integer divisions by symbolic extents in every gathered element's index,
-so a step reads its cache more slowly than the concatenating step copies it. A paged attention kernel reading
-the pools through the block table (or index simplification that proves those quotients) is what removes it.
+Compiled (CPU), the gather fuses into the cache concatenation as one table load and one pool load per element:
+the fusion reads the concatenation's first part under its guard (`_i2 < row_blocks * block_size`), so its axes
+match the gather's, and a gather from a whole pool reads at the flat position itself (compiler/fuse.py,
+compiler/lower.py). The step still builds a [batch, kv_heads, past + 1, dim] buffer per layer, as the
+concatenating step does; a paged attention kernel reading the pools through the block table would not.
 """
 
 from __future__ import annotations
