@@ -125,6 +125,8 @@ def test_external_services_and_keys_by_value():
     assert services["LUMINAL_ARTIFACT_URL"] == "s3://luminal-artifacts/prod"
     assert services["AWS_SECRET_ACCESS_KEY"] == "example/secret/key+value"
     assert services["AWS_DEFAULT_REGION"] == "eu-central-1"
+    assert services["LUMINAL_ARTIFACT_CACHE_BYTES"] == "21474836480"  # every pod's cache limit, workers' too
+    assert Settings(artifact_cache_bytes=services["LUMINAL_ARTIFACT_CACHE_BYTES"]).artifact_cache_bytes == 20 << 30
     keys = find(documents, "Secret", "demo-luminal-keys")["stringData"]
     assert keys["LUMINAL_BOOTSTRAP_KEY"] == values["secrets"]["bootstrapKey"]
     assert set(keys) == {
@@ -171,6 +173,7 @@ def test_autoscaling():
         ({"gatway": {"replicas": 3}}, "'gatway' not allowed"),  # a misspelt key is no silent default
         ({"gateway": {"replicas": "three"}}, "/gateway/replicas"),
         ({"secrets": {"adminToken": "short"}}, "/secrets/adminToken"),
+        ({"externalServices": {"s3": {"cacheBytes": -1}}}, "/externalServices/s3/cacheBytes"),
         ({"externalServices": {"redis": {"url": "http://cache"}}}, "/externalServices/redis/url"),
     ],
 )
