@@ -116,28 +116,8 @@ def _climb(path: list[ir.Value], inverse: dict[str, Expr], available, gemv: ir.L
     return chain
 
 
-def _rebuilt(v: ir.Value, change) -> ir.Value:
-    """`v` with each node for which `change(node)` gives a value replaced by it (outermost first)."""
-    new = change(v)
-    if new is not None:
-        return new
-    if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(_rebuilt(a, change) for a in v.args))
-    if isinstance(v, ir.Guard):
-        return replace(v, value=_rebuilt(v.value, change))
-    if isinstance(v, ir.Reduce):
-        return replace(v, body=_rebuilt(v.body, change))
-    if isinstance(v, ir.GatherLoad):
-        return replace(v, at=_rebuilt(v.at, change))
-    if isinstance(v, ir.Contract):
-        return replace(v, a=_rebuilt(v.a, change), b=_rebuilt(v.b, change))
-    if isinstance(v, ir.Attend):
-        return replace(v, **{f: _rebuilt(getattr(v, f), change) for f in ("q", "k", "v", "bias")})
-    return v
-
-
 def _replace_node(v: ir.Value, old: ir.Value, new: ir.Value) -> ir.Value:
-    return _rebuilt(v, lambda n: new if n == old else None)
+    return ir.rebuilt(v, lambda n: new if n == old else None)
 
 
 def _loop_vars(kernel: ir.LoopKernel) -> set[str]:
@@ -229,4 +209,4 @@ def _reading_stored(reader: ir.LoopKernel, reads: list[Read], depth: int, buffer
 
 
 def _rename_loads(v: ir.Value, old: str, new: str) -> ir.Value:
-    return _rebuilt(v, lambda n: replace(n, buffer=new) if isinstance(n, ir.Load) and n.buffer == old else None)
+    return ir.rebuilt(v, lambda n: replace(n, buffer=new) if isinstance(n, ir.Load) and n.buffer == old else None)

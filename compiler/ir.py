@@ -12,7 +12,7 @@ it); symbolic dims stay symbolic until the program runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from luminal.dtypes import DType
 from luminal.symbolic import Expr, as_expr
@@ -231,6 +231,32 @@ def children(v: Value) -> tuple[Value, ...]:
     if isinstance(v, Attend):
         return (v.q, v.k, v.v, v.bias)
     return ()
+
+
+def with_children(v: Value, kids: tuple[Value, ...]) -> Value:
+    """`v` reading `kids` in place of `children(v)`, in that order."""
+    if isinstance(v, Apply):
+        return replace(v, args=tuple(kids))
+    if isinstance(v, Guard):
+        return replace(v, value=kids[0])
+    if isinstance(v, Reduce):
+        return replace(v, body=kids[0])
+    if isinstance(v, GatherLoad):
+        return replace(v, at=kids[0])
+    if isinstance(v, Contract):
+        return replace(v, a=kids[0], b=kids[1])
+    if isinstance(v, Attend):
+        return replace(v, q=kids[0], k=kids[1], v=kids[2], bias=kids[3])
+    return v
+
+
+def rebuilt(v: Value, change) -> Value:
+    """`v` with each node for which `change(node)` gives a value replaced by it (outermost first)."""
+    new = change(v)
+    if new is not None:
+        return new
+    kids = children(v)
+    return with_children(v, tuple(rebuilt(k, change) for k in kids)) if kids else v
 
 
 def walk(v: Value):
