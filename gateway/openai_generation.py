@@ -149,13 +149,15 @@ class Answer:
             self.stream.cancel()  # a no-op for a finished sequence
 
     async def _timed(self) -> AsyncIterator[Delta]:
-        """The stream's deltas, each token's time observed; the tokens counted when it ends."""
+        """The stream's deltas, each token's time observed; the tokens counted when it ends (its prompt only if it
+        was read: a sequence that expired or was cancelled while waiting never ran)."""
         try:
             async for delta in self.stream:
                 self.timer.token(time.perf_counter())
                 yield delta
         finally:
-            self.timer.ended(self.stream.prompt_tokens, self.stream.completion_tokens)
+            read = self.stream.prompt_tokens if self.stream.started_at is not None else 0
+            self.timer.ended(read, self.stream.completion_tokens)
 
     def _logprobs(self, tokens: list[TokenLogprob]) -> dict[str, Any] | None:
         return None if self.logprobs is None else self.logprobs(tokens)

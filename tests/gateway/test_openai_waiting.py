@@ -37,6 +37,7 @@ def _complete(world, **extra):
 
 
 def test_priority_and_timeout_reach_the_waiting_line(world, engine):
+    counted = _prompt_tokens_counted(world)
     limit = world.app.state.platform.settings.request_timeout_s
     submitted = []
     original = engine.submit
@@ -56,6 +57,7 @@ def test_priority_and_timeout_reach_the_waiting_line(world, engine):
         del engine.submit
     assert submitted == [(5, limit), (1, 2.5), (10, limit)]
     assert len(set(answers)) == 1  # the same greedy text at any priority
+    assert _prompt_tokens_counted(world) > counted  # the counter this file's expiry tests read does count
 
 
 @pytest.mark.parametrize(
@@ -73,15 +75,22 @@ def _jumping_clock():
     return itertools.count(0.0, 1000.0).__next__
 
 
+def _prompt_tokens_counted(world) -> float:
+    registry = world.app.state.platform.metrics.registry
+    samples = [s for m in registry.collect() if m.name == "luminal_prompt_tokens" for s in m.samples]
+    return sum(s.value for s in samples if s.name.endswith("_total") and s.labels["model"] == MODEL)
+
+
 def test_an_expired_sequence_is_a_504_and_never_runs(world, engine):
     engine.waiting.clock = _jumping_clock()
-    prefills = engine.prefills
+    prefills, prompt_tokens = engine.prefills, _prompt_tokens_counted(world)
     with pytest.raises(openai.InternalServerError) as caught:
         _complete(world, queue_timeout=5)
     error = caught.value
     assert error.status_code == 504 and error.body["code"] == "timeout"
     assert "timeout passed before generation started" in error.body["message"]
     assert engine.prefills == prefills and not engine.waiting
+    assert _prompt_tokens_counted(world) == prompt_tokens  # its prompt was never read
 
 
 def test_an_expired_stream_ends_with_an_error_event(world, engine):
