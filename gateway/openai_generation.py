@@ -5,6 +5,10 @@ A streamed answer is a series of `data: {chunk}` events ending in `data: [DONE]`
 stream_options.include_usage the last chunk before [DONE] has no choices and carries the usage (and every other
 chunk `"usage": null`), as OpenAI sends them. A client that goes away cancels its sequence: the engine drops it
 (and its cache rows) before its next step.
+
+A sequence waits for a place in the batch at its `priority` for at most its `queue_timeout` (capped by the
+platform's request_timeout_s, the wait an inference request is allowed); past it the answer is a 504, as for an
+expired inference request, or an error event when the stream has started.
 """
 
 from __future__ import annotations
@@ -24,15 +28,16 @@ from starlette.concurrency import run_in_threadpool
 from luminal.gateway.generation_metrics import GenerationMetrics, SequenceTimer
 from luminal.gateway.metrics import ModelLabels
 from luminal.gateway.openai_errors import OpenAIError
-from luminal.gateway.openai_schemas import SamplingFields
+from luminal.gateway.openai_schemas import SamplingFields, SchedulingFields
 from luminal.gateway.platform import Platform
 from luminal.gateway.routers.inference import resolve_ready
 from luminal.gateway.uploads import LLM_KIND
 from luminal.scheduler.generation.engine import GenerationEngine, PromptTooLong
 from luminal.scheduler.generation.logprobs import TokenLogprob
 from luminal.scheduler.generation.sampling import SamplingParams
-from luminal.scheduler.generation.stream import Account, Delta, GenerationFailed, TokenStream
+from luminal.scheduler.generation.stream import Account, Delta, GenerationFailed, TokenStream, WaitExpired
 from luminal.scheduler.generation.tokenizer import TextCodec
+from luminal.scheduler.work import effective_priority
 from luminal.store.tables import Tenant
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
@@ -47,13 +52,18 @@ class Served:
     name: str
     deployment: dict[str, Any]
     metrics: GenerationMetrics
+    max_wait_s: float  # the longest a sequence waits for a place in the batch (Settings.request_timeout_s)
 
-    def start(self, prompt: list[int], params: SamplingParams) -> tuple[TokenStream, SequenceTimer]:
+    def start(
+        self, prompt: list[int], params: SamplingParams, scheduling: SchedulingFields
+    ) -> tuple[TokenStream, SequenceTimer]:
         """Queue the sequence under a new request id; its deltas arrive on this request's event loop."""
         d = self.deployment
         arrived = time.perf_counter()
         account = Account(uuid.uuid4().hex, d["id"], self.tenant_id, d["gpu_type"], self.name, int(d["version"]))
-        stream = self.engine.submit(prompt, params, asyncio.get_running_loop(), account)
+        wait = self.max_wait_s if scheduling.queue_timeout is None else min(scheduling.queue_timeout, self.max_wait_s)
+        loop = asyncio.get_running_loop()
+        stream = self.engine.submit(prompt, params, loop, account, effective_priority(scheduling.priority), wait)
         return stream, self.metrics.sequence(ModelLabels.of(self.name, d["version"], d["id"]), arrived)
 
 
@@ -63,7 +73,8 @@ async def language_model(platform: Platform, tenant: Tenant, name: str) -> Serve
     if deployment["signature"].get("kind") != LLM_KIND:
         raise OpenAIError(400, f"model {name!r} is not a language model (serve it with /v2/models)", "model")
     engine = await run_in_threadpool(platform.generation.get, deployment["program_key"])
-    return Served(engine, tenant.id, name, deployment, platform.generation_metrics)
+    metrics, max_wait_s = platform.generation_metrics, platform.settings.request_timeout_s
+    return Served(engine, tenant.id, name, deployment, metrics, max_wait_s)
 
 
 def check_token_ids(codec: TextCodec, ids: list[int], param: str) -> None:
@@ -132,19 +143,21 @@ class Answer:
                     tokens.append(delta.logprob)
             return "".join(parts), reason, self._logprobs(tokens)
         except GenerationFailed as e:
-            raise OpenAIError(500, str(e)) from None
+            raise _failure(e) from None
         finally:
             watcher.cancel()
             self.stream.cancel()  # a no-op for a finished sequence
 
     async def _timed(self) -> AsyncIterator[Delta]:
-        """The stream's deltas, each token's time observed; the tokens counted when it ends."""
+        """The stream's deltas, each token's time observed; the tokens counted when it ends (its prompt only if it
+        was read: a sequence that expired or was cancelled while waiting never ran)."""
         try:
             async for delta in self.stream:
                 self.timer.token(time.perf_counter())
                 yield delta
         finally:
-            self.timer.ended(self.stream.prompt_tokens, self.stream.completion_tokens)
+            read = self.stream.prompt_tokens if self.stream.started_at is not None else 0
+            self.timer.ended(read, self.stream.completion_tokens)
 
     def _logprobs(self, tokens: list[TokenLogprob]) -> dict[str, Any] | None:
         return None if self.logprobs is None else self.logprobs(tokens)
@@ -168,10 +181,18 @@ class Answer:
             if include_usage:
                 yield _event(self.envelope(self.chunk_object, [], usage=self.usage()))
         except GenerationFailed as e:
-            yield _event(OpenAIError(500, str(e)).body())
+            yield _event(_failure(e).body())
         finally:
             self.stream.cancel()  # the client went away mid-stream (or the stream ended: then a no-op)
         yield "data: [DONE]\n\n"
+
+
+def _failure(e: GenerationFailed) -> OpenAIError:
+    """A sequence that waited past its deadline is a 504 (as an expired inference request); any other failure
+    is ours, a 500."""
+    if isinstance(e, WaitExpired):
+        return OpenAIError(504, str(e), None, "timeout")
+    return OpenAIError(500, str(e))
 
 
 def _event(data: dict[str, Any]) -> str:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
+
+from luminal.scheduler.work import effective_priority
 
 MAX_STOPS = 4  # OpenAI's limit on stop sequences
 MAX_STOP_TOKEN_IDS = 64
@@ -19,8 +21,27 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-class SamplingFields(BaseModel):
-    """What completions and chat completions share."""
+class SchedulingFields(BaseModel):
+    """When a sequence joins the batch, given in extra_body (vLLM's `priority` field, numbered as inference
+    requests number it): as inference requests, a waiting sequence is queued by priority level, then arrival."""
+
+    model_config = ConfigDict(extra="ignore")
+    # 1 most urgent .. 10; 0 the default level. (vLLM takes any integer, lower first; here, as for /v2 inference
+    # requests, the range is 1..10 and 0 means the default level 5.)
+    priority: StrictInt = 0
+    # Seconds the sequence may wait for a place in the batch; capped by the platform's request_timeout_s, which
+    # is also the wait allowed without it. Past it the request is answered 504 and never runs.
+    queue_timeout: float | None = Field(default=None, gt=0)
+
+    @field_validator("priority")
+    @classmethod
+    def _priority_in_range(cls, priority: int) -> int:
+        effective_priority(priority)  # raises naming the range
+        return priority
+
+
+class SamplingFields(SchedulingFields):
+    """What completions and chat completions share: sampling, streaming, and when the sequence joins the batch."""
 
     model_config = ConfigDict(extra="ignore")
     model: StrictStr = Field(min_length=1, max_length=128)

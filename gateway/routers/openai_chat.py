@@ -37,7 +37,7 @@ async def create_chat_completion(request: Request, tenant: TenantDep, platform: 
     params = sampling_params(body, body.token_limit(), ids, engine.model.max_positions)
     first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
     logprobs = None if params.logprobs is None else ChatLogprobs(engine.model.codec)
-    answer = Answer(body.model, served.start(ids, params), "chatcmpl", CHUNK, _delta, first, logprobs)
+    answer = Answer(body.model, served.start(ids, params, body), "chatcmpl", CHUNK, _delta, first, logprobs)
     if body.stream:
         return answer.sse(body.include_usage)
     text, reason, token_logprobs = await answer.collect(request)

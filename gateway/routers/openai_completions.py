@@ -32,7 +32,7 @@ async def create_completion(request: Request, tenant: TenantDep, platform: Platf
     check_token_ids(engine.model.codec, ids, "prompt")
     params = sampling_params(body, body.max_tokens, ids, engine.model.max_positions)
     logprobs = None if params.logprobs is None else CompletionLogprobs(engine.model.codec)
-    answer = Answer(body.model, served.start(ids, params), "cmpl", "text_completion", _choice, logprobs=logprobs)
+    answer = Answer(body.model, served.start(ids, params, body), "cmpl", "text_completion", _choice, logprobs=logprobs)
     if body.stream:
         return answer.sse(body.include_usage)
     text, reason, token_logprobs = await answer.collect(request)

@@ -6,7 +6,8 @@ row's token is chosen by that sequence's sampler and delivered, and a sequence l
 finishes or is cancelled, freeing its cache. The KV caches stay in the engine between steps: in block pools
 the step writes in place (`PagedCache`, for a model compiled with a paged step), or as one left-padded batch
 the step returns grown (`KVBatch`, models compiled before). A paged sequence reserves its blocks as it joins
-(`BlockPool`'s policy); while too few are free it waits, first in line, and is never failed for it.
+(`BlockPool`'s policy); while too few are free it waits, first in line, and is never failed for it. Waiting
+sequences are ordered by priority, then arrival, and may have a deadline for joining (waiting.py).
 
 `run_once()` does one round of that synchronously ("burst" mode for tests); `start()` runs rounds on a thread
 that sleeps while nothing is running or waiting.
@@ -18,7 +19,6 @@ import asyncio
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -32,6 +32,9 @@ from luminal.scheduler.generation.paged_cache import PagedCache
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
 from luminal.scheduler.generation.stream import Account, Delta, Failed, TokenStream
+from luminal.scheduler.generation.waiting import EngineBusy as EngineBusy  # submit raises it: import it from here
+from luminal.scheduler.generation.waiting import WaitingLine
+from luminal.scheduler.work import DEFAULT_PRIORITY
 
 log = logging.getLogger(__name__)
 # Padded prompt tokens one prefill takes: newcomers are prefilled together, but a round of prefill delays every
@@ -40,10 +43,6 @@ MAX_PREFILL_TOKENS = 4096
 # Bytes of KV pool a paged engine allocates unless told its block count: at most what max_batch sequences of
 # max_positions need.
 DEFAULT_CACHE_BYTES = 1 << 30
-
-
-class EngineBusy(RuntimeError):
-    """Too many sequences are already waiting for a place in the batch (a 429)."""
 
 
 class PromptTooLong(ValueError):
@@ -57,14 +56,14 @@ class GenerationEngine:
         max_waiting: int = 256,
         on_end: Callable[[TokenStream], None] | None = None,
         cache_blocks: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.model = model
         # Called on the engine thread with each sequence that ran and ended (finished or cancelled): billing.
         self.on_end = on_end
-        self.max_waiting = max_waiting  # bounded: past it a new request is refused, never queued without end
         self.batch: PagedCache | KVBatch = _cache(model, cache_blocks)
         self.running: list[TokenStream] = []  # row r of the batch is running[r]
-        self.waiting: deque[TokenStream] = deque()
+        self.waiting = WaitingLine(max_waiting, clock)  # its clock times the waiting sequences' deadlines
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -78,7 +77,11 @@ class GenerationEngine:
         params: SamplingParams,
         loop: asyncio.AbstractEventLoop,
         account: Account | None = None,
+        priority: int = DEFAULT_PRIORITY,
+        timeout_s: float | None = None,
     ) -> TokenStream:
+        """Queue a sequence at `priority` (1 most urgent .. 10) to join the batch within `timeout_s` seconds (None:
+        no deadline); it ends with Expired if it cannot. Raises EngineBusy when too many already wait."""
         total = len(prompt) + params.max_tokens
         if not prompt:
             raise PromptTooLong("the prompt is empty: it must hold at least one token")
@@ -94,9 +97,7 @@ class GenerationEngine:
         codec = self.model.codec
         stream = TokenStream(Sequence(prompt, params, codec.decode, codec.eos_token_ids), loop, account)
         with self._wake:
-            if len(self.waiting) >= self.max_waiting:
-                raise EngineBusy(f"{len(self.waiting)} sequences are already waiting for this model; retry later")
-            self.waiting.append(stream)
+            self.waiting.add(stream, priority, timeout_s)
             self._wake.notify()
         return stream
 
@@ -110,7 +111,7 @@ class GenerationEngine:
             self._wake.notify()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        for stream in [*self.running, *self.waiting]:
+        for stream in [*self.running, *self.waiting.drain()]:
             stream.put(Failed("the model was unloaded"))
 
     def _loop(self) -> None:
@@ -168,21 +169,20 @@ class GenerationEngine:
     def _take_waiting(self) -> list[TokenStream]:
         """The waiting sequences that join now, in order: as many as the batch has rows for, their padded prompts
         within MAX_PREFILL_TOKENS (one long prompt is taken alone), each holding its cache blocks (the first that
-        cannot get them waits, and so does everyone behind it), cancelled ones dropped."""
+        cannot get them waits, and so does everyone behind it); expired ones ended and cancelled ones dropped first,
+        every round (even with no room), so none waits past its deadline."""
         taken: list[TokenStream] = []
         with self._wake:
+            self.waiting.sweep()
             while self.waiting and len(self.running) + len(taken) < self.model.max_batch:
-                stream = self.waiting[0]
-                if stream.cancelled:
-                    self.waiting.popleft()
-                    continue
+                stream = self.waiting.first()
                 width = max([len(stream.sequence.prompt)] + [len(s.sequence.prompt) for s in taken])
                 if taken and width * (len(taken) + 1) > MAX_PREFILL_TOKENS:
                     break
                 prompt, params = stream.sequence.prompt, stream.sequence.params
                 if not self.batch.reserve(id(stream), len(prompt) + params.max_tokens, prompt):
                     break
-                taken.append(self.waiting.popleft())
+                taken.append(self.waiting.pop_first())
         return taken
 
     def _step(self) -> None:

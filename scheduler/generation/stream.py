@@ -26,6 +26,11 @@ class Failed:
 
 
 @dataclass(frozen=True)
+class Expired(Failed):
+    """The sequence's deadline for joining the batch passed while it waited: it never ran."""
+
+
+@dataclass(frozen=True)
 class Account:
     """Whom a sequence is billed to: what its usage record names besides its times and tokens."""
 
@@ -74,9 +79,12 @@ class TokenStream:
             self._loop.call_soon_threadsafe(self._events.put_nowait, event)
 
     async def __aiter__(self) -> AsyncIterator[Delta]:
-        """Deltas until the last one (its finish_reason set); a failure raises GenerationFailed."""
+        """Deltas until the last one (its finish_reason set); a failure raises GenerationFailed (WaitExpired when
+        its deadline passed before it joined the batch)."""
         while True:
             event = await self._events.get()
+            if isinstance(event, Expired):
+                raise WaitExpired(event.message)
             if isinstance(event, Failed):
                 raise GenerationFailed(event.message)
             yield event
@@ -86,3 +94,8 @@ class TokenStream:
 
 class GenerationFailed(RuntimeError):
     """The engine could not run the model for this sequence (not the caller's fault)."""
+
+
+class WaitExpired(GenerationFailed):
+    """The sequence's deadline for joining the batch passed while it waited (a 504, as an expired inference
+    request): it was never run."""

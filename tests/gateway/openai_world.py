@@ -16,7 +16,9 @@ import uvicorn
 
 from luminal.gateway.app import create_app
 from luminal.llm_package import build_package, save_package
+from luminal.store import deployments
 from luminal.store.settings import Settings
+from luminal.store.tenants import tenant_for_key
 from tests.gateway.conftest import BOOTSTRAP_KEY, _free_port, deploy_and_wait, upload
 from tests.gateway.tenancy import ADMIN_TOKEN
 from tests.llm_folders import hf_folder, hf_tokenizer
@@ -36,6 +38,14 @@ class World:
 
     def async_client(self) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=f"{self.url}/openai/v1", api_key=BOOTSTRAP_KEY, max_retries=0, timeout=60)
+
+    def engine(self, name: str):
+        """The gateway's running engine of the model `name`."""
+        platform = self.app.state.platform
+        with platform.db.session() as session:
+            tenant = tenant_for_key(session, BOOTSTRAP_KEY)
+            key = deployments.deployment_for_model(session, tenant, name, None).program_key
+        return platform.generation.get(key)
 
     def generate(self, name: str, prompt_ids: list[int], max_new: int, eos: bool = False) -> list[int]:
         """transformers' greedy generate() of the continuation (stopping at EOS only when `eos`)."""

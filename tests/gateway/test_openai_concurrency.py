@@ -9,9 +9,6 @@ import time
 
 import pytest
 
-from luminal.store import deployments
-from luminal.store.tenants import tenant_for_key
-from tests.gateway.conftest import BOOTSTRAP_KEY
 from tests.gateway.openai_world import MAX_BATCH, start_world
 
 WORDS = "the quick brown fox jumps over the lazy dog hello world luminal compiler language models answer".split()
@@ -22,15 +19,6 @@ def world(tmp_path_factory):
     world, stop = start_world(tmp_path_factory.mktemp("openai-concurrency"))
     yield world
     stop()
-
-
-def _engine(world, name: str):
-    """The gateway's running engine of the model `name`."""
-    platform = world.app.state.platform
-    with platform.db.session() as session:
-        tenant = tenant_for_key(session, BOOTSTRAP_KEY)
-        key = deployments.deployment_for_model(session, tenant, name, None).program_key
-    return platform.generation.get(key)
 
 
 async def _streamed(client, model: str, prompt: str, max_tokens: int) -> tuple[str, str]:
@@ -51,7 +39,7 @@ def test_concurrent_streams_equal_their_single_answers(world, model):
         answer = world.client().completions.create(model=model, prompt=prompt, max_tokens=n, temperature=0,
                                                    extra_body={"ignore_eos": True})  # fmt: skip
         singles.append((answer.choices[0].text, "length"))
-    engine = _engine(world, model)
+    engine = world.engine(model)
     steps, rows = engine.steps, engine.rows_stepped
 
     async def together():
@@ -67,7 +55,7 @@ def test_concurrent_streams_equal_their_single_answers(world, model):
 
 
 def test_disconnect_stops_the_sequence_and_frees_its_blocks(world):
-    engine = _engine(world, "tiny-llama")
+    engine = world.engine("tiny-llama")
     step = engine.model.step
     original = step.run
 

@@ -29,6 +29,7 @@ from luminal.scheduler.generation.language_model import (
 )
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
+from luminal.scheduler.generation.stream import WaitExpired
 from luminal.zip_bundle import read_bundle, write_bundle
 from tests.llm_folders import hf_folder
 
@@ -133,7 +134,7 @@ def test_a_full_pool_makes_newcomers_wait_then_run_when_a_sequence_ends(compiled
     assert engine.batch.pool.in_use == 3
     while first in engine.running:
         engine.run_once()
-        assert engine.waiting[0] is second  # still waiting, never failed
+        assert engine.waiting.first() is second  # still waiting, never failed
     while engine.running or engine.waiting:
         engine.run_once()
     for s in (first, second, third):
@@ -309,4 +310,101 @@ def test_sampled_tokens_carry_the_logprobs_of_the_unmodified_distribution(compil
     for row, g in zip(reference, got, strict=True):
         assert abs(g.logprob - row[g.token].item()) < 1e-4
         assert [t for t, _ in g.top] == torch.topk(row, 2).indices.tolist()
+    loop.close()
+
+
+class SteppedClock:
+    """The waiting line's clock, stepped by the test."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _rounds_until_joined(engine, streams) -> dict:
+    """Run rounds to the end; for each of `streams`, the round it joined the batch."""
+    joined, round_ = {}, 0
+    while engine.running or engine.waiting:
+        engine.run_once()
+        round_ += 1
+        for name, stream in streams.items():
+            if name not in joined and stream.started_at is not None:
+                joined[name] = round_
+    return joined
+
+
+def test_a_full_batch_admits_the_most_urgent_waiting_sequence_first(compiled):
+    _, model = compiled
+    engine, loop = GenerationEngine(model), asyncio.new_event_loop()
+    # Fillers take every row and end one round apart, and the waiting ones run longer, so each freed row goes to
+    # exactly one waiting sequence.
+    for k in range(model.max_batch):
+        engine.submit([5, 6], SamplingParams(max_tokens=3 + k, temperature=0, ignore_eos=True), loop)
+    engine.run_once()
+    assert len(engine.running) == model.max_batch
+    params = SamplingParams(max_tokens=20, temperature=0, ignore_eos=True)
+    waiting = {}
+    for name, priority in [("low", 10), ("default", 0), ("urgent", 1), ("default_later", 5)]:
+        waiting[name] = engine.submit([7, 8, 9], params, loop, priority=priority)
+    assert list(engine.waiting) == [waiting[n] for n in ("urgent", "default", "default_later", "low")]
+    joined = _rounds_until_joined(engine, waiting)
+    assert joined["urgent"] < joined["default"] < joined["default_later"] < joined["low"]
+    loop.close()
+
+
+def test_an_expired_waiting_sequence_gets_its_error_and_never_runs(compiled):
+    _, model = compiled
+    clock, ended = SteppedClock(), []
+    engine, loop = GenerationEngine(model, on_end=ended.append, clock=clock), asyncio.new_event_loop()
+    filler = SamplingParams(8, temperature=0, ignore_eos=True)
+    fillers = [engine.submit([5, 6], filler, loop) for _ in range(model.max_batch)]
+    engine.run_once()
+    assert engine.running == fillers  # the batch is full
+    late = engine.submit([7, 8], SamplingParams(4, temperature=0), loop, priority=1, timeout_s=5)
+    patient = engine.submit([7, 8], SamplingParams(4, temperature=0), loop, timeout_s=60)
+    engine.run_once()
+    assert list(engine.waiting) == [late, patient]
+    clock.now = 4.99
+    engine.run_once()
+    assert len(engine.waiting) == 2  # not yet
+    clock.now = 5.0
+    prefills = engine.prefills
+    engine.run_once()
+    assert list(engine.waiting) == [patient] and len(engine.waiting) == 1  # the waiting gauge drops at once
+    while engine.running or engine.waiting:
+        engine.run_once()
+    with pytest.raises(WaitExpired, match=r"timeout passed before generation started \(it waited 5.000 s\)"):
+        loop.run_until_complete(_read_all(late))
+    assert late.started_at is None and late.sequence.tokens == [] and late.compute_s == 0
+    assert late not in ended and patient in ended  # never run, never billed
+    assert engine.prefills > prefills and patient.sequence.finish_reason is not None
+    loop.close()
+
+
+async def _read_all(stream):
+    return [delta async for delta in stream]
+
+
+def test_a_blocked_first_in_line_holds_its_level_until_it_expires(compiled):
+    """The pool rule with deadlines: a small sequence of the same level waits behind one that cannot get its
+    blocks, though a block is free; when the blocked one's deadline passes the small one joins."""
+    _, model = compiled
+    size, clock = model.block_size, SteppedClock()
+    engine, loop = GenerationEngine(model, cache_blocks=4, clock=clock), asyncio.new_event_loop()
+    params = SamplingParams(max_tokens=2 * size, temperature=0, ignore_eos=True)
+    prompt = model.codec.encode("the quick brown")  # with 2 blocks of tokens: 3 blocks of the 4
+    first = engine.submit(prompt, params, loop)
+    big = engine.submit(prompt, params, loop, timeout_s=3)
+    small = engine.submit(model.codec.encode("a"), SamplingParams(4, temperature=0, ignore_eos=True), loop)
+    for now in (0, 1, 2.9):
+        clock.now = now
+        engine.run_once()
+        assert engine.running == [first] and list(engine.waiting) == [big, small]
+    clock.now = 3
+    engine.run_once()
+    assert engine.running == [first, small] and not engine.waiting
+    with pytest.raises(WaitExpired):
+        loop.run_until_complete(_read_all(big))
     loop.close()

@@ -1,0 +1,118 @@
+"""Waiting for a place in the batch through the official `openai` client: `priority` and `queue_timeout` in
+extra_body reach the engine's waiting line (the timeout capped by the platform's request_timeout_s, which is also
+the wait allowed without one); a sequence whose deadline passes while it waits is answered 504 in OpenAI's shape,
+or an error event once its stream started, and never runs; a full line is a 429 with Retry-After."""
+
+from __future__ import annotations
+
+import itertools
+
+import openai
+import pytest
+
+from tests.gateway.openai_world import start_world
+
+MODEL = "tiny-llama"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    world, stop = start_world(tmp_path_factory.mktemp("openai-waiting"))
+    yield world
+    stop()
+
+
+@pytest.fixture
+def engine(world):
+    engine = world.engine(MODEL)
+    clock, bound = engine.waiting.clock, engine.waiting.max_waiting
+    yield engine
+    engine.waiting.clock, engine.waiting.max_waiting = clock, bound
+
+
+def _complete(world, **extra):
+    return world.client().completions.create(
+        model=MODEL, prompt="the quick", max_tokens=4, temperature=0, extra_body={"ignore_eos": True, **extra}
+    )
+
+
+def test_priority_and_timeout_reach_the_waiting_line(world, engine):
+    counted = _prompt_tokens_counted(world)
+    limit = world.app.state.platform.settings.request_timeout_s
+    submitted = []
+    original = engine.submit
+
+    def recording(prompt, params, loop, account=None, priority=None, timeout_s=None):
+        submitted.append((priority, timeout_s))
+        return original(prompt, params, loop, account, priority, timeout_s)
+
+    engine.submit = recording
+    try:
+        answers = [
+            _complete(world).choices[0].text,
+            _complete(world, priority=1, queue_timeout=2.5).choices[0].text,
+            _complete(world, priority=10, queue_timeout=limit * 1000).choices[0].text,
+        ]
+    finally:
+        del engine.submit
+    assert submitted == [(5, limit), (1, 2.5), (10, limit)]
+    assert len(set(answers)) == 1  # the same greedy text at any priority
+    assert _prompt_tokens_counted(world) > counted  # the counter this file's expiry tests read does count
+
+
+@pytest.mark.parametrize(
+    "extra, param, words",
+    [({"priority": 11}, "priority", "1 (most urgent) to 10"), ({"queue_timeout": 0}, "queue_timeout", "greater")],
+)
+def test_bad_priority_or_timeout_is_a_400_naming_it(world, extra, param, words):
+    with pytest.raises(openai.BadRequestError) as caught:
+        _complete(world, **extra)
+    assert caught.value.body["param"] == param and words in caught.value.body["message"]
+
+
+def _jumping_clock():
+    """Each reading 1000 s after the last: a sequence's deadline has passed when the engine next looks."""
+    return itertools.count(0.0, 1000.0).__next__
+
+
+def _prompt_tokens_counted(world) -> float:
+    registry = world.app.state.platform.metrics.registry
+    samples = [s for m in registry.collect() if m.name == "luminal_prompt_tokens" for s in m.samples]
+    return sum(s.value for s in samples if s.name.endswith("_total") and s.labels["model"] == MODEL)
+
+
+def test_an_expired_sequence_is_a_504_and_never_runs(world, engine):
+    engine.waiting.clock = _jumping_clock()
+    prefills, prompt_tokens = engine.prefills, _prompt_tokens_counted(world)
+    with pytest.raises(openai.InternalServerError) as caught:
+        _complete(world, queue_timeout=5)
+    error = caught.value
+    assert error.status_code == 504 and error.body["code"] == "timeout"
+    assert "timeout passed before generation started" in error.body["message"]
+    assert engine.prefills == prefills and not engine.waiting
+    assert _prompt_tokens_counted(world) == prompt_tokens  # its prompt was never read
+
+
+def test_an_expired_stream_ends_with_an_error_event(world, engine):
+    engine.waiting.clock = _jumping_clock()
+    prefills = engine.prefills
+    stream = world.client().chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=4, stream=True
+    )
+    chunks = []
+    with pytest.raises(openai.APIError) as caught:
+        for chunk in stream:  # the assistant's role was sent before the sequence could join
+            chunks.append(chunk)
+    assert [c.choices[0].delta.role for c in chunks] == ["assistant"]
+    assert caught.value.body["code"] == "timeout" and "timeout passed" in caught.value.body["message"]
+    assert engine.prefills == prefills
+
+
+def test_a_full_waiting_line_is_a_429_with_retry_after(world, engine):
+    engine.waiting.max_waiting = 0
+    with pytest.raises(openai.RateLimitError) as caught:
+        _complete(world)
+    error = caught.value
+    assert error.status_code == 429 and error.body["type"] == "rate_limit_error"
+    assert "already waiting for this model" in error.body["message"]
+    assert int(error.response.headers["retry-after"]) >= 1
