@@ -5,8 +5,9 @@ up to its bucket by repeating the last real row: a repeated row is a valid input
 inf in some models (a log, a normalization), which costs time and trips floating-point checks. `split` strips
 the padding again, after checking the program kept the batch contract (every output has the batch's rows).
 
-A layout with sequence padding (`sequence.py`) also groups requests of different lengths by length bucket, pads
-each to its group's longest, and cuts every output dim that follows a padded dim back to each request's length.
+A layout with sequence padding (`sequence.py`) also groups requests of different lengths by length bucket (and
+`padded_runs` cuts a group into runs of similar length where that is cheaper, `length_runs.py`), pads each to
+its group's longest, and cuts every output dim that follows a padded dim back to each request's length.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from luminal.batching.layout import BATCH_AXIS, BatchLayout
+from luminal.batching.length_runs import DEFAULT_OVERHEAD_TOKENS, length_runs
 from luminal.batching.requests import BatchRequest
 from luminal.batching.sequence import SequencePadding
 
@@ -64,6 +66,24 @@ def compatible_groups(requests: Sequence[BatchRequest], layout: BatchLayout | No
     for request in requests:
         groups.setdefault(_batch_key(request, padding), []).append(request)
     return list(groups.values())
+
+
+def padded_runs(
+    requests: Sequence[BatchRequest], layout: BatchLayout | None, overhead_tokens: float = DEFAULT_OVERHEAD_TOKENS
+) -> list[list[BatchRequest]]:
+    """The executions `requests` make: `compatible_groups`, each group of a padded layout cut into runs of
+    similar length where that costs less than padding them all to the longest (`length_runs.py`)."""
+    groups = compatible_groups(requests, layout)
+    padding = layout.padding if layout is not None else None
+    if padding is None:
+        return groups
+    return [
+        run
+        for group in groups
+        for run in length_runs(
+            group, lambda r: padding.lengths_of(r) or {}, lambda r: layout.rows_of(r) or 1, overhead_tokens
+        )
+    ]
 
 
 def assemble(

@@ -118,28 +118,32 @@ def in_process(call, feeds: list, seconds: float) -> tuple[float, float]:
 
 
 def padded_batch_gain(program, graph_path: Path, feeds: list, repeats: int = 7) -> str:
-    """The same program on 8 sentences one at a time and as one batch padded as the batcher pads it: the
-    compute side of batching varied lengths, apart from any serving."""
-    from luminal.batching.assemble import assemble
+    """The same program on 8 sentences one at a time, as one batch padded to the longest, and as the batcher
+    runs them (`padded_runs`: cut into runs of similar length): the compute side of batching varied lengths,
+    apart from any serving."""
+    from luminal.batching.assemble import assemble, padded_runs
     from luminal.batching.layout import BatchLayout
     from luminal.graph_json import signature, symbol_table
     from luminal.scheduler.work import InferenceRequest
 
     g = lm.load(graph_path)
     layout = BatchLayout.from_signature(signature(g), symbol_table(g))
-    batch = assemble([InferenceRequest(0, 0, f) for f in feeds[:8]], layout)
-    alone, together = [], []
+    requests = [InferenceRequest(0, 0, f) for f in feeds[:8]]
+    batch = assemble(requests, layout)
+    runs = [assemble(run, layout).inputs for run in padded_runs(requests, layout)]
+    alone, together, cut = [], [], []
     for _ in range(repeats + 1):  # the first round warms
-        start = time.perf_counter()
-        for feed in feeds[:8]:
-            program.run(feed)
-        alone.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        program.run(batch.inputs)
-        together.append(time.perf_counter() - start)
-    a, t = statistics.median(alone[1:]) * 1e3, statistics.median(together[1:]) * 1e3
+        for times, calls in ((alone, feeds[:8]), (together, [batch.inputs]), (cut, runs)):
+            start = time.perf_counter()
+            for inputs in calls:
+                program.run(inputs)
+            times.append(time.perf_counter() - start)
+    a, t, c = (statistics.median(ts[1:]) * 1e3 for ts in (alone, together, cut))
     shape = "x".join(map(str, batch.inputs["input_ids"].shape))
-    return f"8 sentences one at a time {a:.1f} ms, as one padded batch ({shape}) {t:.1f} ms: {a / t:.2f}x"
+    return (
+        f"8 sentences one at a time {a:.1f} ms, as one padded batch ({shape}) {t:.1f} ms: {a / t:.2f}x, "
+        f"as {len(runs)} length runs {c:.1f} ms: {a / c:.2f}x"
+    )
 
 
 def run(platform_urls: dict[str, str], key: str, graph_path: Path, seconds: float) -> None:

@@ -2,10 +2,12 @@
 
 Tasks over (the leading indices, a block of LM_ATT_ROWS query rows) run in parallel. A task copies its
 queries into a row-major block once, then walks the keys in blocks of LM_ATT_KEYS: it copies that block of
-k (transposed, so a row's scores are a vector loop over keys) and of v, computes the block's scores, and
-folds them into each row's running max, running sum and output accumulator (the online softmax: when the
-max grows, what was summed so far is rescaled by exp2((old - new) * log2 e)). Nothing of size keys x queries
-is ever stored; a task's working set is its blocks, on its thread's stack.
+k (transposed, so a row's scores are a vector loop over keys) and of v, computes the block's scores (a block
+of fewer keys, a short sequence's, only its keys rounded up to a quarter or half block: 16 keys of a 64-key
+block cost a quarter of the products and exponentials), and folds them into each row's running max, running
+sum and output accumulator (the online softmax: when the max grows, what was summed so far is rescaled by
+exp2((old - new) * log2 e)). Nothing of size keys x queries is ever stored; a task's working set is its
+blocks, on its thread's stack.
 
 The softmax is the graph's own: exp2((score - peak) * log2 e) with the peak at least the lowest float32,
 which is what the masked-row-safe form clamps it to and changes nothing else (a row's terms and sum are
@@ -39,31 +41,39 @@ PRELUDE = """
 typedef float lm_av __attribute__((vector_size(LM_ATT_VBYTES)));
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
-/* sc[i][0:64] = q[i][0:E] . kt[0:E][0:64] for RB rows from row i (kt is k-major: a key block per e) */
-#define LM_ATT_SCORES(RB)                                                                                    \
+/* sc[i][0:KV VL] = q[i][0:E] . kt[0:E][0:KV VL] for RB rows from row i (kt is k-major: a key block per e) */
+#define LM_ATT_SCORES(RB, KV)                                                                                \
   {                                                                                                          \
-    lm_av acc[RB][LM_ATT_KV];                                                                                \
-    _Pragma("GCC unroll 16") for (int r = 0; r < RB * LM_ATT_KV; r++)                                        \
-      acc[r / LM_ATT_KV][r % LM_ATT_KV] = (lm_av){0};                                                        \
+    lm_av acc[RB][KV];                                                                                       \
+    _Pragma("GCC unroll 16") for (int r = 0; r < RB * KV; r++)                                               \
+      acc[r / KV][r % KV] = (lm_av){0};                                                                      \
     for (int64_t e = 0; e < E; e++) {                                                                        \
-      lm_av kv[LM_ATT_KV];                                                                                   \
-      _Pragma("GCC unroll 16") for (int v = 0; v < LM_ATT_KV; v++)                                           \
+      lm_av kv[KV];                                                                                          \
+      _Pragma("GCC unroll 16") for (int v = 0; v < KV; v++)                                                  \
         memcpy(&kv[v], kt + e * LM_ATT_KEYS + v * LM_ATT_VL, LM_ATT_VBYTES);                                 \
       _Pragma("GCC unroll 16") for (int r = 0; r < RB; r++) {                                                \
         const float a = q[(i + r) * E + e];                                                                  \
-        _Pragma("GCC unroll 16") for (int v = 0; v < LM_ATT_KV; v++) acc[r][v] += a * kv[v];                 \
+        _Pragma("GCC unroll 16") for (int v = 0; v < KV; v++) acc[r][v] += a * kv[v];                        \
       }                                                                                                      \
     }                                                                                                        \
-    _Pragma("GCC unroll 16") for (int r = 0; r < RB * LM_ATT_KV; r++) {                                      \
-      float* to = sc + (i + r / LM_ATT_KV) * LM_ATT_KEYS + (r % LM_ATT_KV) * LM_ATT_VL;                      \
-      memcpy(to, &acc[r / LM_ATT_KV][r % LM_ATT_KV], LM_ATT_VBYTES);                                         \
+    _Pragma("GCC unroll 16") for (int r = 0; r < RB * KV; r++) {                                             \
+      float* to = sc + (i + r / KV) * LM_ATT_KEYS + (r % KV) * LM_ATT_VL;                                    \
+      memcpy(to, &acc[r / KV][r % KV], LM_ATT_VBYTES);                                                       \
     }                                                                                                        \
   }
-static void lm_att_scores(int64_t rows, int64_t E, const float* restrict q, const float* restrict kt,
-                          float* restrict sc) {
-  int64_t i = 0;
-  for (; i + LM_ATT_RB <= rows; i += LM_ATT_RB) LM_ATT_SCORES(LM_ATT_RB)
-  for (; i < rows; i++) LM_ATT_SCORES(1)
+#define LM_ATT_SCORES_ROWS(KV)                                                                               \
+  {                                                                                                          \
+    int64_t i = 0;                                                                                           \
+    for (; i + LM_ATT_RB <= rows; i += LM_ATT_RB) LM_ATT_SCORES(LM_ATT_RB, KV)                               \
+    for (; i < rows; i++) LM_ATT_SCORES(1, KV)                                                               \
+  }
+/* The scores of the first `width` keys of the block (a multiple of LM_ATT_VL): a short sequence's block is
+   narrower than LM_ATT_KEYS, and a quarter or half of the key vectors is all it computes. */
+static void lm_att_scores(int64_t rows, int64_t E, int64_t width, const float* restrict q,
+                          const float* restrict kt, float* restrict sc) {
+  if (width <= LM_ATT_KEYS / 4) LM_ATT_SCORES_ROWS((LM_ATT_KV / 4))
+  else if (width <= LM_ATT_KEYS / 2) LM_ATT_SCORES_ROWS((LM_ATT_KV / 2))
+  else LM_ATT_SCORES_ROWS(LM_ATT_KV)
 }
 /* acc[i][n0 : n0 + 2 VL] += p[i][0:cols] . v[0:cols][n0 : n0 + 2 VL] for RB rows from row i */
 #define LM_ATT_PV(RB)                                                                                        \
@@ -156,14 +166,19 @@ def _task(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls,
     out.append("memset(_tacc, 0, sizeof(_tacc));")
     block = [
         f"const int64_t _tcols = _tS - _tk0 < {KEYS} ? _tS - _tk0 : {KEYS};",
-        "memset(_tkt, 0, sizeof(_tkt));",
-        "memset(_tv, 0, sizeof(_tv));",
+        # The block's keys rounded up to whole vectors: all the scores and softmax loops touch. The keys past
+        # _tcols are zeroed only so their (discarded) scores are read from defined memory; lm_att_pv reads no
+        # value past _tcols.
+        "const int64_t _twidth = (_tcols + LM_ATT_VL - 1) / LM_ATT_VL * LM_ATT_VL;",
     ]
     k_col = _loop(e, str(e_dim), _operand(emitter_cls, ptrs, a.k, f"_tkt[{e} * {KEYS} + _tj]"))
     block += _loop("_tj", "_tcols", [f"const int64_t {s} = _tk0 + _tj;"] + k_col)
+    block += _loop(
+        e, str(e_dim), [f"for (int64_t _tj = _tcols; _tj < _twidth; _tj++) _tkt[{e} * {KEYS} + _tj] = 0.0f;"]
+    )
     v_row = _loop(col, str(n_dim), _operand(emitter_cls, ptrs, a.v, f"_tv[_tj * {n_dim} + {col}]"))
     block += _loop("_tj", "_tcols", [f"const int64_t {s} = _tk0 + _tj;"] + v_row)
-    block.append(f"lm_att_scores(_trows, {e_dim}, _tq, _tkt, _tsc);")
+    block.append(f"lm_att_scores(_trows, {e_dim}, _twidth, _tq, _tkt, _tsc);")
     block += _loop("_ti", "_trows", _row_update(a, row, col, e_dim, n_dim, emitter_cls, ptrs))
     block.append(f"lm_att_pv(_trows, _tcols, {n_dim}, _tsc, _tv, _tacc);")
     out += [f"for (int64_t _tk0 = 0; _tk0 < _tS; _tk0 += {KEYS}) {{"] + ["  " + x for x in block] + ["}"]
@@ -186,16 +201,16 @@ def _row_update(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitte
     lines += _loop(
         "_tj", "_tcols", [f"const int64_t {s} = _tk0 + _tj;"] + bias + [f"_trow[_tj] = _trow[_tj] * {scale} + _tbias;"]
     )
-    lines += [f"for (int64_t _tj = _tcols; _tj < {KEYS}; _tj++) _trow[_tj] = -INFINITY;"]
+    lines += ["for (int64_t _tj = _tcols; _tj < _twidth; _tj++) _trow[_tj] = -INFINITY;"]
     lines += ["float _tpeak = _tmax[_ti];"]
     peak = ["_tpeak = _trow[_tj] > _tpeak ? _trow[_tj] : _tpeak;"]
-    lines += _loop("_tj", str(KEYS), peak, "#pragma omp simd reduction(max:_tpeak)")
+    lines += _loop("_tj", "_twidth", peak, "#pragma omp simd reduction(max:_tpeak)")
     lines += [
         f"const float _tscale = exp2f((_tmax[_ti] - _tpeak) * {LOG2_E});",
         "float _tblock = 0.0f;",
     ]
     exp = [f"_trow[_tj] = exp2f((_trow[_tj] - _tpeak) * {LOG2_E});", "_tblock += _trow[_tj];"]
-    lines += _loop("_tj", str(KEYS), exp, "#pragma omp simd reduction(+:_tblock)")
+    lines += _loop("_tj", "_twidth", exp, "#pragma omp simd reduction(+:_tblock)")
     lines += ["_tsum[_ti] = _tsum[_ti] * _tscale + _tblock;", "_tmax[_ti] = _tpeak;"]
     lines += [f"float* restrict _tout = _tacc + _ti * {n_dim};"]
     lines += _loop(col, str(n_dim), [f"_tout[{col}] *= _tscale;"], "#pragma omp simd")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from luminal.batching.assemble import assemble, compatible_groups, split
+from luminal.batching.assemble import assemble, padded_runs, split
 from luminal.batching.layout import BatchLayout
 from luminal.batching.policy import BatchPolicy
 from luminal.scheduler.billing import UsageLedger, UsageRecord
@@ -54,7 +54,7 @@ class BatchExecutor:
         if expired:
             self.queue.complete_all([(d, expired_result(d.request)) for d in expired])
         requests = [d.request for d in deliveries if not d.request.expired(now)]
-        groups = compatible_groups(requests, self.layout) if self.layout is not None else [[r] for r in requests]
+        groups = padded_runs(requests, self.layout) if self.layout is not None else [[r] for r in requests]
         for group in groups:
             for answered, record in self._run_group(run, group):  # one step per program run: one Redis round trip
                 completions = [(by_id[request.id], result) for request, result in answered]

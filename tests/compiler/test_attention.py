@@ -37,7 +37,10 @@ def _attends(program) -> list:
     return [k for k in program.kernels.kernels if isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend)]
 
 
-@pytest.mark.parametrize("seq_q, seq_k, head", [(16, 16, 8), (37, 70, 32), (1, 130, 64), (65, 3, 16)])
+# Key counts past a block (70, 130) and short of it: the narrow blocks of a quarter (3, 16) and a half (24)
+@pytest.mark.parametrize(
+    "seq_q, seq_k, head", [(16, 16, 8), (37, 70, 32), (1, 130, 64), (65, 3, 16), (9, 24, 16), (40, 33, 32)]
+)
 def test_sdpa_is_one_attention_kernel(seq_q, seq_k, head):
     shapes = {"q": (2, 3, seq_q, head), "k": (2, 3, seq_k, head), "v": (2, 3, seq_k, head)}
     g = lm.Graph()
