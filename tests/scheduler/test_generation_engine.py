@@ -21,7 +21,7 @@ from luminal.scheduler.generation.engine import EngineBusy, GenerationEngine, Pr
 from luminal.scheduler.generation.language_model import (
     FORMAT,
     FORMAT_V1,
-    FORMAT_V3,
+    FORMAT_V4,
     V1_PREFILL,
     V1_STEP,
     compile_package,
@@ -47,10 +47,21 @@ def contiguous(compiled_file):
     """The same model compiled from a package built before paged steps (format 2: the step concatenates)."""
     hf, folder = compiled_file
     package = load_package(folder / "m.lpkg")
-    package.paged = package.block_size = None
+    package.paged = package.block_size = package.chunk = None
     save_package(package, folder / "old.lpkg")
     compile_package(folder / "old.lpkg", "cpu", folder / "old.llmprog")
     return hf, load_language_model(folder / "old.llmprog")
+
+
+@pytest.fixture(scope="module")
+def unchunked(compiled_file):
+    """The same model compiled from a package built before chunk graphs (format 3: prompts prefilled at once)."""
+    hf, folder = compiled_file
+    package = load_package(folder / "m.lpkg")
+    package.chunk = None
+    save_package(package, folder / "unchunked.lpkg")
+    compile_package(folder / "unchunked.lpkg", "cpu", folder / "unchunked.llmprog")
+    return hf, load_language_model(folder / "unchunked.llmprog")
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +82,11 @@ def test_batched_sequences_equal_their_single_answers(compiled):
     _batched_sequences_equal_their_single_answers(*compiled, paged=True)
 
 
+def test_batched_sequences_equal_their_single_answers_without_a_chunk_program(unchunked):
+    assert unchunked[1].chunk is None
+    _batched_sequences_equal_their_single_answers(*unchunked, paged=True)
+
+
 def test_batched_sequences_equal_their_single_answers_on_an_older_file(contiguous):
     _batched_sequences_equal_their_single_answers(*contiguous, paged=False)
 
@@ -87,9 +103,13 @@ def _batched_sequences_equal_their_single_answers(hf, model, paged: bool):
         )
         if k == 2:
             engine.run_once()
-            assert engine.prefills == 1 and engine.batch.rows == 3  # three prompt lengths, one padded prefill
+            assert engine.batch.rows == 3
+            if model.chunk is None:
+                assert engine.prefills == 1  # three prompt lengths, one padded prefill
+            else:
+                assert engine.chunked.chunks == 3 and engine.prefills == 0  # each prompt one chunk
     held = []
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
         assert engine.batch.rows == len(engine.running) <= model.max_batch
         held.append(engine.batch.positions)
@@ -134,7 +154,7 @@ def test_a_full_pool_makes_newcomers_wait_then_run_when_a_sequence_ends(compiled
     while first in engine.running:
         engine.run_once()
         assert engine.waiting[0] is second  # still waiting, never failed
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
     for s in (first, second, third):
         assert s.sequence.tokens == _reference(hf, s.sequence.prompt, s.sequence.params.max_tokens)
@@ -146,7 +166,14 @@ def test_a_full_pool_makes_newcomers_wait_then_run_when_a_sequence_ends(compiled
 
 
 def test_a_common_prompt_prefix_shares_its_full_blocks(compiled):
-    hf, model = compiled
+    _a_common_prompt_prefix_shares_its_full_blocks(*compiled)
+
+
+def test_a_common_prompt_prefix_shares_its_full_blocks_without_a_chunk_program(unchunked):
+    _a_common_prompt_prefix_shares_its_full_blocks(*unchunked)
+
+
+def _a_common_prompt_prefix_shares_its_full_blocks(hf, model):
     size = model.block_size
     engine, loop = GenerationEngine(model), asyncio.new_event_loop()
     text = "the quick brown fox jumps over the lazy dog, hello world; language models answer questions"
@@ -161,7 +188,7 @@ def test_a_common_prompt_prefix_shares_its_full_blocks(compiled):
     engine.run_once()
     assert engine.batch.pool.shared[id(second)] == 2
     assert engine.batch.pool.in_use - blocks == -(-(len(variant) + 8) // size) - 2  # only its own blocks are new
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
     for s in (first, second):
         assert s.sequence.tokens == _reference(hf, s.sequence.prompt, 8)
@@ -180,7 +207,7 @@ def test_the_compiled_step_writes_the_pools_in_place(compiled):
     engine, loop = GenerationEngine(model), asyncio.new_event_loop()
     before = dict(engine.batch.pools)
     engine.submit(model.codec.encode("hello world"), SamplingParams(5, temperature=0, ignore_eos=True), loop)
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
     assert engine.steps == 4 and all(engine.batch.pools[n] is a for n, a in before.items())  # never replaced
     loop.close()
@@ -247,7 +274,7 @@ def test_compiled_file_holds_the_weights_once_and_old_files_still_load(compiled_
     _, folder = compiled_file
     package_weights = load_package(folder / "m.lpkg").graphs.prefill.weight_data
     one_copy = sum(a.nbytes for a in package_weights.values())
-    manifest, _ = read_bundle(FORMAT_V3, folder / "m.llmprog")
+    manifest, _ = read_bundle(FORMAT_V4, folder / "m.llmprog")
     assert one_copy <= manifest["entries"][WEIGHTS]["size"] <= one_copy + 8192  # plus the safetensors header
     for _, model in (compiled, contiguous):
         prefill, step = model.prefill.program.graph.weight_data, model.step.program.graph.weight_data
@@ -273,7 +300,7 @@ def test_compiled_file_holds_the_weights_once_and_old_files_still_load(compiled_
 
 def test_a_tampered_weights_entry_is_refused(compiled_file, tmp_path):
     _, folder = compiled_file
-    manifest, raw = read_bundle(FORMAT_V3, folder / "m.llmprog")
+    manifest, raw = read_bundle(FORMAT_V4, folder / "m.llmprog")
     arrays = read_safetensors(raw[WEIGHTS])
     holder = Graph()
     extra = {**arrays, "stray": np.zeros(3, np.float32)}
@@ -283,7 +310,7 @@ def test_a_tampered_weights_entry_is_refused(compiled_file, tmp_path):
     entries = {n: [bytes(v)] for n, v in raw.items()}
     entries[WEIGHTS] = _safetensors_parts(holder)
     fields = {k: v for k, v in manifest.items() if k not in ("format", "format_version", "entries")}
-    write_bundle(FORMAT_V3, tmp_path / "bad.llmprog", entries, fields)
+    write_bundle(FORMAT_V4, tmp_path / "bad.llmprog", entries, fields)
     with pytest.raises(ArtifactError, match="no program binds"):
         load_language_model(tmp_path / "bad.llmprog")
 
@@ -294,7 +321,7 @@ def test_sampled_tokens_carry_the_logprobs_of_the_unmodified_distribution(compil
     prompt = model.codec.encode("the quick brown")
     params = SamplingParams(max_tokens=6, temperature=0.7, top_k=5, seed=11, ignore_eos=True, logprobs=2)
     stream = engine.submit(prompt, params, loop)
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
 
     async def deltas():
