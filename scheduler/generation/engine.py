@@ -1,13 +1,13 @@
 """The generation engine of one deployed language model: continuous batching over decode steps.
 
-Between steps the engine admits waiting sequences while the batch has room (prefilled together, left-padded,
-each first token chosen and delivered; or, for a model compiled with a chunk program, prefilled a chunk per
-round into their cache blocks, `ChunkedPrefill`, joining once their prompt is done); then one decode step runs over every running sequence at once, each
-row's token is chosen by that sequence's sampler and delivered, and a sequence leaves the batch the step it
-finishes or is cancelled, freeing its cache. The KV caches stay in the engine between steps: in block pools
-the step writes in place (`PagedCache`, for a model compiled with a paged step), or as one left-padded batch
-the step returns grown (`KVBatch`, models compiled before). A paged sequence reserves its blocks as it joins
-(`BlockPool`'s policy); while too few are free it waits, first in line, and is never failed for it.
+Between steps the engine admits waiting sequences while the batch has room (prefilled together, left-padded, each
+first token chosen and delivered; or, for a model compiled with a chunk program, prefilled a chunk per round into
+their cache blocks, `ChunkedPrefill`, joining once their prompt is done); then one decode step runs over every
+running sequence at once, each row's token is chosen by that sequence's sampler and delivered, and a sequence
+leaves the batch the step it finishes or is cancelled, freeing its cache. The KV caches stay in the engine between
+steps: in block pools the step writes in place (`PagedCache`, for a model compiled with a paged step), or as one
+left-padded batch the step returns grown (`KVBatch`, models compiled before). A paged sequence reserves its blocks
+as it joins (`BlockPool`'s policy); while too few are free it waits, first in line, and is never failed for it.
 
 `run_once()` does one round of that synchronously ("burst" mode for tests); `start()` runs rounds on a thread
 that sleeps while nothing is running or waiting.
