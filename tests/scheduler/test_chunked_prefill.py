@@ -5,13 +5,12 @@ answers; a prompt sharing full blocks with an earlier one computes only its rema
 import asyncio
 
 import pytest
-import torch
 
 from luminal.llm_package import build_package, save_package
 from luminal.scheduler.generation.engine import GenerationEngine
 from luminal.scheduler.generation.language_model import compile_package, load_language_model
 from luminal.scheduler.generation.sampling import SamplingParams
-from tests.llm_folders import hf_folder
+from tests.llm_folders import greedy_answer, hf_folder
 
 CHUNK = 8  # prompt tokens a round: small, so the tiny model's prompts take several chunks
 
@@ -23,14 +22,6 @@ def compiled(tmp_path_factory):
     save_package(build_package(folder, max_batch=4, positions=64), folder / "m.lpkg")
     compile_package(folder / "m.lpkg", "cpu", folder / "m.llmprog")
     return hf, load_language_model(folder / "m.llmprog")
-
-
-def _reference(hf, prompt: list[int], new: int) -> list[int]:
-    with torch.no_grad():
-        ids = torch.tensor([prompt])
-        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, do_sample=False,
-                          pad_token_id=0, eos_token_id=None)  # fmt: skip
-    return out[0, len(prompt) :].tolist()
 
 
 def _greedy(n: int) -> SamplingParams:
@@ -61,7 +52,7 @@ def test_a_long_prompt_is_prefilled_a_chunk_per_step_beside_running_streams(comp
     while engine.busy:
         engine.run_once()
     for s in [*running, long]:
-        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, s.sequence.params.max_tokens)
+        assert s.sequence.tokens == greedy_answer(hf, s.sequence.prompt, s.sequence.params.max_tokens)
     assert engine.prefills == 0 and engine.batch.pool.in_use == 0
     loop.close()
 
@@ -85,7 +76,7 @@ def test_a_shared_prefix_is_not_prefilled_again(compiled):
     while engine.busy:
         engine.run_once()
     for s in (first, second):
-        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, 8)
+        assert s.sequence.tokens == greedy_answer(hf, s.sequence.prompt, 8)
     loop.close()
 
 

@@ -30,7 +30,7 @@ from luminal.scheduler.generation.language_model import (
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
 from luminal.zip_bundle import read_bundle, write_bundle
-from tests.llm_folders import hf_folder
+from tests.llm_folders import greedy_answer, hf_folder
 
 
 @pytest.fixture(scope="module", params=["llama", "gpt2"])
@@ -70,14 +70,6 @@ def compiled(compiled_file):
     return hf, load_language_model(Path(folder / "m.llmprog"))
 
 
-def _reference(hf, prompt: list[int], new: int) -> list[int]:
-    with torch.no_grad():
-        ids = torch.tensor([prompt])
-        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, do_sample=False,
-                          pad_token_id=0, eos_token_id=None)  # fmt: skip
-    return out[0, len(prompt) :].tolist()
-
-
 def test_batched_sequences_equal_their_single_answers(compiled):
     _batched_sequences_equal_their_single_answers(*compiled, paged=True)
 
@@ -114,7 +106,7 @@ def _batched_sequences_equal_their_single_answers(hf, model, paged: bool):
         assert engine.batch.rows == len(engine.running) <= model.max_batch
         held.append(engine.batch.positions)
     for s in streams:
-        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, s.sequence.params.max_tokens)
+        assert s.sequence.tokens == greedy_answer(hf, s.sequence.prompt, s.sequence.params.max_tokens)
         assert s.sequence.finish_reason == "length"
     assert held[-1] == 0 and max(held) <= 4 * 64
     if paged:
@@ -157,7 +149,7 @@ def test_a_full_pool_makes_newcomers_wait_then_run_when_a_sequence_ends(compiled
     while engine.busy:
         engine.run_once()
     for s in (first, second, third):
-        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, s.sequence.params.max_tokens)
+        assert s.sequence.tokens == greedy_answer(hf, s.sequence.prompt, s.sequence.params.max_tokens)
     assert engine.batch.pool.in_use == 0
     small = GenerationEngine(model, cache_blocks=2)  # could never hold this one: refused, not left waiting
     with pytest.raises(PromptTooLong, match="needs 3 cache blocks of 16; the pool holds 2"):
@@ -191,7 +183,7 @@ def _a_common_prompt_prefix_shares_its_full_blocks(hf, model):
     while engine.busy:
         engine.run_once()
     for s in (first, second):
-        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, 8)
+        assert s.sequence.tokens == greedy_answer(hf, s.sequence.prompt, 8)
     assert engine.batch.pool.in_use == 0 and not engine.batch.pool.index
     loop.close()
 
