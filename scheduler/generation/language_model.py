@@ -154,15 +154,15 @@ def load_language_model(path: Path) -> LanguageModel:
 
 
 def _read_newest(path: Path) -> tuple[dict[str, Any], dict[str, bytearray]]:
-    """Format 4 (a paged step and chunk), 3 (a paged step) or 2, the first that reads; format 4's error when
-    none does."""
-    error = None
+    """Format 4 (a paged step and chunk), 3 (a paged step) or 2, the first that reads. When none does, the
+    error of the format the file names (the others only say its version is not theirs)."""
+    errors = []
     for fmt in (FORMAT_V4, FORMAT_V3, FORMAT):
         try:
             return read_bundle(fmt, path)
         except ArtifactError as e:
-            error = error or e
-    raise error
+            errors.append(e)
+    raise next((e for e in errors if not str(e).startswith("unsupported format version")), errors[0])
 
 
 def _block_size(manifest: dict[str, Any], step: lm.Graph) -> int:

@@ -307,6 +307,15 @@ def test_a_tampered_weights_entry_is_refused(compiled_file, tmp_path):
         load_language_model(tmp_path / "bad.llmprog")
 
 
+def test_a_damaged_older_file_is_refused_naming_its_defect(compiled_file, unchunked, tmp_path):
+    _, folder = compiled_file
+    data = (folder / "unchunked.llmprog").read_bytes()  # format 3
+    assert b'"F32"' in data  # the weights entry is stored, not compressed: its header's dtypes are readable
+    (tmp_path / "damaged.llmprog").write_bytes(data.replace(b'"F32"', b'"F31"', 1))
+    with pytest.raises(ArtifactError, match="weights.safetensors is corrupt"):  # not "unsupported format version"
+        load_language_model(tmp_path / "damaged.llmprog")
+
+
 def test_sampled_tokens_carry_the_logprobs_of_the_unmodified_distribution(compiled):
     hf, model = compiled
     engine, loop = GenerationEngine(model), asyncio.new_event_loop()
