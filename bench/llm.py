@@ -61,7 +61,7 @@ def engine_run(engine: GenerationEngine, prompts: np.ndarray, new: int) -> tuple
     start = time.perf_counter()
     streams = [engine.submit(p.tolist(), params, loop) for p in prompts]
     first: dict[int, float] = {}
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
         now = time.perf_counter()
         for k, s in enumerate(streams):
@@ -144,7 +144,7 @@ def deployed(folder: Path, stem: str, quantize: str | None, paged: bool = True) 
     `paged`, with the step that concatenates whole caches."""
     package = build_package(folder, max_batch=STREAMS, quantize=quantize)
     if not paged:
-        package.paged = package.block_size = None
+        package.paged = package.block_size = package.chunk = None
     save_package(package, folder / f"{stem}.lpkg")
     start = time.perf_counter()
     compile_package(folder / f"{stem}.lpkg", "cpu", folder / f"{stem}.llmprog")

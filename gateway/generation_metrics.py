@@ -68,7 +68,7 @@ class EngineCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         families = {
             "running": GaugeMetricFamily(
-                "luminal_sequences_running", "Sequences in the decode batch", labels=["program"]
+                "luminal_sequences_running", "Sequences in the decode batch or prefilling into it", labels=["program"]
             ),
             "waiting": GaugeMetricFamily(
                 "luminal_sequences_waiting", "Sequences waiting for a row", labels=["program"]
@@ -89,7 +89,7 @@ class EngineCollector(Collector):
         }
         for key, engine in self.engines.snapshot():
             program = key[:12]
-            families["running"].add_metric([program], len(engine.running))
+            families["running"].add_metric([program], len(engine.running) + len(engine.prefilling))
             families["waiting"].add_metric([program], len(engine.waiting))
             families["cache"].add_metric([program], engine.batch.positions)
             pool = getattr(engine.batch, "pool", None)

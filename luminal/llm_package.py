@@ -6,6 +6,8 @@ One zip bundle (`luminal.zip_bundle`) of:
   step.json              the decode-step graph: one token per row and the caches -> next logits, grown caches
   paged.json             optional: the paged decode step (KV block pools read through block tables and written
                          in place; `luminal.nn.models.paged_decoding`), which deployments compile instead of step
+  chunk.json             optional, beside paged.json: the paged chunk graph (several prompt tokens per row), with
+                         which deployments prefill a prompt a chunk at a time
   weights.safetensors    the weights, once: both graphs bind the same tensors
   config.json            the Hugging Face config (eos/bos ids, model type)
   tokenizer.json         the Hugging Face `tokenizers` tokenizer
@@ -30,7 +32,7 @@ from luminal.nn.models.checkpoint import align_names, read_checkpoint, widen_to_
 from luminal.nn.models.config import load_config
 from luminal.nn.models.generation import DecoderGraphs, decoder_graphs
 from luminal.nn.models.loading import causal_lm, max_positions
-from luminal.nn.models.paged_decoding import DEFAULT_BLOCK_SIZE, paged_step_graph, pool_name
+from luminal.nn.models.paged_decoding import DEFAULT_BLOCK_SIZE, paged_chunk_graph, paged_step_graph, pool_name
 from luminal.nn.quantized import quantize_checkpoint
 from luminal.quantize import QUANTIZATIONS, check_quantize
 from luminal.zip_bundle import BundleFormat, bundle_format_name, read_bundle, write_bundle
@@ -40,7 +42,7 @@ class LLMPackageError(GraphFileError):
     """An LLM package is malformed, inconsistent or hostile (a GraphFileError, so uploads answer 400)."""
 
 
-PREFILL, STEP, PAGED, CONFIG = "prefill.json", "step.json", "paged.json", "config.json"
+PREFILL, STEP, PAGED, CHUNK, CONFIG = "prefill.json", "step.json", "paged.json", "chunk.json", "config.json"
 TOKENIZER, TOKENIZER_CONFIG, CHAT_TEMPLATE = "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"
 GENERATION_CONFIG = "generation_config.json"
 MiB, GiB = 1 << 20, 1 << 30
@@ -52,6 +54,7 @@ FORMAT = BundleFormat(
         PREFILL: 256 * MiB,
         STEP: 256 * MiB,
         PAGED: 256 * MiB,
+        CHUNK: 256 * MiB,
         WEIGHTS: 64 * GiB,
         CONFIG: 1 * MiB,
         TOKENIZER: 64 * MiB,
@@ -81,6 +84,7 @@ class LLMPackage:
     quantize: str | None = None  # "int8": the projections hold Q8_0 weights (luminal/quantize.py)
     paged: Graph | None = None  # the paged decode step (packages built before it have none)
     block_size: int | None = None  # positions per KV block of `paged`
+    chunk: Graph | None = None  # the paged chunk graph (packages built before it have none)
 
 
 def build_package(
@@ -92,7 +96,8 @@ def build_package(
 ) -> LLMPackage:
     """Build the prefill and decode graphs of a Hugging Face folder and bind its checkpoint to them; with
     quantize="int8" the projections' weights are quantised to Q8_0 here, so the package carries int8 weights.
-    The paged step (KV blocks of `block_size` positions) is built too, except for sliding-window models."""
+    The paged step (KV blocks of `block_size` positions) and chunk graphs are built too, except for sliding-window
+    models."""
     folder = Path(folder)
     check_quantize(quantize)
     if not (folder / TOKENIZER).exists():
@@ -107,8 +112,9 @@ def build_package(
     graphs.bind(weights)
     try:
         paged = paged_step_graph(model, max_batch, limit, block_size).bind(weights)
+        chunk = paged_chunk_graph(model, max_batch, limit, block_size).bind(weights)
     except NotImplementedError:  # served with the concatenating step
-        paged = None
+        paged = chunk = None
     missing = graphs.prefill.unbound_weights()
     if missing:
         raise GraphError(f"{len(missing)} weight(s) not in the checkpoint, e.g. {missing[:5]}")
@@ -126,6 +132,7 @@ def build_package(
         quantize,
         paged,
         block_size if paged is not None else None,
+        chunk,
     )
 
 
@@ -140,8 +147,11 @@ def save_package(package: LLMPackage, path: Any) -> None:
         WEIGHTS: _safetensors_parts(graphs.prefill),
         **text_entries(package),
     }
-    if package.paged is not None:
-        entries[PAGED] = [dump_json(encode_graph(package.paged))]
+    if package.chunk is not None and package.paged is None:
+        raise GraphError("a chunk graph goes with a paged step (it writes the same block pools)")
+    for name, graph in ((PAGED, package.paged), (CHUNK, package.chunk)):
+        if graph is not None:
+            entries[name] = [dump_json(encode_graph(graph))]
     write_bundle(FORMAT, path, entries, _manifest_fields(package))
 
 
@@ -169,13 +179,14 @@ def _manifest_fields(package: LLMPackage) -> dict[str, Any]:
         "max_positions": package.max_positions,
         "quantize": package.quantize,
         "block_size": package.block_size,
-        "signatures": _signatures(package.graphs.prefill, package.graphs.step, package.paged),
+        "signatures": _signatures(package.graphs.prefill, package.graphs.step, package.paged, package.chunk),
     }
 
 
-def _signatures(prefill: Graph, step: Graph, paged: Graph | None) -> dict[str, Any]:
+def _signatures(prefill: Graph, step: Graph, paged: Graph | None, chunk: Graph | None) -> dict[str, Any]:
     found = {"prefill": signature(prefill), "step": signature(step)}
-    return found if paged is None else {**found, "paged": signature(paged)}
+    optional = {"paged": paged, "chunk": chunk}
+    return {**found, **{name: signature(g) for name, g in optional.items() if g is not None}}
 
 
 def is_llm_package(path: Any) -> bool:
@@ -194,15 +205,18 @@ def load_package(source: Any) -> LLMPackage:
         raise LLMPackageError(f"manifest: quantize {quantize!r} is not one of {', '.join(QUANTIZATIONS)}")
     prefill = decode_graph(parse_json(bytes(raw[PREFILL]), PREFILL))
     step = decode_graph(parse_json(bytes(raw[STEP]), STEP))
-    paged = decode_graph(parse_json(bytes(raw[PAGED]), PAGED)) if PAGED in raw else None
-    if manifest.get("signatures") != _signatures(prefill, step, paged):
+    paged, chunk = (decode_graph(parse_json(bytes(raw[n]), n)) if n in raw else None for n in (PAGED, CHUNK))
+    if manifest.get("signatures") != _signatures(prefill, step, paged, chunk):
         raise LLMPackageError("the manifest's signatures disagree with the graphs")
     _check_decoder(prefill, step, layers)
     block_size = manifest.get("block_size")
-    if paged is not None:
-        _check_paged(paged, layers, block_size)
+    if chunk is not None and paged is None:
+        raise LLMPackageError(f"{CHUNK} goes with {PAGED} (it writes the same block pools)")
+    for name, graph in ((PAGED, paged), (CHUNK, chunk)):
+        if graph is not None:
+            _check_paged(graph, layers, block_size, name)
     arrays = read_safetensors(raw[WEIGHTS])
-    for graph in (prefill, step, paged):
+    for graph in (prefill, step, paged, chunk):
         if graph is not None:
             _bind(graph, arrays)  # the same arrays: the weights are held once
     objects = {n: parse_json(bytes(raw[n]), n) for n in JSON_OBJECTS if n in raw}
@@ -226,23 +240,25 @@ def load_package(source: Any) -> LLMPackage:
         quantize,
         paged,
         block_size if paged is not None else None,
+        chunk,
     )
 
 
-def _check_paged(paged: Graph, layers: int, block_size: Any) -> None:
-    """The paged step's inputs and outputs, every pool donated to itself, and its blocks of `block_size`."""
+def _check_paged(paged: Graph, layers: int, block_size: Any, name: str = PAGED) -> None:
+    """A paged step's or chunk's inputs and outputs, every pool donated to itself, and its blocks of
+    `block_size`."""
     pools = {pool_name(k, part) for k in range(layers) for part in ("key", "value")}
     inputs = {"input_ids", "position_ids", "block_table", "slots"} | pools
     if set(paged.inputs) != inputs or set(paged.outputs) != {"logits"} | pools:
         raise LLMPackageError(
-            f"{PAGED} is not a {layers}-layer paged step: inputs {sorted(paged.inputs)[:8]}, "
+            f"{name} is not a {layers}-layer paged graph: inputs {sorted(paged.inputs)[:8]}, "
             f"outputs {sorted(paged.outputs)[:8]}"
         )
     if paged.donated != {p: p for p in pools}:
-        raise LLMPackageError(f"{PAGED} must donate each pool input to the pool output of its name")
+        raise LLMPackageError(f"{name} must donate each pool input to the pool output of its name")
     pool = paged.nodes[paged.inputs[pool_name(0, "key")]]
     if type(block_size) is not int or pool.shape[2] != block_size:
-        raise LLMPackageError(f"manifest: block_size {block_size!r:.40} disagrees with {PAGED}'s pools")
+        raise LLMPackageError(f"manifest: block_size {block_size!r:.40} disagrees with {name}'s pools")
 
 
 def _check_decoder(prefill: Graph, step: Graph, layers: int) -> None:

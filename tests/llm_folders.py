@@ -77,3 +77,12 @@ def hf_tokenizer(folder: Path) -> transformers.PreTrainedTokenizerFast:
     return transformers.PreTrainedTokenizerFast(
         tokenizer_file=str(folder / "tokenizer.json"), bos_token=BOS, eos_token=EOS, chat_template=CHAT_TEMPLATE
     )
+
+
+def greedy_answer(hf: transformers.PreTrainedModel, prompt: list[int], new: int) -> list[int]:
+    """The `new` tokens transformers' greedy generate() appends to `prompt` alone (no end-of-sequence stop)."""
+    with torch.no_grad():
+        ids = torch.tensor([prompt])
+        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, do_sample=False,
+                          pad_token_id=0, eos_token_id=None)  # fmt: skip
+    return out[0, len(prompt) :].tolist()

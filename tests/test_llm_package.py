@@ -54,6 +54,21 @@ def test_a_paged_step_without_its_donations_is_refused(package_file, tmp_path):
         load_package(tmp_path / "undonated.lpkg")
 
 
+def test_the_chunk_graph_round_trips_and_goes_only_with_a_paged_step(package_file, tmp_path):
+    package = load_package(package_file)
+    chunk = package.chunk
+    assert chunk is not None and chunk.donated == package.paged.donated
+    assert chunk.nodes[chunk.inputs["input_ids"]].shape[1].hi == 256  # up to 256 prompt tokens a run
+    package.paged = None
+    with pytest.raises(lm.GraphError, match="a chunk graph goes with a paged step"):
+        save_package(package, tmp_path / "chunk-only.lpkg")
+    package = load_package(package_file)
+    package.chunk.donated = {}
+    save_package(package, tmp_path / "undonated.lpkg")
+    with pytest.raises(LLMPackageError, match="chunk.json must donate each pool input"):
+        load_package(tmp_path / "undonated.lpkg")
+
+
 def _rewritten(path, change) -> bytes:
     """The package with its entries passed through `change(name, data) -> (name, data) | None`."""
     buf = io.BytesIO()

@@ -8,8 +8,9 @@ client disconnects.
 
 Prefix sharing: a block filled entirely by prompt tokens is published under the digest of every token up to its
 end once its keys and values are written (`publish`). A later sequence whose prompt starts with the same
-tokens takes those blocks instead of new ones (a reference count each), and its prefill's copy skips them. A
-sequence only ever writes positions past its prompt, never into a shared block. A block leaves the index when
+tokens takes those blocks instead of new ones (a reference count each, never the block holding its last prompt
+token, whose logits it needs), and its prefill's copy skips them, or its chunked prefill starts after them. A
+sequence only ever writes positions past its shared blocks, never into one. A block leaves the index when
 its last holder releases it.
 """
 
@@ -60,7 +61,8 @@ class BlockPool:
             raise ValueError(f"{owner!r} already holds cache blocks")
         digests = prefix_digests(prompt, self.block_size)
         shared = []
-        for digest in digests:
+        # Only blocks before the prompt's last token: its logits are computed, so its block is the sequence's own.
+        for digest in digests[: (len(prompt) - 1) // self.block_size]:
             if digest not in self.index:
                 break
             shared.append(self.index[digest])

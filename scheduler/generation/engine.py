@@ -1,12 +1,13 @@
 """The generation engine of one deployed language model: continuous batching over decode steps.
 
-Between steps the engine admits waiting sequences while the batch has room (prefilled together, left-padded,
-each first token chosen and delivered); then one decode step runs over every running sequence at once, each
-row's token is chosen by that sequence's sampler and delivered, and a sequence leaves the batch the step it
-finishes or is cancelled, freeing its cache. The KV caches stay in the engine between steps: in block pools
-the step writes in place (`PagedCache`, for a model compiled with a paged step), or as one left-padded batch
-the step returns grown (`KVBatch`, models compiled before). A paged sequence reserves its blocks as it joins
-(`BlockPool`'s policy); while too few are free it waits, first in line, and is never failed for it. Waiting
+Between steps the engine admits waiting sequences while the batch has room (prefilled together, left-padded, each
+first token chosen and delivered; or, for a model compiled with a chunk program, prefilled a chunk per round into
+their cache blocks, `ChunkedPrefill`, joining once their prompt is done); then one decode step runs over every
+running sequence at once, each row's token is chosen by that sequence's sampler and delivered, and a sequence
+leaves the batch the step it finishes or is cancelled, freeing its cache. The KV caches stay in the engine between
+steps: in block pools the step writes in place (`PagedCache`, for a model compiled with a paged step), or as one
+left-padded batch the step returns grown (`KVBatch`, models compiled before). A paged sequence reserves its blocks
+as it joins (`BlockPool`'s policy); while too few are free it waits, first in line, and is never failed for it. Waiting
 sequences are ordered by priority, then arrival, and may have a deadline for joining (waiting.py).
 
 `run_once()` does one round of that synchronously ("burst" mode for tests); `start()` runs rounds on a thread
@@ -25,6 +26,7 @@ import numpy as np
 
 from luminal.nn.models.generation import positions_of
 from luminal.scheduler.generation.block_pool import PoolTooSmall, blocks_for
+from luminal.scheduler.generation.chunked_prefill import PREFILL_CHUNK, ChunkedPrefill
 from luminal.scheduler.generation.kv_batch import KVBatch
 from luminal.scheduler.generation.language_model import LanguageModel
 from luminal.scheduler.generation.logprobs import token_logprob
@@ -57,11 +59,14 @@ class GenerationEngine:
         on_end: Callable[[TokenStream], None] | None = None,
         cache_blocks: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        prefill_chunk: int = PREFILL_CHUNK,
     ):
         self.model = model
         # Called on the engine thread with each sequence that ran and ended (finished or cancelled): billing.
         self.on_end = on_end
         self.batch: PagedCache | KVBatch = _cache(model, cache_blocks)
+        # Newcomers' prompts prefilled `prefill_chunk` tokens a round, when the model has a chunk program.
+        self.chunked = None if model.chunk is None else ChunkedPrefill(model.chunk, self.batch, prefill_chunk)
         self.running: list[TokenStream] = []  # row r of the batch is running[r]
         self.waiting = WaitingLine(max_waiting, clock)  # its clock times the waiting sequences' deadlines
         self._wake = threading.Condition()
@@ -111,24 +116,55 @@ class GenerationEngine:
             self._wake.notify()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        for stream in [*self.running, *self.waiting.drain()]:
+        for stream in [*self.running, *self.prefilling, *self.waiting.drain()]:
             stream.put(Failed("the model was unloaded"))
 
     def _loop(self) -> None:
         while True:
             with self._wake:
-                while not self._closed and not self.running and not self.waiting:
+                while not self._closed and not self.busy:
                     self._wake.wait()
                 if self._closed:
                     return
             self.run_once()
 
+    @property
+    def prefilling(self) -> list[TokenStream]:
+        """The sequences whose prompts are being prefilled in chunks: out of the waiting queue, not yet running."""
+        return [p.stream for p in self.chunked.queue] if self.chunked else []
+
+    @property
+    def busy(self) -> bool:
+        """Whether any sequence is running, prefilling or waiting: a round has work."""
+        return bool(self.running or self.waiting or self.prefilling)
+
+    @property
+    def prompt_runs(self) -> int:
+        """Program runs that read prompts: one-go prefills and chunks."""
+        return self.prefills + (self.chunked.chunks if self.chunked else 0)
+
     def run_once(self) -> None:
-        """Admit what fits, then one decode step over everything running."""
+        """Admit what fits (or prefill one round of chunks), then one decode step over everything running."""
         self._drop_cancelled()
-        self._admit()
+        if self.chunked is None:
+            self._admit()
+        else:
+            self._prefill_chunks()
         if self.running:
             self._step()
+
+    def _prefill_chunks(self) -> None:
+        """Newcomers start prefilling; one round of chunks; those whose prompt is done choose their first token
+        and join the running batch."""
+        for stream in self._take_waiting():
+            self.chunked.add(stream)
+        for stream, logits in self.chunked.round():
+            if self._deliver(stream, logits):
+                self.batch.release(id(stream))
+                self._ended(stream)
+            else:
+                self.batch.join(id(stream), len(stream.sequence.prompt))
+                self.running.append(stream)
 
     def _admit(self) -> None:
         """Prefill the waiting sequences that fit, together: their prompts left-padded into one batch."""
@@ -167,17 +203,19 @@ class GenerationEngine:
             self.running.extend(arrivals[r] for r in joining)
 
     def _take_waiting(self) -> list[TokenStream]:
-        """The waiting sequences that join now, in order: as many as the batch has rows for, their padded prompts
-        within MAX_PREFILL_TOKENS (one long prompt is taken alone), each holding its cache blocks (the first that
-        cannot get them waits, and so does everyone behind it); expired ones ended and cancelled ones dropped first,
+        """The waiting sequences that join now, in order: as many as the batch has rows for (those prefilling in
+        chunks hold theirs), their padded prompts within MAX_PREFILL_TOKENS unless prefilled in chunks (one long
+        prompt is taken alone), each holding its cache blocks (the first that cannot get them waits, and so does
+        everyone behind it), expired ones ended and cancelled ones dropped first,
         every round (even with no room), so none waits past its deadline."""
         taken: list[TokenStream] = []
+        rows = len(self.running) + len(self.prefilling)
         with self._wake:
             self.waiting.sweep()
-            while self.waiting and len(self.running) + len(taken) < self.model.max_batch:
+            while self.waiting and rows + len(taken) < self.model.max_batch:
                 stream = self.waiting.first()
                 width = max([len(stream.sequence.prompt)] + [len(s.sequence.prompt) for s in taken])
-                if taken and width * (len(taken) + 1) > MAX_PREFILL_TOKENS:
+                if taken and self.chunked is None and width * (len(taken) + 1) > MAX_PREFILL_TOKENS:
                     break
                 prompt, params = stream.sequence.prompt, stream.sequence.params
                 if not self.batch.reserve(id(stream), len(prompt) + params.max_tokens, prompt):
@@ -218,6 +256,8 @@ class GenerationEngine:
 
     def _drop_cancelled(self) -> None:
         self._remove([r for r, stream in enumerate(self.running) if stream.cancelled])
+        for stream in self.chunked.drop_cancelled() if self.chunked else ():
+            self._ended(stream)
 
     def _remove(self, rows: list[int]) -> None:
         if rows:

@@ -1,11 +1,14 @@
 """A deployed language model: its LLM package compiled for a target (`.llmprog`), and that file loaded back for
 serving.
 
-Format 3 holds the prefill and decode-step programs' code (graph.json, kernel IR, generated source, report, per
-program) and their weights once, in one safetensors entry both programs bind (`shared_weights`), beside the
-package's tokenizer files; its step is the paged one (KV block pools written in place), with the manifest's
-`block_size`. Format 2 is the same with the concatenating step (packages without a paged step still compile to
-it, and it is still read, as is format 1: two self-contained `.lprog` entries, each with every weight).
+Format 4 holds the prefill, decode-step and prefill-chunk programs' code (graph.json, kernel IR, generated
+source, report, per program) and their weights once, in one safetensors entry all programs bind
+(`shared_weights`), beside the
+package's tokenizer files; its step and chunk are paged (KV block pools written in place), with the manifest's
+`block_size`, and the engine prefills prompts a chunk at a time. Format 3 is the same without the chunk program
+(packages without a chunk graph still compile to it: the engine prefills in one go), format 2 the same with the
+concatenating step (packages without a paged step still compile to it), and both are still read, as is format 1:
+two self-contained `.lprog` entries, each with every weight.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from luminal.scheduler.programs import LoadedProgram
 from luminal.zip_bundle import BundleFormat, read_bundle, write_bundle
 
 PROGRAMS = ("prefill", "step")
+CHUNKED_PROGRAMS = (*PROGRAMS, "chunk")
 PARTS = {"graph.json": None, KERNELS: KERNELS, SOURCE: SOURCE, REPORT: REPORT}  # entry suffix -> code_entries key
 MiB, GiB = 1 << 20, 1 << 30
 TEXT_CAPS = {CONFIG: 1 * MiB, TOKENIZER: 64 * MiB, TOKENIZER_CONFIG: 16 * MiB, CHAT_TEMPLATE: 1 * MiB,
@@ -55,6 +59,12 @@ FORMAT = BundleFormat(
     stored=frozenset({WEIGHTS}),
 )
 FORMAT_V3 = replace(FORMAT, version=3)  # the step program is the paged one
+FORMAT_V4 = replace(  # and a paged chunk program beside it
+    FORMAT,
+    version=4,
+    caps={**FORMAT.caps, **{f"chunk.{part}": cap for part, cap in PROGRAM_CAPS.items()}},
+    required=FORMAT.required | {f"chunk.{part}" for part in PARTS},
+)
 V1_PREFILL, V1_STEP = "prefill.lprog", "step.lprog"
 FORMAT_V1 = BundleFormat(  # each program self-contained: every weight twice
     name=FORMAT.name,
@@ -75,16 +85,19 @@ class LanguageModel:
     max_batch: int  # rows one decode step takes (the graphs' batch symbol)
     max_positions: int  # prompt plus generated tokens of one sequence
     block_size: int | None = None  # positions per KV block of a paged step; None: the step concatenates caches
+    chunk: LoadedProgram | None = None  # the paged prefill chunk (format 4); None: prompts are prefilled at once
 
 
 def compile_package(package_path: Path, target: str, out_path: Path) -> None:
-    """Compile an uploaded LLM package's prefill and step graphs for `target` and write the `.llmprog`."""
+    """Compile an uploaded LLM package's prefill, step and chunk graphs for `target` and write the `.llmprog`."""
     package = load_package(package_path)
     step = package.graphs.step if package.paged is None else package.paged
     programs = {
         "prefill": lm.compile(package.graphs.prefill, target=target),
         "step": lm.compile(step, target=target),
     }
+    if package.chunk is not None:
+        programs["chunk"] = lm.compile(package.chunk, target=target)
     entries: dict[str, list] = {WEIGHTS: _safetensors_parts(weights_graph({p: c.graph for p, c in programs.items()}))}
     for name, prog in programs.items():
         code = code_entries(prog)
@@ -100,7 +113,7 @@ def compile_package(package_path: Path, target: str, out_path: Path) -> None:
     }
     if package.paged is not None:
         fields["block_size"] = package.block_size
-    fmt = FORMAT if package.paged is None else FORMAT_V3
+    fmt = FORMAT if package.paged is None else FORMAT_V3 if package.chunk is None else FORMAT_V4
     write_bundle(fmt, out_path, {**entries, **text_entries(package)}, fields)
 
 
@@ -115,9 +128,12 @@ def load_language_model(path: Path) -> LanguageModel:
             raise error from None
         programs = {"prefill": load_program(bytes(raw.pop(V1_PREFILL))), "step": load_program(bytes(raw.pop(V1_STEP)))}
     else:
-        programs = _programs(manifest, raw)
-        if manifest["format_version"] == FORMAT_V3.version:
+        chunked = manifest["format_version"] == FORMAT_V4.version
+        programs = _programs(manifest, raw, CHUNKED_PROGRAMS if chunked else PROGRAMS)
+        if manifest["format_version"] in (FORMAT_V3.version, FORMAT_V4.version):
             block_size = _block_size(manifest, programs["step"].graph)
+            if chunked:
+                _block_size(manifest, programs["chunk"].graph)
     sizes = [manifest.get(k) for k in ("layers", "max_batch", "max_positions")]
     if not all(type(v) is int and v > 0 for v in sizes):
         raise ArtifactError("manifest: layers, max_batch and max_positions must be positive integers")
@@ -133,30 +149,35 @@ def load_language_model(path: Path) -> LanguageModel:
         objects[GENERATION_CONFIG],
     )
     prefill, step = (LoadedProgram(programs[p].prepare()) for p in PROGRAMS)
-    return LanguageModel(prefill, step, codec, *sizes, block_size)
+    chunk = LoadedProgram(programs["chunk"].prepare()) if "chunk" in programs else None
+    return LanguageModel(prefill, step, codec, *sizes, block_size, chunk)
 
 
 def _read_newest(path: Path) -> tuple[dict[str, Any], dict[str, bytearray]]:
-    """Format 3 (a paged step) or, failing that, format 2; format 3's error when neither reads."""
-    try:
-        return read_bundle(FORMAT_V3, path)
-    except ArtifactError as error:
+    """Format 4 (a paged step and chunk), 3 (a paged step) or 2, the first that reads. When none does, the
+    error of the format the file names (the others only say its version is not theirs)."""
+    errors = []
+    for fmt in (FORMAT_V4, FORMAT_V3, FORMAT):
         try:
-            return read_bundle(FORMAT, path)
-        except ArtifactError:
-            raise error from None
+            return read_bundle(fmt, path)
+        except ArtifactError as e:
+            errors.append(e)
+    raise next((e for e in errors if not str(e).startswith("unsupported format version")), errors[0])
 
 
 def _block_size(manifest: dict[str, Any], step: lm.Graph) -> int:
     size = manifest.get("block_size")
     pool = step.inputs.get("pool.0.key")
     if type(size) is not int or pool is None or step.nodes[pool].shape[2] != size:
-        raise ArtifactError(f"manifest: block_size {size!r:.40} disagrees with the paged step's pools")
+        raise ArtifactError(f"manifest: block_size {size!r:.40} disagrees with the paged programs' pools")
     return size
 
 
-def _programs(manifest: dict[str, Any], raw: dict[str, bytearray]) -> dict[str, CompiledProgram]:
-    """Format 2's programs, both bound to the one copy of the weights; checked as a `.lprog` is."""
+def _programs(
+    manifest: dict[str, Any], raw: dict[str, bytearray], names: tuple[str, ...]
+) -> dict[str, CompiledProgram]:
+    """The programs `names` of a format 2 to 4 file, all bound to the one copy of the weights; checked as a
+    `.lprog` is."""
     if manifest.get("compiler_version") != COMPILER_VERSION:
         raise ArtifactError(
             f"compiled by compiler version {manifest.get('compiler_version')!r:.60}, this is {COMPILER_VERSION}: "
@@ -165,10 +186,10 @@ def _programs(manifest: dict[str, Any], raw: dict[str, bytearray]) -> dict[str, 
     target, signatures = manifest.get("target"), manifest.get("signatures")
     if target not in TARGETS:
         raise ArtifactError(f"manifest: target {target!r:.40} is not one of {TARGETS}")
-    if not isinstance(signatures, dict) or set(signatures) != set(PROGRAMS):
-        raise ArtifactError(f"manifest: signatures must name exactly {PROGRAMS}")
+    if not isinstance(signatures, dict) or set(signatures) != set(names):
+        raise ArtifactError(f"manifest: signatures must name exactly {names}")
     graphs = {}
-    for name in PROGRAMS:
+    for name in names:
         try:
             graph = decode_graph(parse_json(bytes(raw.pop(f"{name}.graph.json")), f"{name}.graph.json"))
             apply_manifest_padding(graph, signatures[name])

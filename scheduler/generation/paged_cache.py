@@ -3,8 +3,10 @@ layer, [pool blocks, kv heads, block size, head dim], handed to every decode ste
 (the step graph's pool outputs are donated pool inputs: `luminal.nn.models.paged_decoding`).
 
 Row r of the batch is one sequence: its length (cached positions) and its blocks (`BlockPool` tables). A
-prefill's left-padded caches are copied into the newcomers' blocks once, at admission; after that the engine
-never copies a cache: a step writes one position per row, and a finished row just gives its blocks back.
+prefill's left-padded caches are copied into the newcomers' blocks once, at admission, or a model with a chunk
+program writes a newcomer's prompt into its blocks a chunk at a time (`chunk_feed`) before it joins the rows
+(`join`); after that the engine never copies a cache: a step writes one position per row, and a finished row
+just gives its blocks back.
 """
 
 from __future__ import annotations
@@ -64,6 +66,36 @@ class PagedCache:
         self.owners.extend(owners)
         self.lengths = np.concatenate([self.lengths, lengths])
 
+    def chunk_feed(self, owner: Hashable, tokens: Sequence[int], start: int) -> dict[str, np.ndarray]:
+        """The chunk program's inputs for one sequence not yet in the rows: `tokens` at positions start..,
+        the `start` before them already in its blocks."""
+        table = self.pool.tables[owner]
+        if start + len(tokens) > len(table) * self.pool.block_size:
+            raise ValueError(f"positions {start}..{start + len(tokens) - 1} lie past {owner!r}'s blocks")
+        width = max(-(-start // self.pool.block_size), 1)  # blocks holding its cached positions (one, if none)
+        slots = [self.pool.slot(owner, p) for p in range(start, start + len(tokens))]
+        feed = {
+            "input_ids": np.array([tokens], np.int64),
+            "position_ids": np.array([[start]], np.int64),
+            "block_table": np.array([table[:width]], np.int64),
+            "slots": np.array([slots], np.int64),
+        }
+        feed.update(self.pools)
+        return feed
+
+    def join(self, owner: Hashable, length: int) -> None:
+        """`owner`'s first `length` positions (its prompt) are in its blocks: publish its full prompt blocks and
+        add its row."""
+        self.pool.publish(owner)
+        self.owners.append(owner)
+        self.lengths = np.append(self.lengths, np.int64(length))
+
+    def keep_pools(self, outputs: dict[str, np.ndarray]) -> None:
+        """The pools a program handed back: the same arrays from a runtime that writes in place, new ones from one
+        that copies."""
+        for name in self.pools:
+            self.pools[name] = outputs[name]
+
     def step_feed(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         """The paged step's inputs: each row's newest token, its length, its blocks and where its new key goes."""
         size = self.pool.block_size
@@ -85,8 +117,7 @@ class PagedCache:
     def advance(self, outputs: dict[str, np.ndarray]) -> None:
         """Every row gained one cached position. A runtime that writes in place hands the same pools back; one
         that copies hands new ones, which are kept instead."""
-        for name in self.pools:
-            self.pools[name] = outputs[name]
+        self.keep_pools(outputs)
         self.lengths = self.lengths + 1
 
     def remove(self, rows: list[int]) -> None:

@@ -1,6 +1,7 @@
 """Many streams at once: 20 concurrent streams of different lengths (16 run, the rest wait for a row) each equal
 their answer alone, and share decode steps; a client that disconnects mid-stream stops its sequence and frees
-its cache blocks at once."""
+its cache blocks at once; a long prompt arriving beside running streams is prefilled a chunk between each of
+their decode steps."""
 
 from __future__ import annotations
 
@@ -81,3 +82,46 @@ def test_disconnect_stops_the_sequence_and_frees_its_blocks(world):
         assert engine.steps - before < 40  # it stopped well before its 80 tokens
     finally:
         step.run = original
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_between_running_streams_steps(world):
+    engine = world.engine("tiny-llama")
+    shorts = [("the quick", 40), ("hello world", 40)]
+    long = (" ".join(WORDS), 8)
+    assert len(world.tokenizer(long[0])["input_ids"]) > 3 * 8
+    singles = []
+    for prompt, n in [*shorts, long]:
+        answer = world.client().completions.create(model="tiny-llama", prompt=prompt, max_tokens=n, temperature=0,
+                                                   extra_body={"ignore_eos": True})  # fmt: skip
+        singles.append((answer.choices[0].text, "length"))
+    chunk, step, rounds = engine.model.chunk, engine.model.step, engine.chunked.tokens_per_round
+    events = []  # ("chunk", first position) or ("step", rows), in the order the engine ran them
+
+    def chunk_run(feed, original=chunk.run):
+        events.append(("chunk", int(feed["position_ids"][0, 0])))
+        return original(feed)
+
+    def step_run(feed, original=step.run):
+        events.append(("step", len(feed["input_ids"])))
+        return original(feed)
+
+    chunk.run, step.run, engine.chunked.tokens_per_round = chunk_run, step_run, 8
+    try:
+
+        async def together():
+            client = world.async_client()
+            try:
+                running = [asyncio.create_task(_streamed(client, "tiny-llama", p, n)) for p, n in shorts]
+                while len(engine.running) < len(shorts):  # the long prompt arrives while they decode
+                    await asyncio.sleep(0.005)
+                return [*await asyncio.gather(*running, _streamed(client, "tiny-llama", *long))]
+            finally:
+                await client.close()
+
+        assert asyncio.run(together()) == singles
+    finally:
+        del chunk.run, step.run
+        engine.chunked.tokens_per_round = rounds
+    continued = [k for k, (kind, start) in enumerate(events) if kind == "chunk" and start > 0]
+    assert len(continued) >= 3  # the long prompt took several chunks
+    assert all(events[k - 1] == ("step", 2) for k in continued)  # each after a step of both running streams

@@ -83,19 +83,19 @@ def _prompt_tokens_counted(world) -> float:
 
 def test_an_expired_sequence_is_a_504_and_never_runs(world, engine):
     engine.waiting.clock = _jumping_clock()
-    prefills, prompt_tokens = engine.prefills, _prompt_tokens_counted(world)
+    prefills, prompt_tokens = engine.prompt_runs, _prompt_tokens_counted(world)
     with pytest.raises(openai.InternalServerError) as caught:
         _complete(world, queue_timeout=5)
     error = caught.value
     assert error.status_code == 504 and error.body["code"] == "timeout"
     assert "timeout passed before generation started" in error.body["message"]
-    assert engine.prefills == prefills and not engine.waiting
+    assert engine.prompt_runs == prefills and not engine.waiting
     assert _prompt_tokens_counted(world) == prompt_tokens  # its prompt was never read
 
 
 def test_an_expired_stream_ends_with_an_error_event(world, engine):
     engine.waiting.clock = _jumping_clock()
-    prefills = engine.prefills
+    prefills = engine.prompt_runs
     stream = world.client().chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=4, stream=True
     )
@@ -105,7 +105,7 @@ def test_an_expired_stream_ends_with_an_error_event(world, engine):
             chunks.append(chunk)
     assert [c.choices[0].delta.role for c in chunks] == ["assistant"]
     assert caught.value.body["code"] == "timeout" and "timeout passed" in caught.value.body["message"]
-    assert engine.prefills == prefills
+    assert engine.prompt_runs == prefills
 
 
 def test_a_full_waiting_line_is_a_429_with_retry_after(world, engine):

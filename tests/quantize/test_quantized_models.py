@@ -118,7 +118,7 @@ def test_the_engine_generates_the_float_models_greedy_tokens(models):
     # one Llama prompt is not (its float logits' top two are within the int8 error by then).
     params = SamplingParams(max_tokens=GREEDY_TOKENS, temperature=0, ignore_eos=True)
     streams = [engine.submit(model.codec.encode(text), params, loop) for text in PROMPTS]
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
     for s in streams:
         with torch.no_grad():

@@ -54,3 +54,13 @@ def test_published_prompt_blocks_are_shared_and_freed_with_their_last_holder():
     pool.release("c")
     assert pool.in_use == 0 and not pool.index and not pool.digest_of
     assert pool.reserve("e", 12, prompt) and pool.shared["e"] == 0  # unpublished once nobody held them
+
+
+def test_the_block_holding_a_prompts_last_token_is_never_shared():
+    pool = BlockPool(blocks=8, block_size=4)
+    prompt = list(range(10, 18))  # 8 tokens: exactly 2 full blocks, both published
+    assert pool.reserve("a", 10, prompt)
+    pool.publish("a")
+    assert pool.reserve("b", 10, prompt) and pool.shared["b"] == 1  # its last token's block is its own
+    assert pool.tables["b"][0] == pool.tables["a"][0] and pool.tables["b"][1] != pool.tables["a"][1]
+    assert pool.reserve("c", 10, prompt + [99]) and pool.shared["c"] == 2  # a token past both: both shared

@@ -21,7 +21,7 @@ from luminal.scheduler.generation.engine import EngineBusy, GenerationEngine, Pr
 from luminal.scheduler.generation.language_model import (
     FORMAT,
     FORMAT_V1,
-    FORMAT_V3,
+    FORMAT_V4,
     V1_PREFILL,
     V1_STEP,
     compile_package,
@@ -31,7 +31,7 @@ from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
 from luminal.scheduler.generation.stream import WaitExpired
 from luminal.zip_bundle import read_bundle, write_bundle
-from tests.llm_folders import hf_folder
+from tests.llm_folders import greedy_answer, hf_folder
 
 
 @pytest.fixture(scope="module", params=["llama", "gpt2"])
@@ -48,10 +48,21 @@ def contiguous(compiled_file):
     """The same model compiled from a package built before paged steps (format 2: the step concatenates)."""
     hf, folder = compiled_file
     package = load_package(folder / "m.lpkg")
-    package.paged = package.block_size = None
+    package.paged = package.block_size = package.chunk = None
     save_package(package, folder / "old.lpkg")
     compile_package(folder / "old.lpkg", "cpu", folder / "old.llmprog")
     return hf, load_language_model(folder / "old.llmprog")
+
+
+@pytest.fixture(scope="module")
+def unchunked(compiled_file):
+    """The same model compiled from a package built before chunk graphs (format 3: prompts prefilled at once)."""
+    hf, folder = compiled_file
+    package = load_package(folder / "m.lpkg")
+    package.chunk = None
+    save_package(package, folder / "unchunked.lpkg")
+    compile_package(folder / "unchunked.lpkg", "cpu", folder / "unchunked.llmprog")
+    return hf, load_language_model(folder / "unchunked.llmprog")
 
 
 @pytest.fixture(scope="module")
@@ -60,16 +71,13 @@ def compiled(compiled_file):
     return hf, load_language_model(Path(folder / "m.llmprog"))
 
 
-def _reference(hf, prompt: list[int], new: int) -> list[int]:
-    with torch.no_grad():
-        ids = torch.tensor([prompt])
-        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, do_sample=False,
-                          pad_token_id=0, eos_token_id=None)  # fmt: skip
-    return out[0, len(prompt) :].tolist()
-
-
 def test_batched_sequences_equal_their_single_answers(compiled):
     _batched_sequences_equal_their_single_answers(*compiled, paged=True)
+
+
+def test_batched_sequences_equal_their_single_answers_without_a_chunk_program(unchunked):
+    assert unchunked[1].chunk is None
+    _batched_sequences_equal_their_single_answers(*unchunked, paged=True)
 
 
 def test_batched_sequences_equal_their_single_answers_on_an_older_file(contiguous):
@@ -88,14 +96,18 @@ def _batched_sequences_equal_their_single_answers(hf, model, paged: bool):
         )
         if k == 2:
             engine.run_once()
-            assert engine.prefills == 1 and engine.batch.rows == 3  # three prompt lengths, one padded prefill
+            assert engine.batch.rows == 3
+            if model.chunk is None:
+                assert engine.prefills == 1  # three prompt lengths, one padded prefill
+            else:
+                assert engine.chunked.chunks == 3 and engine.prefills == 0  # each prompt one chunk
     held = []
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
         assert engine.batch.rows == len(engine.running) <= model.max_batch
         held.append(engine.batch.positions)
     for s in streams:
-        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, s.sequence.params.max_tokens)
+        assert s.sequence.tokens == greedy_answer(hf, s.sequence.prompt, s.sequence.params.max_tokens)
         assert s.sequence.finish_reason == "length"
     assert held[-1] == 0 and max(held) <= 4 * 64
     if paged:
@@ -135,10 +147,10 @@ def test_a_full_pool_makes_newcomers_wait_then_run_when_a_sequence_ends(compiled
     while first in engine.running:
         engine.run_once()
         assert engine.waiting.first() is second  # still waiting, never failed
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
     for s in (first, second, third):
-        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, s.sequence.params.max_tokens)
+        assert s.sequence.tokens == greedy_answer(hf, s.sequence.prompt, s.sequence.params.max_tokens)
     assert engine.batch.pool.in_use == 0
     small = GenerationEngine(model, cache_blocks=2)  # could never hold this one: refused, not left waiting
     with pytest.raises(PromptTooLong, match="needs 3 cache blocks of 16; the pool holds 2"):
@@ -147,7 +159,14 @@ def test_a_full_pool_makes_newcomers_wait_then_run_when_a_sequence_ends(compiled
 
 
 def test_a_common_prompt_prefix_shares_its_full_blocks(compiled):
-    hf, model = compiled
+    _a_common_prompt_prefix_shares_its_full_blocks(*compiled)
+
+
+def test_a_common_prompt_prefix_shares_its_full_blocks_without_a_chunk_program(unchunked):
+    _a_common_prompt_prefix_shares_its_full_blocks(*unchunked)
+
+
+def _a_common_prompt_prefix_shares_its_full_blocks(hf, model):
     size = model.block_size
     engine, loop = GenerationEngine(model), asyncio.new_event_loop()
     text = "the quick brown fox jumps over the lazy dog, hello world; language models answer questions"
@@ -162,10 +181,10 @@ def test_a_common_prompt_prefix_shares_its_full_blocks(compiled):
     engine.run_once()
     assert engine.batch.pool.shared[id(second)] == 2
     assert engine.batch.pool.in_use - blocks == -(-(len(variant) + 8) // size) - 2  # only its own blocks are new
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
     for s in (first, second):
-        assert s.sequence.tokens == _reference(hf, s.sequence.prompt, 8)
+        assert s.sequence.tokens == greedy_answer(hf, s.sequence.prompt, 8)
     assert engine.batch.pool.in_use == 0 and not engine.batch.pool.index
     loop.close()
 
@@ -181,7 +200,7 @@ def test_the_compiled_step_writes_the_pools_in_place(compiled):
     engine, loop = GenerationEngine(model), asyncio.new_event_loop()
     before = dict(engine.batch.pools)
     engine.submit(model.codec.encode("hello world"), SamplingParams(5, temperature=0, ignore_eos=True), loop)
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
     assert engine.steps == 4 and all(engine.batch.pools[n] is a for n, a in before.items())  # never replaced
     loop.close()
@@ -248,7 +267,7 @@ def test_compiled_file_holds_the_weights_once_and_old_files_still_load(compiled_
     _, folder = compiled_file
     package_weights = load_package(folder / "m.lpkg").graphs.prefill.weight_data
     one_copy = sum(a.nbytes for a in package_weights.values())
-    manifest, _ = read_bundle(FORMAT_V3, folder / "m.llmprog")
+    manifest, _ = read_bundle(FORMAT_V4, folder / "m.llmprog")
     assert one_copy <= manifest["entries"][WEIGHTS]["size"] <= one_copy + 8192  # plus the safetensors header
     for _, model in (compiled, contiguous):
         prefill, step = model.prefill.program.graph.weight_data, model.step.program.graph.weight_data
@@ -274,7 +293,7 @@ def test_compiled_file_holds_the_weights_once_and_old_files_still_load(compiled_
 
 def test_a_tampered_weights_entry_is_refused(compiled_file, tmp_path):
     _, folder = compiled_file
-    manifest, raw = read_bundle(FORMAT_V3, folder / "m.llmprog")
+    manifest, raw = read_bundle(FORMAT_V4, folder / "m.llmprog")
     arrays = read_safetensors(raw[WEIGHTS])
     holder = Graph()
     extra = {**arrays, "stray": np.zeros(3, np.float32)}
@@ -284,9 +303,18 @@ def test_a_tampered_weights_entry_is_refused(compiled_file, tmp_path):
     entries = {n: [bytes(v)] for n, v in raw.items()}
     entries[WEIGHTS] = _safetensors_parts(holder)
     fields = {k: v for k, v in manifest.items() if k not in ("format", "format_version", "entries")}
-    write_bundle(FORMAT_V3, tmp_path / "bad.llmprog", entries, fields)
+    write_bundle(FORMAT_V4, tmp_path / "bad.llmprog", entries, fields)
     with pytest.raises(ArtifactError, match="no program binds"):
         load_language_model(tmp_path / "bad.llmprog")
+
+
+def test_a_damaged_older_file_is_refused_naming_its_defect(compiled_file, unchunked, tmp_path):
+    _, folder = compiled_file
+    data = (folder / "unchunked.llmprog").read_bytes()  # format 3
+    assert b'"F32"' in data  # the weights entry is stored, not compressed: its header's dtypes are readable
+    (tmp_path / "damaged.llmprog").write_bytes(data.replace(b'"F32"', b'"F31"', 1))
+    with pytest.raises(ArtifactError, match="weights.safetensors is corrupt"):  # not "unsupported format version"
+        load_language_model(tmp_path / "damaged.llmprog")
 
 
 def test_sampled_tokens_carry_the_logprobs_of_the_unmodified_distribution(compiled):
@@ -295,7 +323,7 @@ def test_sampled_tokens_carry_the_logprobs_of_the_unmodified_distribution(compil
     prompt = model.codec.encode("the quick brown")
     params = SamplingParams(max_tokens=6, temperature=0.7, top_k=5, seed=11, ignore_eos=True, logprobs=2)
     stream = engine.submit(prompt, params, loop)
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
 
     async def deltas():
@@ -326,7 +354,7 @@ class SteppedClock:
 def _rounds_until_joined(engine, streams) -> dict:
     """Run rounds to the end; for each of `streams`, the round it joined the batch."""
     joined, round_ = {}, 0
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
         round_ += 1
         for name, stream in streams.items():
@@ -370,16 +398,16 @@ def test_an_expired_waiting_sequence_gets_its_error_and_never_runs(compiled):
     engine.run_once()
     assert len(engine.waiting) == 2  # not yet
     clock.now = 5.0
-    prefills = engine.prefills
+    prefills = engine.prompt_runs
     engine.run_once()
     assert list(engine.waiting) == [patient] and len(engine.waiting) == 1  # the waiting gauge drops at once
-    while engine.running or engine.waiting:
+    while engine.busy:
         engine.run_once()
     with pytest.raises(WaitExpired, match=r"timeout passed before generation started \(it waited 5.000 s\)"):
         loop.run_until_complete(_read_all(late))
     assert late.started_at is None and late.sequence.tokens == [] and late.compute_s == 0
     assert late not in ended and patient in ended  # never run, never billed
-    assert engine.prefills > prefills and patient.sequence.finish_reason is not None
+    assert engine.prompt_runs > prefills and patient.sequence.finish_reason is not None
     loop.close()
 
 

@@ -1,0 +1,95 @@
+"""The paged chunk graph: a prompt fed in chunks through block pools gives, at each chunk's last position, the
+logits of a full transformers forward pass, and leaves in the pools the keys and values a decode step then
+reads (reference interpreter and compiled on the CPU; GPT-2 and a grouped-query Llama)."""
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import luminal as lm
+from luminal.nn.models.gpt2 import GPT2LMHeadModel
+from luminal.nn.models.llama import LlamaForCausalLM
+from luminal.nn.models.paged_decoding import paged_chunk_graph, paged_step_graph, pool_name
+from tests.nn.hf import max_error, tiny_model
+
+MODELS = {
+    "gpt2": (GPT2LMHeadModel, transformers.GPT2Config(vocab_size=40, n_positions=64, n_embd=24, n_layer=2, n_head=3)),
+    "llama": (LlamaForCausalLM, transformers.LlamaConfig(vocab_size=40, hidden_size=24, intermediate_size=36,
+              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, rope_theta=100.0)),
+}  # fmt: skip
+SIZE = 4  # positions per block: small, so chunks start and end inside blocks
+
+
+def _feed(tokens, length, table, pools):
+    """One row's chunk of `tokens` at positions length.. through its block `table` (as PagedCache feeds it)."""
+    slots = [table[p // SIZE] * SIZE + p % SIZE for p in range(length, length + len(tokens))]
+    row_blocks = max(-(-length // SIZE), 1)
+    return {
+        "input_ids": np.array([tokens], np.int64),
+        "position_ids": np.array([[length]], np.int64),
+        "block_table": np.array([table[:row_blocks]], np.int64),
+        "slots": np.array([slots], np.int64),
+        **pools,
+    }
+
+
+def _chunked_logits(chunk_run, step_run, layers, kv_heads, head_dim, prompt, chunks, next_token):
+    """Feed `prompt` in `chunks` (lengths), then one decode step of `next_token`: the logits after each."""
+    table = [5, 2, 7, 0, 3, 1, 6, 4]  # out of order: the pools are read through the table
+    shape = (8, kv_heads, SIZE, head_dim)
+    pools = {pool_name(k, p): np.zeros(shape, np.float32) for k in range(layers) for p in ("key", "value")}
+    got, length = [], 0
+    for n in chunks:
+        out = chunk_run(_feed(prompt[length : length + n], length, table, pools))
+        pools = {name: out[name] for name in pools}
+        got.append(out["logits"][0])
+        length += n
+    out = step_run(_feed([next_token], length, table, pools))
+    return got + [out["logits"][0]]
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["reference", "cpu"])
+@pytest.mark.parametrize("name", MODELS)
+def test_chunks_then_a_step_match_a_full_forward_pass(name, compiled):
+    ours, config = MODELS[name]
+    hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, config)
+    model = ours(config.to_dict())
+    chunk = paged_chunk_graph(model, max_batch=2, max_positions=32, block_size=SIZE, max_chunk=16).bind(weights)
+    step = paged_step_graph(model, max_batch=2, max_positions=32, block_size=SIZE).bind(weights)
+    if compiled:
+        chunk_run, step_run = (lm.compile(g, target="cpu", cache=False).run for g in (chunk, step))
+    else:
+        chunk_run, step_run = (lambda feed, g=g: lm.run(g, feed) for g in (chunk, step))
+    tokens = np.random.default_rng(1).integers(0, 40, 20).tolist()
+    chunks = [6, 1, 9, 3]  # a chunk ending mid-block, one token, one crossing two block edges
+    pool = chunk.nodes[chunk.inputs[pool_name(0, "key")]].shape
+    got = _chunked_logits(chunk_run, step_run, 2, pool[1], pool[3], tokens[:19], chunks, tokens[19])
+    with torch.no_grad():
+        full = hf(torch.tensor([tokens])).logits[0].numpy()
+    ends = np.cumsum(chunks) - 1
+    for logits, position in zip(got, [*ends, 19], strict=True):
+        assert max_error(logits, full[position]) < 1e-4, position
+
+
+def test_chunk_rows_of_one_length_run_together():
+    """Two rows in one chunk, each with its own cached length and blocks."""
+    ours, config = MODELS["llama"]
+    hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, config)
+    chunk = paged_chunk_graph(ours(config.to_dict()), max_batch=2, max_positions=32, block_size=SIZE).bind(weights)
+    rng = np.random.default_rng(2)
+    a, b = rng.integers(0, 40, 10).tolist(), rng.integers(0, 40, 7).tolist()
+    shape = (8, 2, SIZE, 6)
+    pools = {pool_name(k, p): np.zeros(shape, np.float32) for k in range(2) for p in ("key", "value")}
+    tables = [[0, 1, 2], [3, 4, 5]]
+    for row, table in ((a, tables[0]), (b, tables[1])):  # each row's first chunk alone: rows of 7 and 4 tokens
+        out = lm.run(chunk, _feed(row[:-3], 0, table, pools))
+        pools = {n: out[n] for n in pools}
+    rows = [_feed(row[-3:], len(row) - 3, t, pools) for row, t in ((a, tables[0]), (b, tables[1]))]
+    feed = {n: np.concatenate([r[n] for r in rows]) for n in ("input_ids", "position_ids", "slots")}
+    width = max(r["block_table"].shape[1] for r in rows)
+    feed["block_table"] = np.array([t[:width] for t in tables], np.int64)
+    out = lm.run(chunk, {**feed, **pools})
+    with torch.no_grad():
+        for r, row in enumerate((a, b)):
+            assert max_error(out["logits"][r], hf(torch.tensor([row])).logits[0, -1].numpy()) < 1e-4
