@@ -1,0 +1,92 @@
+"""Donated inputs on the CUDA runtime, run through the CuPy stand-in and the host shim: a scatter into a donated
+pool has no copy kernel, a device pool is bound where the caller holds it and written there (the same array
+comes back), the graph is captured again only when the pool's pointer changes, and a host pool is copied in."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from luminal.runtime.cuda.layout import launches_at
+from tests.compiler.test_in_place_scatter import _expected, _feed, _pool_graph
+from tests.runtime.cuda import fake_cupy
+from tests.runtime.cuda.test_fake_device import load
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+
+
+def _device_feed():
+    feed = _feed()
+    return feed, {**feed, "pool": fake_cupy.asarray(feed["pool"])}
+
+
+def test_the_scatter_into_a_donated_pool_has_no_copy_launch():
+    exe = load(_pool_graph())
+    assert [launch.shape for launch in exe.plan if launch.shape in ("copy", "scatter")] == ["scatter"]
+    assert exe.in_place == {exe.program.inputs["pool"]: "pool"}
+    undonated = load(_pool_graph(donate=False))
+    assert [launch.shape for launch in undonated.plan if launch.shape in ("copy", "scatter")] == ["copy", "scatter"]
+
+
+@pytest.mark.parametrize("graph", [True, False], ids=["graph", "launches"])
+def test_a_device_pool_is_written_where_the_caller_holds_it(graph):
+    exe = load(_pool_graph())
+    feed, on_device = _device_feed()
+    pool = on_device["pool"]
+    out = exe.run(on_device, device_outputs=True, graph=graph)
+    assert out["pool"] is pool  # the caller's own array, written in place
+    np.testing.assert_array_equal(pool.get(), _expected(feed["pool"]))
+    np.testing.assert_array_equal(out["row_sums"].get(), feed["pool"].sum(1))  # read before the write
+    arena = exe.arena({"n": 8})
+    assert arena.pointers[exe.program.inputs["pool"]].ptr == pool.data.ptr
+    # as the engine does: the returned pool goes back in; the second scatter lands on the first's result
+    again = exe.run({**on_device, "src": np.array([7, 8, 9], np.float32)}, device_outputs=True, graph=graph)
+    assert again["pool"] is pool
+    want = _expected(feed["pool"]).reshape(-1)
+    want[[0, 5, 31]] = [7, 8, 9]
+    np.testing.assert_array_equal(pool.get().reshape(-1), want)
+
+
+def test_the_graph_is_captured_again_only_when_the_pool_moves():
+    exe = load(_pool_graph())
+    feed, on_device = _device_feed()
+    exe.run(on_device, device_outputs=True)
+    arena = exe.arena({"n": 8})
+    first = arena.graph
+    exe.run(on_device, device_outputs=True)
+    assert arena.graph is first and first.launches == 2  # same pool, same pointers: replayed
+    other = fake_cupy.asarray(feed["pool"] * 2)
+    before = fake_cupy.Function.launched
+    out = exe.run({**on_device, "pool": other}, device_outputs=True)
+    assert out["pool"] is other and arena.graph is not first
+    assert fake_cupy.Function.launched - before == len(launches_at(exe.plan, arena.env))
+    np.testing.assert_array_equal(other.get(), _expected(feed["pool"] * 2))
+    np.testing.assert_array_equal(out["row_sums"].get(), (feed["pool"] * 2).sum(1))
+
+
+def test_a_host_pool_is_copied_in_and_left_alone():
+    exe = load(_pool_graph())
+    feed, on_device = _device_feed()
+    exe.run(on_device)  # the arena first bound to a device pool, then back to its own slot
+    host = _feed()
+    old = host["pool"].copy()
+    out = exe.run(host)
+    np.testing.assert_array_equal(host["pool"], old)
+    np.testing.assert_array_equal(out["pool"], _expected(old))
+    np.testing.assert_array_equal(out["row_sums"], old.sum(1))
+    arena = exe.arena({"n": 8})
+    assert arena.pointers[exe.program.inputs["pool"]].ptr == arena.own[exe.program.inputs["pool"]].ptr
+
+
+def test_a_donated_pool_that_is_not_contiguous_is_refused_by_name():
+    exe = load(_pool_graph())
+    _, on_device = _device_feed()
+
+    class Strided(fake_cupy.ndarray):  # a view whose flat form is a copy elsewhere
+        def reshape(self, *shape):
+            return fake_cupy.ndarray._of(self.a.reshape(*shape))
+
+    strided = Strided.__new__(Strided)
+    strided.data, strided.a = on_device["pool"].data, on_device["pool"].a
+    with pytest.raises(ValueError, match="'pool' must be a contiguous device array"):
+        exe.run({**on_device, "pool": strided})
