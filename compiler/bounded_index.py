@@ -20,11 +20,36 @@ from luminal.symbolic import Expr, as_expr, var
 _PROBES = ({}, 7, 13)  # symbol values at which a coefficient's ratio to a divisor is read before it is proven
 
 
+# (expression, extents, its variables' ranges) -> folded. A decode step's layers and an attention's operands read
+# the same positions many times; the simplifier reads variables' ranges, which equality ignores, hence the key.
+_FOLDED: dict[tuple, Expr] = {}
+_FOLDED_MAX = 50_000
+
+
 def fold(e: Expr, extents: Mapping[str, Expr]) -> Expr:
     """`e` with every division and modulo whose dividend splits exactly (see the module docstring) folded;
     `extents`: each loop variable in scope ranges over [0, extent)."""
     if e.op in ("const", "var"):
         return e
+    ranges = _ranges(e)
+    scope = {name: extents[name] for name, _, _ in ranges if name in extents}  # all that folding `e` reads
+    key = (e, tuple(sorted(scope.items())), tuple(sorted(ranges)))
+    found = _FOLDED.get(key)
+    if found is None:
+        found = _fold(e, extents)
+        if len(_FOLDED) >= _FOLDED_MAX:
+            _FOLDED.clear()
+        _FOLDED[key] = found
+    return found
+
+
+def _ranges(e: Expr) -> set[tuple[str, int, int]]:
+    if e.op == "var":
+        return {(e.args[0], e.lo, e.hi)}
+    return set().union(*(_ranges(a) for a in e.args if isinstance(a, Expr)))
+
+
+def _fold(e: Expr, extents: Mapping[str, Expr]) -> Expr:
     args = tuple(fold(a, extents) if isinstance(a, Expr) else a for a in e.args)
     if e.op in ("div", "mod"):
         split = _split(args[0], args[1], extents)
