@@ -3,10 +3,12 @@ pool has no copy kernel, a device pool is bound where the caller holds it and wr
 comes back), the graph is captured again only when the pool's pointer changes, and a host pool is copied in."""
 
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+import luminal as lm
 from luminal.runtime.cuda.layout import launches_at
 from tests.compiler.test_in_place_scatter import _expected, _feed, _pool_graph
 from tests.runtime.cuda import fake_cupy
@@ -90,3 +92,32 @@ def test_a_donated_pool_that_is_not_contiguous_is_refused_by_name():
     strided.data, strided.a = on_device["pool"].data, on_device["pool"].a
     with pytest.raises(ValueError, match="'pool' must be a contiguous device array"):
         exe.run({**on_device, "pool": strided})
+
+
+def test_two_paged_decode_steps_write_the_device_pools_and_match_the_reference():
+    """The paged step as the engine runs it: pools on the device, each step's returned pools fed to the next;
+    the attention reads them through the block table, the scatters write them, nothing copies them."""
+    from luminal.nn.models.llama import LlamaForCausalLM
+    from luminal.nn.models.paged_decoding import paged_step_graph
+    from tests.compiler.cuda.compare import assert_matches
+    from tests.compiler.cuda.graphs import bind_random
+    from tests.compiler.cuda.test_decode import CONFIG
+    from tests.compiler.cuda.test_paged_decode import _feed
+
+    # float32: a device array's dtype binds the input, and CuPy has no bfloat16
+    g = bind_random(paged_step_graph(LlamaForCausalLM(replace(CONFIG, dtype=lm.float32)), 2, max_positions=64))
+    exe = load(g)
+    host = _feed([5, 20])
+    pools = [name for name in host if name.startswith("pool.")]
+    host |= {name: host[name].astype(np.float32) for name in pools}
+    device = {name: fake_cupy.asarray(host[name]) for name in pools}
+    for _ in range(2):
+        feed = {**host, **device}
+        want = lm.run(g, {name: value.copy() for name, value in host.items()})
+        got = exe.run(feed, device_outputs=True)
+        assert all(got[name] is device[name] for name in pools)  # the caller's arrays, written in place
+        assert_matches({name: v.get() for name, v in got.items()}, want)
+        host = {**host, **{name: want[name] for name in pools}}  # the next token, one position further
+        host["position_ids"] = host["position_ids"] + 1
+        host["slots"] = host["slots"] + 1
+    assert len(exe.arenas) == 1 and next(iter(exe.arenas.values())).graph.launches == 2  # captured once
