@@ -55,6 +55,18 @@ def _into_scatter(producer: ir.LoopKernel, scatter: ir.ScatterKernel, names) -> 
     return replace(scatter, src=src) if value_within_limits(src) else None
 
 
+def _no_dearer(program: ir.KernelProgram, producer: ir.LoopKernel, kernels, fused: dict, target) -> bool:
+    """Whether the readers computing the producer cost no more, by the roofline (compiler/cost.py), than the
+    producer and its readers apart: the launch saved is priced in (a prefill's attention recomputing a key per
+    query would not be)."""
+    from luminal.compiler.cost import estimate
+
+    def seconds(ks) -> float:
+        return sum(estimate(k, program.buffers, target).seconds for k in ks)
+
+    return seconds(fused.values()) <= seconds([producer, *(kernels[j] for j in fused)])
+
+
 def attend_through_concatenations(program: ir.KernelProgram, target) -> ir.KernelProgram:
     """`program` with every eligible attention operand's producer computed by all its readers (module docstring)."""
     outputs = {buf for buf, _ in program.outputs.values()}
@@ -76,7 +88,7 @@ def attend_through_concatenations(program: ir.KernelProgram, target) -> ir.Kerne
                 fused[j] = _into_scatter(producer, reader, names)
             else:
                 fused[j] = None
-        if any(f is None for f in fused.values()):
+        if any(f is None for f in fused.values()) or not _no_dearer(program, producer, kernels, fused, target):
             continue
         for j, f in fused.items():
             kernels[j] = f
