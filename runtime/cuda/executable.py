@@ -104,7 +104,7 @@ class CudaExecutable:
         use_graph = self.graphs if graph is None else graph
         with self.lock, self.device, stream:
             host, device, shapes = arrays.split(inputs, cp.from_dlpack)
-            env = bind_symbols(self.graph, shapes, dims)
+            env = bind_symbols(self.graph, self._bits_as_bfloat16(shapes, device), dims)
             arena = self.arena(env)
             self.dims.set(np.array([env[s] for s in self.symbols] or [0], np.int64), stream=stream)
             self._copy_inputs(arena, env, host, device)
@@ -170,6 +170,16 @@ class CudaExecutable:
                 flat = device[label].reshape(-1).view(kind)
                 if buf not in self.in_place:
                     arena.view(buf, flat.size, kind)[...] = flat  # a copy kernel on the current stream (ours)
+
+    def _bits_as_bfloat16(self, shapes: dict[str, np.ndarray], device: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The shape stand-ins, with a device input the program takes as bfloat16 given as its uint16 bits (CuPy
+        has no bfloat16; a KV pool on the device is held so) standing in as bfloat16."""
+        out = dict(shapes)
+        for label, array in device.items():
+            buf = self.program.inputs.get(label)
+            if buf and self.program.buffers[buf].dtype == dt.bfloat16 and array.dtype == np.uint16:
+                out[label] = arrays.stand_in(tuple(array.shape), dt.bfloat16.np)
+        return out
 
     def _donated(self, array: Any, buf: str, kind: np.dtype):
         """The caller's device array as the flat view the kernels write; refused when no such view exists."""

@@ -5,10 +5,12 @@ comes back), the graph is captured again only when the pool's pointer changes, a
 import shutil
 from dataclasses import replace
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 import luminal as lm
+from luminal.hl import prim
 from luminal.runtime.cuda.layout import launches_at
 from tests.compiler.test_in_place_scatter import _expected, _feed, _pool_graph
 from tests.runtime.cuda import fake_cupy
@@ -78,6 +80,20 @@ def test_a_host_pool_is_copied_in_and_left_alone():
     np.testing.assert_array_equal(out["row_sums"], old.sum(1))
     arena = exe.arena({"n": 8})
     assert arena.pointers[exe.program.inputs["pool"]].ptr == arena.own[exe.program.inputs["pool"]].ptr
+
+
+def test_a_bfloat16_pool_held_as_its_bits_on_the_device_is_written_in_place():
+    """CuPy has no bfloat16: a bf16 pool lives on the device as uint16 bits, and binds as the bf16 input it is."""
+    g = lm.Graph()
+    pool = g.input("pool", (lm.sym("n", max=64), 4), lm.bfloat16)
+    at, src = g.input("at", (3,), lm.int64), g.input("src", (3,), lm.bfloat16)
+    prim.scatter(pool, at, src).output("pool")
+    g.donate("pool", "pool")
+    feed = {k: v.astype(ml_dtypes.bfloat16) if v.dtype == np.float32 else v for k, v in _feed().items()}
+    bits = fake_cupy.asarray(feed["pool"].view(np.uint16))
+    out = load(g).run({**feed, "pool": bits}, device_outputs=True)
+    assert out["pool"] is bits
+    np.testing.assert_array_equal(bits.get().view(ml_dtypes.bfloat16), _expected(feed["pool"].astype(np.float32)))
 
 
 def test_a_donated_pool_that_is_not_contiguous_is_refused_by_name():
