@@ -1,12 +1,14 @@
 """What the GPU bench's programs launch, and what ptxas makes of their kernels, without a GPU.
 
-    .venv/bin/python bench/gpu_kernels.py [--small] [--target h100] [--only decode,prefill,encoder]
+    .venv/bin/python bench/gpu_kernels.py [--small] [--target h100] [--only decode,decode-paged,prefill,encoder]
 
-For each program of bench/gpu.py (compiled here from zero weights: compiling reads shapes only): its launches
-per run by shape (thread, warp, row, gemm, attention, copy, scatter), and for each shape the registers, spilled
-bytes and shared memory that this machine's nvcc reports for sm_90 (the issue's "register and shared-memory
-report of the hot kernels"). Also the launches' floor at batch-1 decode: a kernel boundary costs ~1.3 us even
-inside a CUDA graph (Hazy Research's measurement on an H100), against the copy-bandwidth floor of the bytes.
+For each program of bench/gpu.py, and the paged decode step the engine runs ("decode-paged": KV pools read
+through a block table and written in place, no concatenated cache), compiled here from zero weights (compiling
+reads shapes only): its launches per run by shape (thread, warp, row, gemm, attention, copy, scatter), and for
+each shape the registers, spilled bytes and shared memory that this machine's nvcc reports for sm_90 (the
+issue's "register and shared-memory report of the hot kernels"). Also the launches' floor at batch-1 decode: a
+kernel boundary costs ~1.3 us even inside a CUDA graph (Hazy Research's measurement on an H100), against the
+copy-bandwidth floor of the bytes.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.compiler.cuda.nvcc: the nvcc report parser
 
 from gpu import graphs  # noqa: E402
-from gpu_models import FULL, SMALL, decode_bytes, shapes_of, zero_weights  # noqa: E402
+from gpu_models import FULL, SMALL, decode_bytes, paged_graph, shapes_of, zero_weights  # noqa: E402
 
 import luminal as lm  # noqa: E402
-from luminal.compiler import gemv_plan  # noqa: E402
+from luminal.compiler import gemv_plan, ir  # noqa: E402
 from luminal.compiler.cuda.launch import loop_shape, staged  # noqa: E402
 from luminal.compiler.cuda.norm_prologue import bytes_along  # noqa: E402
 from luminal.compiler.cuda.program import kernel_launches, launch_plan  # noqa: E402
@@ -40,7 +42,7 @@ def staged_bytes(prog) -> tuple[int, int]:
     env = {s: 1 for s in prog.kernels.symbols}
     fused, total = 0, 0
     for k in prog.kernels.kernels:
-        if loop_shape(k) != "gemv" or not staged(k, gemv_plan.plan(k)):
+        if not isinstance(k, ir.LoopKernel) or loop_shape(k) != "gemv" or not staged(k, gemv_plan.plan(k)):
             continue
         (launch,) = kernel_launches(k, prog.kernels)
         gemv = gemv_plan.plan(k)
@@ -55,7 +57,7 @@ def report(name: str, graph: lm.Graph, target: str, sizes) -> None:
     plan = launch_plan(prog.kernels)
     shapes = Counter(launch.shape for launch in plan)
     print(f"\n{name}: {len(prog.kernels.kernels)} kernels, {len(plan)} launches per run: {dict(shapes)}")
-    if name == "decode":
+    if name.startswith("decode"):
         weights, kv = decode_bytes(sizes, shapes_of(graph))
         floor, gaps = (weights + kv) / COPY_BANDWIDTH, len(plan) * GAP_S
         print(
@@ -90,11 +92,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--small", action="store_true", help="the tiny configurations")
     parser.add_argument("--target", default="h100")
-    parser.add_argument("--only", default="decode,prefill,encoder", help="programs, comma-separated")
+    parser.add_argument("--only", default="decode,decode-paged,prefill,encoder", help="programs, comma-separated")
     args = parser.parse_args()
     sizes = SMALL if args.small else FULL
     wanted = args.only.split(",")
-    for name, graph in graphs(sizes).items():
+    for name, graph in {**graphs(sizes), "decode-paged": paged_graph(sizes)}.items():
         if name in wanted:
             report(name, graph, args.target, sizes)
 

@@ -16,6 +16,7 @@ import luminal as lm
 from luminal.nn.models.bert import BertConfig, bert_graph
 from luminal.nn.models.generation import DecoderGraphs, decoder_graphs
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
+from luminal.nn.models.paged_decoding import paged_step_graph
 
 INIT_STD = 0.02  # Hugging Face's initializer_range: activations keep a sane scale through 16 random layers
 
@@ -88,6 +89,13 @@ def llama_graphs(sizes: Sizes) -> DecoderGraphs:
     """The prefill and decode-step graphs of batch 1 (weights unbound); `past` and `seq` stay symbols."""
     positions = 2 * max(sizes.context + 1, sizes.prefill)  # room for the step after the cached context
     return decoder_graphs(LlamaForCausalLM(sizes.llama), max_batch=1, max_positions=positions)
+
+
+def paged_graph(sizes: Sizes) -> lm.Graph:
+    """The paged decode step of batch 1 (luminal/nn/models/paged_decoding.py: KV block pools read through a block
+    table, written in place), with room for as many positions as llama_graphs'."""
+    positions = 2 * max(sizes.context + 1, sizes.prefill)
+    return paged_step_graph(LlamaForCausalLM(sizes.llama), max_batch=1, max_positions=positions)
 
 
 def encoder_graph(sizes: Sizes) -> lm.Graph:

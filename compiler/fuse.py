@@ -205,6 +205,12 @@ def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value, extents
     return v
 
 
+def inline_value(producer: ir.LoopKernel, v: ir.Value, extents: dict[str, Expr], names: Iterator[int]) -> ir.Value:
+    """`v`, over loop variables of `extents`, with every plain load of the producer's buffer replaced by its body
+    (a scatter's source computing its producer)."""
+    return _replace_loads(v, producer, _rename_reductions(producer.body, names), extents)
+
+
 def inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, names: Iterator[int] | None = None) -> ir.LoopKernel:
     """The consumer with every plain load of the producer's buffer replaced by the producer's body.
 
@@ -310,9 +316,14 @@ def may_inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, target=None) ->
 def within_limits(fused: ir.LoopKernel) -> bool:
     """Whether a fused kernel holds at most one GEMM (whose epilogue is the rest of the kernel) and has bounded
     C text: its value tree and each of its index expressions."""
-    if not _tree_within(fused.body, MAX_TREE_NODES) or len(contracts(fused.body)) > 1:
+    return len(contracts(fused.body)) <= 1 and value_within_limits(fused.body)
+
+
+def value_within_limits(v: ir.Value) -> bool:
+    """Whether a value tree and each of its index expressions are within fusion's size limits."""
+    if not _tree_within(v, MAX_TREE_NODES):
         return False
-    return all(_within(e, _expr_children, MAX_INDEX_NODES) for e in set(_indexes(fused.body)))
+    return all(_within(e, _expr_children, MAX_INDEX_NODES) for e in set(_indexes(v)))
 
 
 def reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:

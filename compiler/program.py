@@ -178,10 +178,14 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     # source (compiler/cuda/read_past_casts.py) and a flash-decoding attention has a scratch buffer.
     # Metal runs CUDA's launch plan (compiler/metal/program.py), flash decoding's scratch included.
     kind = get_target(target).kind
-    if kind == "cuda":
+    if kind == "cuda":  # the CUDA runtime binds a donated device array in place (runtime/cuda/executable.py)
+        from luminal.compiler.cuda.attention_reads import attend_through_concatenations
         from luminal.compiler.cuda.read_past_casts import read_past_casts
 
-        return add_partials_buffers(read_past_casts(kernels))
+        # An attention reads a paged KV cache through its block table (no concatenation kernel), then the pools'
+        # scatters write in place.
+        kernels = attend_through_concatenations(kernels, get_target(target))
+        return add_partials_buffers(read_past_casts(scatter_in_place(kernels, graph.donated)))
     if kind == "metal":
         return add_partials_buffers(kernels)
     if kind != "cpu":

@@ -16,7 +16,8 @@ Shapes, by what the kernel computes:
 - "gemm": a tiled GEMM with its epilogue (compiler/cuda/gemm.py); "attention": a block per query row.
 - "attention_split" then "combine": flash decoding (compiler/attention_plan.py's `splits`), a block per query row
   and block of keys writing partial results to the kernel's partials buffer, then a block per row combining them.
-- "copy" then "scatter": a scatter kernel's destination copied element-wise, then one thread per scattered value.
+- "copy" then "scatter": a scatter kernel's destination copied element-wise, then one thread per scattered value;
+  a scatter into its donated input (compiler/in_place.py: its output buffer is the one it reads whole) has no copy.
 - "cublas": no kernel of ours but a library call (compiler/cuda/library_gemm.py): the GEMM step `call`, issued by
   the runtime on its stream; its "grid" is the output's element count (no call where it is 0) and block 0.
 """
@@ -99,9 +100,11 @@ def launches(k: ir.Kernel, reads: list[str]) -> list[Launch]:
     buffers = (k.out, *[b for b in reads if b != k.out])
     numel = dims_product(k.shape)
     if isinstance(k, ir.ScatterKernel):
-        copy = Launch(f"{k.name}_copy", "copy", _blocks(numel, THREADS), THREADS, buffers)
         count = dims_product(k.src_shape)
-        return [copy, Launch(f"{k.name}_scatter", "scatter", _blocks(count, THREADS), THREADS, buffers)]
+        scatter = Launch(f"{k.name}_scatter", "scatter", _blocks(count, THREADS), THREADS, buffers)
+        if k.out in reads:  # in place: the destination already holds what the copy would write
+            return [scatter]
+        return [Launch(f"{k.name}_copy", "copy", _blocks(numel, THREADS), THREADS, buffers), scatter]
     shape = loop_shape(k)
     if shape == "gemm":
         gemm = plan(k)

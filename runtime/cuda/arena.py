@@ -24,7 +24,20 @@ class DeviceArena:
         self.memory = cp.cuda.alloc(max(self.layout.total, 1))  # one allocation: a cupy MemoryPointer
         self.pointers = {buf: self.memory + offset for buf, offset in self.layout.offsets.items()}
         self.pointers |= {buf: array.data for buf, array in resident.items()}
+        self.own = dict(self.pointers)  # where each buffer lives when no caller's array is bound in its place
+        self.bound: dict[str, Any] = {}  # buffer -> the caller's device array bound in place (kept alive here)
         self.graph = None  # a cupy.cuda.Graph, captured at this bucket's grids on its first graph run
+
+    def bind(self, buf: str, array: Any | None) -> None:
+        """Point `buf` at the caller's device array (a donated input written in place), or back at its own slot
+        when `array` is None. The captured graph baked in the old pointer: it is dropped when the pointer moves."""
+        pointer = self.own[buf] if array is None else array.data
+        if pointer.ptr != self.pointers[buf].ptr:
+            self.pointers[buf], self.graph = pointer, None
+        if array is None:
+            self.bound.pop(buf, None)
+        else:
+            self.bound[buf] = array
 
     def arguments(self, launch: Launch) -> tuple:
         """A kernel's arguments: its buffers in launch order, then D and lm_status (compiler/cuda/launch.py)."""

@@ -9,7 +9,10 @@ non-default stream at the bucket's grids; every run then copies the live dims in
 slots and launches the graph. A kernel returns from the blocks the live dims do not need, so one capture serves
 every dims of its bucket. With graph=False the kernels are launched one by one at the live dims' grids (for
 debugging, and as the anchor the graph launch is measured against). The status flag is read after the run: a
-gather or scatter index out of range raises IndexError, as on the CPU. A GEMM step the plan gives to cuBLAS is
+gather or scatter index out of range raises IndexError, as on the CPU. A donated input that the program
+writes in place (compiler/in_place.py: a KV pool's scatter) given as a device array is not copied into its slot:
+the arena points at the caller's array (the graph is captured again when that pointer changes), the scatter
+writes it, and the run hands that same array back as the output. A GEMM step the plan gives to cuBLAS is
 issued on the same stream (runtime/cuda/cublas.py), so the graph captures it with the kernels.
 
 CuPy is passed in (`cp`), never imported here at module import.
@@ -68,6 +71,8 @@ class CudaExecutable:
         self.dims = cp.zeros(max(len(self.symbols), 1), cp.int64)  # the dims block D every kernel reads
         self.status = cp.zeros(1, cp.int32)  # lm_status: set to 1 by a kernel that met an index out of range
         self.arenas: dict[tuple[int, ...], DeviceArena] = {}
+        # donated inputs the program writes in place: input buffer -> input name
+        self.in_place = {b: label for label, b in program.inputs.items() if any(k.out == b for k in program.kernels)}
 
     def _upload(self, value: Any, buf: ir.Buffer):
         """A weight as a resident flat device array of its storage dtype (a device array is used in place)."""
@@ -99,7 +104,7 @@ class CudaExecutable:
         use_graph = self.graphs if graph is None else graph
         with self.lock, self.device, stream:
             host, device, shapes = arrays.split(inputs, cp.from_dlpack)
-            env = bind_symbols(self.graph, shapes, dims)
+            env = bind_symbols(self.graph, self._bits_as_bfloat16(shapes, device), dims)
             arena = self.arena(env)
             self.dims.set(np.array([env[s] for s in self.symbols] or [0], np.int64), stream=stream)
             self._copy_inputs(arena, env, host, device)
@@ -109,7 +114,7 @@ class CudaExecutable:
                 arena.graph.launch(stream)
             else:
                 self._issue(arena, env)
-            outputs = self._outputs(arena, env, device_outputs)
+            outputs = self._outputs(arena, env, device_outputs, inputs, device)
             failed = int(self.status.get(stream=stream)[0])  # waits for the run (and the outputs' copies)
         if failed:
             raise IndexError("a gather or scatter index was out of range")
@@ -156,16 +161,43 @@ class CudaExecutable:
         for label, buf in self.program.inputs.items():
             kind = storage(self.program.buffers[buf].dtype)
             source = host.get(label)
+            if buf in self.in_place:  # written where the caller holds it, when the caller holds it on the device
+                arena.bind(buf, None if source is not None else self._donated(device[label], buf, kind))
             if source is not None:
                 flat = np.ascontiguousarray(source).reshape(-1).view(kind)
                 arena.view(buf, flat.size, kind).set(flat, stream=self.stream)
             else:
                 flat = device[label].reshape(-1).view(kind)
-                arena.view(buf, flat.size, kind)[...] = flat  # a copy kernel on the current stream (ours)
+                if buf not in self.in_place:
+                    arena.view(buf, flat.size, kind)[...] = flat  # a copy kernel on the current stream (ours)
 
-    def _outputs(self, arena: DeviceArena, env: Mapping[str, int], on_device: bool) -> dict[str, Any]:
+    def _bits_as_bfloat16(self, shapes: dict[str, np.ndarray], device: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The shape stand-ins, with a device input the program takes as bfloat16 given as its uint16 bits (CuPy
+        has no bfloat16; a KV pool on the device is held so) standing in as bfloat16."""
+        out = dict(shapes)
+        for label, array in device.items():
+            buf = self.program.inputs.get(label)
+            if buf and self.program.buffers[buf].dtype == dt.bfloat16 and array.dtype == np.uint16:
+                out[label] = arrays.stand_in(tuple(array.shape), dt.bfloat16.np)
+        return out
+
+    def _donated(self, array: Any, buf: str, kind: np.dtype):
+        """The caller's device array as the flat view the kernels write; refused when no such view exists."""
+        flat = array.reshape(-1).view(kind)
+        if flat.data.ptr != array.data.ptr:
+            raise ValueError(f"donated input {self.in_place[buf]!r} must be a contiguous device array")
+        return flat
+
+    def _outputs(self, arena: DeviceArena, env: Mapping[str, int], on_device: bool, given: Mapping[str, Any],
+                 device: Mapping[str, Any]) -> dict[str, Any]:  # fmt: skip
+        """Outputs read from the arena (where a bound caller's array is part of it); a donated device input written
+        in place is handed back as the caller's own array."""
         out = {}
         for label, (buf, shape) in self.program.outputs.items():
+            source = self.in_place.get(buf)
+            if on_device and source in device:
+                out[label] = given[source]
+                continue
             concrete = tuple(int(d.evaluate(dict(env))) for d in shape)
             d = self.program.buffers[buf].dtype
             view = arena.view(buf, int(np.prod(concrete, dtype=np.int64)), storage(d))

@@ -1,6 +1,7 @@
 """Donated inputs: a scatter into an input the graph donates to its output writes the caller's array in place, in
-the reference interpreter and in the compiled CPU program, after every other reader of the old contents; a
-scatter that is not eligible copies, and the caller's array is left alone."""
+the reference interpreter, in the compiled CPU program and in the compiled CUDA program (run through the host
+shim, which shares the CPU runtime's I/O; the CUDA runtime's own binding is tests/runtime/cuda), after every
+other reader of the old contents; a scatter that is not eligible copies, and the caller's array is left alone."""
 
 import numpy as np
 import pytest
@@ -11,12 +12,14 @@ from luminal.compiler import ir
 from luminal.graph import GraphError
 from luminal.graph_json import decode_graph, encode_graph
 from luminal.hl import prim
+from luminal.runtime.cuda.shim import ShimRuntime
 from luminal.runtime.reference import execute
 from luminal.view import ShapeError
 
 RUNS = {
     "reference": lambda g, feed: execute(g, feed),
     "cpu": lambda g, feed: lm.compile(g, "cpu").run(feed),
+    "cuda-shim": lambda g, feed: ShimRuntime().load(lm.compile(g, "h100")).run(feed),
 }
 
 

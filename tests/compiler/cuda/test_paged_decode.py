@@ -1,0 +1,90 @@
+"""The paged decode step (KV block pools read through block tables, luminal/nn/models/paged_decoding.py) compiled
+for h100: the attention reads the pools where they lie (no concatenation kernel, no cache-sized buffer), the
+pools' scatters write in place, and through the host shim it computes what the reference interpreter does."""
+
+import shutil
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import luminal as lm
+from luminal.compiler import ir
+from luminal.compiler.cuda.program import launch_plan
+from luminal.nn.models.llama import LlamaForCausalLM
+from luminal.nn.models.paged_decoding import DEFAULT_BLOCK_SIZE, paged_step_graph, pool_name
+from luminal.runtime.cuda.shim import ShimRuntime
+from tests.compiler.cuda import nvcc
+from tests.compiler.cuda.compare import assert_matches
+from tests.compiler.cuda.graphs import bind_random
+from tests.compiler.cuda.test_decode import CONFIG, LAYERS
+
+POOL_BLOCKS = 64
+
+
+@pytest.fixture(scope="module")
+def step():
+    # up to 2048 positions: the attention runs as flash decoding
+    graph = bind_random(paged_step_graph(LlamaForCausalLM(CONFIG), max_batch=4, max_positions=2048))
+    return graph, lm.compile(graph, "h100", cache=False)
+
+
+def _feed(lengths: list[int]) -> dict[str, np.ndarray]:
+    """Rows of the given lengths, each row's blocks scattered over the pool in a shuffled order."""
+    rng = np.random.default_rng(sum(lengths))
+    row_blocks = max(n // DEFAULT_BLOCK_SIZE + 1 for n in lengths)
+    order = rng.permutation(POOL_BLOCKS)[: len(lengths) * row_blocks]
+    table = order.reshape(len(lengths), row_blocks).astype(np.int64)
+    lengths_ = np.array(lengths, np.int64).reshape(-1, 1)
+    slots = np.take_along_axis(table, lengths_ // DEFAULT_BLOCK_SIZE, 1) * DEFAULT_BLOCK_SIZE
+    feed = {"input_ids": rng.integers(0, 96, (len(lengths), 1)), "position_ids": lengths_, "block_table": table}
+    feed["slots"] = slots + lengths_ % DEFAULT_BLOCK_SIZE
+    for k in range(LAYERS):
+        for part in ("key", "value"):
+            pool = rng.standard_normal((POOL_BLOCKS, 2, DEFAULT_BLOCK_SIZE, 16))
+            feed[pool_name(k, part)] = pool.astype(ml_dtypes.bfloat16)
+    return feed
+
+
+def test_the_attention_reads_the_pools_through_the_block_table(step):
+    """Per layer no kernel builds the [batch, kv_heads, past + 1, dim] caches: the flash-decoding attention
+    loads the pools (gathered by the block table) and the step's own key and value projections itself."""
+    _, program = step
+    kernels = program.kernels
+    attention = [k for k in kernels.kernels if isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend)]
+    pools = {kernels.inputs[pool_name(k, part)] for k in range(LAYERS) for part in ("key", "value")}
+    assert len(attention) == LAYERS
+    for k in attention:
+        gathered = {n.buffer for n in ir.walk(k.body.k) if isinstance(n, ir.GatherLoad)}
+        gathered |= {n.buffer for n in ir.walk(k.body.v) if isinstance(n, ir.GatherLoad)}
+        assert len(gathered & pools) == 2
+    env = {"batch": 1, "row_blocks": 8, "pool_blocks": POOL_BLOCKS}
+    cache = 2 * (8 * DEFAULT_BLOCK_SIZE + 1) * 16  # one row's [kv_heads, past + 1, dim]
+    temps = [b for b in kernels.buffers.values() if b.role == "temp" and not b.name.endswith("_partials")]
+    assert all(b.size.evaluate(env) < cache for b in temps)  # the mask's rows are the largest left
+    shapes = [launch.shape for launch in launch_plan(kernels)]
+    assert shapes.count("scatter") == 2 * LAYERS and "copy" not in shapes  # the pools written in place
+    # left: the position as a float, the mask's rows and the scatters' indices; no concatenation is launched
+    assert shapes.count("thread") <= 3
+    assert not [k.name for k in kernels.kernels if len(k.shape) == 4 and str(k.shape[2]) == "16*row_blocks + 1"]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.parametrize("lengths", [[1], [300, 17, 40]], ids=["one", "three_rows_two_key_blocks"])
+def test_matches_the_reference(step, lengths):
+    graph, program = step
+    feed = _feed(lengths)
+    want = lm.run(graph, {name: value.copy() for name, value in feed.items()})
+    got = ShimRuntime().load(program).run(feed)
+    assert_matches(got, want)
+    assert got[pool_name(0, "key")] is feed[pool_name(0, "key")]  # written where the caller holds it
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+def test_compiles_for_sm80_and_sm90_without_spills(step):
+    _, program = step
+    usages = nvcc.compile_cuda(program.source)
+    assert {u.arch for u in usages} == {"80", "90"}
+    for u in usages:
+        assert u.spill_bytes == 0, f"{u.kernel} spills {u.spill_bytes} bytes on sm_{u.arch}"
+        assert u.registers <= 255 and u.shared_bytes <= 48 * 1024

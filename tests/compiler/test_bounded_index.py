@@ -1,0 +1,44 @@
+"""Index folding by loop extents (compiler/bounded_index.py): a division or modulo by a symbolic size folds only
+where the remainder provably stays below it."""
+
+import itertools
+
+import luminal as lm
+from luminal.compiler.bounded_index import fold
+from luminal.symbolic import var
+
+
+def _setting():
+    n = lm.sym("n", max=64)
+    positions = 16 * n + 1  # a KV cache's length: past blocks plus the step's own key
+    i, h, s, d = var("_i0", 0, 8), var("_i1", 0, 4), var("_r0", 0, 16 * 64), var("_r1", 0, 16)
+    extents = {"_i0": 8, "_i1": 4, "_r0": positions, "_r1": 16}
+    flat = i * (2 * positions * 16) + (h // 2) * (positions * 16) + s * 16 + d  # [8, 2, positions, 16]
+    return n, positions, (i, h, s, d), {k: lm.symbolic.as_expr(v) for k, v in extents.items()}, flat
+
+
+def test_the_axes_of_a_flat_position_through_a_symbolic_length_fold_to_the_variables():
+    n, positions, (i, h, s, d), extents, flat = _setting()
+    assert fold(flat // (positions * 16) % 2, extents) == h // 2
+    assert fold(flat // (2 * positions * 16), extents) == i
+    assert fold(flat // 16 % positions, extents) == s
+    assert fold(flat % 16, extents) == d
+    rebuilt = (flat // (2 * positions * 16)) * (2 * positions * 16) + (flat // (positions * 16) % 2) * (positions * 16)
+    rebuilt = rebuilt + (flat // 16 % positions) * 16 + flat % 16
+    assert fold(rebuilt, extents) == flat
+
+
+def test_a_remainder_that_may_reach_the_divisor_is_left_alone():
+    n, positions, (i, h, s, d), extents, flat = _setting()
+    wider = {**extents, "_r0": positions + 1}  # the variable may pass the axis: no exact split
+    assert fold(flat // (positions * 16) % 2, wider) == flat // (positions * 16) % 2
+    assert fold((s + 2) // positions, extents) == (s + 2) // positions
+
+
+def test_folded_values_equal_the_originals_at_every_point():
+    n, positions, (i, h, s, d), extents, flat = _setting()
+    for e in (flat // (positions * 16) % 2, flat // 16 % positions, flat // (2 * positions * 16)):
+        folded = fold(e, extents)
+        for rows, a, b, c, k in itertools.product((1, 3), (0, 7), (0, 3), (0, 16 * 1, 16 * 3), (0, 15)):
+            env = {"n": rows, "_i0": a, "_i1": b, "_r0": min(c, 16 * rows), "_r1": k}
+            assert folded.evaluate(env) == e.evaluate(env)
