@@ -7,7 +7,9 @@ CPU seconds do not depend on the load. This starts `luminal serve` embedded and 
 does), deploys the small model (batching off) on each, sends N sequential requests to each in turn, and reads
 each process's user+system CPU from /proc before and after: the gateway, the worker process (Redis mode; in the
 embedded mode the worker is a thread of the gateway) and the Redis server (`INFO cpu`; other users of that
-Redis count too, so it is a ceiling). Wall p50 is printed beside, as measured.
+Redis count too, so it is a ceiling). The plain FastAPI server of bench/serve.py, calling the same program, is
+measured the same way: the HTTP cost every mode pays, so the platform's own work is the rest. Wall p50 is
+printed beside, as measured.
 
 `python bench/serving_cpu.py [--requests N] [--queue-url redis://host:port/db]`
 """
@@ -18,6 +20,7 @@ import argparse
 import os
 import secrets
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +33,7 @@ import luminal as lm
 from luminal.cli.client import PlatformClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ holds scripts, not a package
-from serve import body, delete_namespace, deploy, small_model, start_platform, wait_for  # noqa: E402
+from serve import HERE, body, delete_namespace, deploy, free_port, small_model, start_platform, wait_for  # noqa: E402
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
@@ -62,11 +65,10 @@ def worker_pid(url: str, key: str) -> int:
     sys.exit("no worker process registered")
 
 
-def measure(url: str, key: str, pids: dict[str, int], queue_url: str | None, requests: int) -> dict[str, float]:
-    """Per request: ms of CPU of each named process (and Redis), and the wall p50."""
+def measure(target: str, key: str, pids: dict[str, int], queue_url: str | None, requests: int) -> dict[str, float]:
+    """Per request to `target`: ms of CPU of each named process (and Redis), and the wall p50."""
     payload = body(np.random.default_rng(1).standard_normal((1, 32)).astype(np.float32))
     client = httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=120)
-    target = f"{url}/v2/models/small/infer"
     for _ in range(50):  # warm
         client.post(target, json=payload).raise_for_status()
     before = {name: cpu_seconds(pid) for name, pid in pids.items()}
@@ -95,7 +97,11 @@ def main() -> None:
         small = tmp / "small.lgraph"
         lm.save(small_model(), small)
         platforms = {"embedded": start_platform(tmp, key, None), "Redis": start_platform(tmp, key, args.queue_url)}
+        plain_port = free_port()
+        plain = subprocess.Popen([sys.executable, str(HERE / "plain_server.py"), str(small), str(plain_port)])
+        plain_url = f"http://127.0.0.1:{plain_port}"
         try:
+            wait_for(f"{plain_url}/live", plain)
             for process, url, _ in platforms.values():
                 wait_for(f"{url}/v2/health/live", process)
                 client = PlatformClient(url, key, timeout=600)
@@ -103,16 +109,23 @@ def main() -> None:
                 client.close()
             print(f"load average {os.getloadavg()[0]:.2f}; {args.requests} sequential small-model requests per mode")
             print(f"    {'mode':<10}{'process':<16}{'CPU ms/request':>16}")
+            plain_figures = measure(f"{plain_url}/infer", key, {"server": plain.pid}, None, args.requests)
+            for name, value in plain_figures.items():
+                unit = "" if name != "wall p50" else " (wall ms)"
+                print(f"    {'plain':<10}{name + unit:<16}{value:>16.3f}")
             for mode, (process, url, _) in platforms.items():
                 pids = {"gateway": process.pid}
                 if mode == "Redis":
                     pids["worker process"] = worker_pid(url, key)
-                figures = measure(url, key, pids, args.queue_url if mode == "Redis" else None, args.requests)
+                target = f"{url}/v2/models/small/infer"
+                figures = measure(target, key, pids, args.queue_url if mode == "Redis" else None, args.requests)
                 for name, value in figures.items():
                     unit = "" if name != "wall p50" else " (wall ms)"
                     print(f"    {mode:<10}{name + unit:<16}{value:>16.3f}")
             print(f"load average at the end {os.getloadavg()[0]:.2f}")
         finally:
+            plain.terminate()
+            plain.wait(timeout=60)
             for process, _, _ in platforms.values():
                 process.terminate()
                 process.wait(timeout=60)

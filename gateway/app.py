@@ -199,7 +199,8 @@ def create_app(
     # expects, never by what a header claims.
     app = FastAPI(title="Luminal Cloud", version="0.1.0", lifespan=lifespan, strict_content_type=False)
     install_error_handlers(app)
-    for module in (server, inference, models, deployments, workers, usage, predictions, metrics, keys, admin):
+    # The inference router first: routes are matched in order, and its infer route is the hot path.
+    for module in (inference, server, models, deployments, workers, usage, predictions, metrics, keys, admin):
         app.include_router(module.router)
     app.include_router(openai_api.router)
     return app

@@ -61,9 +61,12 @@ CompilesDep = Annotated[CompileRunner, Depends(_compiles)]
 BackendDep = Annotated[InferenceBackend, Depends(_backend)]
 
 
-async def _tenant(request: Request, p: PlatformDep) -> Tenant:
+async def _tenant(request: Request) -> Tenant:
     """The tenant of the `Authorization: Bearer <key>` header; 401 without a valid, unrevoked key. Known keys
-    come from the platform's short-lived cache; a miss queries the database in a worker thread, off the loop."""
+    come from the platform's short-lived cache; a miss queries the database in a worker thread, off the loop.
+    The platform is read from the app, not a sub-dependency: FastAPI solves each dependency's parameters anew on
+    every request, and this one runs on every authenticated request."""
+    p: Platform = request.app.state.platform
     key = bearer_credential(request, "api key", MAX_KEY_CHARS, _CHALLENGE)
     tenant = p.tenants.get(key)
     if tenant is None:

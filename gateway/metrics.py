@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -67,6 +67,19 @@ class ModelLabels:
 
     def values(self) -> tuple[str, str, str]:
         return self.model, self.version, self.deployment
+
+
+class _ModelSeries(NamedTuple):
+    """One model's labelled series of the per-request metrics."""
+
+    success: Any
+    inferences: Any
+    executions: Any
+    request_us: Any
+    queue_us: Any
+    compute_us: Any
+    latency: Any
+    pending: Any
 
 
 def failure_reason(status: int) -> str:
@@ -131,28 +144,41 @@ class InferenceMetrics:
             labels,
             registry=r,
         )
+        # Each model's labelled series, looked up once: `.labels()` validates and locks on every call, eight times
+        # per request otherwise. Series are never removed, so a cached one stays the registry's.
+        self._series: dict[ModelLabels, _ModelSeries] = {}
+
+    def _of(self, labels: ModelLabels) -> _ModelSeries:
+        series = self._series.get(labels)
+        if series is None:
+            values = labels.values()
+            series = self._series[labels] = _ModelSeries(
+                *(m.labels(*values) for m in (self.success, self.inferences, self.executions, self.request_us)),
+                *(m.labels(*values) for m in (self.queue_us, self.compute_us, self.latency, self.pending)),
+            )
+        return series
 
     def record_result(self, labels: ModelLabels, result: InferenceResult, seconds: float) -> None:
         """Count a backend's answer; `seconds` is the request's end-to-end duration."""
-        values = labels.values()
         if not result.ok:
-            self.failure.labels(*values, failure_reason(result.status)).inc()
+            self.failure.labels(*labels.values(), failure_reason(result.status)).inc()
             return
-        self.success.labels(*values).inc()
-        self.inferences.labels(*values).inc()
+        series = self._of(labels)
+        series.success.inc()
+        series.inferences.inc()
         if result.batch_leader:
-            self.executions.labels(*values).inc()
-        self.request_us.labels(*values).inc(max(seconds, 0.0) * 1e6)
-        self.queue_us.labels(*values).inc(max(result.queue_seconds, 0.0) * 1e6)
-        self.compute_us.labels(*values).inc(max(result.compute_seconds, 0.0) * 1e6)
-        self.latency.labels(*values).observe(max(seconds, 0.0))
+            series.executions.inc()
+        series.request_us.inc(max(seconds, 0.0) * 1e6)
+        series.queue_us.inc(max(result.queue_seconds, 0.0) * 1e6)
+        series.compute_us.inc(max(result.compute_seconds, 0.0) * 1e6)
+        series.latency.observe(max(seconds, 0.0))
 
     def record_failure(self, labels: ModelLabels, reason: str) -> None:
         self.failure.labels(*labels.values(), reason).inc()
 
     @contextmanager
     def pending_request(self, labels: ModelLabels) -> Iterator[None]:
-        gauge = self.pending.labels(*labels.values())
+        gauge = self._of(labels).pending
         gauge.inc()
         try:
             yield

@@ -202,6 +202,21 @@ def _queued_request(ref: DeploymentRef, parsed: InferRequest) -> InferenceReques
     )
 
 
+# The infer routes take only the tenant as a dependency and read the platform from the app: every dependency
+# FastAPI resolves costs tens of microseconds per request, a real share of a small model's latency. They come
+# first (and this router first in the app): a request is matched against the routes in order.
+@router.post("/{name}/infer")
+async def infer(request: Request, name: ModelNameInPath, tenant: TenantDep) -> Response:
+    """JSON tensors, or JSON followed by binary tensors (Triton's extension); see gateway/tensor_codec.py. With
+    `Prefer: respond-async`: 202 and a prediction to poll at /v1/predictions/{id} (gateway/predictions.py)."""
+    return await _infer(request, name, None, tenant, request.app.state.platform)
+
+
+@router.post("/{name}/versions/{version}/infer")
+async def infer_version(request: Request, name: ModelNameInPath, version: str, tenant: TenantDep) -> Response:
+    return await _infer(request, name, version, tenant, request.app.state.platform)
+
+
 @router.get("/{name}")
 def model_metadata(name: ModelNameInPath, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
     return _metadata(db, tenant, name, None)
@@ -222,17 +237,3 @@ def model_version_ready(
     name: ModelNameInPath, version: str, tenant: TenantDep, platform: PlatformDep
 ) -> dict[str, Any]:
     return _ready(platform, tenant, name, version)
-
-
-# The infer routes take only the tenant as a dependency and read the platform from the app: every dependency
-# FastAPI resolves costs tens of microseconds per request, a real share of a small model's latency.
-@router.post("/{name}/infer")
-async def infer(request: Request, name: ModelNameInPath, tenant: TenantDep) -> Response:
-    """JSON tensors, or JSON followed by binary tensors (Triton's extension); see gateway/tensor_codec.py. With
-    `Prefer: respond-async`: 202 and a prediction to poll at /v1/predictions/{id} (gateway/predictions.py)."""
-    return await _infer(request, name, None, tenant, request.app.state.platform)
-
-
-@router.post("/{name}/versions/{version}/infer")
-async def infer_version(request: Request, name: ModelNameInPath, version: str, tenant: TenantDep) -> Response:
-    return await _infer(request, name, version, tenant, request.app.state.platform)

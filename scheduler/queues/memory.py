@@ -80,19 +80,27 @@ class MemoryQueue:
             if request_id in self._waiters:
                 raise ValueError(f"request {request_id} already has a waiter; a result is delivered once")
             waiter = self._waiters[request_id] = _Waiter(loop, loop.create_future())
-        future = waiter.future
+        # A timer, not asyncio.wait (which builds a waiter future, a set and callbacks per call): at the timeout
+        # it resolves the future with None unless a worker has claimed the waiter, whose result is then on its way.
+        timer = loop.call_later(max(timeout, 0.0), self._expire, request_id, waiter)
         try:
-            # asyncio.wait, not wait_for: a timeout must not cancel a future a worker thread is about to resolve.
-            await asyncio.wait([future], timeout=max(timeout, 0.0))
+            result = await waiter.future
         finally:
+            timer.cancel()
             with self._cond:
-                still_waiting = self._waiters.get(request_id) is waiter
-                if still_waiting:  # timed out, or this coroutine was cancelled (the client went away)
+                if self._waiters.get(request_id) is waiter:  # this coroutine was cancelled (the client went away)
                     del self._waiters[request_id]
-        if still_waiting:
+        if result is None:
             raise ResultTimeout(f"no result for request {request_id} within {timeout:g} s")
-        # A worker claimed the waiter just as the timeout fired: its result is already on its way to this loop.
-        return await future
+        return result
+
+    def _expire(self, request_id: str, waiter: _Waiter) -> None:
+        """On the waiter's loop, at its timeout: it gives up, unless a worker already took its result to deliver."""
+        with self._cond:
+            if self._waiters.get(request_id) is not waiter:
+                return
+            del self._waiters[request_id]
+        _resolve(waiter.future, None)
 
     def depth(self, deployment_id: int) -> int:
         with self._cond:
@@ -201,6 +209,6 @@ class MemoryQueue:
             del self._results[request_id]
 
 
-def _resolve(future: asyncio.Future, result: InferenceResult) -> None:
+def _resolve(future: asyncio.Future, result: InferenceResult | None) -> None:
     if not future.done():
         future.set_result(result)

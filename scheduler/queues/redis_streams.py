@@ -6,7 +6,8 @@ it the next request as it arrives. A delivered request stays pending under its c
 the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script (`complete_all`: a
 whole batch in one call, with the batch's usage record for `UsageDrainer` when the worker gives it); `reclaim`
 moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a BLPOP on the result list, so any gateway
-replica can wait for any request; the gateway's admission and wait go through a lean client (`resp_async.py`).
+replica can wait for any request; the gateway's admission and wait go through a lean client (`resp_async.py`),
+and a worker's take, blocking read and completion through its blocking twin (`resp_sync.py`).
 Admission, taking and completion are Lua scripts (`redis_lua.py`), so replicas and workers never race on a depth
 check or a double completion.
 
@@ -25,7 +26,7 @@ import redis.asyncio
 
 from luminal.scheduler import usage_journal
 from luminal.scheduler.billing import UsageRecord
-from luminal.scheduler.queues import codec, redis_lua, resp_async
+from luminal.scheduler.queues import codec, redis_lua, resp_async, resp_sync
 from luminal.scheduler.queues.base import Delivery, QueueFull, ResultTimeout
 from luminal.scheduler.queues.memory import DEFAULT_RESULT_TTL_S, DEFAULT_RETRY_AFTER_S
 from luminal.scheduler.work import (
@@ -77,6 +78,8 @@ class RedisStreamsQueue:
         # The gateway's per-request commands go through a lean client where it serves the URL (resp_async.py).
         self._lean = resp_async.supports(url)
         self._lean_clients: dict[asyncio.AbstractEventLoop, resp_async.RespClient] = {}
+        # And a worker's (take, its blocking read, completion), through the blocking one (resp_sync.py).
+        self._lean_sync = resp_sync.SyncRespClient(url) if self._lean else None
         # Deliveries a blocking read claimed beyond what its take wanted (requests that arrived on several levels
         # at once), per (deployment, consumer): the next take of that consumer returns them first.
         self._spare: dict[tuple[int, str], list[Delivery]] = {}
@@ -174,7 +177,7 @@ class RedisStreamsQueue:
         taken = self._live(self._spares(deployment_id, consumer, max_items))
         while len(taken) < max_items:
             wanted = max_items - len(taken)
-            entries = self._take_now(keys=streams, args=[GROUP, consumer, wanted])
+            entries = self._worker_script(redis_lua.TAKE, self._take_now, streams, [GROUP, consumer, wanted])
             taken += self._live([self._delivery(deployment_id, *entry) for entry in entries])
             if len(entries) == wanted:
                 continue  # some were expired (answered already): more may be queued behind them
@@ -196,10 +199,16 @@ class RedisStreamsQueue:
         if deployment_id not in self._grouped:  # once: streams are never deleted while the platform runs
             self._ensure_groups(keys=streams, args=[GROUP])
             self._grouped.add(deployment_id)
+        block_ms = max(1, int(seconds * 1000))
         try:
-            reply = self._redis.xreadgroup(
-                GROUP, consumer, dict.fromkeys(streams, ">"), count=wanted, block=max(1, int(seconds * 1000))
-            )
+            if self._lean_sync is not None:  # entries as [id, [field, value, ...]], as from a script
+                reply = self._lean_sync.call(
+                    "XREADGROUP", "GROUP", GROUP, consumer, "COUNT", wanted, "BLOCK", block_ms,
+                    "STREAMS", *streams, *[">"] * len(streams),
+                )  # fmt: skip
+            else:
+                wanted_streams = dict.fromkeys(streams, ">")
+                reply = self._redis.xreadgroup(GROUP, consumer, wanted_streams, count=wanted, block=block_ms)
         except redis.ResponseError:  # NOGROUP: the streams were deleted (a namespace wiped): made again next time
             self._grouped.discard(deployment_id)
             return []
@@ -244,7 +253,7 @@ class RedisStreamsQueue:
             keys.append(usage_stream(self._namespace))
             args.append(usage_journal.encode(usage))
         if completions:
-            self._complete(keys=keys, args=args)
+            self._worker_script(redis_lua.COMPLETE, self._complete, keys, args)
 
     def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:
         if max_items < 1:
@@ -268,6 +277,8 @@ class RedisStreamsQueue:
             elif not loop.is_closed():  # its transports belong to its thread
                 loop.call_soon_threadsafe(lean.close)
         self._lean_clients.clear()
+        if self._lean_sync is not None:
+            self._lean_sync.close()
         self._redis.close()
 
     # --- internals ---
@@ -280,6 +291,12 @@ class RedisStreamsQueue:
         if loop not in self._async_clients:
             self._async_clients[loop] = redis.asyncio.Redis.from_url(self._url)
         return self._async_clients[loop]
+
+    def _worker_script(self, source: str, script, keys: list, args: list):
+        """A worker's script call: through the lean blocking client where it serves the URL."""
+        if self._lean_sync is not None:
+            return self._lean_sync.evalsha(source.encode(), keys, args)
+        return script(keys=keys, args=args)
 
     def _lean_client(self) -> resp_async.RespClient:
         loop = asyncio.get_running_loop()

@@ -31,7 +31,19 @@ def supports(url: str) -> bool:
     return hiredis is not None and url.startswith("redis://") and "connection_class" not in parse_url(url)
 
 
-def _command(args: tuple) -> bytes:
+def connection_options(url: str) -> tuple[str, int, list[tuple]]:
+    """The host, port and the commands each new connection runs first (AUTH, SELECT) of a redis:// URL."""
+    options = parse_url(url)
+    setup = []
+    if options.get("password") is not None:
+        user = options.get("username")
+        setup.append(("AUTH", user, options["password"]) if user else ("AUTH", options["password"]))
+    if int(options.get("db", 0)):
+        setup.append(("SELECT", int(options["db"])))
+    return options.get("host", "localhost"), int(options.get("port", 6379)), setup
+
+
+def command_bytes(args: tuple) -> bytes:
     parts = [b"*%d\r\n" % len(args)]
     for arg in args:
         if isinstance(arg, str):
@@ -71,7 +83,7 @@ class _Connection(asyncio.Protocol):
             raise redis.ConnectionError(f"the Redis connection is closed: {self.broken}")
         future = asyncio.get_running_loop().create_future()
         self._waiting.append(future)
-        self.transport.write(_command(args))
+        self.transport.write(command_bytes(args))
         return future
 
     def close(self) -> None:
@@ -83,14 +95,7 @@ class RespClient:
     """Belongs to the event loop it is used on (as redis.asyncio clients do)."""
 
     def __init__(self, url: str):
-        options = parse_url(url)
-        self._host, self._port = options.get("host", "localhost"), int(options.get("port", 6379))
-        self._setup = []  # commands each new connection runs first
-        if options.get("password") is not None:
-            user = options.get("username")
-            self._setup.append(("AUTH", user, options["password"]) if user else ("AUTH", options["password"]))
-        if int(options.get("db", 0)):
-            self._setup.append(("SELECT", int(options["db"])))
+        self._host, self._port, self._setup = connection_options(url)
         self._shared: _Connection | None = None
         self._opening: asyncio.Lock | None = None
         self._idle: list[_Connection] = []  # for blocking commands
@@ -104,7 +109,7 @@ class RespClient:
             async with self._opening:
                 if self._shared is None or self._shared.broken is not None:
                     self._shared = await self._open()
-        return _raise_error(await self._shared.send(*args))
+        return raise_error(await self._shared.send(*args))
 
     async def call_blocking(self, *args):
         """A blocking command (BLPOP) on a connection of its own for its duration."""
@@ -122,7 +127,7 @@ class RespClient:
             raise
         if connection.broken is None:
             self._idle.append(connection)
-        return _raise_error(reply)
+        return raise_error(reply)
 
     async def evalsha(self, script: bytes, keys: list, args: list):
         """The script by its SHA1, loaded with EVAL the first time a server lacks it."""
@@ -148,7 +153,7 @@ class RespClient:
         self._all.add(connection)
         try:
             for command in self._setup:
-                _raise_error(await connection.send(*command))
+                raise_error(await connection.send(*command))
         except BaseException:
             self._discard(connection)
             raise
@@ -161,7 +166,7 @@ class RespClient:
         connection.close()
 
 
-def _raise_error(reply):
+def raise_error(reply):
     if isinstance(reply, redis.ResponseError):
         raise reply
     return reply

@@ -234,6 +234,23 @@ def test_a_waiter_that_gave_up_leaves_the_result_for_the_next(queue, gateway_loo
     assert wait(queue, req.id).status == OK  # an async prediction polled again
 
 
+def test_memory_a_result_claimed_as_the_wait_times_out_is_still_returned(gateway_loop):
+    """The worker takes the waiter while the gateway's timeout is firing: the result it delivers must win, or the
+    answered (and billed) request would be reported as timed out."""
+    queue = open_queue(None)
+    req = request()
+    queue.submit(req, max_depth=5)
+    (delivery,) = queue.take(DEPLOYMENT, "w1", max_items=1, wait_s=0)
+    waiting = asyncio.run_coroutine_threadsafe(queue.wait_result(req.id, timeout=0.2), gateway_loop)
+    while req.id not in queue._waiters:  # the gateway waits
+        time.sleep(0.001)
+    with queue._cond:  # the worker holds the lock past the timeout: the gateway's timer waits for it
+        time.sleep(0.4)
+        queue.complete(delivery, ok_result(req))  # claims the waiter the timer is about to give up
+    assert waiting.result(timeout=5).status == OK
+    queue.close()
+
+
 def test_result_stored_before_acknowledged_and_a_second_completion_is_ignored(queue, wait):
     req = request()
     queue.submit(req, max_depth=5)
