@@ -27,6 +27,7 @@ from gpu_models import FULL, SMALL, decode_bytes, paged_graph, shapes_of, zero_w
 
 import luminal as lm  # noqa: E402
 from luminal.compiler import gemv_plan, ir  # noqa: E402
+from luminal.compiler.cost import estimate_program  # noqa: E402
 from luminal.compiler.cuda.launch import loop_shape, staged  # noqa: E402
 from luminal.compiler.cuda.norm_prologue import bytes_along  # noqa: E402
 from luminal.compiler.cuda.program import kernel_launches, launch_plan  # noqa: E402
@@ -52,11 +53,20 @@ def staged_bytes(prog) -> tuple[int, int]:
     return fused, total
 
 
-def report(name: str, graph: lm.Graph, target: str, sizes) -> None:
-    prog = lm.compile(graph.bind(zero_weights(graph)), target, cache=False)
+def traffic(prog) -> str:
+    """The bytes the program's kernels read and write per run at the symbols' maxima (the roofline's count)
+    and its planned arena: what storing activations in half (compile option activation_dtype) shrinks."""
+    cost = estimate_program(prog.kernels, prog.target)
+    arena = prog.report["memory"]["arena_bytes"]
+    return f"{cost.bytes_read / 1e6:.1f} MB read, {cost.bytes_written / 1e6:.1f} MB written, arena {arena / 1e6:.1f} MB"
+
+
+def report(name: str, graph: lm.Graph, target: str, sizes, activations: str = "auto") -> None:
+    prog = lm.compile(graph.bind(zero_weights(graph)), target, cache=False, activation_dtype=activations)
     plan = launch_plan(prog.kernels)
     shapes = Counter(launch.shape for launch in plan)
     print(f"\n{name}: {len(prog.kernels.kernels)} kernels, {len(plan)} launches per run: {dict(shapes)}")
+    print(f"  activations {activations}: {traffic(prog)}")
     if name.startswith("decode"):
         weights, kv = decode_bytes(sizes, shapes_of(graph))
         floor, gaps = (weights + kv) / COPY_BANDWIDTH, len(plan) * GAP_S
@@ -93,12 +103,13 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="the tiny configurations")
     parser.add_argument("--target", default="h100")
     parser.add_argument("--only", default="decode,decode-paged,prefill,encoder", help="programs, comma-separated")
+    parser.add_argument("--activation-dtype", default="auto", help="the compile option: auto or float32 (before)")
     args = parser.parse_args()
     sizes = SMALL if args.small else FULL
     wanted = args.only.split(",")
     for name, graph in {**graphs(sizes), "decode-paged": paged_graph(sizes)}.items():
         if name in wanted:
-            report(name, graph, args.target, sizes)
+            report(name, graph, args.target, sizes, args.activation_dtype)
 
 
 if __name__ == "__main__":

@@ -91,6 +91,8 @@ OPTIONS = {
     "search_options": "a compiler.search.stage.SearchOptions (node budget, iterations, deadline, isolation)",
     "gemm_library": "CUDA targets: 'auto' (default) adds each candidate's variant with cuBLAS GEMM steps where the "
     "roofline prefers them; 'always' gives cuBLAS every GEMM it can compute alone; 'never' keeps generated kernels",
+    "activation_dtype": "CUDA targets: 'auto' (default) stores each temporary buffer that holds only half values (a "
+    "bf16 or fp16 model's activations) in its half type (compiler/cuda/half_activations.py); 'float32' keeps float32",
 }
 
 
@@ -101,6 +103,10 @@ def compile_graph(graph: Graph, target: str = "cpu", *, cache: bool = True, **op
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise TypeError(f"unknown compile option(s) {unknown}; known: {sorted(OPTIONS)}")
+    if "activation_dtype" in options:
+        from luminal.compiler.cuda.half_activations import check_mode
+
+        check_mode(options["activation_dtype"])
     if not graph.outputs:
         raise GraphError("compile: the graph has no outputs; mark one with tensor.output(name)")
     unbound = graph.unbound_weights()
@@ -151,12 +157,15 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
     return CompiledProgram(graph, target, kernels, source, report)
 
 
-def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict | None = None) -> ir.KernelProgram:
+def kernel_program(
+    graph: Graph, target: str, searched: bool = True, stats: dict | None = None, activation_dtype: str = "auto"
+) -> ir.KernelProgram:
     """Lowering (one kernel per node), fusion, and the buffers of weights packed at load, for one candidate.
 
     A searched graph gets the fusion the search chose (its Inline nodes), then the single-consumer policy for
     what the search could not see: a graph searched in segments (its layers) never fuses across a cut. An
-    unsearched graph gets the policy alone. `stats` (when given) says what each did.
+    unsearched graph gets the policy alone. `stats` (when given) says what each did. `activation_dtype` is the
+    compile option of that name.
     """
     kernels, stats = lower(graph), {} if stats is None else stats
     if searched:
@@ -175,17 +184,22 @@ def kernel_program(graph: Graph, target: str, searched: bool = True, stats: dict
     stats["fused_by_policy"] = before - len(kernels.kernels)
     # Weight panels packed at load are the CPU GEMM's layout, Q8_0 weights dequantised in its loads
     # (compiler/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
-    # source (compiler/cuda/read_past_casts.py) and a flash-decoding attention has a scratch buffer.
+    # source (compiler/cuda/read_past_casts.py), activations that hold half values are stored in their half type
+    # (compiler/cuda/half_activations.py), and a flash-decoding attention has a scratch buffer.
     # Metal runs CUDA's launch plan (compiler/metal/program.py), flash decoding's scratch included.
     kind = get_target(target).kind
     if kind == "cuda":  # the CUDA runtime binds a donated device array in place (runtime/cuda/executable.py)
         from luminal.compiler.cuda.attention_reads import attend_through_concatenations
+        from luminal.compiler.cuda.half_activations import check_mode, store_half_activations
         from luminal.compiler.cuda.read_past_casts import read_past_casts
 
         # An attention reads a paged KV cache through its block table (no concatenation kernel), then the pools'
         # scatters write in place.
         kernels = attend_through_concatenations(kernels, get_target(target))
-        return add_partials_buffers(read_past_casts(scatter_in_place(kernels, graph.donated)))
+        kernels = read_past_casts(scatter_in_place(kernels, graph.donated))
+        if check_mode(activation_dtype) == "auto":
+            kernels = store_half_activations(kernels)
+        return add_partials_buffers(kernels)
     if kind == "metal":
         return add_partials_buffers(kernels)
     if kind != "cpu":
@@ -233,7 +247,9 @@ def select(
     rows, programs, seen = [], {}, {}
     for candidate, graph in candidates.items():
         fusion: dict[str, int] = {}
-        generated = kernel_program(graph, target, searched=candidate != "unsearched", stats=fusion)
+        searched = candidate != "unsearched"
+        activations = options.get("activation_dtype", "auto")
+        generated = kernel_program(graph, target, searched, stats=fusion, activation_dtype=activations)
         for name, kernels in variants(candidate, generated, target, options.get("gemm_library", "auto")):
             source = codegen.program_source(kernels, target)
             estimated = estimate_program(kernels, target).seconds
