@@ -53,10 +53,14 @@ def staged_bytes(prog) -> tuple[int, int]:
     return fused, total
 
 
-def traffic(prog) -> str:
+def traffic(prog, graph: lm.Graph) -> str:
     """The bytes the program's kernels read and write per run at the symbols' maxima (the roofline's count)
-    and its planned arena: what storing activations in half (compile option activation_dtype) shrinks."""
-    cost = estimate_program(prog.kernels, prog.target)
+    and its planned arena: what storing activations in half (compile option activation_dtype) shrinks. A paged
+    step's pool counts as the blocks its rows can hold, not the pool's declared maximum (16M blocks)."""
+    env = None
+    if "pool_blocks" in graph.symbols:
+        env = {"pool_blocks": graph.symbols["batch"].hi * graph.symbols["row_blocks"].hi}
+    cost = estimate_program(prog.kernels, prog.target, env)
     arena = prog.report["memory"]["arena_bytes"]
     return f"{cost.bytes_read / 1e6:.1f} MB read, {cost.bytes_written / 1e6:.1f} MB written, arena {arena / 1e6:.1f} MB"
 
@@ -66,7 +70,7 @@ def report(name: str, graph: lm.Graph, target: str, sizes, activations: str = "a
     plan = launch_plan(prog.kernels)
     shapes = Counter(launch.shape for launch in plan)
     print(f"\n{name}: {len(prog.kernels.kernels)} kernels, {len(plan)} launches per run: {dict(shapes)}")
-    print(f"  activations {activations}: {traffic(prog)}")
+    print(f"  activations {activations}: {traffic(prog, graph)}")
     if name.startswith("decode"):
         weights, kv = decode_bytes(sizes, shapes_of(graph))
         floor, gaps = (weights + kv) / COPY_BANDWIDTH, len(plan) * GAP_S
