@@ -56,13 +56,18 @@ def medians_ms(programs: list, feeds_: list[dict], repeats: int) -> list[float]:
     return [float(np.median(t)) * 1e3 for t in times]
 
 
-def main() -> None:
+def step_arguments(layers: int = 4, hidden: int = 384, past: int = 420) -> argparse.ArgumentParser:
+    """The model's size, the cached positions per row and the timed repeats (bench/step_kernels.py too)."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--hidden", type=int, default=384)
-    parser.add_argument("--past", type=int, default=420)
+    parser.add_argument("--layers", type=int, default=layers)
+    parser.add_argument("--hidden", type=int, default=hidden)
+    parser.add_argument("--past", type=int, default=past)
     parser.add_argument("--repeats", type=int, default=30)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = step_arguments().parse_args()
     args.vocab, args.prompt, args.new_tokens = 4000, args.past, 64
     with tempfile.TemporaryDirectory() as tmp:
         write_folder(Path(tmp), args)

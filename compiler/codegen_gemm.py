@@ -106,6 +106,45 @@ static void lm_gemm_chunks(int64_t nb, int64_t mp, int64_t np, int64_t* mt, int6
   }
 LM_MICRO(lm_micro, a[LM_MR * k + i])
 LM_MICRO(lm_micro_rows, a[i * lda + k])
+/* c[0, 0:NR] = (first ? 0 : c) + one row of A (element k at a[k * step]) times b: a panel holding a single row
+   (a decode step's batch of one). The full kernel would multiply LM_MR - 1 rows of zeros, LM_MR times the FMAs
+   and broadcasts per weight loaded; with one row a GEMV is bound by reading B. Even and odd k accumulate apart
+   so two FMA chains are in flight per half. */
+static inline void lm_micro_row(int64_t kc, const float* restrict a, int64_t step, const float* restrict b,
+                                float* restrict c, int first) {
+  lm_vf e0 = {0}, e1 = {0}, o0 = {0}, o1 = {0};
+  int64_t k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    lm_vf b0, b1, b2, b3;
+    memcpy(&b0, b + LM_NR * k, LM_VBYTES);
+    memcpy(&b1, b + LM_NR * k + LM_VL, LM_VBYTES);
+    memcpy(&b2, b + LM_NR * (k + 1), LM_VBYTES);
+    memcpy(&b3, b + LM_NR * (k + 1) + LM_VL, LM_VBYTES);
+    const float a0 = a[k * step], a1 = a[(k + 1) * step];
+    e0 += a0 * b0;
+    e1 += a0 * b1;
+    o0 += a1 * b2;
+    o1 += a1 * b3;
+  }
+  if (k < kc) {
+    lm_vf b0, b1;
+    memcpy(&b0, b + LM_NR * k, LM_VBYTES);
+    memcpy(&b1, b + LM_NR * k + LM_VL, LM_VBYTES);
+    e0 += a[k * step] * b0;
+    e1 += a[k * step] * b1;
+  }
+  e0 += o0;
+  e1 += o1;
+  if (!first) {
+    lm_vf old0, old1;
+    memcpy(&old0, c, LM_VBYTES);
+    memcpy(&old1, c + LM_VL, LM_VBYTES);
+    e0 += old0;
+    e1 += old1;
+  }
+  memcpy(c, &e0, LM_VBYTES);
+  memcpy(c + LM_VL, &e1, LM_VBYTES);
+}
 #pragma GCC pop_options
 """
 
@@ -239,6 +278,8 @@ def kernel_source(
             "            if (lm_m0 + (lm_p + 1) * LM_MR <= lm_M)",
             "              lm_micro_rows(lm_kl, lm_arow + lm_p * LM_MR * lm_lda + lm_k0, lm_lda, lm_bq, lm_cq,",
             "                            LM_NCH, lm_k0 == 0);",
+            "            else if (lm_M - lm_m0 - lm_p * LM_MR == 1)",
+            "              lm_micro_row(lm_kl, lm_arow + lm_p * LM_MR * lm_lda + lm_k0, 1, lm_bq, lm_cq, lm_k0 == 0);",
             "            else",
             "              lm_micro(lm_kl, lm_aedge + lm_k0 * LM_MR, 0, lm_bq, lm_cq, LM_NCH, lm_k0 == 0);",
         ]
@@ -249,8 +290,12 @@ def kernel_source(
         ]
     else:
         lines += [
-            "            lm_micro(lm_kl, lm_ab + (lm_p * LM_MR * lm_K + lm_k0 * LM_MR), 0, lm_bq, lm_cq, LM_NCH,",
-            "                     lm_k0 == 0);",
+            "            if (lm_M - lm_m0 - lm_p * LM_MR == 1)",
+            "              lm_micro_row(lm_kl, lm_ab + (lm_p * LM_MR * lm_K + lm_k0 * LM_MR), LM_MR, lm_bq, lm_cq,",
+            "                           lm_k0 == 0);",
+            "            else",
+            "              lm_micro(lm_kl, lm_ab + (lm_p * LM_MR * lm_K + lm_k0 * LM_MR), 0, lm_bq, lm_cq, LM_NCH,",
+            "                       lm_k0 == 0);",
         ]
     lines += ["          }", "        }", "      }"]
     # Epilogue: the rest of the body, per output element of the tile.
