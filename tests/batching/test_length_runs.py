@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from luminal.batching.assemble import padded_runs
-from luminal.batching.length_runs import length_runs, run_cost
+from luminal.batching.length_runs import MAX_RUN_UNITS, length_runs, run_cost
 from tests.batching.test_sequence import graph, layout_of, req
 
 
@@ -85,3 +85,10 @@ def test_padded_runs_cut_within_length_buckets_and_leave_unpadded_layouts_alone(
     unpadded = layout_of(graph(padded=False))
     a, b = req(3), req(3)
     assert [[r.id for r in run] for run in padded_runs([a, b], unpadded)] == [[a.id, b.id]]
+
+
+def test_a_run_spans_at_most_max_run_units_distinct_lengths_and_loses_no_request():
+    lengths = list(range(1, 1025))[::-1]  # 1024 requests of all different lengths: the search stays bounded
+    got, runs = runs_of(lengths, overhead=10**9)  # an execution so dear that one run would be cheapest
+    assert sorted(n for run in got for n in run) == sorted(lengths)
+    assert all(len(set(run)) <= MAX_RUN_UNITS for run in got) and len(got) == -(-1024 // MAX_RUN_UNITS)

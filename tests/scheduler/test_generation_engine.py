@@ -46,23 +46,24 @@ def compiled_file(request, tmp_path_factory):
 @pytest.fixture(scope="module")
 def contiguous(compiled_file):
     """The same model compiled from a package built before paged steps (format 2: the step concatenates)."""
-    hf, folder = compiled_file
-    package = load_package(folder / "m.lpkg")
-    package.paged = package.block_size = package.chunk = None
-    save_package(package, folder / "old.lpkg")
-    compile_package(folder / "old.lpkg", "cpu", folder / "old.llmprog")
-    return hf, load_language_model(folder / "old.llmprog")
+    return _recompiled_without(compiled_file, "old", paged=None, block_size=None, chunk=None)
 
 
 @pytest.fixture(scope="module")
 def unchunked(compiled_file):
     """The same model compiled from a package built before chunk graphs (format 3: prompts prefilled at once)."""
+    return _recompiled_without(compiled_file, "unchunked", chunk=None)
+
+
+def _recompiled_without(compiled_file, name: str, **dropped):
+    """The test model's package with some parts set as `dropped` says, compiled again and loaded."""
     hf, folder = compiled_file
     package = load_package(folder / "m.lpkg")
-    package.chunk = None
-    save_package(package, folder / "unchunked.lpkg")
-    compile_package(folder / "unchunked.lpkg", "cpu", folder / "unchunked.llmprog")
-    return hf, load_language_model(folder / "unchunked.llmprog")
+    for part, value in dropped.items():
+        setattr(package, part, value)
+    save_package(package, folder / f"{name}.lpkg")
+    compile_package(folder / f"{name}.lpkg", "cpu", folder / f"{name}.llmprog")
+    return hf, load_language_model(folder / f"{name}.llmprog")
 
 
 @pytest.fixture(scope="module")
