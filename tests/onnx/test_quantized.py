@@ -61,7 +61,12 @@ def _quantized(float_model: str, how: str) -> str:
         quantize_dynamic(float_model, path, weight_type=QuantType.QUInt8)
     else:
         fmt = QuantFormat.QDQ if how == "qdq" else QuantFormat.QOperator
-        quantize_static(float_model, path, _Calibration(), quant_format=fmt, activation_type=QuantType.QUInt8)
+        # 7-bit weights (reduce_range): without VNNI, ONNX Runtime's uint8 x int8 kernels add products in
+        # saturating int16 (vpmaddubsw), so full-range weights make its answers depend on the CPU; ONNX Runtime's
+        # documentation recommends reduce_range there, and it keeps the anchor exact on every x86 machine.
+        quantize_static(
+            float_model, path, _Calibration(), quant_format=fmt, activation_type=QuantType.QUInt8, reduce_range=True
+        )
     return path
 
 
