@@ -4,10 +4,10 @@ serving.
 Format 4 holds the prefill, decode-step and prefill-chunk programs' code (graph.json, kernel IR, generated
 source, report, per program) and their weights once, in one safetensors entry all programs bind
 (`shared_weights`), beside the package's tokenizer files; its step and chunk are paged (KV block pools written
-in place), with the manifest's `block_size`, and the engine prefills prompts a chunk at a time. Format 3 is the same without the chunk program
-(packages without a chunk graph still compile to it: the engine prefills in one go), format 2 the same with the
-concatenating step (packages without a paged step still compile to it), and both are still read, as is format 1:
-two self-contained `.lprog` entries, each with every weight.
+in place), with the manifest's `block_size`, and the engine prefills prompts a chunk at a time. Format 3 is the
+same without the chunk program (packages without a chunk graph still compile to it: the engine prefills in one
+go), format 2 the same with the concatenating step (packages without a paged step still compile to it), and
+both are still read, as is format 1: two self-contained `.lprog` entries, each with every weight.
 """
 
 from __future__ import annotations
