@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -n 2 --durations=25 tests
 	$(MAKE) --no-print-directory test-compiled
 
 # The op suite again through lm.compile(target="cpu"), against the same torch results: each test's checks
