@@ -1,6 +1,7 @@
 """The test models the Metal checks compile beside the CUDA tests' cases (tests/compiler/cuda/graphs.py): a
-MiniLM-shaped BERT encoder, and a Llama decoder's prefill and decode step (float32, and the step in bfloat16),
-all tiny, with random weights and their feeds."""
+MiniLM-shaped BERT encoder, and a Llama decoder's prefill and decode step (float32; the prefill in bfloat16, the
+step in bfloat16 and float16: their activations stored in half types, compiler/half_activations.py), all tiny,
+with random weights and their feeds."""
 
 from __future__ import annotations
 
@@ -30,17 +31,26 @@ def minilm() -> Case:
     return bind_random(g), feed | {"token_type_ids": np.zeros((2, 7), np.int64)}
 
 
-def _llama(dtype: lm.DType = lm.float32):
-    return decoder_graphs(LlamaForCausalLM(LlamaConfig(**LLAMA, dtype=dtype)), max_batch=2, max_positions=16)
+def _llama(dtype: lm.DType = lm.float32, layers: int = 2):
+    config = LlamaConfig(**(LLAMA | {"num_hidden_layers": layers}), dtype=dtype)
+    return decoder_graphs(LlamaForCausalLM(config), max_batch=2, max_positions=16)
 
 
-def llama_prefill() -> Case:
-    graphs, rng = _llama(), np.random.default_rng(21)
+def _prefill(dtype: lm.DType, layers: int = 2) -> Case:
+    graphs, rng = _llama(dtype, layers), np.random.default_rng(21)
     return bind_random(graphs.prefill), {"input_ids": rng.integers(0, 40, (2, 5))}
 
 
-def _step(dtype: lm.DType) -> Case:
-    graphs, rng = _llama(dtype), np.random.default_rng(22)
+def llama_prefill() -> Case:
+    return _prefill(lm.float32)
+
+
+def llama_prefill_bf16() -> Case:  # one layer: the second adds no kernel shape, only build time
+    return _prefill(lm.bfloat16, layers=1)
+
+
+def _step(dtype: lm.DType, layers: int = 2) -> Case:
+    graphs, rng = _llama(dtype, layers), np.random.default_rng(22)
     g, feed = bind_random(graphs.step), {"input_ids": rng.integers(0, 40, (2, 1))}
     for label in g.inputs:
         if label.startswith("past."):  # [batch, kv_heads, past, head_dim] caches of 6 earlier positions
@@ -56,6 +66,11 @@ def llama_decode_bf16() -> Case:
     return _step(lm.bfloat16)
 
 
+def llama_decode_fp16() -> Case:
+    return _step(lm.float16, layers=1)
+
+
 MODELS: dict[str, Callable[[], Case]] = {
-    f.__name__: f for f in (minilm, llama_prefill, llama_decode, llama_decode_bf16)
+    f.__name__: f
+    for f in (minilm, llama_prefill, llama_prefill_bf16, llama_decode, llama_decode_bf16, llama_decode_fp16)
 }
