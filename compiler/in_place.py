@@ -22,6 +22,12 @@ def is_in_place(kernel: ir.Kernel, buffers: Mapping[str, ir.Buffer]) -> bool:
     return isinstance(kernel, ir.ScatterKernel) and buffers[kernel.out].role == "input"
 
 
+def written_inputs(program: ir.KernelProgram) -> dict[str, str]:
+    """The donated inputs a scatter writes in place (input buffer -> input name): what a GPU runtime binds where
+    the caller holds the array instead of copying it into its slot."""
+    return {b: label for label, b in program.inputs.items() if any(k.out == b for k in program.kernels)}
+
+
 def scatter_in_place(program: ir.KernelProgram, donated: Mapping[str, str]) -> ir.KernelProgram:
     """`program` with each eligible scatter writing its donated input's buffer (see the module docstring)."""
     moved: dict[int, ir.ScatterKernel] = {}

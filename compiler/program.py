@@ -27,6 +27,7 @@ from luminal.compiler.fuse_index import inline_index_functions
 from luminal.compiler.fuse_int_operands import fuse_integer_operands
 from luminal.compiler.fuse_residual import store_residuals
 from luminal.compiler.fused_ops import Inline
+from luminal.compiler.half_activations import check_mode, store_half_activations
 from luminal.compiler.in_place import scatter_in_place
 from luminal.compiler.lower import buffer_name, lower
 from luminal.compiler.passes import PASSES
@@ -91,8 +92,9 @@ OPTIONS = {
     "search_options": "a compiler.search.stage.SearchOptions (node budget, iterations, deadline, isolation)",
     "gemm_library": "CUDA targets: 'auto' (default) adds each candidate's variant with cuBLAS GEMM steps where the "
     "roofline prefers them; 'always' gives cuBLAS every GEMM it can compute alone; 'never' keeps generated kernels",
-    "activation_dtype": "CUDA targets: 'auto' (default) stores each temporary buffer that holds only half values (a "
-    "bf16 or fp16 model's activations) in its half type (compiler/cuda/half_activations.py); 'float32' keeps float32",
+    "activation_dtype": "CUDA and Metal targets: 'auto' (default) stores each temporary buffer that holds only half "
+    "values (a bf16 or fp16 model's activations) in its half type (compiler/half_activations.py); 'float32' keeps "
+    "float32",
 }
 
 
@@ -104,8 +106,6 @@ def compile_graph(graph: Graph, target: str = "cpu", *, cache: bool = True, **op
     if unknown:
         raise TypeError(f"unknown compile option(s) {unknown}; known: {sorted(OPTIONS)}")
     if "activation_dtype" in options:
-        from luminal.compiler.cuda.half_activations import check_mode
-
         check_mode(options["activation_dtype"])
     if not graph.outputs:
         raise GraphError("compile: the graph has no outputs; mark one with tensor.output(name)")
@@ -185,12 +185,12 @@ def kernel_program(
     # Weight panels packed at load are the CPU GEMM's layout, Q8_0 weights dequantised in its loads
     # (compiler/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
     # source (compiler/cuda/read_past_casts.py), activations that hold half values are stored in their half type
-    # (compiler/cuda/half_activations.py), and a flash-decoding attention has a scratch buffer.
-    # Metal runs CUDA's launch plan (compiler/metal/program.py), flash decoding's scratch included.
+    # (compiler/half_activations.py), and a flash-decoding attention has a scratch buffer.
+    # Metal runs CUDA's launch plan (compiler/metal/program.py), flash decoding's scratch included, with the same
+    # in-place scatters and half activations (the Metal runtime binds a donated MTLBuffer in place).
     kind = get_target(target).kind
     if kind == "cuda":  # the CUDA runtime binds a donated device array in place (runtime/cuda/executable.py)
         from luminal.compiler.cuda.attention_reads import attend_through_concatenations
-        from luminal.compiler.cuda.half_activations import check_mode, store_half_activations
         from luminal.compiler.cuda.read_past_casts import read_past_casts
 
         # An attention reads a paged KV cache through its block table (no concatenation kernel), then the pools'
@@ -201,6 +201,9 @@ def kernel_program(
             kernels = store_half_activations(kernels)
         return add_partials_buffers(kernels)
     if kind == "metal":
+        kernels = scatter_in_place(kernels, graph.donated)
+        if check_mode(activation_dtype) == "auto":
+            kernels = store_half_activations(kernels)
         return add_partials_buffers(kernels)
     if kind != "cpu":
         return kernels

@@ -14,9 +14,9 @@ from __future__ import annotations
 from luminal import dtypes as dt
 from luminal.compiler import ir
 from luminal.compiler.gemm_plan import GemmPlan
+from luminal.compiler.half_activations import HALVES
 from luminal.view import dims_product
 
-HALVES = (dt.float16, dt.bfloat16)
 # A tensor-core tile is 64 x 64 outputs; a GEMM with fewer rows or columns at its largest dims (a decode step's
 # single row) stays on the SIMT kernel, which wastes less of a tile.
 MIN_ROWS = 64

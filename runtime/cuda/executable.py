@@ -28,6 +28,7 @@ import numpy as np
 from luminal import dtypes as dt
 from luminal.compiler import ir, prepack
 from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.in_place import written_inputs
 from luminal.graph import Graph
 from luminal.runtime.cuda import arrays, buckets, nvrtc
 from luminal.runtime.cuda.arena import DeviceArena
@@ -72,7 +73,7 @@ class CudaExecutable:
         self.status = cp.zeros(1, cp.int32)  # lm_status: set to 1 by a kernel that met an index out of range
         self.arenas: dict[tuple[int, ...], DeviceArena] = {}
         # donated inputs the program writes in place: input buffer -> input name
-        self.in_place = {b: label for label, b in program.inputs.items() if any(k.out == b for k in program.kernels)}
+        self.in_place = written_inputs(program)
 
     def _upload(self, value: Any, buf: ir.Buffer):
         """A weight as a resident flat device array of its storage dtype (a device array is used in place)."""

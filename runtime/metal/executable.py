@@ -12,6 +12,9 @@ pipeline, its buffers at their offsets in launch order, the live dims through `s
 buffer `D`), the status flag, and `dispatchThreadgroups` at the live dims' grid. The encoder's dispatches run in
 order (a serial compute encoder), so each kernel sees the previous ones' writes. One commit, one wait, then the
 outputs and the status flag (a gather or scatter index out of range raises IndexError).
+In place: a donated input the program writes (compiler/in_place.py: a KV pool's scatter) given as a MetalArray
+(runtime/metal/arrays.py; `executable.array(value)` makes one) is not copied into its slot: the dispatches bind
+the caller's buffer instead, the scatter writes it there, and the run hands that same MetalArray back.
 
 The Metal module is passed in (`api`), never imported here.
 """
@@ -23,12 +26,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from luminal import dtypes as dt
 from luminal.compiler import ir, prepack
+from luminal.compiler.in_place import written_inputs
 from luminal.compiler.metal.program import launch_plan
 from luminal.graph import Graph
 from luminal.runtime.cuda import buckets
 from luminal.runtime.cuda.layout import Layout, launches_at, layout
+from luminal.runtime.metal.arrays import MetalArray, host_bytes, shared_buffer, storage, to_metal
 from luminal.runtime.reference import ExecutionError, bind_symbols
 
 STATUS_BYTES = 4  # lm_status: one int
@@ -36,16 +40,6 @@ STATUS_BYTES = 4  # lm_status: one int
 
 class MetalError(RuntimeError):
     """Metal refused the program (compilation, a pipeline) or a command buffer failed; the message says which."""
-
-
-def storage(d: dt.DType) -> np.dtype:
-    """The dtype a buffer's elements are moved as: bfloat16 as its 16 bits."""
-    return np.dtype(np.uint16) if d == dt.bfloat16 else np.dtype(d.np)
-
-
-def host_bytes(buffer: Any) -> np.ndarray:
-    """A shared-storage MTLBuffer's bytes, as a writable numpy view (unified memory: no copy)."""
-    return np.frombuffer(buffer.contents().as_buffer(buffer.length()), np.uint8)
 
 
 def _checked(result: Any, what: str) -> Any:
@@ -86,6 +80,7 @@ class MetalExecutable:
         self.weight_uploads = len(self.weights)  # what the load copied; runs copy no weight again
         self.status = self.device.newBufferWithLength_options_(STATUS_BYTES, api.MTLResourceStorageModeShared)
         self.arenas: dict[tuple[int, ...], Arena] = {}
+        self.in_place = written_inputs(program)  # input buffer -> input name
 
     def _pipelines(self, source: str) -> dict[str, Any]:
         api, options = self.api, self.api.MTLCompileOptions.new()
@@ -111,8 +106,12 @@ class MetalExecutable:
         if array.size != int(buf.size.evaluate({})) or array.dtype.itemsize != buf.dtype.itemsize:
             raise ValueError(f"weight {buf.label!r}: {array.size} elements of {array.dtype}, expected "
                              f"{buf.size} of {buf.dtype.name}")  # fmt: skip
-        data = array.tobytes() or b"\0"
-        return self.device.newBufferWithBytes_length_options_(data, len(data), self.api.MTLResourceStorageModeShared)
+        return shared_buffer(self.device, self.api, array.tobytes())
+
+    def array(self, value: Any) -> MetalArray:
+        """`value` copied once into a buffer of this executable's device: a donated input given so (a KV pool)
+        is written in place by every run it is passed to."""
+        return to_metal(self.device, self.api, value)
 
     def arena(self, env: Mapping[str, int]) -> Arena:
         """The arena of the bucket that dims `env` fall in, allocated on first use."""
@@ -122,33 +121,43 @@ class MetalExecutable:
             self.arenas[key] = Arena(self.api, self.device, self.program, sized)
         return self.arenas[key]
 
-    def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
-        arrays = {k: v if isinstance(v, np.ndarray) else np.asarray(v) for k, v in inputs.items()}
+    def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """Outputs by name as numpy arrays, but a donated input given as a MetalArray and written in place comes
+        back as that MetalArray. Inputs: numpy arrays (or what numpy converts) or MetalArrays."""
+        arrays = {k: v.numpy() if isinstance(v, MetalArray) else np.asarray(v) for k, v in inputs.items()}
         with self.lock:
             env = bind_symbols(self.graph, arrays, dims)
             arena = self.arena(env)
-            for label, buf in self.program.inputs.items():
-                flat = np.ascontiguousarray(arrays[label]).reshape(-1).view(storage(self.program.buffers[buf].dtype))
-                arena.view(buf, flat.size, flat.dtype)[...] = flat
+            given = {b: inputs[label] for b, label in self.in_place.items() if isinstance(inputs[label], MetalArray)}
+            self._copy_inputs(arena, arrays, given)
             host_bytes(self.status)[...] = 0
-            self._encode_and_wait(arena, env)
+            self._encode_and_wait(arena, env, {b: array.buffer for b, array in given.items()})
             failed = int(host_bytes(self.status).view(np.int32)[0])
-            outputs = self._outputs(arena, env)
+            outputs = self._outputs(arena, env, given)
         if failed:
             raise IndexError("a gather or scatter index was out of range")
         return outputs
 
-    def _encode_and_wait(self, arena: Arena, env: Mapping[str, int]) -> None:
-        """The whole plan in one command buffer, committed and waited for."""
+    def _copy_inputs(self, arena: Arena, arrays: Mapping[str, np.ndarray], in_place: Mapping[str, Any]) -> None:
+        """Each input copied into its arena slot, but those the dispatches bind where the caller holds them."""
+        for label, buf in self.program.inputs.items():
+            if buf not in in_place:
+                flat = np.ascontiguousarray(arrays[label]).reshape(-1).view(storage(self.program.buffers[buf].dtype))
+                arena.view(buf, flat.size, flat.dtype)[...] = flat
+
+    def _encode_and_wait(self, arena: Arena, env: Mapping[str, int], bound: Mapping[str, Any]) -> None:
+        """The whole plan in one command buffer, committed and waited for; `bound` holds the caller's buffers
+        bound in place of their arena slots (buffer -> MTLBuffer)."""
         api = self.api
         dims = np.array([env[s] for s in self.symbols] or [0], np.int64).tobytes()
         commands = self.queue.commandBuffer()
         encoder = commands.computeCommandEncoder()
+        whole = {**self.weights, **bound}  # buffers bound from their first byte; the rest lie in the arena
         for launch, groups in launches_at(self.plan, env):
             encoder.setComputePipelineState_(self.pipelines[launch.kernel])
             for slot, name in enumerate(launch.buffers):
-                if name in self.weights:
-                    encoder.setBuffer_offset_atIndex_(self.weights[name], 0, slot)
+                if name in whole:
+                    encoder.setBuffer_offset_atIndex_(whole[name], 0, slot)
                 else:
                     encoder.setBuffer_offset_atIndex_(arena.buffer, arena.layout.offsets[name], slot)
             n = len(launch.buffers)
@@ -164,9 +173,13 @@ class MetalExecutable:
             error = commands.error()
             raise ExecutionError(f"the command buffer failed: {error.localizedDescription() if error else 'unknown'}")
 
-    def _outputs(self, arena: Arena, env: Mapping[str, int]) -> dict[str, np.ndarray]:
+    def _outputs(self, arena: Arena, env: Mapping[str, int], given: Mapping[str, MetalArray]) -> dict[str, Any]:
+        """Outputs copied out of the arena; a buffer written in the caller's MetalArray (`given`) is that array."""
         out = {}
         for label, (buf, shape) in self.program.outputs.items():
+            if buf in given:
+                out[label] = given[buf]
+                continue
             concrete = tuple(int(d.evaluate(dict(env))) for d in shape)
             d = self.program.buffers[buf].dtype
             view = arena.view(buf, int(np.prod(concrete, dtype=np.int64)), storage(d))

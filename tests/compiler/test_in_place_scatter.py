@@ -1,7 +1,8 @@
 """Donated inputs: a scatter into an input the graph donates to its output writes the caller's array in place, in
-the reference interpreter, in the compiled CPU program and in the compiled CUDA program (run through the host
-shim, which shares the CPU runtime's I/O; the CUDA runtime's own binding is tests/runtime/cuda), after every
-other reader of the old contents; a scatter that is not eligible copies, and the caller's array is left alone."""
+the reference interpreter, in the compiled CPU program and in the compiled CUDA and Metal programs (run through
+their host shims, which share the CPU runtime's I/O; the GPU runtimes' own binding is tests/runtime/cuda and
+tests/runtime/metal), after every other reader of the old contents; a scatter that is not eligible copies, and
+the caller's array is left alone."""
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from luminal.graph import GraphError
 from luminal.graph_json import decode_graph, encode_graph
 from luminal.hl import prim
 from luminal.runtime.cuda.shim import ShimRuntime
+from luminal.runtime.metal.shim import MetalShimRuntime
 from luminal.runtime.reference import execute
 from luminal.view import ShapeError
 
@@ -20,6 +22,7 @@ RUNS = {
     "reference": lambda g, feed: execute(g, feed),
     "cpu": lambda g, feed: lm.compile(g, "cpu").run(feed),
     "cuda-shim": lambda g, feed: ShimRuntime().load(lm.compile(g, "h100")).run(feed),
+    "metal-shim": lambda g, feed: MetalShimRuntime().load(lm.compile(g, "m2")).run(feed),
 }
 
 
@@ -47,6 +50,16 @@ def _feed():
 def _expected(pool: np.ndarray) -> np.ndarray:
     out = pool.copy().reshape(-1)
     out[[0, 5, 31]] = [-1, -2, -3]
+    return out.reshape(8, 4)
+
+
+SECOND_SRC = np.array([7, 8, 9], np.float32)  # a second run's values, scattered where _feed's went
+
+
+def _expected_twice(pool: np.ndarray) -> np.ndarray:
+    """`pool` after _feed's scatter and then a second one of SECOND_SRC: the second lands on the first's result."""
+    out = _expected(pool).reshape(-1)
+    out[[0, 5, 31]] = SECOND_SRC
     return out.reshape(8, 4)
 
 

@@ -1,4 +1,4 @@
-"""A GPU program stores the activations a half-precision model rounds to half in that half type.
+"""A GPU program (CUDA or Metal) stores the activations a half-precision model rounds to half in that half type.
 
 A bf16 model's graph rounds where PyTorch does (a linear layer's, a norm's or an element-wise op's result is
 cast to bf16) and computes in float32 between (luminal/hl/linalg.py widens matmul operands; norms and softmax
@@ -8,7 +8,9 @@ between the rounding and the widening that follows it: the kernel stores `float(
 the buffer holds (or is only ever used as) values of the half type, so storing it in that type changes no
 result: the producer stores the half value, each reader widens what it loads. Buffers shrink by half, and
 a GEMM reading one sees a half operand (a widening cast of a half load), which is what its tensor-core kernel
-(compiler/cuda/half_operands.py) and cuBLAS (compiler/cuda/library_gemm.py) multiply.
+(compiler/cuda/half_operands.py) and cuBLAS (compiler/cuda/library_gemm.py) multiply. Metal runs the same
+kernel bodies (compiler/metal/program.py) with such buffers as MSL `half` and `bfloat`: half the bytes to
+move on Apple's unified memory too.
 
 Statistics a kernel stores without rounding (a norm's sum of squares, a softmax's max and sum, attention's
 accumulators inside its kernel) keep float32: their readers use them in float32. Only temporary buffers change:
@@ -21,8 +23,8 @@ from dataclasses import replace
 
 from luminal import dtypes as dt
 from luminal.compiler import ir
-from luminal.compiler.cuda.half_operands import HALVES
 
+HALVES = (dt.float16, dt.bfloat16)
 MODES = ("auto", "float32")
 
 
