@@ -84,9 +84,11 @@ class GenerationEngine:
         account: Account | None = None,
         priority: int = DEFAULT_PRIORITY,
         timeout_s: float | None = None,
+        waited_s: float = 0.0,
     ) -> TokenStream:
         """Queue a sequence at `priority` (1 most urgent .. 10) to join the batch within `timeout_s` seconds (None:
-        no deadline); it ends with Expired if it cannot. Raises EngineBusy when too many already wait."""
+        no deadline) of its request's arrival, `waited_s` seconds ago; it ends with Expired if it cannot. Raises
+        EngineBusy when too many already wait."""
         total = len(prompt) + params.max_tokens
         if not prompt:
             raise PromptTooLong("the prompt is empty: it must hold at least one token")
@@ -102,7 +104,7 @@ class GenerationEngine:
         codec = self.model.codec
         stream = TokenStream(Sequence(prompt, params, codec.decode, codec.eos_token_ids), loop, account)
         with self._wake:
-            self.waiting.add(stream, priority, timeout_s)
+            self.waiting.add(stream, priority, timeout_s, waited_s)
             self._wake.notify()
         return stream
 

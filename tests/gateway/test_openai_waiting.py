@@ -1,11 +1,14 @@
 """Waiting for a place in the batch through the official `openai` client: `priority` and `queue_timeout` in
 extra_body reach the engine's waiting line (the timeout capped by the platform's request_timeout_s, which is also
-the wait allowed without one); a sequence whose deadline passes while it waits is answered 504 in OpenAI's shape,
-or an error event once its stream started, and never runs; a full line is a 429 with Retry-After."""
+the wait allowed without one), counted from the request's arrival; a sequence whose deadline passes while it
+waits is answered 504 in OpenAI's shape, or an error event once its stream started, and never runs; a full line
+is a 429 with Retry-After."""
 
 from __future__ import annotations
 
 import itertools
+import re
+import time
 
 import openai
 import pytest
@@ -42,9 +45,9 @@ def test_priority_and_timeout_reach_the_waiting_line(world, engine):
     submitted = []
     original = engine.submit
 
-    def recording(prompt, params, loop, account=None, priority=None, timeout_s=None):
+    def recording(prompt, params, loop, account=None, priority=None, timeout_s=None, waited_s=0.0):
         submitted.append((priority, timeout_s))
-        return original(prompt, params, loop, account, priority, timeout_s)
+        return original(prompt, params, loop, account, priority, timeout_s, waited_s)
 
     engine.submit = recording
     try:
@@ -91,6 +94,26 @@ def test_an_expired_sequence_is_a_504_and_never_runs(world, engine):
     assert "timeout passed before generation started" in error.body["message"]
     assert engine.prompt_runs == prefills and not engine.waiting
     assert _prompt_tokens_counted(world) == prompt_tokens  # its prompt was never read
+
+
+def test_the_waiting_deadline_counts_from_the_requests_arrival(world, engine, monkeypatch):
+    """Time spent before the engine sees the request (here a slow model lookup, as a first load is) counts
+    against queue_timeout: the sequence expires though the engine could take it at once."""
+    generation = world.app.state.platform.generation
+    lookup = generation.get
+
+    def slow_lookup(program_key):
+        time.sleep(0.5)
+        return lookup(program_key)
+
+    monkeypatch.setattr(generation, "get", slow_lookup)
+    prefills = engine.prompt_runs
+    with pytest.raises(openai.InternalServerError) as caught:
+        _complete(world, queue_timeout=0.3)
+    assert caught.value.status_code == 504 and caught.value.body["code"] == "timeout"
+    waited = float(re.search(r"it waited ([0-9.]+) s", caught.value.body["message"]).group(1))
+    assert waited >= 0.5 and engine.prompt_runs == prefills
+    assert _complete(world, queue_timeout=5).choices[0].finish_reason == "length"  # within its time: it runs
 
 
 def test_an_expired_stream_ends_with_an_error_event(world, engine):
