@@ -84,6 +84,12 @@ class WaitingLine:
             kept.append(place)
         self._places = kept
 
+    def until_deadline(self) -> float | None:
+        """Seconds (of the line's clock) until the earliest deadline of a waiting sequence, 0 when one has passed;
+        None when none has a deadline."""
+        deadlines = [p.deadline for p in self._places if p.deadline is not None]
+        return max(0.0, min(deadlines) - self.clock()) if deadlines else None
+
     def first(self) -> TokenStream:
         """The sequence at the front of the line (IndexError when none waits)."""
         return self._places[0].stream

@@ -4,6 +4,7 @@ cancelled sequence leaves the batch and frees its cache blocks; stop strings and
 OpenAI documents."""
 
 import asyncio
+import time
 from pathlib import Path
 
 import numpy as np
@@ -437,3 +438,46 @@ def test_a_blocked_first_in_line_holds_its_level_until_it_expires(compiled):
     with pytest.raises(WaitExpired):
         loop.run_until_complete(_read_all(big))
     loop.close()
+
+
+def _eventually(condition, within_s: float = 5.0) -> None:
+    ends = time.monotonic() + within_s
+    while not condition():
+        assert time.monotonic() < ends, "the engine thread did not get there in time"
+        time.sleep(0.01)
+
+
+def test_a_waiter_that_cannot_join_puts_the_engine_thread_to_sleep_until_something_changes(compiled):
+    """With the pool full and nothing running to free it, the thread sleeps instead of repeating rounds that do
+    nothing; a submit, a waiting deadline and a cancel each wake it for a round."""
+    _, model = compiled
+    engine, loop = GenerationEngine(model, cache_blocks=4), asyncio.new_event_loop()
+    rounds, run_once = [], engine.run_once
+
+    def counted_round():
+        rounds.append(time.monotonic())
+        run_once()
+
+    engine.run_once = counted_round
+    assert engine.batch.reserve("held elsewhere", 4 * model.block_size)  # blocks no sequence of the engine frees
+    params = SamplingParams(4, temperature=0, ignore_eos=True)
+    blocked = engine.submit([5, 6], params, loop)
+    engine.start()
+    try:
+        time.sleep(0.3)
+        assert 1 <= len(rounds) <= 2 and list(engine.waiting) == [blocked]  # spinning, it ran thousands
+        expiring = engine.submit([5, 6], params, loop, timeout_s=0.2)
+        with pytest.raises(WaitExpired):
+            loop.run_until_complete(asyncio.wait_for(_read_all(expiring), 5))
+        time.sleep(0.1)
+        assert len(rounds) <= 5 and list(engine.waiting) == [blocked]  # woken by the submit and the deadline
+        blocked.cancel()
+        _eventually(lambda: not engine.waiting)  # woken by the cancel, which drops it
+        engine.batch.release("held elsewhere")
+        fresh = engine.submit([5, 6], params, loop)
+        deltas = loop.run_until_complete(asyncio.wait_for(_read_all(fresh), 30))
+        assert len(deltas) == 4 and deltas[-1].finish_reason == "length"
+        assert len(rounds) <= 12  # the fresh one's prefill and steps; then asleep again
+    finally:
+        engine.close()
+        loop.close()
