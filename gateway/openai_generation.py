@@ -74,7 +74,8 @@ async def language_model(platform: Platform, tenant: Tenant, name: str) -> Serve
     deployment = await resolve_ready(platform, tenant, name, None)
     if deployment["signature"].get("kind") != LLM_KIND:
         raise OpenAIError(400, f"model {name!r} is not a language model (serve it with /v2/models)", "model")
-    engine = await run_in_threadpool(platform.generation.get, deployment["program_key"])
+    d = deployment
+    engine = await run_in_threadpool(platform.generation.get, d["program_key"], d["max_waiting"], d["prefill_chunk"])
     metrics, max_wait_s = platform.generation_metrics, platform.settings.request_timeout_s
     return Served(engine, tenant.id, name, deployment, metrics, max_wait_s)
 

@@ -36,8 +36,8 @@ from luminal.scheduler.generation.paged_cache import PagedCache
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
 from luminal.scheduler.generation.stream import Account, Delta, Failed, TokenStream
+from luminal.scheduler.generation.waiting import MAX_WAITING, WaitingLine
 from luminal.scheduler.generation.waiting import EngineBusy as EngineBusy  # submit raises it: import it from here
-from luminal.scheduler.generation.waiting import WaitingLine
 from luminal.scheduler.work import DEFAULT_PRIORITY
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class GenerationEngine:
     def __init__(
         self,
         model: LanguageModel,
-        max_waiting: int = 256,
+        max_waiting: int = MAX_WAITING,
         on_end: Callable[[TokenStream], None] | None = None,
         cache_blocks: int | None = None,
         clock: Callable[[], float] = time.monotonic,

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from luminal.scheduler.generation.stream import Expired, TokenStream
 from luminal.scheduler.work import DEFAULT_PRIORITY, effective_priority
 
+MAX_WAITING = 256  # the line's bound unless the deployment sets its own
+
 
 class EngineBusy(RuntimeError):
     """Too many sequences are already waiting for a place in the batch (a 429)."""

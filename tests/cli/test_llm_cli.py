@@ -1,5 +1,6 @@
-"""`luminal deploy FOLDER` builds and uploads a Hugging Face language model; `luminal complete` prints its greedy
-continuation (what transformers generates) and `luminal chat` streams replies to typed lines."""
+"""`luminal deploy FOLDER` builds and uploads a Hugging Face language model (with its generation engine's
+settings); `luminal complete` prints its greedy continuation (what transformers generates) and `luminal chat`
+streams replies to typed lines."""
 
 from pathlib import Path
 
@@ -23,9 +24,12 @@ def test_deploy_folder_then_complete_and_chat(server, tmp_path):
     folder = tmp_path / "tiny-llama"
     model = hf_folder(folder, "llama")
     env = {"LUMINAL_URL": server.url, "LUMINAL_API_KEY": BOOTSTRAP_KEY}
-    deployed = runner.invoke(app, ["deploy", str(folder)], env=env)
+    deployed = runner.invoke(app, ["deploy", str(folder), "--prefill-chunk", "32", "--max-waiting", "100"], env=env)
     assert deployed.exit_code == 0, deployed.output
     assert f"{server.url}/openai/v1" in deployed.output and "tiny-llama" in deployed.output
+    with server.client() as http:
+        (deployment,) = http.get("/v1/deployments").json()
+    assert (deployment["prefill_chunk"], deployment["max_waiting"]) == (32, 100)
 
     tokenizer = hf_tokenizer(folder)
     ids = tokenizer("the quick brown")["input_ids"]

@@ -10,9 +10,11 @@ import itertools
 import re
 import time
 
+import httpx
 import openai
 import pytest
 
+from tests.gateway.conftest import BOOTSTRAP_KEY
 from tests.gateway.openai_world import start_world
 
 MODEL = "tiny-llama"
@@ -102,9 +104,9 @@ def test_the_waiting_deadline_counts_from_the_requests_arrival(world, engine, mo
     generation = world.app.state.platform.generation
     lookup = generation.get
 
-    def slow_lookup(program_key):
+    def slow_lookup(*args):
         time.sleep(0.5)
-        return lookup(program_key)
+        return lookup(*args)
 
     monkeypatch.setattr(generation, "get", slow_lookup)
     prefills = engine.prompt_runs
@@ -139,3 +141,16 @@ def test_a_full_waiting_line_is_a_429_with_retry_after(world, engine):
     assert error.status_code == 429 and error.body["type"] == "rate_limit_error"
     assert "already waiting for this model" in error.body["message"]
     assert int(error.response.headers["retry-after"]) >= 1
+
+
+def test_the_deployments_generation_settings_make_its_engine(world):
+    """prefill_chunk and max_waiting given at deploy time (the world deploys GPT-2 with 24 and 200) reach the
+    engine; a deployment without them gets the defaults."""
+    with httpx.Client(base_url=world.url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}) as http:
+        shown = {d["model"]: (d["prefill_chunk"], d["max_waiting"]) for d in http.get("/v1/deployments").json()}
+    assert shown == {"tiny-llama": (256, 256), "tiny-gpt2": (24, 200)}
+    _complete(world)  # starts the llama engine if no test did
+    world.client().completions.create(model="tiny-gpt2", prompt="the quick", max_tokens=2)
+    llama, gpt2 = world.engine(MODEL), world.engine("tiny-gpt2")
+    assert (gpt2.chunked.tokens_per_round, gpt2.waiting.max_waiting) == (24, 200)
+    assert (llama.chunked.tokens_per_round, llama.waiting.max_waiting) == (256, 256)
