@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from luminal.compiler import ir
+from luminal.compiler import ir, prepack
 from luminal.compiler.artifact import program_to_bytes
 from luminal.compiler.artifact_json import ArtifactError
 from luminal.dtypes import dtype_of
@@ -275,7 +275,7 @@ def test_compiled_file_holds_the_weights_once_and_old_files_still_load(compiled_
         prefill, step = model.prefill.program.graph.weight_data, model.step.program.graph.weight_data
         assert set(prefill) == set(step) and all(prefill[n] is step[n] for n in prefill)  # one copy in memory too
     # A format-1 file (each program with its own weights) of the same programs loads and computes the same.
-    _, model = contiguous
+    model = load_language_model(folder / "old.llmprog", keep_weights=True)  # every weight, to save them
     manifest, raw = read_bundle(FORMAT, folder / "old.llmprog")
     text = {n: [bytes(raw[n])] for n in (CONFIG, TOKENIZER) + tuple(n for n in raw if n.endswith("config.json"))}
     entries = {V1_PREFILL: [program_to_bytes(model.prefill.program)], V1_STEP: [program_to_bytes(model.step.program)]}
@@ -481,3 +481,22 @@ def test_a_waiter_that_cannot_join_puts_the_engine_thread_to_sleep_until_somethi
     finally:
         engine.close()
         loop.close()
+
+
+def test_weights_read_only_as_packed_panels_are_let_go_after_loading(compiled):
+    """The loaded programs keep only the weights some run reads (embeddings, norms), each an array of its own, so
+    the file's weight buffer is freed; the projections live on as packed panels only (the tests above check the
+    answers against transformers with such models). The tiny GPT-2 is mostly embeddings (and its c_fc is read
+    unpacked): copying those would cost more than dropping the rest frees, so it keeps every weight."""
+    hf, model = compiled
+    programs = [p.program for p in (model.prefill, model.step, model.chunk)]
+    kept = {id(a): a for p in programs for a in p.graph.weight_data.values()}
+    declared = {n for p in programs for n in p.graph.weights}
+    if hf.config.model_type == "gpt2":
+        assert len(kept) == len(declared) and all(a.base is not None for a in kept.values())  # views of the file
+        return
+    assert 0 < len(kept) < len(declared) and all(a.base is None for a in kept.values())
+    for p in programs:
+        unread = prepack.read_only_packed(p.kernels)
+        released = {label for label, buf in p.kernels.weights.items() if buf in unread}
+        assert released and not released & set(p.graph.weight_data)
