@@ -22,6 +22,12 @@ from luminal.cli.config import resolve
 MaxTokens = Annotated[int | None, typer.Option(help="most tokens to generate [default: the server's]")]
 Temperature = Annotated[float, typer.Option(help="0 is greedy; higher samples more freely")]
 Seed = Annotated[int | None, typer.Option(help="makes sampled text repeatable")]
+Priority = Annotated[
+    int | None, typer.Option(help="place in the model's waiting line: 1 most urgent .. 10 [default: the server's, 5]")
+]
+QueueTimeout = Annotated[
+    float | None, typer.Option(help="seconds the request may wait for a place in the batch before a 504")
+]
 
 
 def llm_package_file(folder: Path, max_batch: int, quantize: str | None = None) -> Path:
@@ -80,17 +86,27 @@ def _sampling(max_tokens: int | None, temperature: float, seed: int | None) -> d
     return body
 
 
+def _scheduling(priority: int | None, queue_timeout: float | None) -> dict[str, Any]:
+    """The platform's fields beside OpenAI's (what the `openai` client sends as extra_body); the server checks
+    them and names a bad one."""
+    given = {"priority": priority, "queue_timeout": queue_timeout}
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def complete(
     name: Annotated[str, typer.Argument(help="the deployed language model")],
     prompt: Annotated[str, typer.Argument(help="the text to continue")],
     max_tokens: MaxTokens = 64,
     temperature: Temperature = 1.0,
     seed: Seed = None,
+    priority: Priority = None,
+    queue_timeout: QueueTimeout = None,
     url: UrlOption = None,
     api_key: KeyOption = None,
 ) -> None:
     """Print the model's continuation of PROMPT as it is generated."""
     body = {"model": name, "prompt": prompt, **_sampling(max_tokens, temperature, seed)}
+    body |= _scheduling(priority, queue_timeout)
     try:
         for text in stream_text(url, api_key, "/completions", body):
             out.print(text, end="", highlight=False, markup=False, soft_wrap=True)
@@ -105,6 +121,8 @@ def chat(
     max_tokens: MaxTokens = None,
     temperature: Temperature = 0.7,
     seed: Seed = None,
+    priority: Priority = None,
+    queue_timeout: QueueTimeout = None,
     url: UrlOption = None,
     api_key: KeyOption = None,
 ) -> None:
@@ -120,6 +138,7 @@ def chat(
             continue
         messages.append({"role": "user", "content": line})
         body = {"model": name, "messages": messages, **_sampling(max_tokens, temperature, seed)}
+        body |= _scheduling(priority, queue_timeout)
         reply = []
         try:
             for text in stream_text(url, api_key, "/chat/completions", body):

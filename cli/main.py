@@ -80,6 +80,12 @@ def deploy(
     min_replicas: Annotated[int, typer.Option(help="workers kept warm")] = 0,
     max_replicas: Annotated[int, typer.Option(help="most workers")] = 1,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the compile")] = 600,
+    prefill_chunk: Annotated[
+        int, typer.Option(help="a language model's prompt tokens prefilled per round, between decode steps")
+    ] = 256,
+    max_waiting: Annotated[
+        int, typer.Option(help="a language model's sequences allowed to wait for the batch (past it: 429)")
+    ] = 256,
     quantize: Annotated[
         str | None, typer.Option(help="int8: a language model's weights as Q8_0 (int8 in blocks of 32, one scale each)")
     ] = None,
@@ -110,6 +116,8 @@ def deploy(
                 version = client.upload_model(file, name, lambda n: progress.advance(task, n))
             spec = dict(model=name, version=version["version"], gpu_type=gpu, max_batch_size=max_batch_size)
             spec |= dict(max_queue_delay_ms=max_delay_ms, min_replicas=min_replicas, max_replicas=max_replicas)
+            if folder is not None:  # settings of the generation engine, which only a language model has
+                spec |= dict(prefill_chunk=prefill_chunk, max_waiting=max_waiting)
             deployment = client.create_deployment(**spec)
             with err.status(f"compiling {name} version {version['version']}"):
                 deployment = client.wait_for_compile(deployment["id"], timeout)

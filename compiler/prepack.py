@@ -69,3 +69,22 @@ def packed_buffer(kernel: ir.Kernel, buffers: dict[str, ir.Buffer]) -> str | Non
     if len(names) > 1 or gemm is None or buffers[names[0]].size != const(packed_size(kernel, gemm)):
         raise ValueError(f"packed buffer {names[0]!r} does not hold the B operand of kernel {kernel.name!r}")
     return names[0]
+
+
+def read_only_packed(program: ir.KernelProgram) -> set[str]:
+    """The weight buffers `lm_run` never reads: every kernel that names one reads it only as the B operand of a
+    GEMM whose panels `lm_prepare` packed, so once packed its float values are not needed again."""
+    direct: set[str] = set()
+    packed_reads: set[str] = set()
+    for k in program.kernels:
+        values = [k.body] if isinstance(k, ir.LoopKernel) else [k.dest, k.at, k.src]
+        reads = [n.buffer for v in values for n in ir.walk(v) if isinstance(n, (ir.Load, ir.GatherLoad))]
+        if packed_buffer(k, program.buffers) is not None:
+            b = codegen_gemm.plan(k).contract.b
+            in_b = [n.buffer for n in ir.walk(b) if isinstance(n, (ir.Load, ir.GatherLoad))]
+            packed_reads |= set(in_b)
+            for name in in_b:  # each read of B's, once: what is left is read elsewhere in the kernel
+                reads.remove(name)
+        direct |= set(reads)
+    weights = set(program.weights.values())
+    return (packed_reads & weights) - direct

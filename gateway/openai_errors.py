@@ -3,13 +3,15 @@ which the `openai` client turns into its typed exceptions (BadRequestError, Auth
 
 `OpenAIRoute` is the route class of those routers: whatever the platform raises while a request is checked,
 authenticated or answered (its ApiError, a store's NotFound, a full queue) leaves in this shape, while the rest
-of the gateway keeps the Open Inference Protocol's `{"error": "..."}`.
+of the gateway keeps the Open Inference Protocol's `{"error": "..."}`. It also notes each request's arrival
+(`arrival_of`), before authentication and the body are read, which a sequence's waiting deadline counts from.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -82,11 +84,18 @@ def as_openai_error(e: Exception) -> OpenAIError | None:
     return None
 
 
+def arrival_of(request: Request) -> float:
+    """When the request reached its route (time.perf_counter): its waiting deadline and time to first token
+    count from there."""
+    return getattr(request.state, "arrived", None) or time.perf_counter()
+
+
 class OpenAIRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def answer(request: Request) -> Response:
+            request.state.arrived = time.perf_counter()
             try:
                 return await handler(request)
             except Exception as e:

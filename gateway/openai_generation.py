@@ -7,8 +7,9 @@ chunk `"usage": null`), as OpenAI sends them. A client that goes away cancels it
 (and its cache rows) before its next step.
 
 A sequence waits for a place in the batch at its `priority` for at most its `queue_timeout` (capped by the
-platform's request_timeout_s, the wait an inference request is allowed); past it the answer is a 504, as for an
-expired inference request, or an error event when the stream has started.
+platform's request_timeout_s, the wait an inference request is allowed), counted from the request's arrival (as
+an inference request's deadline is); past it the answer is a 504, as for an expired inference request, or an
+error event when the stream has started.
 """
 
 from __future__ import annotations
@@ -55,15 +56,16 @@ class Served:
     max_wait_s: float  # the longest a sequence waits for a place in the batch (Settings.request_timeout_s)
 
     def start(
-        self, prompt: list[int], params: SamplingParams, scheduling: SchedulingFields
+        self, prompt: list[int], params: SamplingParams, scheduling: SchedulingFields, arrived: float
     ) -> tuple[TokenStream, SequenceTimer]:
-        """Queue the sequence under a new request id; its deltas arrive on this request's event loop."""
+        """Queue the sequence under a new request id; its deltas arrive on this request's event loop. `arrived`:
+        the request's arrival (time.perf_counter), which its waiting deadline counts from."""
         d = self.deployment
-        arrived = time.perf_counter()
         account = Account(uuid.uuid4().hex, d["id"], self.tenant_id, d["gpu_type"], self.name, int(d["version"]))
         wait = self.max_wait_s if scheduling.queue_timeout is None else min(scheduling.queue_timeout, self.max_wait_s)
         loop = asyncio.get_running_loop()
-        stream = self.engine.submit(prompt, params, loop, account, effective_priority(scheduling.priority), wait)
+        priority, waited = effective_priority(scheduling.priority), max(0.0, time.perf_counter() - arrived)
+        stream = self.engine.submit(prompt, params, loop, account, priority, wait, waited)
         return stream, self.metrics.sequence(ModelLabels.of(self.name, d["version"], d["id"]), arrived)
 
 
@@ -72,7 +74,8 @@ async def language_model(platform: Platform, tenant: Tenant, name: str) -> Serve
     deployment = await resolve_ready(platform, tenant, name, None)
     if deployment["signature"].get("kind") != LLM_KIND:
         raise OpenAIError(400, f"model {name!r} is not a language model (serve it with /v2/models)", "model")
-    engine = await run_in_threadpool(platform.generation.get, deployment["program_key"])
+    d = deployment
+    engine = await run_in_threadpool(platform.generation.get, d["program_key"], d["max_waiting"], d["prefill_chunk"])
     metrics, max_wait_s = platform.generation_metrics, platform.settings.request_timeout_s
     return Served(engine, tenant.id, name, deployment, metrics, max_wait_s)
 

@@ -10,6 +10,8 @@ from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from luminal.gateway.tensor_codec import oip_datatype, oip_shape
+from luminal.scheduler.generation.chunked_prefill import PREFILL_CHUNK
+from luminal.scheduler.generation.waiting import MAX_WAITING
 from luminal.store.deployments import READY, UNSCHEDULABLE
 from luminal.store.tables import ApiKey, Deployment, Model, ModelVersion
 
@@ -76,6 +78,11 @@ class DeploymentCreate(BaseModel):
     max_queue_delay_ms: int = Field(default=5, ge=0, le=60_000)
     min_replicas: int = Field(default=0, ge=0, le=64)
     max_replicas: int = Field(default=1, ge=1, le=64)
+    # A language model's generation engine (ignored for other models): prompt tokens prefilled per round, a
+    # chunk program run each (a round delays every running sequence's next token), capped by the compiled
+    # chunk graph's size; and how many sequences may wait for a place in the batch (past it a 429).
+    prefill_chunk: int = Field(default=PREFILL_CHUNK, ge=1, le=8192)
+    max_waiting: int = Field(default=MAX_WAITING, ge=0, le=100_000)
 
     @model_validator(mode="after")
     def _replicas_ordered(self) -> DeploymentCreate:
@@ -94,6 +101,8 @@ class DeploymentPublic(BaseModel):
     max_queue_delay_ms: int
     min_replicas: int
     max_replicas: int
+    prefill_chunk: int
+    max_waiting: int
     status: str  # compiling | ready | failed | unschedulable (compiled, but no worker here runs its gpu_type)
     error: str | None  # why it failed or is unschedulable
     endpoint: str  # the OIP path that serves it
@@ -118,6 +127,8 @@ class DeploymentPublic(BaseModel):
             max_queue_delay_ms=row.max_queue_delay_ms,
             min_replicas=row.min_replicas,
             max_replicas=row.max_replicas,
+            prefill_chunk=row.prefill_chunk,
+            max_waiting=row.max_waiting,
             status=status,
             error=error,
             endpoint=f"/v2/models/{name}/versions/{version}/infer",

@@ -32,6 +32,7 @@ CFLAGS = [
     "-std=gnu11",
 ]  # fmt: skip
 MAX_BINDINGS = 4096  # input shapes whose symbol values an executable remembers
+_RELEASED = np.zeros(16, np.float32)  # where a released weight's table slot points: a valid, never read address
 
 
 class CompilerMissing(RuntimeError):
@@ -126,6 +127,20 @@ class CpuExecutable:
         self._envs: dict[tuple, dict[str, int]] = {}
         self._placed: dict[tuple, tuple[dict[str, np.ndarray], list[tuple[int, int]]]] = {}
         self._storage = {buf: _np_storage(program.buffers[buf].dtype) for buf in program.inputs.values()}
+
+    def rebind_weights(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """Read each weight named in `arrays` from that array from now on (an equal copy), and let go of the
+        others, which must be ones `lm_run` never reads (prepack.read_only_packed): their panels are packed."""
+        unread = prepack.read_only_packed(self.program)
+        for label, buf in self.program.weights.items():
+            if label in arrays:
+                self.fixed[buf] = np.ascontiguousarray(arrays[label]).view(_np_storage(self.program.buffers[buf].dtype))
+            elif buf in unread:
+                # The kernel's prologue still loads the pointer from the table; it is never dereferenced.
+                self.fixed[buf] = _RELEASED
+            else:
+                raise ValueError(f"weight {label!r} is read by the program: it cannot be released")
+            self.table[self.slots[buf]] = self.fixed[buf].ctypes.data
 
     def build(self, source: str) -> Path:
         """The shared library holding `lm_run` and `lm_prepare` (the CUDA host shim builds its own)."""

@@ -32,6 +32,8 @@ class DeploymentSpec:
     max_queue_delay_ms: int
     min_replicas: int
     max_replicas: int
+    prefill_chunk: int = 256  # a language model's prompt tokens prefilled per round
+    max_waiting: int = 256  # a language model's sequences allowed to wait for a place in the batch
 
 
 def _query():
@@ -54,6 +56,8 @@ def create_deployment(session: Session, tenant: Tenant, spec: DeploymentSpec) ->
         max_queue_delay_ms=spec.max_queue_delay_ms,
         min_replicas=spec.min_replicas,
         max_replicas=spec.max_replicas,
+        prefill_chunk=spec.prefill_chunk,
+        max_waiting=spec.max_waiting,
         status=COMPILING,
     )
     session.add(row)

@@ -126,6 +126,9 @@ class Deployment(Base):
     max_queue_delay_ms: Mapped[int] = mapped_column(Integer)
     min_replicas: Mapped[int] = mapped_column(Integer)
     max_replicas: Mapped[int] = mapped_column(Integer)
+    # A language model's generation engine: prompt tokens prefilled per round, and the waiting line's bound.
+    prefill_chunk: Mapped[int] = mapped_column(Integer, default=256, server_default="256")
+    max_waiting: Mapped[int] = mapped_column(Integer, default=256, server_default="256")
     status: Mapped[str] = mapped_column(String(16))  # compiling | ready | failed
     error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the compiler's message when failed
     program_key: Mapped[str | None] = mapped_column(String(256), nullable=True)  # the compiled .lprog artifact

@@ -59,6 +59,8 @@ def _resolve(db: Database, tenant: Tenant, name: str, version: str | None) -> di
             "gpu_type": row.gpu_type,
             "max_batch_size": row.max_batch_size,
             "max_queue_delay_ms": row.max_queue_delay_ms,
+            "prefill_chunk": row.prefill_chunk,
+            "max_waiting": row.max_waiting,
             "version": str(mv.version),
             "versions": all_versions,
             "signature": mv.signature,

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.dependencies import PlatformDep, TenantDep
-from luminal.gateway.openai_errors import OpenAIRoute
+from luminal.gateway.openai_errors import OpenAIRoute, arrival_of
 from luminal.gateway.openai_generation import Answer, language_model, sampling_params
 from luminal.gateway.openai_logprobs import ChatLogprobs
 from luminal.gateway.openai_schemas import ChatCompletionCreate
@@ -37,7 +37,8 @@ async def create_chat_completion(request: Request, tenant: TenantDep, platform: 
     params = sampling_params(body, body.token_limit(), ids, engine.model.max_positions)
     first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
     logprobs = None if params.logprobs is None else ChatLogprobs(engine.model.codec)
-    answer = Answer(body.model, served.start(ids, params, body), "chatcmpl", CHUNK, _delta, first, logprobs)
+    started = served.start(ids, params, body, arrival_of(request))
+    answer = Answer(body.model, started, "chatcmpl", CHUNK, _delta, first, logprobs)
     if body.stream:
         return answer.sse(body.include_usage)
     text, reason, token_logprobs = await answer.collect(request)

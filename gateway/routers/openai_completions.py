@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from luminal.gateway.dependencies import PlatformDep, TenantDep
-from luminal.gateway.openai_errors import OpenAIRoute
+from luminal.gateway.openai_errors import OpenAIRoute, arrival_of
 from luminal.gateway.openai_generation import Answer, check_token_ids, language_model, sampling_params
 from luminal.gateway.openai_logprobs import CompletionLogprobs
 from luminal.gateway.openai_schemas import CompletionCreate
@@ -32,7 +32,8 @@ async def create_completion(request: Request, tenant: TenantDep, platform: Platf
     check_token_ids(engine.model.codec, ids, "prompt")
     params = sampling_params(body, body.max_tokens, ids, engine.model.max_positions)
     logprobs = None if params.logprobs is None else CompletionLogprobs(engine.model.codec)
-    answer = Answer(body.model, served.start(ids, params, body), "cmpl", "text_completion", _choice, logprobs=logprobs)
+    started = served.start(ids, params, body, arrival_of(request))
+    answer = Answer(body.model, started, "cmpl", "text_completion", _choice, logprobs=logprobs)
     if body.stream:
         return answer.sse(body.include_usage)
     text, reason, token_logprobs = await answer.collect(request)

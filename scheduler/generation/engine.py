@@ -11,7 +11,9 @@ as it joins (`BlockPool`'s policy); while too few are free it waits, first in li
 sequences are ordered by priority, then arrival, and may have a deadline for joining (waiting.py).
 
 `run_once()` does one round of that synchronously ("burst" mode for tests); `start()` runs rounds on a thread
-that sleeps while nothing is running or waiting.
+that sleeps while nothing is running or waiting, and while a round ran nothing and let nobody join: then only a
+change can let someone join (a submit, a cancel, the engine's closing, or the next waiting deadline, which its
+sleep is timed to), so it sleeps until one instead of repeating that round.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from luminal.scheduler.generation.paged_cache import PagedCache
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
 from luminal.scheduler.generation.stream import Account, Delta, Failed, TokenStream
+from luminal.scheduler.generation.waiting import MAX_WAITING, WaitingLine
 from luminal.scheduler.generation.waiting import EngineBusy as EngineBusy  # submit raises it: import it from here
-from luminal.scheduler.generation.waiting import WaitingLine
 from luminal.scheduler.work import DEFAULT_PRIORITY
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ class GenerationEngine:
     def __init__(
         self,
         model: LanguageModel,
-        max_waiting: int = 256,
+        max_waiting: int = MAX_WAITING,
         on_end: Callable[[TokenStream], None] | None = None,
         cache_blocks: int | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -72,6 +74,9 @@ class GenerationEngine:
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        # Counts the changes that can let a waiting sequence join (submits, cancels); `_stuck_at` is the count
+        # when a round last ran nothing and let nobody join, so the thread sleeps until the count moves on.
+        self._changes, self._stuck_at = 0, -1
         # Counters for metrics and benchmarks: decode steps run, and the rows they stepped (rows / steps is the
         # mean batch), prefills run.
         self.steps = self.rows_stepped = self.prefills = 0
@@ -84,9 +89,11 @@ class GenerationEngine:
         account: Account | None = None,
         priority: int = DEFAULT_PRIORITY,
         timeout_s: float | None = None,
+        waited_s: float = 0.0,
     ) -> TokenStream:
         """Queue a sequence at `priority` (1 most urgent .. 10) to join the batch within `timeout_s` seconds (None:
-        no deadline); it ends with Expired if it cannot. Raises EngineBusy when too many already wait."""
+        no deadline) of its request's arrival, `waited_s` seconds ago; it ends with Expired if it cannot. Raises
+        EngineBusy when too many already wait."""
         total = len(prompt) + params.max_tokens
         if not prompt:
             raise PromptTooLong("the prompt is empty: it must hold at least one token")
@@ -101,10 +108,18 @@ class GenerationEngine:
             raise PromptTooLong(f"{e}: ask for fewer tokens") from None
         codec = self.model.codec
         stream = TokenStream(Sequence(prompt, params, codec.decode, codec.eos_token_ids), loop, account)
+        stream.on_cancel = self._changed
         with self._wake:
-            self.waiting.add(stream, priority, timeout_s)
+            self.waiting.add(stream, priority, timeout_s, waited_s)
+            self._changes += 1
             self._wake.notify()
         return stream
+
+    def _changed(self) -> None:
+        """Something that may let a waiting sequence join happened (a cancel): wake the thread."""
+        with self._wake:
+            self._changes += 1
+            self._wake.notify()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="generation", daemon=True)
@@ -122,11 +137,21 @@ class GenerationEngine:
     def _loop(self) -> None:
         while True:
             with self._wake:
-                while not self._closed and not self.busy:
-                    self._wake.wait()
+                while not self._closed and not self._has_work():
+                    self._wake.wait(self.waiting.until_deadline())
                 if self._closed:
                     return
+                changes, before = self._changes, (self.prompt_runs, len(self.waiting))
             self.run_once()
+            if not self.running and not self.prefilling and (self.prompt_runs, len(self.waiting)) == before:
+                self._stuck_at = changes  # nothing ran and nobody left the line: wait for a change
+
+    def _has_work(self) -> bool:
+        """Whether a round could do anything: run or prefill a sequence, or let a waiting one join or expire
+        (always, unless the last round could not and nothing changed since). Called holding `_wake`."""
+        if self.running or self.prefilling:
+            return True
+        return bool(self.waiting) and (self._changes != self._stuck_at or self.waiting.until_deadline() == 0)
 
     @property
     def prefilling(self) -> list[TokenStream]:

@@ -9,9 +9,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+from luminal.scheduler.generation.chunked_prefill import PREFILL_CHUNK
 from luminal.scheduler.generation.engine import GenerationEngine
 from luminal.scheduler.generation.language_model import load_language_model
 from luminal.scheduler.generation.stream import TokenStream
+from luminal.scheduler.generation.waiting import MAX_WAITING
 
 
 class Engines:
@@ -20,19 +22,26 @@ class Engines:
         path_of: Callable[[str], Path],
         on_end: Callable[[TokenStream], None] | None = None,
         max_loaded: int = 4,
-        max_waiting: int = 256,
+        max_waiting: int = MAX_WAITING,
     ):
         self.path_of, self.on_end = path_of, on_end
         self.max_loaded, self.max_waiting = max_loaded, max_waiting
         self._engines: OrderedDict[str, GenerationEngine] = OrderedDict()
         self._lock = threading.Lock()  # held while loading: two first requests load a model once
 
-    def get(self, program_key: str) -> GenerationEngine:
-        """The started engine of `program_key` (blocking while it loads: call from a worker thread)."""
+    def get(
+        self, program_key: str, max_waiting: int | None = None, prefill_chunk: int = PREFILL_CHUNK
+    ) -> GenerationEngine:
+        """The started engine of `program_key` (blocking while it loads: call from a worker thread), made with
+        its deployment's settings: its waiting line's bound (None: this registry's) and prompt tokens prefilled
+        per round. Deployments of one compiled program (the same model deployed twice: artifacts are stored by
+        digest) share its engine, made with the settings of the first one asked for."""
         with self._lock:
             engine = self._engines.get(program_key)
             if engine is None:
-                engine = GenerationEngine(load_language_model(self.path_of(program_key)), self.max_waiting, self.on_end)
+                model = load_language_model(self.path_of(program_key))
+                bound = self.max_waiting if max_waiting is None else max_waiting
+                engine = GenerationEngine(model, bound, self.on_end, prefill_chunk=prefill_chunk)
                 engine.start()
                 self._engines[program_key] = engine
                 while len(self._engines) > self.max_loaded:

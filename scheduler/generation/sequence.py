@@ -1,9 +1,10 @@
 """One sequence being generated: its tokens, its text, and when it ends.
 
-Text leaves as it becomes final. The generated tokens are decoded whole after each token (byte-level tokenizers
-split characters across tokens, so decoding token by token would emit broken UTF-8); text that could still turn
-into a stop string, or that ends in an incomplete character, is held back until it cannot. A stop string ends
-the text just before it (OpenAI's rule: the stop sequence is not returned).
+Text leaves as it becomes final. The generated tokens' text is what decoding them all gives (byte-level tokenizers
+split characters across tokens, so decoding token by token would emit broken UTF-8), computed incrementally, a
+few tokens per new one (detokenizer.py); text that could still turn into a stop string, or that ends in an
+incomplete character, is held back until it cannot. A stop string ends the text just before it (OpenAI's rule:
+the stop sequence is not returned).
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from luminal.scheduler.generation.detokenizer import REPLACEMENT, IncrementalText
 from luminal.scheduler.generation.sampling import Sampler, SamplingParams
 
 LENGTH, STOP = "length", "stop"  # OpenAI's finish reasons
-REPLACEMENT = "\ufffd"  # what a decoder yields for a character whose bytes have not all arrived
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Sequence:
 
     def __post_init__(self) -> None:
         self.sampler = Sampler(self.params)
+        self.detokenizer = IncrementalText(self.decode)
         self._ends = frozenset(self.params.stop_token_ids) | (
             frozenset() if self.params.ignore_eos else self.eos_token_ids
         )
@@ -40,11 +42,11 @@ class Sequence:
     def add(self, token: int) -> str:
         """Record a generated token; returns the text it makes final (maybe empty) and sets finish_reason."""
         self.tokens.append(token)
-        if token in self._ends:
+        if token in self._ends:  # its text is not the answer's: the text so far is all there is
             self.finish_reason = STOP
-            body = self.decode(self.tokens[:-1])
+            body = self.detokenizer.text
             return self._emit(self._cut_at_stop(body)[0])
-        body = self.decode(self.tokens)
+        body = self.detokenizer.update(self.tokens)
         body, stopped = self._cut_at_stop(body)
         if stopped:
             self.finish_reason = STOP
@@ -60,13 +62,14 @@ class Sequence:
 
     def _held_back(self, body: str) -> int:
         """Characters at the end of `body` that may still change: a partial character or a stop string's start."""
-        held = len(body) - len(body.rstrip(REPLACEMENT))
+        whole = body.rstrip(REPLACEMENT)  # a stop string may start just before a partial character
+        longest = 0
         for stop in self.params.stop:
-            for n in range(min(len(stop) - 1, len(body)), 0, -1):
-                if body.endswith(stop[:n]):
-                    held = max(held, n)
+            for n in range(min(len(stop) - 1, len(whole)), 0, -1):
+                if whole.endswith(stop[:n]):
+                    longest = max(longest, n)
                     break
-        return held
+        return len(body) - len(whole) + longest
 
     def _emit(self, body: str) -> str:
         if not body.startswith(self.text):  # a decoder that rewrote earlier text: emit nothing rather than lie

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from luminal.scheduler.generation.logprobs import TokenLogprob
@@ -53,6 +53,7 @@ class TokenStream:
         self._loop = loop
         self._events: asyncio.Queue[Delta | Failed] = asyncio.Queue()
         self._cancelled = threading.Event()
+        self.on_cancel: Callable[[], None] | None = None  # the engine's wake-up: a cancel may let others join
 
     @property
     def prompt_tokens(self) -> int:
@@ -72,6 +73,8 @@ class TokenStream:
         if not self._cancelled.is_set():
             self._cancelled.set()
             self._events.put_nowait(Failed("the sequence was cancelled"))
+            if self.on_cancel is not None:
+                self.on_cancel()
 
     def put(self, event: Delta | Failed) -> None:
         """Called from the engine thread."""

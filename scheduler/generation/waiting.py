@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from luminal.scheduler.generation.stream import Expired, TokenStream
 from luminal.scheduler.work import DEFAULT_PRIORITY, effective_priority
 
+MAX_WAITING = 256  # the line's bound unless the deployment sets its own
+
 
 class EngineBusy(RuntimeError):
     """Too many sequences are already waiting for a place in the batch (a 429)."""
@@ -30,7 +32,7 @@ class _Place:
     level: int
     arrival: int  # breaks ties within a level: first come, first served
     stream: TokenStream = field(compare=False)
-    joined: float = field(compare=False)  # the line's clock, when it joined
+    arrived: float = field(compare=False)  # the line's clock, when its request arrived
     deadline: float | None = field(compare=False)  # the line's clock; None: it may wait as long as it takes
 
 
@@ -43,17 +45,28 @@ class WaitingLine:
         self._places: list[_Place] = []  # sorted: the front of the line is [0]
         self._arrivals = itertools.count()
 
-    def add(self, stream: TokenStream, priority: int | None = DEFAULT_PRIORITY, timeout_s: float | None = None) -> None:
+    def add(
+        self,
+        stream: TokenStream,
+        priority: int | None = DEFAULT_PRIORITY,
+        timeout_s: float | None = None,
+        waited_s: float = 0.0,
+    ) -> None:
         """Join the line at `priority` (1 most urgent .. 10; 0 or None: the default level), to start within
-        `timeout_s` seconds (None: no deadline). Raises EngineBusy when the line is full."""
+        `timeout_s` seconds of the request's arrival, `waited_s` seconds ago (None: no deadline; one already past
+        expires at the next sweep). Raises EngineBusy when the line is full."""
         level = effective_priority(priority)
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"a waiting timeout must be a positive number of seconds, not {timeout_s}")
+        if not waited_s >= 0:
+            raise ValueError(f"the time a request already waited must be 0 or more seconds, not {waited_s}")
         if len(self._places) >= self.max_waiting:
             raise EngineBusy(f"{len(self._places)} sequences are already waiting for this model; retry later")
-        now = self.clock()
-        deadline = None if timeout_s is None else now + timeout_s
-        bisect.insort(self._places, _Place(level, next(self._arrivals), stream, now, deadline))
+        # Counted from the request's arrival, as an inference request's deadline is: the time spent before the
+        # engine saw it (authentication, loading the model, tokenizing) is time the client waited too.
+        arrived = self.clock() - waited_s
+        deadline = None if timeout_s is None else arrived + timeout_s
+        bisect.insort(self._places, _Place(level, next(self._arrivals), stream, arrived, deadline))
 
     def sweep(self) -> None:
         """End the sequences whose deadline passed (each gets `Expired`) and drop the cancelled ones."""
@@ -65,13 +78,19 @@ class WaitingLine:
             if place.stream.cancelled:
                 continue
             if place.deadline is not None and now >= place.deadline:
-                waited = now - place.joined
+                waited = now - place.arrived
                 place.stream.put(
                     Expired(f"the request's timeout passed before generation started (it waited {waited:.3f} s)")
                 )
                 continue
             kept.append(place)
         self._places = kept
+
+    def until_deadline(self) -> float | None:
+        """Seconds (of the line's clock) until the earliest deadline of a waiting sequence, 0 when one has passed;
+        None when none has a deadline."""
+        deadlines = [p.deadline for p in self._places if p.deadline is not None]
+        return max(0.0, min(deadlines) - self.clock()) if deadlines else None
 
     def first(self) -> TokenStream:
         """The sequence at the front of the line (IndexError when none waits)."""

@@ -1,5 +1,6 @@
-"""`luminal deploy FOLDER` builds and uploads a Hugging Face language model; `luminal complete` prints its greedy
-continuation (what transformers generates) and `luminal chat` streams replies to typed lines."""
+"""`luminal deploy FOLDER` builds and uploads a Hugging Face language model (with its generation engine's
+settings); `luminal complete` prints its greedy continuation (what transformers generates) and `luminal chat`
+streams replies to typed lines, both at the --priority and within the --queue-timeout asked for."""
 
 from pathlib import Path
 
@@ -23,9 +24,12 @@ def test_deploy_folder_then_complete_and_chat(server, tmp_path):
     folder = tmp_path / "tiny-llama"
     model = hf_folder(folder, "llama")
     env = {"LUMINAL_URL": server.url, "LUMINAL_API_KEY": BOOTSTRAP_KEY}
-    deployed = runner.invoke(app, ["deploy", str(folder)], env=env)
+    deployed = runner.invoke(app, ["deploy", str(folder), "--prefill-chunk", "32", "--max-waiting", "100"], env=env)
     assert deployed.exit_code == 0, deployed.output
     assert f"{server.url}/openai/v1" in deployed.output and "tiny-llama" in deployed.output
+    with server.client() as http:
+        (deployment,) = http.get("/v1/deployments").json()
+    assert (deployment["prefill_chunk"], deployment["max_waiting"]) == (32, 100)
 
     tokenizer = hf_tokenizer(folder)
     ids = tokenizer("the quick brown")["input_ids"]
@@ -40,6 +44,24 @@ def test_deploy_folder_then_complete_and_chat(server, tmp_path):
                             env=env)  # fmt: skip
     assert chatted.exit_code == 0, chatted.output
     assert chatted.output.count("> ") == 3  # two replies, then the prompt that met the end of input
+
+    ((_, engine),), submitted = server.platform.generation.snapshot(), []
+    submit = engine.submit
+
+    def recording(prompt, params, loop, account=None, priority=None, timeout_s=None, waited_s=0.0):
+        submitted.append((priority, timeout_s))
+        return submit(prompt, params, loop, account, priority, timeout_s, waited_s)
+
+    engine.submit = recording
+    urgent = ["--priority", "1", "--queue-timeout", "2.5", "--max-tokens", "8", "--temperature", "0"]
+    again = runner.invoke(app, ["complete", "tiny-llama", "the quick brown", *urgent], env=env)
+    assert again.exit_code == 0 and again.output == done.output, again.output
+    chatted = runner.invoke(app, ["chat", "tiny-llama", "--priority", "10", "--max-tokens", "2"], input="hi\n", env=env)
+    assert chatted.exit_code == 0, chatted.output
+    assert submitted == [(1, 2.5), (10, server.platform.settings.request_timeout_s)]
+    refused = runner.invoke(app, ["chat", "tiny-llama", "--priority", "11"], input="hi\n", env=env)
+    assert refused.exit_code == 1 and "1 (most urgent) to 10" in refused.output, refused.output
+    del engine.submit
 
     missing = runner.invoke(app, ["complete", "nope", "x"], env=env)
     assert missing.exit_code == 1 and "nope" in missing.output

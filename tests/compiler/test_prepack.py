@@ -90,3 +90,35 @@ def test_row_major_a_is_read_in_place_and_a_transposed_one_packed(rows):
     got, want = prog.run(feed), lm.run(g, feed)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4)
+
+
+def _linear_and_lookup() -> lm.Graph:
+    """A linear layer (its weight read only as packed panels), a table read by a gather, and a bias added."""
+    g = lm.Graph()
+    x = g.input("x", (lm.sym("b", max=4), 37, 50))
+    ids = g.input("ids", (lm.sym("b", max=4), 5), dtype=lm.int32)
+    w, table, bias = g.weight("w", (70, 50)), g.weight("table", (9, 70)), g.weight("bias", (70,))
+    (F.linear(x, w) + bias).output("y")
+    F.embedding(ids, table).output("z")
+    return g
+
+
+def test_weights_read_only_as_packed_panels_can_be_released():
+    g = _linear_and_lookup()
+    weights = {"w": RNG.standard_normal((70, 50)), "table": RNG.standard_normal((9, 70)), "bias": RNG.random(70)}
+    g.bind({k: v.astype(np.float32) for k, v in weights.items()})
+    prog = lm.compile(g, "cpu", cache=False).prepare()
+    feed = {"x": RNG.standard_normal((3, 37, 50)).astype(np.float32), "ids": RNG.integers(0, 9, (3, 5), np.int32)}
+    want = lm.run(g, feed)
+    unread = prepack.read_only_packed(prog.kernels)
+    assert unread == {prog.kernels.weights["w"]}  # the table and the bias are read by every run
+    exe = prog._executable
+    with pytest.raises(ValueError, match="'table' is read by the program"):
+        exe.rebind_weights({"bias": weights["bias"].astype(np.float32)})
+    kept = {k: g.weight_data[k].copy() for k in ("table", "bias")}
+    exe.rebind_weights(kept)
+    for array in g.weight_data.values():  # the released weight is never read again (its panels are), nor the
+        array[:] = np.nan  # arrays the others were bound to before
+    got = exe.run(feed)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4)

@@ -24,6 +24,8 @@ from tests.gateway.tenancy import ADMIN_TOKEN
 from tests.llm_folders import hf_folder, hf_tokenizer
 
 MAX_BATCH, POSITIONS = 16, 96
+# Deployment settings of each model beyond the defaults: GPT-2's generation engine is configured.
+SETTINGS = {"llama": {}, "gpt2": {"prefill_chunk": 24, "max_waiting": 200}}
 
 
 @dataclass
@@ -82,7 +84,7 @@ def start_world(tmp: Path):
             models[f"tiny-{kind}"] = hf_folder(folder, kind)
             save_package(build_package(folder, MAX_BATCH, POSITIONS), folder / "model.lpkg")
             assert upload(http, f"tiny-{kind}", (folder / "model.lpkg").read_bytes()).status_code == 201
-            assert deploy_and_wait(http, f"tiny-{kind}", gpu_type="cpu")["status"] == "ready"
+            assert deploy_and_wait(http, f"tiny-{kind}", gpu_type="cpu", **SETTINGS[kind])["status"] == "ready"
 
     def stop() -> None:
         server.should_exit = True

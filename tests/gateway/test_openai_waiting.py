@@ -1,15 +1,20 @@
 """Waiting for a place in the batch through the official `openai` client: `priority` and `queue_timeout` in
 extra_body reach the engine's waiting line (the timeout capped by the platform's request_timeout_s, which is also
-the wait allowed without one); a sequence whose deadline passes while it waits is answered 504 in OpenAI's shape,
-or an error event once its stream started, and never runs; a full line is a 429 with Retry-After."""
+the wait allowed without one), counted from the request's arrival; a sequence whose deadline passes while it
+waits is answered 504 in OpenAI's shape, or an error event once its stream started, and never runs; a full line
+is a 429 with Retry-After."""
 
 from __future__ import annotations
 
 import itertools
+import re
+import time
 
+import httpx
 import openai
 import pytest
 
+from tests.gateway.conftest import BOOTSTRAP_KEY
 from tests.gateway.openai_world import start_world
 
 MODEL = "tiny-llama"
@@ -42,9 +47,9 @@ def test_priority_and_timeout_reach_the_waiting_line(world, engine):
     submitted = []
     original = engine.submit
 
-    def recording(prompt, params, loop, account=None, priority=None, timeout_s=None):
+    def recording(prompt, params, loop, account=None, priority=None, timeout_s=None, waited_s=0.0):
         submitted.append((priority, timeout_s))
-        return original(prompt, params, loop, account, priority, timeout_s)
+        return original(prompt, params, loop, account, priority, timeout_s, waited_s)
 
     engine.submit = recording
     try:
@@ -93,6 +98,26 @@ def test_an_expired_sequence_is_a_504_and_never_runs(world, engine):
     assert _prompt_tokens_counted(world) == prompt_tokens  # its prompt was never read
 
 
+def test_the_waiting_deadline_counts_from_the_requests_arrival(world, engine, monkeypatch):
+    """Time spent before the engine sees the request (here a slow model lookup, as a first load is) counts
+    against queue_timeout: the sequence expires though the engine could take it at once."""
+    generation = world.app.state.platform.generation
+    lookup = generation.get
+
+    def slow_lookup(*args):
+        time.sleep(0.5)
+        return lookup(*args)
+
+    monkeypatch.setattr(generation, "get", slow_lookup)
+    prefills = engine.prompt_runs
+    with pytest.raises(openai.InternalServerError) as caught:
+        _complete(world, queue_timeout=0.3)
+    assert caught.value.status_code == 504 and caught.value.body["code"] == "timeout"
+    waited = float(re.search(r"it waited ([0-9.]+) s", caught.value.body["message"]).group(1))
+    assert waited >= 0.5 and engine.prompt_runs == prefills
+    assert _complete(world, queue_timeout=5).choices[0].finish_reason == "length"  # within its time: it runs
+
+
 def test_an_expired_stream_ends_with_an_error_event(world, engine):
     engine.waiting.clock = _jumping_clock()
     prefills = engine.prompt_runs
@@ -116,3 +141,16 @@ def test_a_full_waiting_line_is_a_429_with_retry_after(world, engine):
     assert error.status_code == 429 and error.body["type"] == "rate_limit_error"
     assert "already waiting for this model" in error.body["message"]
     assert int(error.response.headers["retry-after"]) >= 1
+
+
+def test_the_deployments_generation_settings_make_its_engine(world):
+    """prefill_chunk and max_waiting given at deploy time (the world deploys GPT-2 with 24 and 200) reach the
+    engine; a deployment without them gets the defaults."""
+    with httpx.Client(base_url=world.url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}) as http:
+        shown = {d["model"]: (d["prefill_chunk"], d["max_waiting"]) for d in http.get("/v1/deployments").json()}
+    assert shown == {"tiny-llama": (256, 256), "tiny-gpt2": (24, 200)}
+    _complete(world)  # starts the llama engine if no test did
+    world.client().completions.create(model="tiny-gpt2", prompt="the quick", max_tokens=2)
+    llama, gpt2 = world.engine(MODEL), world.engine("tiny-gpt2")
+    assert (gpt2.chunked.tokens_per_round, gpt2.waiting.max_waiting) == (24, 200)
+    assert (llama.chunked.tokens_per_round, llama.waiting.max_waiting) == (256, 256)

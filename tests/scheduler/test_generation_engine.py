@@ -4,13 +4,14 @@ cancelled sequence leaves the batch and frees its cache blocks; stop strings and
 OpenAI documents."""
 
 import asyncio
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from luminal.compiler import ir
+from luminal.compiler import ir, prepack
 from luminal.compiler.artifact import program_to_bytes
 from luminal.compiler.artifact_json import ArtifactError
 from luminal.dtypes import dtype_of
@@ -274,7 +275,7 @@ def test_compiled_file_holds_the_weights_once_and_old_files_still_load(compiled_
         prefill, step = model.prefill.program.graph.weight_data, model.step.program.graph.weight_data
         assert set(prefill) == set(step) and all(prefill[n] is step[n] for n in prefill)  # one copy in memory too
     # A format-1 file (each program with its own weights) of the same programs loads and computes the same.
-    _, model = contiguous
+    model = load_language_model(folder / "old.llmprog", keep_weights=True)  # every weight, to save them
     manifest, raw = read_bundle(FORMAT, folder / "old.llmprog")
     text = {n: [bytes(raw[n])] for n in (CONFIG, TOKENIZER) + tuple(n for n in raw if n.endswith("config.json"))}
     entries = {V1_PREFILL: [program_to_bytes(model.prefill.program)], V1_STEP: [program_to_bytes(model.step.program)]}
@@ -437,3 +438,65 @@ def test_a_blocked_first_in_line_holds_its_level_until_it_expires(compiled):
     with pytest.raises(WaitExpired):
         loop.run_until_complete(_read_all(big))
     loop.close()
+
+
+def _eventually(condition, within_s: float = 5.0) -> None:
+    ends = time.monotonic() + within_s
+    while not condition():
+        assert time.monotonic() < ends, "the engine thread did not get there in time"
+        time.sleep(0.01)
+
+
+def test_a_waiter_that_cannot_join_puts_the_engine_thread_to_sleep_until_something_changes(compiled):
+    """With the pool full and nothing running to free it, the thread sleeps instead of repeating rounds that do
+    nothing; a submit, a waiting deadline and a cancel each wake it for a round."""
+    _, model = compiled
+    engine, loop = GenerationEngine(model, cache_blocks=4), asyncio.new_event_loop()
+    rounds, run_once = [], engine.run_once
+
+    def counted_round():
+        rounds.append(time.monotonic())
+        run_once()
+
+    engine.run_once = counted_round
+    assert engine.batch.reserve("held elsewhere", 4 * model.block_size)  # blocks no sequence of the engine frees
+    params = SamplingParams(4, temperature=0, ignore_eos=True)
+    blocked = engine.submit([5, 6], params, loop)
+    engine.start()
+    try:
+        time.sleep(0.3)
+        assert 1 <= len(rounds) <= 2 and list(engine.waiting) == [blocked]  # spinning, it ran thousands
+        expiring = engine.submit([5, 6], params, loop, timeout_s=0.2)
+        with pytest.raises(WaitExpired):
+            loop.run_until_complete(asyncio.wait_for(_read_all(expiring), 5))
+        time.sleep(0.1)
+        assert len(rounds) <= 5 and list(engine.waiting) == [blocked]  # woken by the submit and the deadline
+        blocked.cancel()
+        _eventually(lambda: not engine.waiting)  # woken by the cancel, which drops it
+        engine.batch.release("held elsewhere")
+        fresh = engine.submit([5, 6], params, loop)
+        deltas = loop.run_until_complete(asyncio.wait_for(_read_all(fresh), 30))
+        assert len(deltas) == 4 and deltas[-1].finish_reason == "length"
+        assert len(rounds) <= 12  # the fresh one's prefill and steps; then asleep again
+    finally:
+        engine.close()
+        loop.close()
+
+
+def test_weights_read_only_as_packed_panels_are_let_go_after_loading(compiled):
+    """The loaded programs keep only the weights some run reads (embeddings, norms), each an array of its own, so
+    the file's weight buffer is freed; the projections live on as packed panels only (the tests above check the
+    answers against transformers with such models). The tiny GPT-2 is mostly embeddings (and its c_fc is read
+    unpacked): copying those would cost more than dropping the rest frees, so it keeps every weight."""
+    hf, model = compiled
+    programs = [p.program for p in (model.prefill, model.step, model.chunk)]
+    kept = {id(a): a for p in programs for a in p.graph.weight_data.values()}
+    declared = {n for p in programs for n in p.graph.weights}
+    if hf.config.model_type == "gpt2":
+        assert len(kept) == len(declared) and all(a.base is not None for a in kept.values())  # views of the file
+        return
+    assert 0 < len(kept) < len(declared) and all(a.base is None for a in kept.values())
+    for p in programs:
+        unread = prepack.read_only_packed(p.kernels)
+        released = {label for label, buf in p.kernels.weights.items() if buf in unread}
+        assert released and not released & set(p.graph.weight_data)

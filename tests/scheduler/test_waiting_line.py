@@ -96,3 +96,23 @@ def test_drain_empties_the_line_in_order(loop):
     line.add(a, 7)
     line.add(b, 2)
     assert line.drain() == [b, a] and len(line) == 0 and not line
+
+
+def test_a_deadline_counts_from_the_requests_arrival(loop):
+    """A request that waited before it reached the line (`waited_s`) has that much less of its timeout left; one
+    whose timeout already passed expires at the next sweep."""
+    clock = Clock()
+    line = WaitingLine(10, clock)
+    late, overdue, fresh = (_stream(loop) for _ in range(3))
+    line.add(late, timeout_s=5, waited_s=3)
+    line.add(overdue, timeout_s=1, waited_s=2)
+    line.add(fresh, timeout_s=5)
+    line.sweep()
+    assert list(line) == [late, fresh]
+    clock.now += 2
+    line.sweep()
+    assert list(line) == [fresh]
+    assert "it waited 5.000 s" in str(_failure(loop, late))
+    assert "it waited 2.000 s" in str(_failure(loop, overdue))
+    with pytest.raises(ValueError, match="0 or more seconds"):
+        line.add(_stream(loop), timeout_s=5, waited_s=-1)
