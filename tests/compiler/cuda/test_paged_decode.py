@@ -69,6 +69,17 @@ def test_the_attention_reads_the_pools_through_the_block_table(step):
     assert not [k.name for k in kernels.kernels if len(k.shape) == 4 and str(k.shape[2]) == "16*row_blocks + 1"]
 
 
+def test_no_kernel_names_two_reductions_alike(step):
+    """Inlining the projections into the attentions and scatters renames their reductions with fresh numbers
+    (compiler/reduction_names.py): within a kernel no two reductions share a variable."""
+    _, program = step
+    for k in program.kernels.kernels:
+        values = [k.body] if isinstance(k, ir.LoopKernel) else [k.dest, k.at, k.src]
+        names = [n.var for v in values for n in ir.walk(v) if isinstance(n, (ir.Reduce, ir.Contract))]
+        names += [x for v in values for n in ir.walk(v) if isinstance(n, ir.Attend) for x in (n.s_var, n.e_var)]
+        assert len(names) == len(set(names)), f"{k.name}: {sorted(names)}"
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
 @pytest.mark.parametrize("lengths", [[1], [300, 17, 40]], ids=["one", "three_rows_two_key_blocks"])
 def test_matches_the_reference(step, lengths):
