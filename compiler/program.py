@@ -189,6 +189,7 @@ def kernel_program(
     # Metal runs CUDA's launch plan (compiler/metal/program.py), flash decoding's scratch included.
     kind = get_target(target).kind
     if kind == "cuda":  # the CUDA runtime binds a donated device array in place (runtime/cuda/executable.py)
+        from luminal.compiler.cuda.arrivals import add_arrival_counters
         from luminal.compiler.cuda.attention_reads import attend_through_concatenations
         from luminal.compiler.cuda.half_activations import check_mode, store_half_activations
         from luminal.compiler.cuda.read_past_casts import read_past_casts
@@ -199,7 +200,7 @@ def kernel_program(
         kernels = read_past_casts(scatter_in_place(kernels, graph.donated))
         if check_mode(activation_dtype) == "auto":
             kernels = store_half_activations(kernels)
-        return add_partials_buffers(kernels)
+        return add_arrival_counters(add_partials_buffers(kernels))  # flash decoding in one launch
     if kind == "metal":
         return add_partials_buffers(kernels)
     if kind != "cpu":

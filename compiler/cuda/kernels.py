@@ -30,7 +30,7 @@ def pointers(launch: Launch) -> dict[str, str]:
 def head(launch: Launch, buffers: dict[str, ir.Buffer], symbols: list[str]) -> list[str]:
     params = []
     for j, name in enumerate(launch.buffers):
-        const = "" if j == 0 else "const "
+        const = "" if j < launch.writes else "const "
         params.append(f"{const}{CUDA.storage[buffers[name].dtype]}* __restrict__ _q{j}")
     params += ["const int64_t* __restrict__ D", "int* __restrict__ lm_status"]
     bounds = f"__launch_bounds__({launch.block}, {MIN_BLOCKS})"

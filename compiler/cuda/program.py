@@ -13,7 +13,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from luminal.compiler import gemv_plan, ir
-from luminal.compiler.cuda import attention, flash_decode, gemm, gemm_mma, gemv, kernels, library_gemm, mma_staging
+from luminal.compiler.cuda import (
+    arrivals,
+    attention,
+    flash_decode,
+    gemm,
+    gemm_mma,
+    gemv,
+    kernels,
+    library_gemm,
+    mma_staging,
+)
 from luminal.compiler.cuda.half_operands import tensor_core_type
 from luminal.compiler.cuda.launch import Launch, launches
 from luminal.compiler.cuda.prelude import PRELUDE
@@ -23,8 +33,9 @@ from luminal.view import dims_product
 
 def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
     """The launches of kernel `k` of program `p`: launch.py's, with a GEMM whose operands are half values
-    (compiler/cuda/half_operands.py) moved onto tensor cores ("mma", the same grid of 64 x 64 tiles), and a
-    kernel the program gives to cuBLAS one "cublas" step (compiler/cuda/library_gemm.py)."""
+    (compiler/cuda/half_operands.py) moved onto tensor cores ("mma", the same grid of 64 x 64 tiles), a
+    kernel the program gives to cuBLAS one "cublas" step (compiler/cuda/library_gemm.py), and a flash-decoding
+    attention with arrival counters one "flash_decode" launch (compiler/cuda/arrivals.py)."""
     planned = launches(k, ir.buffers_in_order(k))
     if p.library.get(k.name) == library_gemm.CUBLAS:
         call = library_gemm.gemm_call(p, k)
@@ -36,7 +47,7 @@ def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
         raise ValueError(f"kernel {k.name}: unknown library {p.library[k.name]!r}; known: {library_gemm.LIBRARIES}")
     if planned[0].shape == "gemm" and tensor_core_type(p, k, plan(k)) is not None:
         return [replace(planned[0], shape="mma", block=gemm_mma.THREADS)]
-    return planned
+    return arrivals.fold_combine(k, p, planned)
 
 
 def launch_plan(p: ir.KernelProgram) -> list[Launch]:
@@ -61,7 +72,7 @@ def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: li
         return gemm_mma.kernel_source(launch, k, plan(k), half, buffers, symbols)
     if launch.shape == "combine":
         return flash_decode.combine_source(launch, k, buffers, symbols)
-    if launch.shape in ("attention", "attention_split"):
+    if launch.shape in ("attention", "attention_split", "flash_decode"):
         return attention.kernel_source(launch, k, buffers, symbols)
     if launch.shape == "row":
         return kernels.row_kernel(launch, k, buffers, symbols)
