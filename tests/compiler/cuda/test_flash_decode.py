@@ -11,6 +11,7 @@ import pytest
 import luminal as lm
 import luminal.functional as F
 from luminal.compiler import attention_plan, memory
+from luminal.compiler.artifact import load_program, save_program
 from luminal.compiler.cuda import arrivals
 from luminal.compiler.cuda.program import launch_plan
 from luminal.runtime.cuda.shim import ShimRuntime
@@ -56,6 +57,15 @@ def test_a_long_key_axis_splits_and_a_short_one_does_not(long):
     assert memory.lifetimes(program.kernels)[scratch.name] == memory.Lifetime(at, at)
     short = lm.compile(decode_attention(64), "h100", cache=False)
     assert "attention_split" not in {launch.shape for launch in launch_plan(short.kernels)}
+
+
+def test_an_artifact_keeps_the_counters_and_the_one_launch(long, tmp_path):
+    _, program = long
+    save_program(program, tmp_path / "flash.lprog")
+    back = load_program(tmp_path / "flash.lprog")
+    (name,) = [b.name for b in back.kernels.buffers.values() if b.role == arrivals.ROLE]
+    assert back.kernels.buffers[name] == program.kernels.buffers[name]
+    assert launch_plan(back.kernels) == launch_plan(program.kernels)
 
 
 @needs_gxx
