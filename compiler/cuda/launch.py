@@ -20,6 +20,8 @@ Shapes, by what the kernel computes:
   does the combine; it writes the output, the partials and the row's arrival counter (`writes` = 3).
 - "copy" then "scatter": a scatter kernel's destination copied element-wise, then one thread per scattered value;
   a scatter into its donated input (compiler/in_place.py: its output buffer is the one it reads whole) has no copy.
+- "scatters": consecutive in-place scatters of one source shape in one launch, a thread per source position
+  (compiler/cuda/scatter_batch.py, which compiler/cuda/program.py applies to the plan); `writes` outputs first.
 - "cublas": no kernel of ours but a library call (compiler/cuda/library_gemm.py): the GEMM step `call`, issued by
   the runtime on its stream; its "grid" is the output's element count (no call where it is 0) and block 0.
 """
