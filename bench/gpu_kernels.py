@@ -2,9 +2,9 @@
 
     .venv/bin/python bench/gpu_kernels.py [--small] [--target h100] [--only decode,decode-paged,prefill,encoder]
 
-For each program of bench/gpu.py, and the paged decode step the engine runs ("decode-paged": KV pools read
-through a block table and written in place, no concatenated cache), compiled here from zero weights (compiling
-reads shapes only): its launches per run by shape (thread, warp, row, gemm, attention, copy, scatter), and for
+For each program of bench/gpu.py, the paged decode step the engine runs among them ("decode-paged": KV pools
+read through a block table and written in place, no concatenated cache), compiled here from zero weights
+(compiling reads shapes only): its launches per run by shape (thread, warp, row, gemm, flash_decode, scatter), and for
 each shape the registers, spilled bytes and shared memory that this machine's nvcc reports for sm_90 (the
 issue's "register and shared-memory report of the hot kernels"). Also the launches' floor at batch-1 decode: a
 kernel boundary costs ~1.3 us even inside a CUDA graph (Hazy Research's measurement on an H100), against the
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.compiler.cuda.nvcc: the nvcc report parser
 
 from gpu import graphs  # noqa: E402
-from gpu_models import FULL, SMALL, decode_bytes, paged_graph, shapes_of, zero_weights  # noqa: E402
+from gpu_models import FULL, SMALL, decode_bytes, shapes_of, zero_weights  # noqa: E402
 
 import luminal as lm  # noqa: E402
 from luminal.compiler import gemv_plan, ir  # noqa: E402
@@ -94,12 +94,12 @@ def report(name: str, graph: lm.Graph, target: str, sizes, activations: str = "a
     for usage in compile_cuda(prog.source):
         if usage.arch == "90" and usage.kernel in kinds:
             per_shape[kinds[usage.kernel]].append(usage)
-    print(f"  {'shape':<10} {'kernels':>7} {'registers (max)':>16} {'spilled bytes':>14} {'shared bytes (max)':>19}")
+    print(f"  {'shape':<12} {'kernels':>7} {'registers (max)':>16} {'spilled bytes':>14} {'shared bytes (max)':>19}")
     for shape, usages in sorted(per_shape.items()):
         regs = max(u.registers for u in usages)
         spills = sum(u.spill_bytes for u in usages)
         smem = max(u.shared_bytes for u in usages)
-        print(f"  {shape:<10} {len(usages):>7} {regs:>16} {spills:>14} {smem:>19}")
+        print(f"  {shape:<12} {len(usages):>7} {regs:>16} {spills:>14} {smem:>19}")
 
 
 def main() -> None:
@@ -111,7 +111,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = SMALL if args.small else FULL
     wanted = args.only.split(",")
-    for name, graph in {**graphs(sizes), "decode-paged": paged_graph(sizes)}.items():
+    for name, graph in graphs(sizes).items():
         if name in wanted:
             report(name, graph, args.target, sizes, args.activation_dtype)
 

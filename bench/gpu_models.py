@@ -16,7 +16,7 @@ import luminal as lm
 from luminal.nn.models.bert import BertConfig, bert_graph
 from luminal.nn.models.generation import DecoderGraphs, decoder_graphs
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
-from luminal.nn.models.paged_decoding import paged_step_graph
+from luminal.nn.models.paged_decoding import DEFAULT_BLOCK_SIZE, paged_step_graph, pool_name
 
 INIT_STD = 0.02  # Hugging Face's initializer_range: activations keep a sane scale through 16 random layers
 
@@ -96,6 +96,27 @@ def paged_graph(sizes: Sizes) -> lm.Graph:
     table, written in place), with room for as many positions as llama_graphs'."""
     positions = 2 * max(sizes.context + 1, sizes.prefill)
     return paged_step_graph(LlamaForCausalLM(sizes.llama), max_batch=1, max_positions=positions)
+
+
+def paged_inputs(ids, past: list[tuple]) -> dict:
+    """The paged step's inputs for batch 1 holding the concatenating step's cache `past` ([1, kv_heads, context,
+    dim] torch tensors per layer, key and value): each layer's pools are the cache cut into blocks, the block
+    table counts them in order, and the new token goes to position `context` (the blocks have room for it)."""
+    import torch
+
+    _, kv_heads, context, dim = past[0][0].shape
+    row_blocks = context // DEFAULT_BLOCK_SIZE + 1
+    table = torch.arange(row_blocks, device=ids.device).reshape(1, row_blocks)
+    slot = (table[:, -1:] * DEFAULT_BLOCK_SIZE + context % DEFAULT_BLOCK_SIZE).contiguous()
+    position = torch.full((1, 1), context, dtype=torch.int64, device=ids.device)
+    out = {"input_ids": ids, "position_ids": position, "block_table": table, "slots": slot}
+    for k, pair in enumerate(past):
+        for part, cache in zip(("key", "value"), pair):
+            padded = cache.new_zeros((kv_heads, row_blocks * DEFAULT_BLOCK_SIZE, dim))
+            padded[:, :context] = cache[0]
+            blocks = padded.reshape(kv_heads, row_blocks, DEFAULT_BLOCK_SIZE, dim).permute(1, 0, 2, 3)
+            out[pool_name(k, part)] = blocks.contiguous()
+    return out
 
 
 def encoder_graph(sizes: Sizes) -> lm.Graph:

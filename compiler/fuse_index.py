@@ -13,6 +13,7 @@ import itertools
 
 from luminal.compiler import ir
 from luminal.compiler.fuse import inline, may_inline, with_kernels, within_limits
+from luminal.compiler.reduction_names import fresh_reduction_numbers
 
 MAX_NODES = 64  # a producer's value tree, counted with repetition: what is recomputed at each read
 
@@ -28,7 +29,7 @@ def inline_index_functions(program: ir.KernelProgram, target) -> ir.KernelProgra
     """`program` with every index-only kernel computed by its readers instead (where each may compute it)."""
     outputs = {buf for buf, _ in program.outputs.values()}
     kernels: list[ir.Kernel] = list(program.kernels)
-    names = itertools.count(5000)  # fresh reduction names, above those fusion used
+    names = fresh_reduction_numbers(program)  # inlining renames reductions: above every number taken
     changed = True
     while changed:
         changed = False

@@ -170,7 +170,7 @@ class Buffer:
     name: str
     dtype: DType
     size: Expr  # elements
-    role: str  # "input", "weight", "temp", "output" or "packed" (compiler/prepack.py)
+    role: str  # "input", "weight", "temp", "output", "packed" (compiler/prepack.py), "counters" (cuda/arrivals.py)
     label: str = ""  # the input / weight / output name for those roles; a packed buffer's kernel
 
 

@@ -190,6 +190,7 @@ def kernel_program(
     # in-place scatters and half activations (the Metal runtime binds a donated MTLBuffer in place).
     kind = get_target(target).kind
     if kind == "cuda":  # the CUDA runtime binds a donated device array in place (runtime/cuda/executable.py)
+        from luminal.compiler.cuda.arrivals import add_arrival_counters
         from luminal.compiler.cuda.attention_reads import attend_through_concatenations
         from luminal.compiler.cuda.read_past_casts import read_past_casts
 
@@ -199,7 +200,7 @@ def kernel_program(
         kernels = read_past_casts(scatter_in_place(kernels, graph.donated))
         if check_mode(activation_dtype) == "auto":
             kernels = store_half_activations(kernels)
-        return add_partials_buffers(kernels)
+        return add_arrival_counters(add_partials_buffers(kernels))  # flash decoding in one launch
     if kind == "metal":
         kernels = scatter_in_place(kernels, graph.donated)
         if check_mode(activation_dtype) == "auto":

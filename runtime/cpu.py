@@ -21,6 +21,7 @@ import numpy as np
 
 from luminal import dtypes as dt
 from luminal.compiler import ir, memory, prepack
+from luminal.compiler.cuda.arrivals import ROLE as COUNTERS
 from luminal.graph import Graph
 from luminal.runtime.reference import bind_symbols, bound_weights
 
@@ -112,6 +113,8 @@ class CpuExecutable:
         for name, buf in program.buffers.items():
             if buf.role == prepack.ROLE:  # weight panels, filled once by lm_prepare below
                 self.fixed[name] = np.zeros(int(buf.size.evaluate({})), np.float32)
+            if buf.role == COUNTERS:  # a CUDA program's arrival counters (the host shim): zero, kept between runs
+                self.fixed[name] = np.zeros(int(buf.size.evaluate({})), np.int32)
         for name, arr in self.fixed.items():
             self.table[self.slots[name]] = arr.ctypes.data
         prepare = self.library.lm_prepare

@@ -2,7 +2,8 @@
 
 launch.py decides each kernel's shape on the GPU (a thread per element, a warp or a block per output, a split-K
 GEMV, a tiled GEMM, attention a block per query row or, for single queries over a long key axis, flash decoding:
-key blocks then a combine) and the grid that covers it; the kernels are rendered by the one C-like renderer in
+key blocks then a combine, one launch where the last block of a row combines: arrivals.py) and the grid that
+covers it; the kernels are rendered by the one C-like renderer in
 the CUDA dialect (compiler/render.py, compiler/dialects.py); program.py writes the whole source.
 
 Decode: the linear layers of a decode step are GEMVs (gemv.py, compiler/gemv_plan.py): a block per 4 outputs,

@@ -8,7 +8,8 @@ Nothing of size keys x queries is stored. The softmax is the graph's own, as the
 (codegen_attention.py): the peak is at least the lowest float32 and the safe form adds 1 to a sum under 0.5.
 Flash decoding ("attention_split", attention_plan.splits): a block per query row and block of FLASH_KEYS keys
 runs the same loop over its keys only and stores its peak, its sum and its unnormalised outputs in the kernel's
-partials buffer; compiler/cuda/flash_decode.py then combines a row's blocks.
+partials buffer; compiler/cuda/flash_decode.py then combines a row's blocks, in a kernel of its own or, as
+"flash_decode" (compiler/cuda/arrivals.py), in the row's last block to finish.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from luminal.compiler import ir
 from luminal.compiler.attention_plan import FLASH_KEYS, LOG2_E, MAX_HEAD_DIM, PARTIAL_EXTRA, fits
 from luminal.compiler.cuda.emitter import CudaEmitter
+from luminal.compiler.cuda.flash_decode import last_block_combine
 from luminal.compiler.cuda.kernels import FOOT, head, pointers
 from luminal.compiler.cuda.launch import Launch
 from luminal.compiler.dialects import CUDA
@@ -41,7 +43,7 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[st
     e_dim, n_dim = int(a.e_extent.lo), int(k.shape[-1].lo)
     columns = -(-n_dim // threads)  # output columns per thread
     col = f"_i{rank - 1}"
-    split = launch.shape == "attention_split"
+    split = launch.shape in ("attention_split", "flash_decode")
     lines = head(launch, buffers, symbols)
     if split:  # this block's keys: [lm_begin, lm_S)
         lines += [
@@ -95,8 +97,10 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[st
         f"    {CUDA.barrier}",
         "  }",
     ]
+    if launch.shape == "flash_decode":  # the partials at _q1, the output at _q0
+        return lines + _store_partial(n_dim, threads, columns, "_q1") + last_block_combine(k, threads, buffers) + FOOT
     if split:
-        return lines + _store_partial(n_dim, threads, columns) + FOOT
+        return lines + _store_partial(n_dim, threads, columns, "_q0") + FOOT
     guard = " + (lm_total < 0.5f ? 1.0f : 0.0f)" if a.safe else ""
     out = ShapeTracker.contiguous(k.shape).index.render_c()
     lines += [
@@ -109,11 +113,12 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[st
     return lines + FOOT
 
 
-def _store_partial(n_dim: int, threads: int, columns: int) -> list[str]:
-    """The block's partial result at its slot (block index x (N + 2) floats): peak, sum, unscaled outputs."""
+def _store_partial(n_dim: int, threads: int, columns: int, partials: str) -> list[str]:
+    """The block's partial result at its slot of `partials` (block index x (N + 2) floats): peak, sum, unscaled
+    outputs."""
     width = n_dim + PARTIAL_EXTRA
     return [
-        f"  float* lm_part = _q0 + {CUDA.block_index} * {width};",
+        f"  float* lm_part = {partials} + {CUDA.block_index} * {width};",
         "  if (threadIdx.x == 0) { lm_part[0] = lm_peak; lm_part[1] = lm_total; }",
         f"  for (int lm_c = 0; lm_c < {columns}; lm_c++) {{",
         f"    const int64_t lm_col = threadIdx.x + lm_c * {threads};",

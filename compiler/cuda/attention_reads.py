@@ -15,7 +15,6 @@ The concatenating decode step's caches are outputs of the step: built either way
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 
 from luminal.compiler import ir
@@ -29,6 +28,7 @@ from luminal.compiler.fuse import (
     with_kernels,
     within_limits,
 )
+from luminal.compiler.reduction_names import fresh_reduction_numbers
 
 
 def _element_wise(k: ir.Kernel) -> bool:
@@ -71,7 +71,7 @@ def attend_through_concatenations(program: ir.KernelProgram, target) -> ir.Kerne
     """`program` with every eligible attention operand's producer computed by all its readers (module docstring)."""
     outputs = {buf for buf, _ in program.outputs.values()}
     kernels: list[ir.Kernel | None] = list(program.kernels)
-    names = itertools.count(7000)  # fresh reduction names, above those fusion and fuse_index used
+    names = fresh_reduction_numbers(program)  # inlining renames reductions: above every number taken
     for k in range(len(kernels)):
         producer = kernels[k]  # as earlier inlining left it
         if not _element_wise(producer) or producer.out in outputs:

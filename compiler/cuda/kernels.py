@@ -30,7 +30,7 @@ def pointers(launch: Launch) -> dict[str, str]:
 def head(launch: Launch, buffers: dict[str, ir.Buffer], symbols: list[str]) -> list[str]:
     params = []
     for j, name in enumerate(launch.buffers):
-        const = "" if j == 0 else "const "
+        const = "" if j < launch.writes else "const "
         params.append(f"{const}{CUDA.storage[buffers[name].dtype]}* __restrict__ _q{j}")
     params += ["const int64_t* __restrict__ D", "int* __restrict__ lm_status"]
     bounds = f"__launch_bounds__({launch.block}, {MIN_BLOCKS})"
@@ -109,15 +109,25 @@ def row_kernel(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[str]:
 def scatter_kernel(launch: Launch, k: ir.ScatterKernel, buffers, symbols) -> list[str]:
     """One thread per scattered value: out[at(j)] = src(j). Where two values land on one index, which one wins
     is unspecified on a GPU (the reference keeps the last), as in PyTorch's index_put without accumulate."""
+    return scatters_kernel(launch, [k], buffers, symbols)
+
+
+def scatters_kernel(launch: Launch, members: list[ir.ScatterKernel], buffers, symbols) -> list[str]:
+    """Scatters of one source shape in one launch (compiler/cuda/scatter_batch.py), member m's output `_q<m>`:
+    a thread per source position scatters its value of each, in turn, each in a scope of its own."""
+    shape = members[0].src_shape
     lines = head(launch, buffers, symbols)
     lines += [
         f"  const int64_t lm_flat = {CUDA.block_index} * {CUDA.block_size} + {CUDA.thread_index};",
-        f"  if (lm_flat < {dims_product(k.src_shape).render_c()}) {{",
+        f"  if (lm_flat < {dims_product(shape).render_c()}) {{",
     ]
-    lines += ["    " + s for s in decode("lm_flat", k.src_shape, _all_axes(k.src_shape))]
-    e = CudaEmitter(pointers(launch))
-    e.indent = 2
-    at, src = e.emit(k.at), e.emit(k.src)
-    e.stmt(f"const int64_t _tat = (int64_t)({at});")
-    e.stmt(f"if (_tat < 0 || _tat >= {k.limit.render_c()}) lm_err = 1; else {_store(launch, buffers, '_tat', src)}")
-    return lines + e.lines + ["  }"] + FOOT
+    lines += ["    " + s for s in decode("lm_flat", shape, _all_axes(shape))]
+    for m, k in enumerate(members):
+        e = CudaEmitter(pointers(launch))
+        e.indent = 3 if len(members) > 1 else 2
+        at, src = e.emit(k.at), e.emit(k.src)
+        store = f"_q{m}[_tat] = {CUDA.store(src, buffers[k.out].dtype)};"
+        e.stmt(f"const int64_t _tat = (int64_t)({at});")
+        e.stmt(f"if (_tat < 0 || _tat >= {k.limit.render_c()}) lm_err = 1; else {store}")
+        lines += ["    {", *e.lines, "    }"] if len(members) > 1 else e.lines
+    return lines + ["  }"] + FOOT

@@ -16,8 +16,12 @@ Shapes, by what the kernel computes:
 - "gemm": a tiled GEMM with its epilogue (compiler/cuda/gemm.py); "attention": a block per query row.
 - "attention_split" then "combine": flash decoding (compiler/attention_plan.py's `splits`), a block per query row
   and block of keys writing partial results to the kernel's partials buffer, then a block per row combining them.
+  On CUDA the two are one "flash_decode" launch (compiler/cuda/arrivals.py): the last block of a row to finish
+  does the combine; it writes the output, the partials and the row's arrival counter (`writes` = 3).
 - "copy" then "scatter": a scatter kernel's destination copied element-wise, then one thread per scattered value;
   a scatter into its donated input (compiler/in_place.py: its output buffer is the one it reads whole) has no copy.
+- "scatters": consecutive in-place scatters of one source shape in one launch, a thread per source position
+  (compiler/cuda/scatter_batch.py, which compiler/cuda/program.py applies to the plan); `writes` outputs first.
 - "cublas": no kernel of ours but a library call (compiler/cuda/library_gemm.py): the GEMM step `call`, issued by
   the runtime on its stream; its "grid" is the output's element count (no call where it is 0) and block 0.
 """
@@ -50,6 +54,7 @@ class Launch:
     block: int  # threads per block
     buffers: tuple[str, ...]  # the pointer arguments, output first
     call: Any = None  # a "cublas" step's LibraryGemm (compiler/cuda/library_gemm.py); None for a kernel
+    writes: int = 1  # the leading buffers the kernel writes (the rest it only reads)
 
 
 def _blocks(count: Expr, per_block: int) -> Expr:

@@ -3,7 +3,8 @@
 The source is deterministic: the prelude, then each kernel's __global__ function(s) in program order, named
 after the IR kernel (`k12`; a scatter's two are `k12_copy` and `k12_scatter`), each preceded by a comment
 giving its launch; mma.h and 16-byte copies follow the prelude where a GEMM runs on tensor cores ("mma"). A GEMM
-given to cuBLAS has no kernel: its comment names the call (`k12_cublas: cublas`) and its arguments.
+given to cuBLAS has no kernel: its comment names the call (`k12_cublas: cublas`) and its arguments; consecutive
+in-place scatters are one kernel (`k12_to_k18_scatters`).
 Compiled with NVRTC or nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM and attention
 kernels ask for their FMAs with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
 """
@@ -13,7 +14,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from luminal.compiler import gemv_plan, ir
-from luminal.compiler.cuda import attention, flash_decode, gemm, gemm_mma, gemv, kernels, library_gemm, mma_staging
+from luminal.compiler.cuda import (
+    arrivals,
+    attention,
+    flash_decode,
+    gemm,
+    gemm_mma,
+    gemv,
+    kernels,
+    library_gemm,
+    mma_staging,
+    scatter_batch,
+)
 from luminal.compiler.cuda.half_operands import tensor_core_type
 from luminal.compiler.cuda.launch import Launch, launches
 from luminal.compiler.cuda.prelude import PRELUDE
@@ -23,8 +35,9 @@ from luminal.view import dims_product
 
 def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
     """The launches of kernel `k` of program `p`: launch.py's, with a GEMM whose operands are half values
-    (compiler/cuda/half_operands.py) moved onto tensor cores ("mma", the same grid of 64 x 64 tiles), and a
-    kernel the program gives to cuBLAS one "cublas" step (compiler/cuda/library_gemm.py)."""
+    (compiler/cuda/half_operands.py) moved onto tensor cores ("mma", the same grid of 64 x 64 tiles), a
+    kernel the program gives to cuBLAS one "cublas" step (compiler/cuda/library_gemm.py), and a flash-decoding
+    attention with arrival counters one "flash_decode" launch (compiler/cuda/arrivals.py)."""
     planned = launches(k, ir.buffers_in_order(k))
     if p.library.get(k.name) == library_gemm.CUBLAS:
         call = library_gemm.gemm_call(p, k)
@@ -36,12 +49,18 @@ def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
         raise ValueError(f"kernel {k.name}: unknown library {p.library[k.name]!r}; known: {library_gemm.LIBRARIES}")
     if planned[0].shape == "gemm" and tensor_core_type(p, k, plan(k)) is not None:
         return [replace(planned[0], shape="mma", block=gemm_mma.THREADS)]
-    return planned
+    return arrivals.fold_combine(k, p, planned)
+
+
+def planned_launches(p: ir.KernelProgram) -> list[tuple[tuple[ir.Kernel, ...], Launch]]:
+    """Every launch of the program, in order, with the kernels it runs: its own kernel's, but for consecutive
+    in-place scatters merged into one "scatters" launch (compiler/cuda/scatter_batch.py)."""
+    return scatter_batch.merge_scatters([((k,), launch) for k in p.kernels for launch in kernel_launches(k, p)])
 
 
 def launch_plan(p: ir.KernelProgram) -> list[Launch]:
     """Every launch of the program, in order."""
-    return [launch for k in p.kernels for launch in kernel_launches(k, p)]
+    return [launch for _, launch in planned_launches(p)]
 
 
 def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: list[str]) -> list[str]:
@@ -61,7 +80,7 @@ def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: li
         return gemm_mma.kernel_source(launch, k, plan(k), half, buffers, symbols)
     if launch.shape == "combine":
         return flash_decode.combine_source(launch, k, buffers, symbols)
-    if launch.shape in ("attention", "attention_split"):
+    if launch.shape in ("attention", "attention_split", "flash_decode"):
         return attention.kernel_source(launch, k, buffers, symbols)
     if launch.shape == "row":
         return kernels.row_kernel(launch, k, buffers, symbols)
@@ -75,10 +94,13 @@ def program_source(p: ir.KernelProgram) -> str:
     parts = [PRELUDE]
     if any(launch.shape == "mma" for launch in launch_plan(p)):
         parts.append(mma_staging.HELPERS)
-    for k in p.kernels:
-        for launch in kernel_launches(k, p):
-            comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} blocks of {launch.block} threads */"
-            if launch.call is not None:
-                comment = f"/* {launch.kernel}: {launch.shape}, a library call the runtime issues */"
-            parts.append("\n".join([comment, *kernel_source(launch, k, p, symbols)]))
+    for members, launch in planned_launches(p):
+        comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} blocks of {launch.block} threads */"
+        if launch.call is not None:
+            comment = f"/* {launch.kernel}: {launch.shape}, a library call the runtime issues */"
+        if launch.shape == "scatters":
+            source = kernels.scatters_kernel(launch, list(members), p.buffers, symbols)
+        else:
+            source = kernel_source(launch, members[0], p, symbols)
+        parts.append("\n".join([comment, *source]))
     return "\n\n".join(parts) + "\n"

@@ -27,6 +27,7 @@ import numpy as np
 
 from luminal import dtypes as dt
 from luminal.compiler import ir, prepack
+from luminal.compiler.cuda import arrivals
 from luminal.compiler.cuda.program import launch_plan
 from luminal.compiler.in_place import written_inputs
 from luminal.graph import Graph
@@ -69,6 +70,10 @@ class CudaExecutable:
         self.cublas = CublasSteps(cp, self.stream, tf32=tf32) if needs_cublas else None
         self.weights = {b: self._upload(weights[label], program.buffers[b]) for label, b in program.weights.items()}
         self.weight_uploads = len(self.weights)  # what the load copied to the device; runs copy no weight again
+        # Arrival counters (compiler/cuda/arrivals.py): zero at load, reset by the kernels that count on them.
+        for name, b in program.buffers.items():
+            if b.role == arrivals.ROLE:
+                self.weights[name] = cp.zeros(int(b.size.evaluate({})), cp.int32)
         self.dims = cp.zeros(max(len(self.symbols), 1), cp.int64)  # the dims block D every kernel reads
         self.status = cp.zeros(1, cp.int32)  # lm_status: set to 1 by a kernel that met an index out of range
         self.arenas: dict[tuple[int, ...], DeviceArena] = {}

@@ -51,7 +51,7 @@ def driver(p: ir.KernelProgram) -> str:
             continue
         args = []
         for j, name in enumerate(launch.buffers):
-            const = "" if j == 0 else "const "
+            const = "" if j < launch.writes else "const "
             args.append(f"({const}{CUDA.storage[p.buffers[name].dtype]}*)B[{slots[name]}]")
         call = f"lm_launch({launch.kernel}, lm_blocks, {launch.block}, {', '.join(args)}, D, &lm_status);"
         lines.append(f"  {{ const int64_t lm_blocks = {launch.grid.render_c()}; if (lm_blocks > 0) {call} }}")
@@ -79,7 +79,7 @@ def kernel_entries(p: ir.KernelProgram) -> str:
             continue  # not a kernel: the runtime issues the library call
         args = []
         for j, name in enumerate(launch.buffers):
-            const = "" if j == 0 else "const "
+            const = "" if j < launch.writes else "const "
             args.append(f"({const}{CUDA.storage[p.buffers[name].dtype]}*)P[{j}]")
         n = len(launch.buffers)
         args += [f"(const int64_t*)P[{n}]", f"(int*)P[{n + 1}]"]
@@ -95,11 +95,13 @@ def compiler() -> str:
     return cxx
 
 
-def build_library(source: str, arch: str | None = None) -> Path:
+def build_library(source: str, arch: str | None = None, reversed_blocks: bool = False) -> Path:
     """The shared library of `source` (CUDA plus driver) built through the shim, cached by hash. `arch` ("75")
-    defines __CUDA_ARCH__ as a device compile for it would, so a source's paths for older GPUs run too."""
+    defines __CUDA_ARCH__ as a device compile for it would, so a source's paths for older GPUs run too;
+    `reversed_blocks` runs every launch's blocks last first (a GPU runs them in no set order)."""
     cxx = compiler()
     flags = FLAGS if arch is None else [*FLAGS, f"-D__CUDA_ARCH__={int(arch) * 10}"]
+    flags = [*flags, "-DLM_SHIM_REVERSED_BLOCKS"] if reversed_blocks else flags
     headers = "".join((SHIM / name).read_text() for name in sorted(os.listdir(SHIM)))
     key = hashlib.sha256("\0".join([cxx, *flags, headers, source]).encode()).hexdigest()[:32]
     lib = cpu_cache_dir().parent / "cuda-shim" / f"{key}.so"
@@ -121,9 +123,11 @@ def build_library(source: str, arch: str | None = None) -> Path:
 
 class ShimExecutable(CpuExecutable):
     arch: str | None = None  # the __CUDA_ARCH__ the source is built for (ShimRuntime(arch=...)); None: none
+    reversed_blocks = False  # every launch's blocks last first (ShimRuntime(reversed_blocks=True))
 
     def build(self, source: str) -> Path:
-        return build_library(source + "\n" + driver(self.program) + kernel_entries(self.program), self.arch)
+        program = source + "\n" + driver(self.program) + kernel_entries(self.program)
+        return build_library(program, self.arch, self.reversed_blocks)
 
 
 class BucketShimExecutable(ShimExecutable):
@@ -148,10 +152,11 @@ class BucketShimExecutable(ShimExecutable):
 class ShimRuntime(CpuRuntime):
     """`ShimRuntime().load(program)`: a program compiled for a CUDA target, run on the CPU through the shim;
     `ShimRuntime(buckets=True)` launches as the CUDA runtime's graphs do, at the bucket's grids;
-    `ShimRuntime(arch="75")` builds the source as a compile for that architecture sees it (__CUDA_ARCH__)."""
+    `ShimRuntime(arch="75")` builds the source as a compile for that architecture sees it (__CUDA_ARCH__);
+    `ShimRuntime(reversed_blocks=True)` runs each launch's blocks last first, as a GPU may."""
 
     name = "cuda-shim"
 
-    def __init__(self, buckets: bool = False, arch: str | None = None):
+    def __init__(self, buckets: bool = False, arch: str | None = None, reversed_blocks: bool = False):
         base = BucketShimExecutable if buckets else ShimExecutable
-        self.executable = base if arch is None else type(base.__name__, (base,), {"arch": arch})
+        self.executable = type(base.__name__, (base,), {"arch": arch, "reversed_blocks": reversed_blocks})

@@ -13,7 +13,11 @@ import pytest
 from luminal.runtime.cuda import missing
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "gpu.py"
-LUMINAL_ROWS = ("luminal cuda (one CUDA graph)", "luminal cuda (kernel by kernel)")
+LUMINAL_ROWS = (
+    "luminal cuda paged step (one CUDA graph)",
+    "luminal cuda (one CUDA graph)",
+    "luminal cuda (kernel by kernel)",
+)
 
 
 def bench(*args: str) -> str:
@@ -36,7 +40,7 @@ def check_table(out: str) -> None:
             assert f"{row:<40} unavailable: cannot run the h100 program here: {reason}" in out
     # The interpreter runs luminal's own builders on the same weights: the torch anchors compute the same thing.
     checks = re.findall(r"luminal reference interpreter +- +- +(\S+) \((\S+)\)", out)
-    assert len(checks) == 7 and all(float(diff) < 0.05 for diff, _ in checks), checks
+    assert len(checks) == 8 and all(float(diff) < 0.05 for diff, _ in checks), checks
     assert "DISAGREE" not in out
     # (c)'s GEMMs: the kind the compile chose, and our wmma kernel and cuBLAS step each forced
     assert len(re.findall(r"the compile chose: (?:cublas|mma|gemm|gemv) \(generated: ", out)) == 4
@@ -54,7 +58,8 @@ def test_small_bench_prints_every_runner():
 def test_precompiled_programs_are_read_back(tmp_path, target):
     listing = bench("--precompile", str(tmp_path), "--target", target)
     assert re.search(rf"decode: compiled for {target} in [\d.]+ s, \d+ kernels", listing)
-    assert sorted(p.name for p in tmp_path.iterdir())[:2] == ["decode.lprog.gz", "encoder.lprog.gz"]
+    names = sorted(p.name for p in tmp_path.iterdir())[:3]
+    assert names == ["decode-paged.lprog.gz", "decode.lprog.gz", "encoder.lprog.gz"]
     out = bench("--programs", str(tmp_path), "--no-torch-compile", "--target", target)
     check_table(out)
     assert f"decode: read from {tmp_path} in" in out

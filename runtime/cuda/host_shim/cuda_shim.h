@@ -5,6 +5,7 @@
 // shuffle requires on a GPU), and a static __shared__ array is the running block's shared memory. The wmma API
 // of tensor cores has its stand-in in mma.h.
 #pragma once
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -75,13 +76,20 @@ template <class T> T __shfl_xor_sync(unsigned, T value, int lane_mask) {
   return out;
 }
 
+// Device-wide memory order. The blocks of a launch run one after another here, so an atomic read-modify-write
+// and a fence need only be what they are on one CPU; a "last block" count (compiler/cuda/arrivals.py) sees every
+// earlier block's arrival.
+inline int atomicAdd(int* address, int value) { return std::atomic_ref<int>(*address).fetch_add(value); }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+template <class T> T __ldcg(const T* address) { return *address; }  // a load past L1: a plain one on a CPU
+
 inline float __int_as_float(int i) {
   float f;
   std::memcpy(&f, &i, sizeof f);
   return f;
 }
 
-// kernel<<<blocks, threads>>>(args...): the blocks in order, each on the same `threads` threads.
+// kernel<<<blocks, threads>>>(args...): the blocks in order (or last first), each on the same `threads` threads.
 template <class... Params, class... Args>
 void lm_launch(void (*kernel)(Params...), int64_t blocks, unsigned threads, Args... args) {
   gridDim = dim3{(unsigned)blocks, 1, 1};
@@ -93,7 +101,11 @@ void lm_launch(void (*kernel)(Params...), int64_t blocks, unsigned threads, Args
       lm_shim_current = &launch;
       threadIdx = uint3{t, 0, 0};
       for (int64_t b = 0; b < blocks; b++) {
+#ifdef LM_SHIM_REVERSED_BLOCKS  // a GPU promises no order: a test runs the blocks last first
+        blockIdx = uint3{(unsigned)(blocks - 1 - b), 0, 0};
+#else
         blockIdx = uint3{(unsigned)b, 0, 0};
+#endif
         kernel(args...);
         launch.block.arrive_and_wait();  // the next block reuses the shared arrays
       }

@@ -62,12 +62,12 @@ def _feed(past: int, dtype=ml_dtypes.bfloat16) -> dict[str, np.ndarray]:
 def test_a_layer_launches_its_linears_as_gemvs_and_fuses_the_key_value_casts(step):
     """Per layer: seven GEMVs (q, k, v, o, gate, up, down) computing the two norms in their prologues, the key
     and value caches' concatenations (outputs of the step) and a flash-decoding attention that computes q's RoPE
-    and reads the bf16 caches in place (no float32 copy of them), then its combine."""
+    and reads the bf16 caches in place (no float32 copy of them), its last key block combining (one launch)."""
     _, program = step
     plan = launch_plan(program.kernels)
     shapes = [launch.shape for launch in plan]
     assert shapes.count("gemv") == 7 * LAYERS + 1  # and the logits
-    assert shapes.count("attention_split") == shapes.count("combine") == LAYERS
+    assert shapes.count("flash_decode") == LAYERS and "combine" not in shapes and "attention_split" not in shapes
     assert shapes.count("row") == 0  # every norm is in the prologue of the GEMVs that read it
     # RoPE's tables are computed where they are read (compiler/fuse_index.py); left: the causal mask's two
     # kernels at most (their indices may not simplify enough to inline) and each layer's two cache concatenations.
@@ -75,7 +75,7 @@ def test_a_layer_launches_its_linears_as_gemvs_and_fuses_the_key_value_casts(ste
     assert "warp" not in shapes and "gemm" not in shapes and "attention" not in shapes
     buffers = program.kernels.buffers
     for launch in plan:
-        if launch.shape == "attention_split":
+        if launch.shape == "flash_decode":
             assert [buffers[b].dtype for b in launch.buffers].count(lm.bfloat16) >= 2  # the key and value caches
 
 

@@ -1,6 +1,7 @@
 """Flash decoding (compiler/attention_plan.py's `splits`, compiler/cuda/flash_decode.py): an attention of single
-queries over a key axis that may be long runs as key blocks then a combine, and computes through the host shim
-what the reference interpreter computes, at an exact launch and at a shape bucket's grid."""
+queries over a key axis that may be long runs as key blocks whose last to finish per row combines them (one
+launch, compiler/cuda/arrivals.py), and computes through the host shim what the reference interpreter computes,
+at an exact launch, at a shape bucket's grid, with the blocks run last first, and run after run."""
 
 import shutil
 
@@ -10,6 +11,8 @@ import pytest
 import luminal as lm
 import luminal.functional as F
 from luminal.compiler import attention_plan, memory
+from luminal.compiler.artifact import load_program, save_program
+from luminal.compiler.cuda import arrivals
 from luminal.compiler.cuda.program import launch_plan
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda import nvcc
@@ -44,8 +47,10 @@ def long():
 
 def test_a_long_key_axis_splits_and_a_short_one_does_not(long):
     _, program = long
-    assert [launch.shape for launch in launch_plan(program.kernels)][-2:] == ["attention_split", "combine"]
+    assert [launch.shape for launch in launch_plan(program.kernels)] == ["flash_decode"]  # the combine folded in
     (attend,) = [k for k in program.kernels.kernels if attention_plan.splits(k) is not None]
+    counters = program.kernels.buffers[arrivals.arrivals(attend)]
+    assert (counters.role, counters.dtype, counters.size) == (arrivals.ROLE, lm.int32, 2)  # a counter per head
     scratch = program.kernels.buffers[attention_plan.partials(attend)]
     assert scratch.role == "temp" and scratch.label == attend.name
     at = program.kernels.kernels.index(attend)  # the scratch is live at its kernel only
@@ -54,11 +59,33 @@ def test_a_long_key_axis_splits_and_a_short_one_does_not(long):
     assert "attention_split" not in {launch.shape for launch in launch_plan(short.kernels)}
 
 
+def test_an_artifact_keeps_the_counters_and_the_one_launch(long, tmp_path):
+    _, program = long
+    save_program(program, tmp_path / "flash.lprog")
+    back = load_program(tmp_path / "flash.lprog")
+    (name,) = [b.name for b in back.kernels.buffers.values() if b.role == arrivals.ROLE]
+    assert back.kernels.buffers[name] == program.kernels.buffers[name]
+    assert launch_plan(back.kernels) == launch_plan(program.kernels)
+
+
 @needs_gxx
 @pytest.mark.parametrize("keys", [1, 255, 256, 700])  # one block, a block's edge, three blocks with a partial one
 def test_matches_the_reference(long, keys):
     g, program = long
     assert_matches(ShimRuntime().load(program).run(feed(keys)), lm.run(g, feed(keys)))
+
+
+@needs_gxx
+def test_the_last_block_to_arrive_combines_whatever_the_order_and_resets_the_counters(long):
+    """Blocks run last first (the first of a row arrives last), then run after run on one executable: each run
+    starts from counters the last one reset (as a CUDA graph replays)."""
+    g, program = long
+    for order in (False, True):
+        run = ShimRuntime(reversed_blocks=order).load(program)
+        for keys in (300, 700, 1, 700):  # each run finds the last one's partials in its slots
+            assert_matches(run.run(feed(keys)), lm.run(g, feed(keys)))
+        (counters,) = [a for name, a in run.fixed.items() if name.endswith("_arrivals")]
+        assert counters.dtype == np.int32 and not counters.any()
 
 
 @needs_gxx

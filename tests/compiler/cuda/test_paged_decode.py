@@ -63,10 +63,36 @@ def test_the_attention_reads_the_pools_through_the_block_table(step):
     temps = [b for b in kernels.buffers.values() if b.role == "temp" and not b.name.endswith("_partials")]
     assert all(b.size.evaluate(env) < cache for b in temps)  # the mask's rows are the largest left
     shapes = [launch.shape for launch in launch_plan(kernels)]
-    assert shapes.count("scatter") == 2 * LAYERS and "copy" not in shapes  # the pools written in place
+    assert "copy" not in shapes  # the pools written in place
     # left: the position as a float, the mask's rows and the scatters' indices; no concatenation is launched
     assert shapes.count("thread") <= 3
     assert not [k.name for k in kernels.kernels if len(k.shape) == 4 and str(k.shape[2]) == "16*row_blocks + 1"]
+
+
+def test_launches_a_kernel_per_attention_and_one_for_all_the_pools_scatters(step):
+    """The launch count: each layer's attention is one launch (its last key block to finish combines,
+    compiler/cuda/arrivals.py) and the layers' 2 x LAYERS pool scatters are one (compiler/cuda/scatter_batch.py),
+    every other kernel one launch."""
+    _, program = step
+    kernels = program.kernels
+    plan = launch_plan(kernels)
+    shapes = [launch.shape for launch in plan]
+    assert shapes.count("flash_decode") == LAYERS and not {"attention_split", "combine", "scatter"} & set(shapes)
+    (scatters,) = [launch for launch in plan if launch.shape == "scatters"]
+    pools = {kernels.inputs[pool_name(k, part)] for k in range(LAYERS) for part in ("key", "value")}
+    assert scatters.writes == 2 * LAYERS and set(scatters.buffers[: 2 * LAYERS]) == pools
+    assert len(plan) == len(kernels.kernels) - (2 * LAYERS - 1)
+
+
+def test_no_kernel_names_two_reductions_alike(step):
+    """Inlining the projections into the attentions and scatters renames their reductions with fresh numbers
+    (compiler/reduction_names.py): within a kernel no two reductions share a variable."""
+    _, program = step
+    for k in program.kernels.kernels:
+        values = [k.body] if isinstance(k, ir.LoopKernel) else [k.dest, k.at, k.src]
+        names = [n.var for v in values for n in ir.walk(v) if isinstance(n, (ir.Reduce, ir.Contract))]
+        names += [x for v in values for n in ir.walk(v) if isinstance(n, ir.Attend) for x in (n.s_var, n.e_var)]
+        assert len(names) == len(set(names)), f"{k.name}: {sorted(names)}"
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")

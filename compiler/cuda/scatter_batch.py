@@ -1,0 +1,72 @@
+"""Consecutive in-place scatters as one launch ("scatters"): a paged decode step ends with every layer's key and
+value scatters into their pools (compiler/in_place.py writes them where they lie), one launch each; as one, a
+thread scatters its value of each of them.
+
+A run of scatter launches is merged where the launches are consecutive in the plan (nothing runs between them),
+each is its kernel's whole work (in place: no copy first), they scatter the same source shape (one grid), and
+no scatter reads what another of the run writes (then their order does not matter). The merged kernel takes
+the scatters' outputs first (`writes` of them), then what they read; MAX_BUFFERS bounds its pointer arguments
+(a kernel's parameters are 4 KiB at most on older drivers).
+"""
+
+from __future__ import annotations
+
+from luminal.compiler import ir
+from luminal.compiler.cuda.launch import Launch
+
+MAX_BUFFERS = 96  # pointer arguments of one merged launch: 768 bytes of parameters
+
+
+def _in_place_scatter(k: ir.Kernel, launch: Launch) -> bool:
+    """Whether `launch` is all of kernel `k`'s work: a scatter into the buffer it reads whole (no copy)."""
+    return isinstance(k, ir.ScatterKernel) and launch.shape == "scatter" and k.out in ir.buffers_read(k)
+
+
+def _joins(run: list[tuple[tuple[ir.Kernel, ...], Launch]], k: ir.Kernel, launch: Launch) -> bool:
+    """Whether scatter `k` (its one launch `launch`) may join `run`, a run of merged scatters."""
+    members = [m for ks, _ in run for m in ks]
+    first = members[0]
+    if not _in_place_scatter(k, launch):
+        return False
+    if tuple(map(str, k.src_shape)) != tuple(map(str, first.src_shape)):
+        return False
+    outs = {m.out for m in members}
+    if k.out in outs or ir.buffers_read(k) & outs or any(k.out in ir.buffers_read(m) for m in members):
+        return False
+    return len(_buffers([*members, k])) <= MAX_BUFFERS
+
+
+def _buffers(members: list[ir.Kernel]) -> tuple[str, ...]:
+    outs = [m.out for m in members]
+    reads = [b for m in members for b in ir.buffers_in_order(m) if b not in outs]
+    return (*outs, *dict.fromkeys(reads))
+
+
+def _merged(run: list[tuple[tuple[ir.Kernel, ...], Launch]]) -> tuple[tuple[ir.Kernel, ...], Launch]:
+    if len(run) == 1:
+        return run[0]
+    members = tuple(m for ks, _ in run for m in ks)
+    first = run[0][1]
+    name = f"{members[0].name}_to_{members[-1].name}_scatters"
+    return members, Launch(name, "scatters", first.grid, first.block, _buffers(list(members)), writes=len(members))
+
+
+def merge_scatters(plan: list[tuple[tuple[ir.Kernel, ...], Launch]]) -> list[tuple[tuple[ir.Kernel, ...], Launch]]:
+    """`plan` (each launch with the kernels it runs) with every run of mergeable scatters one launch."""
+    out: list[tuple[tuple[ir.Kernel, ...], Launch]] = []
+    run: list[tuple[tuple[ir.Kernel, ...], Launch]] = []
+    for ks, launch in plan:
+        (k,) = ks
+        if run and _joins(run, k, launch):
+            run.append((ks, launch))
+            continue
+        if run:
+            out.append(_merged(run))
+            run = []
+        if _in_place_scatter(k, launch):
+            run = [(ks, launch)]
+        else:
+            out.append((ks, launch))
+    if run:
+        out.append(_merged(run))
+    return out
