@@ -23,6 +23,7 @@ import numpy as np
 
 from luminal.compiler import ir
 from luminal.compiler.cuda.library_gemm import LibraryGemm
+from luminal.compiler.cuda.launch import Launch
 from luminal.compiler.cuda.program import launch_plan
 from luminal.compiler.dialects import CUDA
 from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
@@ -35,13 +36,13 @@ SHIM = Path(__file__).resolve().parent / "host_shim"
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-w"]
 
 
-def driver(p: ir.KernelProgram) -> str:
-    """`lm_run_grid(B, D, G)`: every launch of the plan, its pointers read from the buffer table by slot, its
+def driver(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str:
+    """`lm_run_grid(B, D, G)`: every launch of the plan (CUDA's unless given), its pointers read from the buffer table by slot, its
     block count evaluated at the dims G while the kernels read the dims D (a CUDA graph captured for a shape
     bucket launches so); `lm_run(B, D)` is the exact launch, G = D."""
     slots = {name: k for k, name in enumerate(sorted(p.buffers))}
     symbols = sorted(p.symbols)
-    plan = launch_plan(p)
+    plan = launch_plan(p) if plan is None else plan
     lines = ['#include "lm_cublas.h"'] if any(launch.call is not None for launch in plan) else []
     lines += ['extern "C" int lm_run_grid(void** B, const int64_t* D, const int64_t* G) {', "  int lm_status = 0;"]
     lines += [f"  const int64_t {s} = G[{j}]; (void){s};" for j, s in enumerate(symbols)]
@@ -70,11 +71,11 @@ def library_call(call: LibraryGemm, slots: dict[str, int]) -> str:
     return f"lm_cublas_gemm({', '.join([*args, call.batch.render_c()])});"
 
 
-def kernel_entries(p: ir.KernelProgram) -> str:
-    """`lm_kernel_<name>(P, blocks)` per launch: one kernel launched alone, its arguments (buffers, D, lm_status)
+def kernel_entries(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str:
+    """`lm_kernel_<name>(P, blocks)` per launch of the plan (CUDA's unless given): one kernel launched alone, its arguments (buffers, D, lm_status)
     the pointers in P, as a CUDA driver launch passes them; what a stand-in for CuPy calls in the tests."""
     lines = []
-    for launch in launch_plan(p):
+    for launch in launch_plan(p) if plan is None else plan:
         if launch.call is not None:
             continue  # not a kernel: the runtime issues the library call
         args = []

@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from luminal.compiler.metal.program import launch_plan
 from luminal.runtime.cpu import CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
 from luminal.runtime.cuda import shim as cuda_shim
@@ -71,8 +72,10 @@ def build_library(msl: str, driver: str) -> Path:
 
 def entries(program) -> str:
     """`lm_run` over the whole launch plan, and `lm_kernel_<name>(P, groups)` per launch (one dispatch alone,
-    its arguments the pointers in P: what the stand-in Metal device in the tests calls)."""
-    return cuda_shim.driver(program) + cuda_shim.kernel_entries(program)
+    its arguments the pointers in P: what the stand-in Metal device in the tests calls), over Metal's launch plan
+    (CUDA's merges launches Metal keeps apart)."""
+    plan = launch_plan(program)
+    return cuda_shim.driver(program, plan) + cuda_shim.kernel_entries(program, plan)
 
 
 class MetalShimExecutable(CpuExecutable):
