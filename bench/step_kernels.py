@@ -4,8 +4,8 @@ time, so the minimum is the nearest to a quiet run), summed by kernel function, 
 whole step and this machine's read bandwidth (numpy summing a buffer as large as the float32 weights).
 
 The same random-weight Llama as bench/llm.py (default 125M: 12 layers, hidden 768, vocab 32000) at `--rows` rows
-of `--past` cached positions. `python bench/step_kernels.py [--layers N] [--hidden N] [--rows N] [--past N]
-[--repeats N]`.
+of `--past` cached positions, float32 or (`--quantize int8`) with Q8_0 projections. `python bench/step_kernels.py
+[--layers N] [--hidden N] [--rows N] [--past N] [--repeats N] [--quantize int8]`.
 """
 
 from __future__ import annotations
@@ -55,12 +55,13 @@ def timed_source(source: str) -> tuple[str, list[str]]:
 def main() -> None:
     parser = step_arguments(layers=12, hidden=768, past=48)
     parser.add_argument("--rows", type=int, default=1)
+    parser.add_argument("--quantize", choices=["int8"], help="the projections' weights as Q8_0 (bench/llm.py's int8)")
     args = parser.parse_args()
     args.vocab, args.prompt, args.new_tokens = 32000, args.past, 64
     with tempfile.TemporaryDirectory() as tmp:
         hf = write_folder(Path(tmp), args)
         weight_bytes = sum(p.numel() for p in hf.parameters()) * 4
-        package = build_package(Path(tmp), max_batch=16)
+        package = build_package(Path(tmp), max_batch=16, quantize=args.quantize)
     program = lm.compile(package.paged, target="cpu")
     source, functions = timed_source(program.source)
 
