@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from luminal.compiler import ir
-from luminal.compiler.cuda.library_gemm import LibraryGemm
 from luminal.compiler.cuda.launch import Launch
+from luminal.compiler.cuda.library_gemm import LibraryGemm
 from luminal.compiler.cuda.program import launch_plan
 from luminal.compiler.dialects import CUDA
 from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
@@ -37,9 +37,9 @@ FLAGS = ["-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-fwrapv", "-ffp-c
 
 
 def driver(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str:
-    """`lm_run_grid(B, D, G)`: every launch of the plan (CUDA's unless given), its pointers read from the buffer table by slot, its
-    block count evaluated at the dims G while the kernels read the dims D (a CUDA graph captured for a shape
-    bucket launches so); `lm_run(B, D)` is the exact launch, G = D."""
+    """`lm_run_grid(B, D, G)`: every launch of the plan (CUDA's unless given), its pointers read from the buffer
+    table by slot, its block count evaluated at the dims G while the kernels read the dims D (a CUDA graph
+    captured for a shape bucket launches so); `lm_run(B, D)` is the exact launch, G = D."""
     slots = {name: k for k, name in enumerate(sorted(p.buffers))}
     symbols = sorted(p.symbols)
     plan = launch_plan(p) if plan is None else plan
@@ -72,8 +72,9 @@ def library_call(call: LibraryGemm, slots: dict[str, int]) -> str:
 
 
 def kernel_entries(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str:
-    """`lm_kernel_<name>(P, blocks)` per launch of the plan (CUDA's unless given): one kernel launched alone, its arguments (buffers, D, lm_status)
-    the pointers in P, as a CUDA driver launch passes them; what a stand-in for CuPy calls in the tests."""
+    """`lm_kernel_<name>(P, blocks)` per launch of the plan (CUDA's unless given): one kernel launched alone, its
+    arguments (buffers, D, lm_status) the pointers in P, as a CUDA driver launch passes them; what a stand-in for
+    CuPy calls in the tests."""
     lines = []
     for launch in launch_plan(p) if plan is None else plan:
         if launch.call is not None:
