@@ -4,7 +4,7 @@ layer, [pool blocks, kv heads, block size, head dim], handed to every decode ste
 
 Row r of the batch is one sequence: its length (cached positions) and its blocks (`BlockPool` tables). A
 prefill's left-padded caches are copied into the newcomers' blocks once, at admission, or a model with a chunk
-program writes a newcomer's prompt into its blocks a chunk at a time (`chunk_feed`) before it joins the rows
+program writes newcomers' prompts into their blocks a chunk at a time (`chunk_feed`) before they join the rows
 (`join`); after that the engine never copies a cache: a step writes one position per row, and a finished row
 just gives its blocks back.
 """
@@ -66,19 +66,28 @@ class PagedCache:
         self.owners.extend(owners)
         self.lengths = np.concatenate([self.lengths, lengths])
 
-    def chunk_feed(self, owner: Hashable, tokens: Sequence[int], start: int) -> dict[str, np.ndarray]:
-        """The chunk program's inputs for one sequence not yet in the rows: `tokens` at positions start..,
-        the `start` before them already in its blocks."""
-        table = self.pool.tables[owner]
-        if start + len(tokens) > len(table) * self.pool.block_size:
-            raise ValueError(f"positions {start}..{start + len(tokens) - 1} lie past {owner!r}'s blocks")
-        width = max(-(-start // self.pool.block_size), 1)  # blocks holding its cached positions (one, if none)
-        slots = [self.pool.slot(owner, p) for p in range(start, start + len(tokens))]
+    def chunk_feed(self, rows: Sequence[tuple[Hashable, Sequence[int], int]]) -> dict[str, np.ndarray]:
+        """The chunk program's inputs for sequences not yet in the rows, one row each: (owner, tokens, start), the
+        owner's `tokens` at positions start.., the `start` before them already in its blocks. Every row's chunk
+        holds as many tokens (the program's `chunk` is one symbol)."""
+        size = self.pool.block_size
+        if len({len(tokens) for _, tokens, _ in rows}) != 1:
+            raise ValueError(f"one chunk-program run takes chunks of one length, got {[len(t) for _, t, _ in rows]}")
+        for owner, tokens, start in rows:
+            if start + len(tokens) > len(self.pool.tables[owner]) * size:
+                raise ValueError(f"positions {start}..{start + len(tokens) - 1} lie past {owner!r}'s blocks")
+        # Blocks holding the most cached positions of a row (one, if none); past a row's own: its first, masked.
+        width = max(max(-(-start // size) for _, _, start in rows), 1)
+        table = np.empty((len(rows), width), np.int64)
+        for r, (owner, _, start) in enumerate(rows):
+            blocks = self.pool.tables[owner][: max(-(-start // size), 1)]
+            table[r, : len(blocks)], table[r, len(blocks) :] = blocks, blocks[0]
+        slots = [[self.pool.slot(owner, p) for p in range(start, start + len(tokens))] for owner, tokens, start in rows]
         feed = {
-            "input_ids": np.array([tokens], np.int64),
-            "position_ids": np.array([[start]], np.int64),
-            "block_table": np.array([table[:width]], np.int64),
-            "slots": np.array([slots], np.int64),
+            "input_ids": np.array([list(tokens) for _, tokens, _ in rows], np.int64),
+            "position_ids": np.array([[start] for _, _, start in rows], np.int64),
+            "block_table": table,
+            "slots": np.array(slots, np.int64),
         }
         feed.update(self.pools)
         return feed

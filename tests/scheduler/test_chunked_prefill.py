@@ -92,3 +92,48 @@ def test_a_cancelled_prefill_frees_its_blocks(compiled):
     engine.run_once()
     assert not engine.busy and engine.batch.pool.in_use == 0 and ended == [stream]
     loop.close()
+
+
+def test_newcomers_prefill_together_in_one_run_per_share_length(compiled):
+    """Prompts arriving together run as rows of one chunk-program run: equal prompts in one run, prompts of three
+    lengths in three (each run takes every unfinished row's next chunk of the shortest share), and every answer
+    equals its single-stream one."""
+    hf, model = compiled
+    engine, loop = GenerationEngine(model, prefill_chunk=64), asyncio.new_event_loop()
+    same = model.codec.encode("the quick brown fox")
+    streams = [engine.submit(same, _greedy(5), loop) for _ in range(3)]
+    engine.run_once()
+    assert engine.chunked.chunks == 1 and engine.chunked.positions == 3 * len(same)
+    assert engine.running == streams
+    texts = ["hello", "hello world, hello luminal", "a compiler of few ops, and language models"]
+    prompts = [model.codec.encode(t) for t in texts]
+    assert len({len(p) for p in prompts}) == 3 and sum(map(len, prompts)) <= 64
+    while engine.busy:
+        engine.run_once()
+    late = [engine.submit(p, _greedy(6), loop) for p in prompts]
+    engine.run_once()
+    assert engine.chunked.chunks == 1 + 3 and engine.chunked.positions == 3 * len(same) + sum(map(len, prompts))
+    assert engine.running == late  # arrival order, though the shortest finished first
+    while engine.busy:
+        engine.run_once()
+    for s in [*streams, *late]:
+        assert s.sequence.tokens == greedy_answer(hf, s.sequence.prompt, s.sequence.params.max_tokens)
+    assert engine.batch.pool.in_use == 0
+    loop.close()
+
+
+def test_a_budget_split_mid_prompt_runs_the_rest_next_round(compiled):
+    """A round's budget that ends inside the second prompt: both run together for the shorter share, the second's
+    rest waits for the next round, and the answers are still the single-stream ones."""
+    hf, model = compiled
+    engine, loop = GenerationEngine(model, prefill_chunk=CHUNK), asyncio.new_event_loop()
+    first, second = (model.codec.encode(t) for t in ("the quick", "hello world, hello luminal; a compiler"))
+    assert len(first) < CHUNK < len(first) + len(second)
+    streams = [engine.submit(p, _greedy(4), loop) for p in (first, second)]
+    engine.run_once()
+    assert engine.chunked.positions == CHUNK and engine.running == streams[:1]
+    while engine.busy:
+        engine.run_once()
+    for s in streams:
+        assert s.sequence.tokens == greedy_answer(hf, s.sequence.prompt, 4)
+    loop.close()
