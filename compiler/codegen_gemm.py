@@ -17,7 +17,9 @@ int32 tile and its own micro-kernel; both of its operands are packed.
 
 The micro-kernel's shape is chosen when the C is compiled: 12x32 in 24 sixteen-lane accumulators where the
 compiler targets AVX-512 (32 vector registers), 6x16 in 12 eight-lane ones elsewhere (16 registers). Measured
-on this project's 2-core AVX-512 machine, one thread: 180 GFLOP/s for 12x32 against 85 for 6x16.
+on this project's 2-core AVX-512 machine, one thread: 180 GFLOP/s for 12x32 against 85 for 6x16. A last panel of
+fewer rows runs a kernel of 4 or 8 rows (lm_micro_edge): a 16-row decode step of the 125M bench Llama went from
+40.3 to 33.7 ms (`bench/step_kernels.py --rows 16`, AMD EPYC).
 """
 
 from __future__ import annotations
@@ -71,41 +73,56 @@ static void lm_gemm_chunks(int64_t nb, int64_t mp, int64_t np, int64_t* mt, int6
   *mt = (mp + mcap - 1) / mcap;
   *nt = (np + ncap - 1) / ncap;
 }
-/* c[0:MR, 0:NR] (row stride ldc) = (first ? 0 : c) + A (MR x kc, element (i, k) at A_AT) times b (kc x NR,
+/* c[0:ROWS, 0:NR] (row stride ldc) = (first ? 0 : c) + A (ROWS x kc, element (i, k) at A_AT) times b (kc x NR,
    k-major): the first contraction block stores, so the C tile needs no clearing. Two readings of A: packed
-   panels (k-major, lm_micro) and rows of a matrix read in place (lm_micro_rows). */
+   panels (k-major, lm_micro) and rows of a matrix read in place (lm_micro_rows). A panel's last rows past M are
+   padding: lm_micro_edge runs a kernel of fewer rows on an edge panel (16 rows were a full 12-row panel and an
+   edge of 4 run as 12: 24 rows of FMAs for 16). */
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast") /* the program is built with contraction off; a GEMM needs its FMAs */
-#define LM_MICRO(NAME, A_AT)                                                                                 \
-  static inline void NAME(int64_t kc, const float* restrict a, int64_t lda, const float* restrict b,        \
-                          float* restrict c, int64_t ldc, int first) {                                       \
-    (void)lda;                                                                                               \
-    lm_vf acc0[LM_MR], acc1[LM_MR];                                                                          \
-    _Pragma("GCC unroll 16") for (int i = 0; i < LM_MR; i++) { acc0[i] = (lm_vf){0}; acc1[i] = (lm_vf){0}; } \
-    for (int64_t k = 0; k < kc; k++) {                                                                       \
-      lm_vf b0, b1;                                                                                          \
-      memcpy(&b0, b + LM_NR * k, LM_VBYTES);                                                                 \
-      memcpy(&b1, b + LM_NR * k + LM_VL, LM_VBYTES);                                                         \
-      _Pragma("GCC unroll 16") for (int i = 0; i < LM_MR; i++) {                                             \
-        const float ai = A_AT;                                                                               \
-        acc0[i] += ai * b0;                                                                                  \
-        acc1[i] += ai * b1;                                                                                  \
-      }                                                                                                      \
-    }                                                                                                        \
-    _Pragma("GCC unroll 16") for (int i = 0; i < LM_MR; i++) {                                               \
-      lm_vf t0 = acc0[i], t1 = acc1[i], old0, old1;                                                          \
-      if (!first) {                                                                                          \
-        memcpy(&old0, c + i * ldc, LM_VBYTES);                                                               \
-        memcpy(&old1, c + i * ldc + LM_VL, LM_VBYTES);                                                       \
-        t0 += old0;                                                                                          \
-        t1 += old1;                                                                                          \
-      }                                                                                                      \
-      memcpy(c + i * ldc, &t0, LM_VBYTES);                                                                   \
-      memcpy(c + i * ldc + LM_VL, &t1, LM_VBYTES);                                                           \
-    }                                                                                                        \
+#define LM_MICRO(NAME, A_AT, ROWS)                                                                           \\
+  static inline void NAME(int64_t kc, const float* restrict a, int64_t lda, const float* restrict b,        \\
+                          float* restrict c, int64_t ldc, int first) {                                       \\
+    (void)lda;                                                                                               \\
+    lm_vf acc0[ROWS], acc1[ROWS];                                                                            \\
+    _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) { acc0[i] = (lm_vf){0}; acc1[i] = (lm_vf){0}; }  \\
+    for (int64_t k = 0; k < kc; k++) {                                                                       \\
+      lm_vf b0, b1;                                                                                          \\
+      memcpy(&b0, b + LM_NR * k, LM_VBYTES);                                                                 \\
+      memcpy(&b1, b + LM_NR * k + LM_VL, LM_VBYTES);                                                         \\
+      _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                              \\
+        const float ai = A_AT;                                                                               \\
+        acc0[i] += ai * b0;                                                                                  \\
+        acc1[i] += ai * b1;                                                                                  \\
+      }                                                                                                      \\
+    }                                                                                                        \\
+    _Pragma("GCC unroll 16") for (int i = 0; i < ROWS; i++) {                                                \\
+      lm_vf t0 = acc0[i], t1 = acc1[i], old0, old1;                                                          \\
+      if (!first) {                                                                                          \\
+        memcpy(&old0, c + i * ldc, LM_VBYTES);                                                               \\
+        memcpy(&old1, c + i * ldc + LM_VL, LM_VBYTES);                                                       \\
+        t0 += old0;                                                                                          \\
+        t1 += old1;                                                                                          \\
+      }                                                                                                      \\
+      memcpy(c + i * ldc, &t0, LM_VBYTES);                                                                   \\
+      memcpy(c + i * ldc + LM_VL, &t1, LM_VBYTES);                                                           \\
+    }                                                                                                        \\
   }
-LM_MICRO(lm_micro, a[LM_MR * k + i])
-LM_MICRO(lm_micro_rows, a[i * lda + k])
+LM_MICRO(lm_micro, a[LM_MR * k + i], LM_MR)
+LM_MICRO(lm_micro_rows, a[i * lda + k], LM_MR)
+LM_MICRO(lm_micro4, a[LM_MR * k + i], 4)
+#if LM_MR > 8
+LM_MICRO(lm_micro8, a[LM_MR * k + i], 8)
+#endif
+/* A panel (k-major, LM_MR wide) of which only the first `rows` are rows of A. */
+static inline void lm_micro_edge(int64_t rows, int64_t kc, const float* restrict a, const float* restrict b,
+                                 float* restrict c, int64_t ldc, int first) {
+  if (rows <= 4) lm_micro4(kc, a, 0, b, c, ldc, first);
+#if LM_MR > 8
+  else if (rows <= 8) lm_micro8(kc, a, 0, b, c, ldc, first);
+#endif
+  else lm_micro(kc, a, 0, b, c, ldc, first);
+}
 /* c[0, 0:NR] = (first ? 0 : c) + one row of A (element k at a[k * step]) times b: a panel holding a single row
    (a decode step's batch of one). The full kernel would multiply LM_MR - 1 rows of zeros, LM_MR times the FMAs
    and broadcasts per weight loaded; with one row a GEMV is bound by reading B. Even and odd k accumulate apart
@@ -281,7 +298,8 @@ def kernel_source(
             "            else if (lm_M - lm_m0 - lm_p * LM_MR == 1)",
             "              lm_micro_row(lm_kl, lm_arow + lm_p * LM_MR * lm_lda + lm_k0, 1, lm_bq, lm_cq, lm_k0 == 0);",
             "            else",
-            "              lm_micro(lm_kl, lm_aedge + lm_k0 * LM_MR, 0, lm_bq, lm_cq, LM_NCH, lm_k0 == 0);",
+            "              lm_micro_edge(lm_M - lm_m0 - lm_p * LM_MR, lm_kl, lm_aedge + lm_k0 * LM_MR, lm_bq, lm_cq,",
+            "                            LM_NCH, lm_k0 == 0);",
         ]
     elif integer:  # pairs of k: a block's (kl + 1) / 2, an odd K's last one padded with 0
         lines += [
@@ -294,8 +312,9 @@ def kernel_source(
             "              lm_micro_row(lm_kl, lm_ab + (lm_p * LM_MR * lm_K + lm_k0 * LM_MR), LM_MR, lm_bq, lm_cq,",
             "                           lm_k0 == 0);",
             "            else",
-            "              lm_micro(lm_kl, lm_ab + (lm_p * LM_MR * lm_K + lm_k0 * LM_MR), 0, lm_bq, lm_cq, LM_NCH,",
-            "                       lm_k0 == 0);",
+            "              lm_micro_edge(lm_M - lm_m0 - lm_p * LM_MR, lm_kl,",
+            "                            lm_ab + (lm_p * LM_MR * lm_K + lm_k0 * LM_MR), lm_bq, lm_cq, LM_NCH,",
+            "                            lm_k0 == 0);",
         ]
     lines += ["          }", "        }", "      }"]
     # Epilogue: the rest of the body, per output element of the tile.

@@ -1,7 +1,8 @@
 """A GEMM whose last row panel holds a single row (a decode step's batch of one) runs the one-row micro-kernel
-(compiler/codegen_gemm.py `lm_micro_row`): it must give what the full panel kernel gives, whether A is read in
-place or packed, with an odd contraction (the kernel's leftover k) over several contraction blocks, under both
-micro-kernel shapes (6x16 and 12x32)."""
+(compiler/codegen_gemm.py `lm_micro_row`), and one whose last panel holds fewer rows than a panel a kernel of 4 or
+8 rows (`lm_micro_edge`): each must give what the interpreter gives, whether A is read in place or packed, with an
+odd contraction (the kernel's leftover k) over several contraction blocks, under both micro-kernel shapes (6x16
+and 12x32) and at every row count up to two panels of 12 and one more."""
 
 import numpy as np
 import pytest
@@ -29,14 +30,14 @@ def _graph() -> lm.Graph:
 
 
 @pytest.mark.parametrize("flags", [[], ["-mno-avx512f"]], ids=["native", "avx2-tile"])
-def test_one_row_panels_match_the_interpreter(monkeypatch, tmp_path, flags):
+def test_one_row_and_edge_panels_match_the_interpreter(monkeypatch, tmp_path, flags):
     monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cpu, "CFLAGS", cpu.CFLAGS + flags)
     g = _graph()
     prog = lm.compile(g, "cpu", cache=False)
     assert prog.source.count("lm_micro_row(lm_kl") == 2  # both readings of A have the one-row path
-    # 1, 13 and 25 rows leave one row in the last panel of 6 and of 12; 6 and 12 leave none, 8 leaves two
-    for rows in (1, 13, 25, 6, 12, 8):
+    assert prog.source.count("lm_micro_edge(lm_M") == 2  # and the edge-panel kernels
+    for rows in range(1, 26):  # every remainder of a panel of 6 and of 12
         x = RNG.standard_normal((rows, K)).astype(np.float32)
         feed = {"x": x, "xt": np.ascontiguousarray(x.T)}
         got, want = prog.run(feed), lm.run(g, feed)
