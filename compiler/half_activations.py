@@ -75,9 +75,10 @@ def half_buffers(p: ir.KernelProgram) -> dict[str, dt.DType]:
         for body in _bodies(k):
             _read_roundings(body, reads)
     chosen = {}
+    outputs = {buffer for buffer, _ in p.outputs.values()}  # "temp" buffers too: an output keeps its graph type
     for k in p.kernels:
         buffer = p.buffers[k.out]
-        if not isinstance(k, ir.LoopKernel) or buffer.role != "temp" or buffer.dtype != dt.float32:
+        if not isinstance(k, ir.LoopKernel) or buffer.role != "temp" or buffer.dtype != dt.float32 or k.out in outputs:
             continue
         half = _widened_half(k.body)
         roundings = reads.get(k.out, set())

@@ -5,14 +5,15 @@ vector, which stays in L1). The contraction is split over all the block's thread
 elements: per chunk and output, a thread reads the weight row's `width` elements with one 16-byte load
 (lm_load16, prelude.py) and evaluates the sum's body at each of them, the stream operand standing for the
 loaded element, everything else (the input vector, a dequantising scale) as the generic emitter writes it. The
-GEMV_ROWS loads of a chunk are independent, so each thread keeps several in flight. Partial sums are float32;
-they are folded by warp shuffles then one word per warp in shared memory (lm_block_fold): the same order every
-run, no atomics. Thread 0 then runs the epilogue (bias, activation, residual, casts) on each output and stores.
+GEMV_ROWS loads of a chunk are independent, so each thread keeps several in flight. Partial sums are float32
+(double for a float64 sum); they are folded by warp shuffles then one word per warp in shared memory
+(lm_block_fold): the same order every run, no atomics. Thread 0 then runs the epilogue (bias, activation,
+residual, casts) on each output and stores.
 A block past the last output computes the last one again (all threads must reach the folds) and stores nothing.
 Where the sum's body is the stream times a factor that does not read the N axis (the input vector, or a fused
 producer of it such as the MLP's silu(gate) * up), that factor is computed once per block into shared memory
 before the loop: when the N axis's length is a multiple of GEMV_ROWS (a block's outputs share their other
-indices) and K is at most MAX_STAGED floats (launch.staged). A norm fused into that factor (norm_prologue.py)
+indices) and K values fit MAX_STAGED_BYTES (launch.staged). A norm fused into that factor (norm_prologue.py)
 has its row statistics computed first, split over the block and folded as a row kernel folds them.
 """
 
@@ -24,7 +25,7 @@ from luminal.compiler import hoist, ir
 from luminal.compiler.cuda.emitter import CudaEmitter
 from luminal.compiler.cuda.kernels import FOOT, head, pointers
 from luminal.compiler.cuda.launch import GEMV_ROWS, Launch, staged
-from luminal.compiler.dialects import CUDA
+from luminal.compiler.dialects import COMPUTE, CUDA
 from luminal.compiler.gemm_operands import decode
 from luminal.compiler.gemv_plan import GemvPlan
 from luminal.symbolic import var
@@ -39,7 +40,7 @@ def _stage(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, numel: str) -> list
     Its row statistics (a fused norm's sum of squares) are computed first, split over the block and folded, as
     a row kernel computes them (compiler/cuda/kernels.py); every thread reaches those folds."""
     r, extent = gemv.reduction.var, gemv.reduction.extent.value
-    lines = [f"  __shared__ float {STAGED}[{extent}];", "  {"]
+    lines = [f"  __shared__ {COMPUTE[gemv.vector.dtype]} {STAGED}[{extent}];", "  {"]
     lines += [f"    const int64_t lm_flat = lm_first < {numel} ? lm_first : {numel} - 1;"]
     lines += ["    " + s for s in decode("lm_flat", k.shape, tuple(range(len(k.shape))))]
     lines += [f"    const int64_t lm_lane = {CUDA.thread_index}, lm_group = {CUDA.block_size}; (void)lm_lane;"]
@@ -100,7 +101,7 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, sym
     lines = head(launch, buffers, symbols)
     lines += [f"  const int64_t lm_first = {CUDA.block_index} * {rows};"]
     lines += _stage(launch, k, gemv, numel) if staged(k, gemv) else []
-    lines += [f"  float lm_acc{j} = 0.0f;" for j in range(rows)]
+    lines += [f"  {COMPUTE[gemv.reduction.dtype]} lm_acc{j} = 0;" for j in range(rows)]
     lines += [f"  for (int64_t lm_c = {CUDA.thread_index}; lm_c < {chunks}; lm_c += {launch.block}) {{"]
     lines += [f"    const int64_t lm_k0 = lm_c * {gemv.width};"]
     for j in range(rows):
@@ -115,7 +116,8 @@ def _epilogue(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, numel: 
     out = ShapeTracker.contiguous(k.shape).index.render_c()
     axes = tuple(range(len(k.shape)))
     total = CUDA.round("lm_total", gemv.reduction.dtype)
-    lines = ["  if (threadIdx.x == 0) {", f"    const float lm_sums[{GEMV_ROWS}] = {{"]
+    acc = COMPUTE[gemv.reduction.dtype]
+    lines = ["  if (threadIdx.x == 0) {", f"    const {acc} lm_sums[{GEMV_ROWS}] = {{"]
     lines[-1] += ", ".join(f"lm_acc{j}" for j in range(GEMV_ROWS)) + "};"
     lines += [
         f"    for (int lm_j = 0; lm_j < {GEMV_ROWS}; lm_j++) {{",
@@ -123,7 +125,7 @@ def _epilogue(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, numel: 
         f"      if (lm_flat >= {numel}) break;",
     ]
     lines += ["      " + s for s in decode("lm_flat", k.shape, axes)]
-    lines += ["      const float lm_total = lm_sums[lm_j];", f"      const float lm_acc = {total};"]
+    lines += [f"      const {acc} lm_total = lm_sums[lm_j];", f"      const {acc} lm_acc = {total};"]
     e = CudaEmitter(pointers(launch))
     e.indent = 3
     value = e.emit(gemv.epilogue)

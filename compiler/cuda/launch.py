@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from luminal import dtypes as dt
 from luminal.compiler import attention_plan, gemv_plan, hoist, ir
 from luminal.compiler.gemm_plan import plan
 from luminal.symbolic import Expr, as_expr
@@ -43,7 +44,7 @@ GEMV_ROWS = 4  # outputs per GEMV block: 4 independent 16-byte loads in flight p
 GEMM_TILE = 64  # a block's output tile is 64 x 64 (compiler/cuda/gemm.py)
 # A thread per element sums up to this many steps on its own; longer reductions are split over a warp.
 THREAD_STEPS = 64
-MAX_STAGED = 8192  # floats of a GEMV's staged vector: 32 KiB, within the 48 KiB of static shared memory
+MAX_STAGED_BYTES = 32768  # a GEMV's staged vector (8192 floats), within the 48 KiB of static shared memory
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,12 @@ def row_statistics(k: ir.LoopKernel) -> bool:
 
 def staged(k: ir.LoopKernel, gemv: gemv_plan.GemvPlan) -> bool:
     """Whether the GEMV block computes the plan's vector once into shared memory (compiler/cuda/gemv.py): when
-    there is one, K is at most MAX_STAGED, and the N axis's length is a multiple of GEMV_ROWS (a block's outputs
+    there is one, K of it fit MAX_STAGED_BYTES, and the N axis's length is a multiple of GEMV_ROWS (a block's outputs
     share their other indices, so one vector serves them all)."""
     extent, last = gemv.reduction.extent, k.shape[-1]
-    if gemv.vector is None or not extent.is_const or extent.value > MAX_STAGED:
+    if gemv.vector is None or not extent.is_const:
+        return False
+    if extent.value * (8 if gemv.vector.dtype == dt.float64 else 4) > MAX_STAGED_BYTES:  # staged as its compute type
         return False
     return last.is_const and last.value % GEMV_ROWS == 0
 

@@ -10,7 +10,7 @@ Where it pays: the separate kernel stores the normalised row as float32 and ever
 bytes an element); inlined, a block reads the norm's inputs instead (the residual sum, stored by its producer's
 epilogue as compiler/fuse_residual.py arranges, and the norm's weight: 4 bytes an element in bf16, the residual
 read twice, the second time from L1). So a norm is inlined only when its readers are all GEMVs that stage it
-(K at most MAX_STAGED: the down projection's 8192 included), and when what its row reads per element is at most
+(K within MAX_STAGED_BYTES: the down projection's 8192 included), and when what its row reads per element is at most
 MAX_BYTES: a norm that still recomputes a long residual chain, or reads several wide inputs, stays a kernel.
 """
 

@@ -3,6 +3,7 @@ width, and that what it computes through the host shim is what the reference int
 
 import shutil
 
+import numpy as np
 import pytest
 
 import luminal as lm
@@ -64,3 +65,18 @@ def test_a_rows_own_sum_is_no_gemv():
     (x * x).sum(-1).output("out")
     program = lm.compile(g, "h100", cache=False)
     assert "gemv" not in {launch.shape for launch in launch_plan(program.kernels)}
+
+
+@needs_gxx
+def test_a_float64_gemv_sums_in_double():
+    """A float64 matrix-vector product (a permuted operand makes it a GEMV) accumulates and folds in double."""
+    import luminal.functional as F
+
+    g = lm.Graph()
+    a, b = g.input("a", (3, 70, 4), lm.float64), g.input("b", (9, 70), lm.float64)
+    F.matmul(a.permute(0, 2, 1), b.permute(1, 0)).output("y")
+    program = lm.compile(g, "h100", cache=False)
+    assert [launch.shape for launch in launch_plan(program.kernels)] == ["gemv"]
+    rng = np.random.default_rng(0)
+    feed = {"a": rng.standard_normal((3, 70, 4)), "b": rng.standard_normal((9, 70))}
+    assert_matches(ShimRuntime().load(program).run(feed), lm.run(g, feed))

@@ -76,6 +76,19 @@ def test_the_option_is_checked_and_leaves_the_cpu_target_alone():
     assert cpu[0] == cpu[1]
 
 
+@needs_gxx
+@pytest.mark.parametrize("half", [lm.float16, lm.bfloat16])
+def test_a_widened_half_output_keeps_its_float32_type(half):
+    """An output that only widens a half input holds half values, but it is the graph's output: float32 stays."""
+    g = lm.Graph()
+    x = g.input("x", (4, 5), half)
+    x.float().output("y")
+    program = lm.compile(g, "h100", cache=False)
+    assert program.kernels.buffers[program.kernels.outputs["y"][0]].dtype == lm.float32
+    feed = {"x": np.linspace(-2, 2, 20, dtype=np.float32).reshape(4, 5).astype(half.np)}
+    assert_matches(ShimRuntime().load(program).run(feed), lm.run(g, feed))
+
+
 def _llama_case():
     """The tiny Llama's prefill and decode step bound to one set of bf16 weights, and PyTorch's model of them."""
     import torch
