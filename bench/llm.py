@@ -1,7 +1,8 @@
 """Language-model serving on this machine: time to first token and decode tokens per second of the generation
 engine (compiled prefill + decode programs, continuous batching, resident KV cache) for one stream and for 16
 concurrent streams, against transformers' generate() on the same weights (one prompt, then the 16 prompts as one
-batch), in one run.
+batch) and, where llama-cpp-python is installed, llama.cpp on the same weights converted to GGUF (float32, and
+Q8_0 beside the int8 deployment: bench/gguf_llama.py, bench/llama_cpp_runner.py), in one run.
 
 The model is Llama-shaped with random weights (default ~100M parameters: 12 layers, hidden 768, GQA 12/4 heads,
 vocab 32000); the tokenizer is a word-level one over the vocabulary, since the bench feeds token ids.
@@ -127,6 +128,7 @@ def main() -> None:
             rows[f"luminal{kind}, {STREAMS} streams"] = engine_run(engine, prompts, args.new_tokens)
         rows["transformers generate(), 1 prompt"] = hf_run(hf, prompts[:1], args.new_tokens)
         rows[f"transformers generate(), batch of {STREAMS}"] = hf_run(hf, prompts, args.new_tokens)
+        rows.update(llama_cpp_rows(hf, folder, prompts, args))
     print(f"load average at end: {load()}")
     print(f"{'':44s} {'TTFT ms':>9s} {'tokens/s':>9s} {'decode tokens/s':>16s}")
     for name, (ttft, tps, decode) in rows.items():
@@ -149,9 +151,40 @@ def ratios(rows: dict[str, tuple[float, float, float]], column: int, label: str,
     for streams in ("1 stream", many) if args.int8 else ():
         ratio = rate(f"luminal int8, {streams}") / rate(f"luminal, {streams}")
         print(f"int8 / float32, {streams}, {label}: {ratio:.2f}x (goal >= 1.6x)")
+    for ours, theirs in (("luminal", "llama.cpp f32"), ("luminal int8", "llama.cpp Q8_0")):
+        for streams in ("1 stream", many) if f"{theirs}, 1 stream" in rows else ():
+            ratio = rate(f"{ours}, {streams}") / rate(f"{theirs}, {streams}")
+            print(f"{ours} / {theirs}, {streams}, {label}: {ratio:.2f}x")
     for streams in ("1 stream", many) if args.contiguous else ():
         ratio = rate(f"luminal, {streams}") / rate(f"luminal contiguous cache, {streams}")
         print(f"paged / contiguous KV cache, {streams}, {label}: {ratio:.2f}x")
+
+
+def llama_cpp_rows(hf, folder: Path, prompts: np.ndarray, args: argparse.Namespace) -> dict:
+    """llama.cpp on the same weights (GGUF, float32 and, with int8, Q8_0): 1 stream, then all streams at once.
+    Its greedy tokens for the first prompt are checked against transformers' (the GGUF conversion's test)."""
+    import llama_cpp_runner  # bench/ scripts, beside this one
+
+    missing = llama_cpp_runner.available()
+    if missing:
+        print(f"llama.cpp anchor left out: {missing}")
+        return {}
+    from gguf_llama import write_gguf
+
+    with torch.no_grad():
+        ids = torch.from_numpy(prompts[:1])
+        want = hf.generate(ids, max_new_tokens=8, do_sample=False, attention_mask=torch.ones_like(ids), pad_token_id=0)
+    rows = {}
+    for kind, q8_0 in (("f32", False), ("Q8_0", True))[: 2 if args.int8 else 1]:
+        path = write_gguf(hf, folder / f"{kind}.gguf", q8_0=q8_0)
+        runner = llama_cpp_runner.LlamaCpp(path, STREAMS, args.prompt + args.new_tokens)
+        first = runner.generate(prompts[:1], 8)[3][0]  # also the warm-up
+        same = sum(a == b for a, b in zip(first, want[0, prompts.shape[1] :].tolist()))
+        print(f"llama.cpp {kind}: {same} of the first prompt's 8 greedy tokens equal transformers'")
+        rows[f"llama.cpp {kind}, 1 stream"] = runner.generate(prompts[:1], args.new_tokens)[:3]
+        rows[f"llama.cpp {kind}, {STREAMS} streams"] = runner.generate(prompts, args.new_tokens)[:3]
+        runner.close()
+    return rows
 
 
 def load() -> str:
