@@ -11,10 +11,6 @@ loop runs what is there whenever the engine is free.
 
 A request taken that would overflow the batch is kept (in queue order) as the start of the next batch, never
 dropped and never re-queued.
-
-`idle` says when the former waits for a first request holding nothing: a request arriving then would leave
-alone at once, so the caller that brings it may run it itself (`scheduler/caller_runs.py`) without changing
-what the former would have done.
 """
 
 from __future__ import annotations
@@ -48,9 +44,6 @@ class BatchFormer:
         # Rows of the last batch formed: the load this worker last saw, so the rows worth waiting for. 1 (never
         # wait) at the start and after an idle wait that found nothing.
         self._expected_rows = 1
-        # True while next_batch waits for a first request with nothing carried (set by the worker's thread, read by
-        # callers deciding whether to run a lone request themselves).
-        self.idle = False
 
     @property
     def carried(self) -> int:
@@ -66,11 +59,7 @@ class BatchFormer:
         """The next batch's deliveries in queue order; empty when nothing arrived within `idle_wait_s`."""
         capacity = batch_capacity(policy, layout)
         if not self._carried:
-            self.idle = True
-            try:
-                self._take(capacity, idle_wait_s)
-            finally:
-                self.idle = False
+            self._take(capacity, idle_wait_s)
             if not self._carried:
                 self._expected_rows = 1  # idle for a whole wait: the load the last batches saw has gone
                 return []

@@ -32,14 +32,12 @@ from luminal.provisioner.backends import ThreadWorkers
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
 from luminal.provisioner.tenant_limits import TenantLimits
 from luminal.provisioner.worker_backends import open_worker_backend
-from luminal.scheduler.caller_runs import CallerRuns
 from luminal.scheduler.compile_jobs import ProcessCompileRunner, ThreadCompileRunner
 from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
 from luminal.scheduler.queues.base import RequestQueue
-from luminal.scheduler.queues.memory import MemoryQueue
 from luminal.scheduler.registry import WorkerRegistry, open_registry
 from luminal.scheduler.usage_drainer import UsageDrainer
 from luminal.scheduler.usage_journal import UsageJournal, replay
@@ -86,13 +84,10 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     heartbeat.start()
     if backend is not None:
         return Platform(settings, db, artifacts, compiles, backend, bootstrap_key, heartbeat=heartbeat)
-    queue, registry, provisioner, ledger, drainer, caller_runs = _start_scheduler(
-        settings, db, artifacts, heartbeat.replica_id
-    )
+    queue, registry, provisioner, ledger, drainer = _start_scheduler(settings, db, artifacts, heartbeat.replica_id)
     backend = SchedulerBackend(
-        queue, provisioner, settings.max_queue_depth, settings.request_timeout_s, settings.execution_timeout_s,
-        caller_runs,
-    )  # fmt: skip
+        queue, provisioner, settings.max_queue_depth, settings.request_timeout_s, settings.execution_timeout_s
+    )
     return Platform(
         settings, db, artifacts, compiles, backend, bootstrap_key, queue, registry, provisioner, ledger, heartbeat,
         usage_drainer=drainer,
@@ -101,7 +96,7 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
 
 def _start_scheduler(
     settings: Settings, db: Database, artifacts: ArtifactStore, gateway_id: str
-) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger | None, UsageDrainer | None, CallerRuns | None]:
+) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger | None, UsageDrainer | None]:
     queue = open_queue(settings.queue_url, settings.queue_namespace)
     registry = open_registry(settings.queue_url, settings.queue_namespace)
     sql_ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)
@@ -113,17 +108,13 @@ def _start_scheduler(
     # Bills what thread workers answered before an earlier process was killed (whatever the backend is now).
     journal_dir = settings.data_dir / "usage-journal"
     replay(journal_dir, sql_ledger)
-    ledger = caller_runs = None  # worker processes keep their own ledger, and their requests go through Redis
+    ledger = None  # worker processes keep their own
     if settings.worker_backend != "thread":
         worker_backend = open_worker_backend(settings, registry)
     else:
         programs = ProgramCache(artifacts.local_path)
         ledger = BufferedLedger(sql_ledger, UsageJournal(journal_dir))
-        # Idle thread workers let the event loop run a lone request itself; not on Redis, where a request must
-        # go through its stream to survive this process.
-        if isinstance(queue, MemoryQueue):
-            caller_runs = CallerRuns(settings.caller_runs_max_ms / 1000)
-        worker_backend = ThreadWorkers(queue, programs, ledger, registry, caller_runs=caller_runs)
+        worker_backend = ThreadWorkers(queue, programs, ledger, registry)
     scaling = ProvisionerSettings(
         target_per_replica=settings.scale_target_per_replica,
         idle_to_zero_s=settings.scale_to_zero_after_s,
@@ -145,7 +136,7 @@ def _start_scheduler(
         lease=lease,
     )
     provisioner.start()
-    return queue, registry, provisioner, ledger, drainer, caller_runs
+    return queue, registry, provisioner, ledger, drainer
 
 
 def _ready_specs(db: Database) -> list[WorkerSpec]:

@@ -12,7 +12,6 @@ from typing import Protocol
 
 from luminal.provisioner.device_offer import DeviceOffer, local_offer
 from luminal.scheduler.billing import UsageLedger
-from luminal.scheduler.caller_runs import CallerRuns
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
@@ -111,18 +110,13 @@ class ThreadWorkers:
         registry: WorkerRegistry,
         clock: Clock = SYSTEM_CLOCK,  # times the cold starts
         offer: DeviceOffer | None = None,  # None: this machine's CPU and its default GPU
-        caller_runs: CallerRuns | None = None,  # where idle workers let callers run lone requests in their place
     ):
         self.queue, self.programs, self.ledger, self.registry = queue, programs, ledger, registry
-        self.caller_runs = caller_runs
         self.clock = clock
         self.offer = offer if offer is not None else local_offer().default_device_only()
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
         device = checked_device(self.offer, spec)
         worker_id = new_worker_id(spec.deployment_id)
-        worker = Worker(
-            spec, self.queue, self.programs, self.ledger, self.registry, worker_id, device=device,
-            caller_runs=self.caller_runs,
-        )  # fmt: skip
+        worker = Worker(spec, self.queue, self.programs, self.ledger, self.registry, worker_id, device=device)
         return _ThreadHandle(worker, spec, self.clock)

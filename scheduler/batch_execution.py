@@ -45,9 +45,6 @@ class BatchExecutor:
     ledger: UsageLedger | None  # None: the queue stores each batch's usage record with its answers
     layout: BatchLayout | None
     policy: BatchPolicy
-    # Seconds the latest successful program run took (None before the first): what running one more lone request
-    # would cost whoever runs it (`scheduler/caller_runs.py` lets only quick ones hold up an event loop).
-    last_run_s: float | None = None
 
     def execute(self, run: RunProgram, deliveries: list[Delivery]) -> None:
         by_id = {d.request.id: d for d in deliveries}
@@ -111,7 +108,7 @@ class BatchExecutor:
             log.exception("deployment %s: batch of %d failed", self.spec.deployment_id, len(group))
             reason = f"the batch failed: {type(e).__name__}: {e}"[:MAX_ERROR_CHARS]
             return [([(r, InferenceResult(r.id, FAILED, error=reason)) for r in group], None)]
-        seconds = self.last_run_s = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
         record = UsageRecord(
             batch_id=uuid.uuid4().hex,
             deployment_id=self.spec.deployment_id,

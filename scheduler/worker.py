@@ -2,8 +2,7 @@
 start), then forms batches from the deployment's queue, executes them and heartbeats between batches.
 
 The same loop runs in a thread of the embedded platform and in a worker process of the distributed one; only
-the queue, ledger and registry objects it is given differ. A thread worker given a `CallerRuns` also lets a
-caller run a lone request in its place while it is idle (`serve_now`, `scheduler/caller_runs.py`).
+the queue, ledger and registry objects it is given differ.
 """
 
 from __future__ import annotations
@@ -14,18 +13,15 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 
 from luminal.batching.former import BatchFormer
 from luminal.batching.layout import BatchLayout
 from luminal.batching.policy import BatchPolicy
-from luminal.scheduler.batch_execution import BatchExecutor, RunProgram
+from luminal.scheduler.batch_execution import BatchExecutor
 from luminal.scheduler.billing import UsageLedger
-from luminal.scheduler.caller_runs import CallerRuns
 from luminal.scheduler.programs import ProgramCache
-from luminal.scheduler.queues.base import Delivery, RequestQueue
+from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import UnknownWorker, WorkerInfo, WorkerRegistry
-from luminal.scheduler.work import InferenceRequest
 from luminal.scheduler.worker_spec import WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -45,16 +41,6 @@ def batching_for(spec: WorkerSpec) -> tuple[BatchLayout | None, BatchPolicy]:
     return layout, BatchPolicy.from_deployment(spec.max_batch_size, spec.max_queue_delay_ms)
 
 
-@dataclass(frozen=True)
-class _Serving:
-    """What a serving worker runs batches with, shared with the callers that run a request in its place."""
-
-    former: BatchFormer
-    executor: BatchExecutor
-    run: RunProgram  # the loaded program's
-    stop: threading.Event
-
-
 class Worker:
     def __init__(
         self,
@@ -66,27 +52,15 @@ class Worker:
         worker_id: str | None = None,
         reclaim_idle_s: float = 30.0,
         device: str = "cpu",  # the GPU type it runs on (chosen by its backend): what its batches are billed as
-        caller_runs: CallerRuns | None = None,  # thread workers on the in-memory queue: callers may run for it
     ):
         if ledger is None and not getattr(queue, "stores_usage", False):
             raise ValueError(f"{type(queue).__name__} does not store usage records: the worker needs a ledger")
-        if caller_runs is not None and not hasattr(queue, "deliver_now"):
-            # A request handed over outside the queue's own storage (Redis) would not survive this process.
-            raise ValueError(f"{type(queue).__name__} cannot hand a request to a caller: no caller_runs with it")
         self.spec, self.queue, self.programs, self.ledger, self.registry = spec, queue, programs, ledger, registry
         self.worker_id = worker_id or new_worker_id(spec.deployment_id)
         # A delivery unacknowledged this long belongs to a worker that died (or hangs): another one takes it.
         self.reclaim_idle_s = reclaim_idle_s
         self.device = device
         self.ready = threading.Event()
-        self.caller_runs = caller_runs
-        # Held while a batch executes, by the worker's thread or by a caller in its place: one at a time.
-        self._executing = threading.Lock()
-        self._serving: _Serving | None = None
-
-    @property
-    def deployment_id(self) -> int:
-        return self.spec.deployment_id
 
     def run(self, stop: threading.Event) -> None:
         started = time.time()
@@ -121,26 +95,11 @@ class Worker:
         layout, policy = batching_for(self.spec)
         former = BatchFormer(self.queue, self.spec.deployment_id, self.worker_id)
         executor = BatchExecutor(self.spec, self.worker_id, self.device, self.queue, self.ledger, layout, policy)
-        self._serving = _Serving(former, executor, run, stop)
-        if self.caller_runs is not None:
-            self.caller_runs.add(self)
-        try:
-            self._loop(self._serving, layout, policy)
-        finally:
-            if self.caller_runs is not None:
-                self.caller_runs.remove(self)
-            self._serving = None
-        # Requests the former took for a next batch are served before the worker goes, not left to a reclaim.
-        while former.carried:
-            self._execute(executor, run, former.next_batch(policy, layout, 0.0))
-
-    def _loop(self, serving: _Serving, layout: BatchLayout | None, policy: BatchPolicy) -> None:
-        former, executor, run, stop = serving.former, serving.executor, serving.run, serving.stop
         last_beat = last_reclaim = time.monotonic()
         while not stop.is_set():
             deliveries = former.next_batch(policy, layout, IDLE_WAIT_S)
             if deliveries:
-                self._execute(executor, run, deliveries)
+                executor.execute(run, deliveries)
             now = time.monotonic()
             if now - last_reclaim >= RECLAIM_EVERY_S:
                 last_reclaim = now
@@ -148,44 +107,10 @@ class Worker:
                     self.spec.deployment_id, self.worker_id, self.reclaim_idle_s, policy.max_batch_size
                 )
                 for delivery in reclaimed:  # one at a time: together they could exceed the batch limit
-                    self._execute(executor, run, [delivery])
+                    executor.execute(run, [delivery])
             if now - last_beat >= HEARTBEAT_S:
                 last_beat = now
                 self._heartbeat(stop)
-
-    def _execute(self, executor: BatchExecutor, run: RunProgram, deliveries: list[Delivery]) -> None:
-        with self._executing:
-            executor.execute(run, deliveries)
-
-    # --- a caller running a lone request in this worker's place (scheduler/caller_runs.py) ---
-
-    def may_serve_now(self, max_run_s: float) -> bool:
-        """Idle (its former waits for a first request, holding nothing) and its latest run took at most `max_run_s`:
-        a look without the lock, so it may be stale by the time the caller acts; `serve_now` checks again."""
-        serving = self._serving
-        if serving is None or not serving.former.idle or serving.stop.is_set():
-            return False
-        last = serving.executor.last_run_s
-        return last is not None and last <= max_run_s
-
-    def serve_now(self, request: InferenceRequest, max_run_s: float) -> bool:
-        """Execute `request` on the calling thread, as this worker's consumer, if the worker is idle and nothing of
-        its deployment is queued; whether it did (if not, nothing changed and the request is the caller's to
-        submit). Its result is in the queue when this returns True.
-
-        A request the worker's thread takes from the queue at the instant the caller looks may still see the
-        former idle: then both run, one after the other (the executing lock), as a worker thread would run them
-        had they come a moment apart."""
-        if not self.may_serve_now(max_run_s) or not self._executing.acquire(blocking=False):
-            return False
-        try:
-            serving = self._serving
-            if serving is None or not serving.former.idle or serving.stop.is_set():
-                return False
-            delivery = self.queue.deliver_now(request, self.worker_id)
-            if delivery is None:
-                return False
-            serving.executor.execute(serving.run, [delivery])
-            return True
-        finally:
-            self._executing.release()
+        # Requests the former took for a next batch are served before the worker goes, not left to a reclaim.
+        while former.carried:
+            executor.execute(run, former.next_batch(policy, layout, 0.0))

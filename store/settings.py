@@ -89,12 +89,6 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(default=60.0, gt=0, le=3600, description="longest wait before execution")
     # How long the gateway waits for a batch to run once it has started, before it answers 504.
     execution_timeout_s: float = Field(default=300.0, gt=0, le=86400, description="longest batch execution")
-    # Embedded platform: a lone request of a deployment whose worker thread is idle runs on the gateway's event
-    # loop (two thread wake-ups fewer) when the program's latest run took at most this long; that is the longest
-    # the loop then keeps other requests waiting. 0: every request is handed to a worker thread.
-    caller_runs_max_ms: float = Field(
-        default=10.0, ge=0, le=1000, description="longest program run the event loop does itself when a worker idles"
-    )
     # A delivery left unacknowledged this long is taken over by another worker (its worker died or hung).
     reclaim_idle_s: float = Field(default=30.0, gt=0, description="seconds before a stuck delivery is reclaimed")
     # Where workers run: "thread" (in the serving process; the embedded default), "process" (local worker

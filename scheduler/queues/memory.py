@@ -71,20 +71,6 @@ class MemoryQueue:
     async def enqueue(self, request: InferenceRequest, max_depth: int) -> None:
         self.submit(request, max_depth)  # nothing to wait for: the queue is in this process
 
-    def deliver_now(self, request: InferenceRequest, consumer: str) -> Delivery | None:
-        """Admit `request` and hand it to `consumer` at once, as if it had been submitted and taken, when nothing
-        of its deployment is queued (then it is what the next take would return, whatever its priority). None,
-        having changed nothing, when requests are queued: it must then wait its turn through `submit`. Nobody is
-        woken: the consumer is the caller (`scheduler/caller_runs.py`). Admission cannot refuse it, since the
-        deployment's queue is empty."""
-        with self._cond:
-            self._check_open()
-            if self._queued.get(request.deployment_id):
-                return None
-            delivery = Delivery(request, tag=f"{request.deployment_id}-{next(self._sequence)}")
-            self._taken[delivery.tag] = _Taken(delivery, consumer, time.monotonic())
-            return delivery
-
     async def wait_result(self, request_id: str, timeout: float) -> InferenceResult:
         loop = asyncio.get_running_loop()
         with self._cond:

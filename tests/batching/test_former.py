@@ -154,23 +154,6 @@ def test_a_worker_that_waited_idle_forgets_the_load_and_answers_at_once():
     assert former.clock.monotonic() - former_start(former) == 2.0  # left on its arrival, not 0.5 s later
 
 
-def test_the_former_is_idle_only_while_it_waits_for_a_first_request_holding_nothing():
-    # A caller may run a request in the worker's place only while the former is idle (scheduler/caller_runs.py):
-    # never while it holds requests waiting for company, nor between batches.
-    last = [req() for _ in range(2)]
-    first, second = req(), req()
-    former, queue = former_over([*((0.0, r) for r in last), (1.0, first), (1.125, second)])
-    seen: list[bool] = []
-    take = queue.take
-    queue.take = lambda *args: seen.append(former.idle) or take(*args)
-    policy = BatchPolicy(8, 0.5)
-    assert not former.idle
-    former.next_batch(policy, LAYOUT, idle_wait_s=5.0)  # 2 rows: the next batch waits for company
-    assert ids(former.next_batch(policy, LAYOUT, idle_wait_s=5.0)) == [first.id, second.id]
-    assert seen == [True, True, False]  # idle in each first take; holding `first`, it waits for company, not idle
-    assert not former.idle
-
-
 def test_an_overflowing_request_is_carried_to_the_next_batch_in_order():
     requests = [req(2), req(3), req(1), req(1)]
     former, queue = former_over([(0.0, r) for r in requests])
