@@ -9,7 +9,9 @@ each process's user+system CPU from /proc before and after: the gateway, the wor
 embedded mode the worker is a thread of the gateway) and the Redis server (`INFO cpu`; other users of that
 Redis count too, so it is a ceiling). The plain FastAPI server of bench/serve.py, calling the same program, is
 measured the same way: the HTTP cost every mode pays, so the platform's own work is the rest. Wall p50 is
-printed beside, as measured.
+printed beside, as measured. So are each process's voluntary context switches per request (its threads' waits
+that ended: hand-offs between threads, blocking reads, and an OpenMP team's futex sleeps, which are ~100 per
+run once libgomp throttles its spinning), which tell a hand-off from work.
 
 `python bench/serving_cpu.py [--requests N] [--queue-url redis://host:port/db]`
 """
@@ -44,6 +46,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * TICK_S
 
 
+def sleeps(pid: int) -> int:
+    """Voluntary context switches of all the process's threads so far, from /proc/PID/task/*/status."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        total += sum(int(line.split()[1]) for line in status.splitlines() if line.startswith("voluntary_ctxt"))
+    return total
+
+
 def redis_cpu(url: str) -> float:
     import redis
 
@@ -72,6 +86,7 @@ def measure(target: str, key: str, pids: dict[str, int], queue_url: str | None, 
     for _ in range(50):  # warm
         client.post(target, json=payload).raise_for_status()
     before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    slept = {name: sleeps(pid) for name, pid in pids.items()}
     redis_before = redis_cpu(queue_url) if queue_url else 0.0
     walls = []
     for _ in range(requests):
@@ -79,11 +94,17 @@ def measure(target: str, key: str, pids: dict[str, int], queue_url: str | None, 
         client.post(target, json=payload).raise_for_status()
         walls.append((time.perf_counter() - start) * 1e3)
     out = {name: (cpu_seconds(pid) - before[name]) * 1e3 / requests for name, pid in pids.items()}
+    out |= {f"{name} sleeps": (sleeps(pid) - slept[name]) / requests for name, pid in pids.items()}
     if queue_url:
         out["redis server"] = (redis_cpu(queue_url) - redis_before) * 1e3 / requests
     out["wall p50"] = statistics.median(walls)
     client.close()
     return out
+
+
+def print_row(mode: str, name: str, value: float) -> None:
+    unit = "wall ms" if name == "wall p50" else "switches" if name.endswith("sleeps") else "CPU ms"
+    print(f"    {mode:<10}{name:<24}{value:>12.3f} {unit}")
 
 
 def main() -> None:
@@ -108,11 +129,10 @@ def main() -> None:
                 deploy(client, small, "small", max_batch_size=1, delay_ms=0)
                 client.close()
             print(f"load average {os.getloadavg()[0]:.2f}; {args.requests} sequential small-model requests per mode")
-            print(f"    {'mode':<10}{'process':<16}{'CPU ms/request':>16}")
+            print(f"    {'mode':<10}{'process':<24}{'per request':>12}")
             plain_figures = measure(f"{plain_url}/infer", key, {"server": plain.pid}, None, args.requests)
             for name, value in plain_figures.items():
-                unit = "" if name != "wall p50" else " (wall ms)"
-                print(f"    {'plain':<10}{name + unit:<16}{value:>16.3f}")
+                print_row("plain", name, value)
             for mode, (process, url, _) in platforms.items():
                 pids = {"gateway": process.pid}
                 if mode == "Redis":
@@ -120,8 +140,7 @@ def main() -> None:
                 target = f"{url}/v2/models/small/infer"
                 figures = measure(target, key, pids, args.queue_url if mode == "Redis" else None, args.requests)
                 for name, value in figures.items():
-                    unit = "" if name != "wall p50" else " (wall ms)"
-                    print(f"    {mode:<10}{name + unit:<16}{value:>16.3f}")
+                    print_row(mode, name, value)
             print(f"load average at the end {os.getloadavg()[0]:.2f}")
         finally:
             plain.terminate()

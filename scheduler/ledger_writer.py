@@ -50,7 +50,11 @@ class BufferedLedger:
                     log.exception("usage record of batch %s not journaled", record.batch_id)
             self._pending.append(record)
             self._queued += 1
-            self._cond.notify_all()
+            # Only a writer waiting for a first record needs waking (or a full gather): one gathering already
+            # wakes at its deadline. A wake per record would cost the serving threads a GIL hand-off per batch,
+            # just as they answer it.
+            if len(self._pending) == 1 or len(self._pending) >= MAX_GATHERED:
+                self._cond.notify_all()
         return True
 
     def flush(self, timeout: float = 10.0) -> bool:

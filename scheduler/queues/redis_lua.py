@@ -30,14 +30,23 @@ return {queued, pending}
 """
 )
 
-# ARGV: group, level, max_depth, request id, encoded request. Returns {1, depth after} or {0, depth} (refused).
-# The group is created with the stream, from id 0, so no request can ever be added to a stream without one.
+# ARGV: group, level, max_depth, request id, encoded request. Returns {1, at most the depth after} or {0, depth}
+# (refused). The streams' lengths (queued + pending, a stream holds nothing else) bound the queued count from
+# above: only when they reach max_depth are the pending ones counted. Ten XLENs instead of thirty calls on the
+# way of every request, and the same answer. The group is created with the stream, from id 0, so no request
+# can ever be added to a stream without one.
 SUBMIT = (
     _COUNTS
     + """
-local queued = counts(KEYS, ARGV[1])
+local queued = 0
+for _, stream in ipairs(KEYS) do
+  queued = queued + redis.call('XLEN', stream)
+end
 if queued >= tonumber(ARGV[3]) then
-  return {0, queued}
+  queued = counts(KEYS, ARGV[1])
+  if queued >= tonumber(ARGV[3]) then
+    return {0, queued}
+  end
 end
 local stream = KEYS[tonumber(ARGV[2])]
 if redis.call('EXISTS', stream) == 0 then

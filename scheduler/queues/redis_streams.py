@@ -2,10 +2,12 @@
 
 Per deployment, one stream per priority level (so the most urgent level is read first) and one consumer group
 on all of them; each worker is a consumer. An idle worker blocks in XREADGROUP on all its levels, so Redis hands
-it the next request as it arrives. A delivered request stays pending under its consumer until `complete` stores
-the result (RPUSH to a per-request list, with a TTL) and acknowledges it in one atomic script (`complete_all`: a
-whole batch in one call, with the batch's usage record for `UsageDrainer` when the worker gives it); `reclaim`
-moves what a dead consumer left pending (XAUTOCLAIM). `wait_result` is a BLPOP on the result list, so any gateway
+it the next request as it arrives; a worker whose last look found the queue empty goes straight to that blocking
+read (which returns at once what arrived meanwhile), so at low load a request costs it no take script. A
+delivered request stays pending under its consumer until `complete` stores the result (RPUSH to a per-request
+list, with a TTL) and acknowledges it in one atomic script (`complete_all`: a whole batch in one call, with the
+batch's usage record for `UsageDrainer` when the worker gives it); `reclaim` moves what a dead consumer left
+pending (XAUTOCLAIM). `wait_result` is a BLPOP on the result list, so any gateway
 replica can wait for any request; the gateway's admission and wait go through a lean client (`resp_async.py`),
 and a worker's take, blocking read and completion through its blocking twin (`resp_sync.py`).
 Admission, taking and completion are Lua scripts (`redis_lua.py`), so replicas and workers never race on a depth
@@ -83,7 +85,10 @@ class RedisStreamsQueue:
         # Deliveries a blocking read claimed beyond what its take wanted (requests that arrived on several levels
         # at once), per (deployment, consumer): the next take of that consumer returns them first.
         self._spare: dict[tuple[int, str], list[Delivery]] = {}
-        self._spare_lock = threading.Lock()
+        self._spare_lock = threading.Lock()  # guards both
+        # Consumers whose last look at their deployment's queue found nothing more queued: their next take that may
+        # wait blocks at once (`take`).
+        self._empty_when_looked: set[tuple[int, str]] = set()
         self._grouped: set[int] = set()  # deployments whose streams all exist with the group
 
     # --- keys ---
@@ -172,29 +177,66 @@ class RedisStreamsQueue:
     def take(self, deployment_id: int, consumer: str, max_items: int, wait_s: float) -> list[Delivery]:
         if max_items < 1:
             raise ValueError(f"max_items must be at least 1, got {max_items}")
-        streams = self._streams(deployment_id)
+        key = (deployment_id, consumer)
         give_up_at = time.monotonic() + max(wait_s, 0.0)
-        taken = self._live(self._spares(deployment_id, consumer, max_items))
-        while len(taken) < max_items:
-            wanted = max_items - len(taken)
-            entries = self._worker_script(redis_lua.TAKE, self._take_now, streams, [GROUP, consumer, wanted])
-            taken += self._live([self._delivery(deployment_id, *entry) for entry in entries])
-            if len(entries) == wanted:
-                continue  # some were expired (answered already): more may be queued behind them
+        while True:
+            # A consumer whose last look found nothing queued goes straight to the blocking read, which returns at
+            # once whatever arrived since: the take script first would cost a round trip per request at low load.
+            taken = []
+            if wait_s <= 0 or not self._found_empty(key):
+                taken = self._take_queued(deployment_id, consumer, max_items)
             remaining = give_up_at - time.monotonic()
             if taken or remaining <= 0:
-                break
+                return taken
             # Nothing is queued: block until a request arrives, which Redis then hands to this consumer directly
             # (one round trip from its arrival to the worker, and one idle worker woken per request).
-            taken = self._live(self._block_for(deployment_id, consumer, wanted, min(remaining, MAX_BLOCK_S)))
+            taken = self._live(self._block_for(deployment_id, consumer, max_items, min(remaining, MAX_BLOCK_S)))
             if taken:
-                break
-        return taken
+                return taken
+
+    def _take_queued(self, deployment_id: int, consumer: str, max_items: int) -> list[Delivery]:
+        """Up to `max_items` of what is queued and what this consumer holds from an earlier blocking read, most
+        urgent first, FIFO within a level; what it holds beyond them it keeps for its next take."""
+        key = (deployment_id, consumer)
+        with self._spare_lock:
+            held = self._spare.pop(key, [])
+        candidates = self._live(held)
+        fresh = 0
+        while fresh < max_items:
+            wanted = max_items - fresh
+            entries = self._worker_script(
+                redis_lua.TAKE, self._take_now, self._streams(deployment_id), [GROUP, consumer, wanted]
+            )
+            self._note_found_empty(key, len(entries) < wanted)
+            live = self._live([self._delivery(deployment_id, *entry) for entry in entries])
+            candidates += live
+            fresh += len(live)
+            if len(entries) < wanted:
+                break  # the queue is empty (when it fell short only by expired ones, more may be behind them)
+        if held:  # held ones are older, but a more urgent request may have been queued since
+            candidates.sort(key=_urgency)
+        if len(candidates) > max_items:
+            with self._spare_lock:
+                self._spare.setdefault(key, [])[:0] = candidates[max_items:]
+        return candidates[:max_items]
+
+    def _found_empty(self, key: tuple[int, str]) -> bool:
+        """Whether the consumer's last look (a take script or a blocking read) found nothing more queued, and it
+        holds nothing from a blocking read."""
+        with self._spare_lock:
+            return key in self._empty_when_looked and not self._spare.get(key)
+
+    def _note_found_empty(self, key: tuple[int, str], empty: bool) -> None:
+        with self._spare_lock:
+            if empty:
+                self._empty_when_looked.add(key)
+            else:
+                self._empty_when_looked.discard(key)
 
     def _block_for(self, deployment_id: int, consumer: str, wanted: int, seconds: float) -> list[Delivery]:
         """What a blocking XREADGROUP on every level claims within `seconds`, at most `wanted`, most urgent first.
-        Blocked, it gets the first request to arrive; requests that arrived on several levels just before it
-        was called come together, and those beyond `wanted` are kept for this consumer's next take."""
+        Blocked, it gets the first request to arrive; requests that arrived on several levels before it was
+        called come together, and those beyond `wanted` are kept for this consumer's next take."""
         streams = self._streams(deployment_id)
         if deployment_id not in self._grouped:  # once: streams are never deleted while the platform runs
             self._ensure_groups(keys=streams, args=[GROUP])
@@ -211,6 +253,7 @@ class RedisStreamsQueue:
                 reply = self._redis.xreadgroup(GROUP, consumer, wanted_streams, count=wanted, block=block_ms)
         except redis.ResponseError:  # NOGROUP: the streams were deleted (a namespace wiped): made again next time
             self._grouped.discard(deployment_id)
+            self._note_found_empty((deployment_id, consumer), False)
             return []
         level_of = {stream.encode(): level for level, stream in zip(LEVELS, streams)}
         claimed = [
@@ -218,19 +261,13 @@ class RedisStreamsQueue:
             for name, entries in reply or []
             for entry_id, fields in entries
         ]
-        claimed.sort(key=lambda d: _parse_tag(d.tag)[0])  # stable: FIFO within a level
+        # COUNT applies per stream: fewer than `wanted` in all means every level gave all it had.
+        self._note_found_empty((deployment_id, consumer), len(claimed) < wanted)
+        claimed.sort(key=_urgency)
         if len(claimed) > wanted:
             with self._spare_lock:
                 self._spare.setdefault((deployment_id, consumer), []).extend(claimed[wanted:])
         return claimed[:wanted]
-
-    def _spares(self, deployment_id: int, consumer: str, max_items: int) -> list[Delivery]:
-        with self._spare_lock:
-            spare = self._spare.get((deployment_id, consumer))
-            if not spare:
-                return []
-            given, spare[:] = spare[:max_items], spare[max_items:]
-            return given
 
     def complete(self, delivery: Delivery, result: InferenceResult) -> None:
         """Stores the result and acknowledges in one atomic script; a delivery completed before (by a consumer
@@ -357,6 +394,13 @@ def _runs_on(loop: asyncio.AbstractEventLoop) -> bool:
         return asyncio.get_running_loop() is loop
     except RuntimeError:
         return False
+
+
+def _urgency(delivery: Delivery) -> tuple[int, int, int]:
+    """Most urgent level first, then arrival order within it (a stream entry id is milliseconds-sequence)."""
+    level, entry_id = _parse_tag(delivery.tag)
+    millis, _, sequence = entry_id.partition("-")
+    return level, int(millis), int(sequence or 0)
 
 
 def _parse_tag(tag: str) -> tuple[int, str]:

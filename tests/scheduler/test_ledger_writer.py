@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+from luminal.scheduler import ledger_writer
 from luminal.scheduler.billing import UsageRecord
 from luminal.scheduler.ledger_writer import BufferedLedger
 
@@ -63,3 +64,27 @@ def test_close_writes_what_is_buffered():
     threading.Timer(0.1, gate.set).start()
     ledger.close()
     assert len(inner.written) == 3
+
+
+def test_only_a_writer_waiting_for_a_first_record_is_woken(monkeypatch):
+    # A wake per record would hand the GIL to the writer as each batch is answered; one gathering wakes at its
+    # deadline anyway.
+    notified = []
+
+    class CountingCondition(threading.Condition):
+        def notify_all(self):
+            notified.append(self)
+            super().notify_all()
+
+    monkeypatch.setattr(ledger_writer.threading, "Condition", CountingCondition)
+    gate = threading.Event()  # the database holds the first write: the writer is busy with records in hand
+    inner = FlakyLedger(gate=gate)
+    ledger = BufferedLedger(inner)
+    for i in range(5):
+        ledger.record(record(i))
+    # The first record woke it; the others found it busy with that one.
+    assert [c for c in notified if c is ledger._cond] == [ledger._cond]
+    gate.set()
+    assert ledger.flush(timeout=10)
+    assert list(inner.written) == [f"b{i}" for i in range(5)]
+    ledger.close()
