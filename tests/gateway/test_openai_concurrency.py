@@ -94,6 +94,10 @@ def test_a_long_prompt_is_prefilled_in_chunks_between_running_streams_steps(worl
         answer = world.client().completions.create(model="tiny-llama", prompt=prompt, max_tokens=n, temperature=0,
                                                    extra_body={"ignore_eos": True})  # fmt: skip
         singles.append((answer.choices[0].text, "length"))
+    deadline = time.monotonic() + 10  # a single's answer can reach us before its row leaves the engine's rows
+    while engine.busy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not engine.busy  # so the two rows counted below are the two short streams
     chunk, step, rounds = engine.model.chunk, engine.model.step, engine.chunked.tokens_per_round
     events = []  # ("chunk", first position) or ("step", rows), in the order the engine ran them
 
@@ -124,4 +128,4 @@ def test_a_long_prompt_is_prefilled_in_chunks_between_running_streams_steps(worl
         engine.chunked.tokens_per_round = rounds
     continued = [k for k, (kind, start) in enumerate(events) if kind == "chunk" and start > 0]
     assert len(continued) >= 3  # the long prompt took several chunks
-    assert all(events[k - 1] == ("step", 2) for k in continued)  # each after a step of both running streams
+    assert all(events[k - 1] == ("step", 2) for k in continued), events  # each after a step of both streams

@@ -34,7 +34,8 @@ def test_half_activations_are_stored_as_msl_half_types(model):
     moved = {name for name, d in _temps(half).items() if d != _temps(wide)[name]}
     assert moved and all(_temps(wide)[n] == lm.float32 and _temps(half)[n] == HALF_MODELS[model] for n in moved)
     assert _temp_bytes(half) < _temp_bytes(wide)
-    assert memory.upper_bound_plan(half).arena_bytes < memory.upper_bound_plan(wide).arena_bytes
+    # The arena's peak may be set by buffers that keep float32 (outputs keep their graph type): never larger.
+    assert memory.upper_bound_plan(half).arena_bytes <= memory.upper_bound_plan(wide).arena_bytes
     msl = lm.compile(g, "m2", cache=False).source
     spelled = {lm.bfloat16: "bfloat", lm.float16: "half"}[HALF_MODELS[model]]
     assert f"device {spelled}* _q0 [[buffer(0)]]" in msl  # a kernel storing into a half activation
