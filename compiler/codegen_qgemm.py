@@ -11,7 +11,7 @@ at a time is dotted with QM rows of A (4 while 4 remain, then one at a time: one
 so each int8 block is widened once for every A row and the A rows' accumulators are independent. One weight row
 at a time keeps the weight read a single sequential stream, which the hardware prefetcher follows: dotting four
 rows at once (four interleaved streams of 12 cache lines each at K = 768) read 5.7 G weights/s on one thread of
-this project's AMD EPYC, one row at a time 16-18 (the int8 decode step: 10.2 -> 5.7 ms, bench/step_kernels.py
+this project's AMD EPYC, one row at a time 16-18 (the int8 decode step: 10.2 -> 4.8 ms, bench/step_kernels.py
 --quantize int8). A is read in place when it is a strided matrix (compiler/gemm_operands.py), else evaluated once
 into rows. The rest of the kernel body (bias, activation, residual) runs on each dot product, as in the float GEMM.
 """

@@ -78,8 +78,8 @@ def row_statistics(k: ir.LoopKernel) -> bool:
 
 def staged(k: ir.LoopKernel, gemv: gemv_plan.GemvPlan) -> bool:
     """Whether the GEMV block computes the plan's vector once into shared memory (compiler/cuda/gemv.py): when
-    there is one, K of it fit MAX_STAGED_BYTES, and the N axis's length is a multiple of GEMV_ROWS (a block's outputs
-    share their other indices, so one vector serves them all)."""
+    there is one, its K values fit MAX_STAGED_BYTES, and the N axis's length is a multiple of GEMV_ROWS (a
+    block's outputs share their other indices, so one vector serves them all)."""
     extent, last = gemv.reduction.extent, k.shape[-1]
     if gemv.vector is None or not extent.is_const:
         return False
