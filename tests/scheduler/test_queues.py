@@ -351,6 +351,15 @@ def test_redis_answers_undecodable_entries_instead_of_redelivering_them(redis_na
         queue.close()
 
 
+def _low_then_urgent(queue) -> tuple[list, list]:
+    """Three requests at level 9, then two at level 1, queued (their ids in order)."""
+    low = [request(priority=9, value=v) for v in range(3)]
+    urgent = [request(priority=1, value=v) for v in range(2)]
+    for req in low + urgent:
+        queue.submit(req, max_depth=10)
+    return low, urgent
+
+
 def test_redis_blocking_read_keeps_what_it_claimed_beyond_the_take_for_the_next_one(redis_namespace):
     """Requests on several levels reach an idle worker's blocking read together: it claims some of each, hands
     the most urgent over and keeps the rest, in order, for the next take; none is left pending unseen."""
@@ -359,10 +368,7 @@ def test_redis_blocking_read_keeps_what_it_claimed_beyond_the_take_for_the_next_
 
     queue = RedisStreamsQueue(REDIS_URL, redis_namespace)
     try:
-        low = [request(priority=9, value=v) for v in range(3)]
-        urgent = [request(priority=1, value=v) for v in range(2)]
-        for req in low + urgent:
-            queue.submit(req, max_depth=10)
+        low, urgent = _low_then_urgent(queue)
         got = queue._block_for(DEPLOYMENT, "w1", wanted=2, seconds=1)  # data waiting: it returns at once
         assert [d.request.id for d in got] == [r.id for r in urgent]
         assert queue.in_flight(DEPLOYMENT) == 4 and queue.depth(DEPLOYMENT) == 1
@@ -410,10 +416,7 @@ def test_redis_what_a_blocking_read_kept_does_not_pass_a_more_urgent_request_que
 
     queue = RedisStreamsQueue(REDIS_URL, redis_namespace)
     try:
-        low = [request(priority=9, value=v) for v in range(3)]
-        urgent = [request(priority=1, value=v) for v in range(2)]
-        for req in low + urgent:
-            queue.submit(req, max_depth=10)
+        low, urgent = _low_then_urgent(queue)
         got = queue._block_for(DEPLOYMENT, "w1", wanted=2, seconds=1)  # hands over the urgent two, keeps low[:2]
         assert [d.request.id for d in got] == [r.id for r in urgent]
         later = request(priority=1)
