@@ -6,7 +6,8 @@ A kernel is a GEMV when its body holds one float sum over a contraction variable
 statistics of its input vector: a norm fused into its prologue) or in the rest of the body (the epilogue: bias,
 activation, residual, casts); and when that sum's body reads a "stream" operand, a load whose index holds the
 kernel's last output axis (the N axis) and walks `r` with stride 1 (a contiguous row of a [N, K] weight, as
-torch's linear layout stores it), besides another operand that also walks `r` (the input vector). The stream
+torch's linear layout stores it), besides another operand that also walks `r` (the input vector); a Q8_0
+weight's block scales, which read the N axis and `r` // 32, are evaluated beside it. The stream
 is read 16 bytes at a time when that is provably aligned: K known and a multiple of the vector width, and every
 other term of its index a multiple of it too. Otherwise the plan keeps scalar loads (width 1), which the same
 kernel runs. The stream stays an ordinary `ir.Load` of any dtype: a dequantising expression around it (int8
@@ -73,7 +74,7 @@ def _loads_along(body: ir.Value, var: str) -> list[ir.Load]:
 
 def _width(stream: ir.Load, var: str, extent: Expr, outputs: list[str]) -> int:
     """Elements per 16-byte load of `stream` along `var`, or 1 where that alignment is not proven."""
-    if stream.dtype not in (dt.bfloat16, dt.float16, dt.float32):
+    if stream.dtype not in (dt.bfloat16, dt.float16, dt.float32, dt.int8):  # int8: Q8_0 weights, 16 per load
         return 1
     width = VECTOR_BYTES // stream.dtype.itemsize
     if not extent.is_const or extent.value % width:
@@ -104,6 +105,8 @@ def plan(kernel: ir.Kernel) -> GemvPlan | None:
     last, var = outputs[-1], reduction.var
     loads = _loads_along(reduction.body, var)
     streams = [x for x in loads if last in x.index.symbols()]
+    if len(streams) > 1:  # a Q8_0 weight's block scales walk the contraction too, a step per 32: not the stream
+        streams = [x for x in streams if _contiguous(x, outputs, var)]
     if len(streams) != 1 or len(loads) < 2:
         return None  # no weight row, or nothing it multiplies (a row's own sum)
     stream = streams[0]
@@ -111,8 +114,7 @@ def plan(kernel: ir.Kernel) -> GemvPlan | None:
     statistics = _statistics(vector, var, reduction.extent, last) if vector is not None else []
     if _has_reduction(hoist.substitute(reduction.body, {s: hoist.Hoisted("", s.dtype) for s in statistics})):
         return None
-    found_affine = affine(stream.index, [*outputs, var])
-    if found_affine is None or not (found_affine[1][var].is_const and found_affine[1][var].value == 1):
+    if not _contiguous(stream, outputs, var):
         return None  # not contiguous along the contraction: the tiled or warp kernels read it no worse
     if isinstance(found, ir.Contract):
         rows = [kernel.shape[j] for j, name in enumerate(outputs) if name not in stream.index.symbols()]
@@ -121,6 +123,12 @@ def plan(kernel: ir.Kernel) -> GemvPlan | None:
             return None
     width = _width(stream, var, reduction.extent, outputs)
     return GemvPlan(reduction, epilogue, stream, width, vector, bool(statistics))
+
+
+def _contiguous(load: ir.Load, outputs: list[str], var: str) -> bool:
+    """Whether `load` walks the contraction variable `var` with stride 1 (an affine index)."""
+    found = affine(load.index, [*outputs, var])
+    return found is not None and found[1][var].is_const and found[1][var].value == 1
 
 
 def _statistics(vector: ir.Value, var: str, extent: Expr, last: str) -> list[ir.Reduce]:

@@ -8,9 +8,11 @@ the CUDA dialect (compiler/render.py, compiler/dialects.py); program.py writes t
 
 Decode: the linear layers of a decode step are GEMVs (gemv.py, compiler/gemv_plan.py): a block per 4 outputs,
 the contraction split over 256 threads, the weight read in 16-byte loads where alignment is proven (scalar
-otherwise), folded deterministically. On CUDA targets an attention computes its operands' element-wise
-producers (compiler/fuse.py): RoPE on the queries, the cache's casts. Its scratch (a split attention's partial
-results) is a temp buffer labelled with the kernel (compiler/attention_plan.py, compiler/memory.py).
+otherwise; Q8_0 int8 weights 16 at a time, dequantised in registers), folded deterministically; over many
+sequences each block computes its outputs for a group of rows per weight load, so the weights are read once.
+On CUDA targets an attention computes its operands' element-wise producers (compiler/fuse.py): RoPE on the
+queries, the cache's casts. Its scratch (a split attention's partial results) is a temp buffer
+labelled with the kernel (compiler/attention_plan.py, compiler/memory.py).
 A GEMV stores the residual sum its readers add to it (compiler/fuse_residual.py), and each norm is computed in
 the prologue of the GEMVs that read it (norm_prologue.py): a decode layer has no row kernel left.
 Prefill: half-type GEMMs run on tensor cores (gemm_mma.py, wmma); a GEMM with nothing fused into it may instead

@@ -10,11 +10,16 @@ GEMV_ROWS loads of a chunk are independent, so each thread keeps several in flig
 (lm_block_fold): the same order every run, no atomics. Thread 0 then runs the epilogue (bias, activation,
 residual, casts) on each output and stores.
 A block past the last output computes the last one again (all threads must reach the folds) and stores nothing.
+Over several rows that share the weight (a decode step over many sequences: launch.row_group), a block takes
+GEMV_ROWS outputs of the N axis for every row, in passes of a group of rows: each weight load serves the whole
+group, so the weights are read from memory once per run however many rows there are, and the grid does not
+depend on them. A row past the last in a pass is skipped by the whole block (its work, its folds, its store).
 Where the sum's body is the stream times a factor that does not read the N axis (the input vector, or a fused
 producer of it such as the MLP's silu(gate) * up), that factor is computed once per block into shared memory
-before the loop: when the N axis's length is a multiple of GEMV_ROWS (a block's outputs share their other
-indices) and K values fit MAX_STAGED_BYTES (launch.staged). A norm fused into that factor (norm_prologue.py)
-has its row statistics computed first, split over the block and folded as a row kernel folds them.
+before the loop (for each row of a group): when the N axis's length is a multiple of GEMV_ROWS (a block's
+outputs share their other indices) and K values fit MAX_STAGED_BYTES (launch.staged). A norm fused into that
+factor (norm_prologue.py) has its row statistics computed first, split over the block and folded as a row
+kernel folds them.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from dataclasses import replace
 from luminal.compiler import hoist, ir
 from luminal.compiler.cuda.emitter import CudaEmitter
 from luminal.compiler.cuda.kernels import FOOT, head, pointers
-from luminal.compiler.cuda.launch import GEMV_ROWS, Launch, staged
+from luminal.compiler.cuda.launch import GEMV_ROWS, Launch, row_group, staged
 from luminal.compiler.dialects import COMPUTE, CUDA
 from luminal.compiler.gemm_operands import decode
 from luminal.compiler.gemv_plan import GemvPlan
@@ -35,13 +40,12 @@ LOADED = "lm_wv"  # the chunk's weight elements, a local array standing for the 
 STAGED = "lm_x"  # the block's input vector in shared memory
 
 
-def _stage(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, numel: str) -> list[str]:
-    """The vector at every step of the contraction, at the block's first output's indices, in shared memory.
+def _stage(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, flat: str, at: str) -> list[str]:
+    """The vector at every step of the contraction, at output `flat`'s indices, into shared memory from `at` on.
     Its row statistics (a fused norm's sum of squares) are computed first, split over the block and folded, as
     a row kernel computes them (compiler/cuda/kernels.py); every thread reaches those folds."""
     r, extent = gemv.reduction.var, gemv.reduction.extent.value
-    lines = [f"  __shared__ {COMPUTE[gemv.vector.dtype]} {STAGED}[{extent}];", "  {"]
-    lines += [f"    const int64_t lm_flat = lm_first < {numel} ? lm_first : {numel} - 1;"]
+    lines = ["  {", f"    const int64_t lm_flat = {flat};"]
     lines += ["    " + s for s in decode("lm_flat", k.shape, tuple(range(len(k.shape))))]
     lines += [f"    const int64_t lm_lane = {CUDA.thread_index}, lm_group = {CUDA.block_size}; (void)lm_lane;"]
     outer = CudaEmitter(pointers(launch), "block")
@@ -52,36 +56,47 @@ def _stage(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, numel: str) -> list
     value = e.emit(vector)
     lines += outer.lines
     lines += [f"    for (int64_t {r} = {CUDA.thread_index}; {r} < {extent}; {r} += {launch.block}) {{"]
-    return lines + e.lines + [f"      {STAGED}[{r}] = {value};", "    }", "  }", f"  {CUDA.barrier}"]
+    return lines + e.lines + [f"      {STAGED}[{at} + {r}] = {value};", "    }", "  }"]
 
 
-def _row(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, j: int, numel: str) -> list[str]:
-    """One output's share of a chunk: its indices, the weight load, the body at each element, the sum."""
+def _load_weights(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, first: str, numel: str) -> list[str]:
+    """A chunk's weight elements for each of the block's GEMV_ROWS outputs along N, one 16-byte load each,
+    at the indices of the block's first row (the weight does not depend on the others)."""
+    r, stream, width = gemv.reduction.var, gemv.stream, gemv.width
+    ptr = pointers(launch)[stream.buffer]
+    at = stream.index.substitute({r: var("lm_k0")}).render_c()
+    lines = []
+    for j in range(GEMV_ROWS):
+        lines += [f"    {CUDA.storage[stream.dtype]} {LOADED}{j}[{width}];", "    {"]
+        lines += [f"      const int64_t lm_flat = {first} + {j} < {numel} ? {first} + {j} : {numel} - 1;"]
+        lines += ["      " + s for s in decode("lm_flat", k.shape, tuple(range(len(k.shape))))]
+        lines += [f"      lm_load16(&{ptr}[{at}], {LOADED}{j});", "    }"]
+    return lines
+
+
+def _row(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, g: int, j: int, first: str, numel: str) -> list[str]:
+    """Output (g, j)'s share of a chunk: its indices, the body at each element of the chunk, the sum."""
     r, width, stream = gemv.reduction.var, gemv.width, gemv.stream
     axes = tuple(range(len(k.shape)))
-    lines = ["    {", f"      const int64_t lm_flat = lm_first + {j} < {numel} ? lm_first + {j} : {numel} - 1;"]
+    lines = ["    {", f"      const int64_t lm_flat = {first} + {j} < {numel} ? {first} + {j} : {numel} - 1;"]
     lines += ["      " + s for s in decode("lm_flat", k.shape, axes)]
     body = gemv.reduction.body
     if staged(k, gemv):
-        body = _substitute_load(body, gemv.vector, hoist.Hoisted(f"{STAGED}[{r}]", gemv.vector.dtype))
+        at = f"{STAGED}[{g * gemv.reduction.extent.value} + {r}]"
+        body = _substitute_load(body, gemv.vector, hoist.Hoisted(at, gemv.vector.dtype))
     if width > 1:
-        at = stream.index.substitute({r: var("lm_k0")}).render_c()
-        ptr = pointers(launch)[stream.buffer]
-        local = ir.Load(LOADED, var("lm_e"), stream.dtype)
-        body = _substitute_load(body, stream, local)
+        body = _substitute_load(body, stream, ir.Load(f"{LOADED}{j}", var("lm_e"), stream.dtype))
         lines += [
-            f"      {CUDA.storage[stream.dtype]} {LOADED}[{width}];",
-            f"      lm_load16(&{ptr}[{at}], {LOADED});",
             "      #pragma unroll",
             f"      for (int lm_e = 0; lm_e < {width}; lm_e++) {{",
             f"        const int64_t {r} = lm_k0 + lm_e;",
         ]
     else:
         lines += ["      {", f"        const int64_t {r} = lm_k0;"]
-    e = CudaEmitter({**pointers(launch), LOADED: LOADED})
+    e = CudaEmitter({**pointers(launch), **{f"{LOADED}{i}": f"{LOADED}{i}" for i in range(GEMV_ROWS)}})
     e.indent = 4
     value = e.emit(body)
-    return lines + e.lines + [f"        lm_acc{j} += {value};", "      }", "    }"]
+    return lines + e.lines + [f"        lm_acc{g}_{j} += {value};", "      }", "    }"]
 
 
 def _substitute_load(v: ir.Value, old: ir.Value, new: ir.Value) -> ir.Value:
@@ -95,39 +110,72 @@ def _substitute_load(v: ir.Value, old: ir.Value, new: ir.Value) -> ir.Value:
 
 
 def kernel_source(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, symbols) -> list[str]:
-    numel = dims_product(k.shape).render_c()
-    rows = GEMV_ROWS
-    chunks = gemv.reduction.extent.render_c() if gemv.width == 1 else f"{gemv.reduction.extent.value // gemv.width}"
     lines = head(launch, buffers, symbols)
-    lines += [f"  const int64_t lm_first = {CUDA.block_index} * {rows};"]
-    lines += _stage(launch, k, gemv, numel) if staged(k, gemv) else []
-    lines += [f"  {COMPUTE[gemv.reduction.dtype]} lm_acc{j} = 0;" for j in range(rows)]
+    tile = f"{CUDA.block_index} * {GEMV_ROWS}"
+    group = row_group(k, gemv)
+    if staged(k, gemv):
+        lines += [f"  __shared__ {COMPUTE[gemv.vector.dtype]} {STAGED}[{max(group, 1) * gemv.reduction.extent.value}];"]
+    if not group:  # GEMV_ROWS consecutive outputs, one pass
+        return lines + _pass(launch, k, gemv, buffers, [tile], ["true"]) + FOOT
+    n = k.shape[-1].value
+    lines += [f"  const int64_t lm_rows = {dims_product(k.shape[:-1]).render_c()};"]
+    lines += [f"  for (int64_t lm_m0 = 0; lm_m0 < lm_rows; lm_m0 += {group}) {{"]
+    # A row past the last is computed as the last (its indices stay in range) but skipped where that is uniform.
+    firsts = [f"(lm_m0 + {g} < lm_rows ? lm_m0 + {g} : lm_rows - 1) * {n} + {tile}" for g in range(group)]
+    lives = [f"lm_m0 + {g} < lm_rows" for g in range(group)]
+    passed = _pass(launch, k, gemv, buffers, firsts, lives)
+    return lines + ["  " + line for line in passed] + [f"    {CUDA.barrier}", "  }"] + FOOT
+
+
+def _pass(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, firsts: list[str], lives: list[str]) -> list[str]:
+    """One pass over the block's weight rows for the rows whose first outputs are `firsts` (flat positions);
+    `lives`: whether each row exists, the same for every thread, so a dead row's work and folds are skipped."""
+    numel = dims_product(k.shape).render_c()
+    chunks = gemv.reduction.extent.render_c() if gemv.width == 1 else f"{gemv.reduction.extent.value // gemv.width}"
+    slots = [(g, j) for g in range(len(firsts)) for j in range(GEMV_ROWS)]
+    lines = [f"  const int64_t lm_first{g} = {first};" for g, first in enumerate(firsts)]
+    if staged(k, gemv):
+        extent = gemv.reduction.extent.value
+        for g in range(len(firsts)):
+            lines += [f"  if ({lives[g]})"] + _stage(launch, k, gemv, f"lm_first{g}", str(g * extent))
+        lines += [f"  {CUDA.barrier}"]
+    lines += [f"  {COMPUTE[gemv.reduction.dtype]} lm_acc{g}_{j} = 0;" for g, j in slots]
     lines += [f"  for (int64_t lm_c = {CUDA.thread_index}; lm_c < {chunks}; lm_c += {launch.block}) {{"]
     lines += [f"    const int64_t lm_k0 = lm_c * {gemv.width};"]
-    for j in range(rows):
-        lines += _row(launch, k, gemv, j, numel)
+    if gemv.width > 1:
+        lines += _load_weights(launch, k, gemv, "lm_first0", numel)
+    for g in range(len(firsts)):
+        lines += [f"    if ({lives[g]}) {{"]
+        for j in range(GEMV_ROWS):
+            lines += ["  " + line for line in _row(launch, k, gemv, g, j, f"lm_first{g}", numel)]
+        lines += ["    }"]
     lines += ["  }"]
-    lines += [f"  lm_acc{j} = lm_block_fold(lm_acc{j}, lm_fold_sum());" for j in range(rows)]
-    return lines + _epilogue(launch, k, gemv, buffers, numel) + FOOT
+    for g in range(len(firsts)):
+        folds = [f"    lm_acc{g}_{j} = lm_block_fold(lm_acc{g}_{j}, lm_fold_sum());" for j in range(GEMV_ROWS)]
+        lines += [f"  if ({lives[g]}) {{", *folds, "  }"]
+    return lines + _epilogue(launch, k, gemv, buffers, lives, numel)
 
 
-def _epilogue(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, numel: str) -> list[str]:
+def _epilogue(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, lives: list[str], numel: str) -> list[str]:
     """Thread 0 finishes each output: the sum rounded to its type, the rest of the body, the store."""
     out = ShapeTracker.contiguous(k.shape).index.render_c()
     axes = tuple(range(len(k.shape)))
     total = CUDA.round("lm_total", gemv.reduction.dtype)
     acc = COMPUTE[gemv.reduction.dtype]
-    lines = ["  if (threadIdx.x == 0) {", f"    const {acc} lm_sums[{GEMV_ROWS}] = {{"]
-    lines[-1] += ", ".join(f"lm_acc{j}" for j in range(GEMV_ROWS)) + "};"
-    lines += [
-        f"    for (int lm_j = 0; lm_j < {GEMV_ROWS}; lm_j++) {{",
-        "      const int64_t lm_flat = lm_first + lm_j;",
-        f"      if (lm_flat >= {numel}) break;",
-    ]
-    lines += ["      " + s for s in decode("lm_flat", k.shape, axes)]
-    lines += [f"      const {acc} lm_total = lm_sums[lm_j];", f"      const {acc} lm_acc = {total};"]
-    e = CudaEmitter(pointers(launch))
-    e.indent = 3
-    value = e.emit(gemv.epilogue)
-    store = CUDA.store(value, buffers[launch.buffers[0]].dtype)
-    return lines + e.lines + [f"      _q0[{out}] = {store};", "    }", "  }"]
+    lines = [f"  if ({CUDA.thread_index} == 0) {{"]
+    for g in range(len(lives)):
+        lines += [f"    if ({lives[g]}) {{", f"      const {acc} lm_sums[{GEMV_ROWS}] = {{"]
+        lines[-1] += ", ".join(f"lm_acc{g}_{j}" for j in range(GEMV_ROWS)) + "};"
+        lines += [
+            f"      for (int lm_j = 0; lm_j < {GEMV_ROWS}; lm_j++) {{",
+            f"        const int64_t lm_flat = lm_first{g} + lm_j;",
+            f"        if (lm_flat >= {numel}) break;",
+        ]
+        lines += ["        " + s for s in decode("lm_flat", k.shape, axes)]
+        lines += [f"        const {acc} lm_total = lm_sums[lm_j];", f"        const {acc} lm_acc = {total};"]
+        e = CudaEmitter(pointers(launch))
+        e.indent = 4
+        value = e.emit(gemv.epilogue)
+        store = CUDA.store(value, buffers[launch.buffers[0]].dtype)
+        lines += e.lines + [f"        _q0[{out}] = {store};", "      }", "    }"]
+    return lines + ["  }"]

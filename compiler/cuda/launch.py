@@ -12,7 +12,8 @@ Shapes, by what the kernel computes:
   a layer norm's mean and variance: reductions that do not read the last axis) split over the block, then the
   block's threads stride over the row's elements.
 - "gemv": split-K GEMV (compiler/cuda/gemv.py): a block per GEMV_ROWS outputs, the contraction split over its
-  threads in 16-byte weight loads; a decode step's linear layers (compiler/gemv_plan.py).
+  threads in 16-byte weight loads; a decode step's linear layers (compiler/gemv_plan.py). Over several rows
+  sharing the weight (`row_group`), a block per GEMV_ROWS outputs of the N axis, for every row.
 - "gemm": a tiled GEMM with its epilogue (compiler/cuda/gemm.py); "attention": a block per query row.
 - "attention_split" then "combine": flash decoding (compiler/attention_plan.py's `splits`), a block per query row
   and block of keys writing partial results to the kernel's partials buffer, then a block per row combining them.
@@ -45,6 +46,9 @@ GEMM_TILE = 64  # a block's output tile is 64 x 64 (compiler/cuda/gemm.py)
 # A thread per element sums up to this many steps on its own; longer reductions are split over a warp.
 THREAD_STEPS = 64
 MAX_STAGED_BYTES = 32768  # a GEMV's staged vector (8192 floats), within the 48 KiB of static shared memory
+# Rows of a batched GEMV's output (a decode step over several sequences) a block computes per pass over its
+# weight rows: each 16-byte weight load serves this many rows' sums.
+GEMV_ROW_GROUP = 4
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,26 @@ def staged(k: ir.LoopKernel, gemv: gemv_plan.GemvPlan) -> bool:
     return last.is_const and last.value % GEMV_ROWS == 0
 
 
+def row_group(k: ir.LoopKernel, gemv: gemv_plan.GemvPlan) -> int:
+    """How many of the output's rows (its leading axes) a GEMV block computes per pass over its weight rows, or 0
+    where a block computes GEMV_ROWS consecutive outputs of one row. Rows share a block when there may be more
+    than one, the weight row does not depend on them (a linear layer's weight, not a per-sequence cache) and the
+    N axis is a multiple of GEMV_ROWS: then the grid covers N alone and every weight element is read from memory
+    once per run, not once per row. A staged vector is staged for every row of the group, within
+    MAX_STAGED_BYTES."""
+    leading, last = k.shape[:-1], k.shape[-1]
+    rows = dims_product(leading) if leading else as_expr(1)
+    if (rows.is_const and rows.value == 1) or not last.is_const or last.value % GEMV_ROWS:
+        return 0
+    if {f"_i{j}" for j in range(len(leading))} & gemv.stream.index.symbols():
+        return 0
+    group = GEMV_ROW_GROUP if not rows.is_const else min(GEMV_ROW_GROUP, rows.value)
+    if staged(k, gemv):
+        per_row = gemv.reduction.extent.value * (8 if gemv.vector.dtype == dt.float64 else 4)
+        group = max(1, min(group, MAX_STAGED_BYTES // per_row))
+    return group
+
+
 def loop_shape(k: ir.LoopKernel) -> str:
     gemv = gemv_plan.plan(k)
     if gemv is not None and (not gemv.statistics or staged(k, gemv)):  # statistics only once per block
@@ -120,7 +144,9 @@ def launches(k: ir.Kernel, reads: list[str]) -> list[Launch]:
         grid = _blocks(m, GEMM_TILE) * _blocks(n, GEMM_TILE) * nb
         return [Launch(k.name, shape, grid, THREADS, buffers)]
     if shape == "gemv":
-        return [Launch(k.name, shape, _blocks(numel, GEMV_ROWS), THREADS, buffers)]
+        batched = row_group(k, gemv_plan.plan(k)) > 0  # a block per GEMV_ROWS outputs of every row
+        grid = as_expr(k.shape[-1].value // GEMV_ROWS) if batched else _blocks(numel, GEMV_ROWS)
+        return [Launch(k.name, shape, grid, THREADS, buffers)]
     if shape == "attention" and attention_plan.splits(k) is not None:
         rows, scratch = dims_product(k.shape[:-1]), attention_plan.partials(k)
         split = Launch(f"{k.name}_split", "attention_split", rows * attention_plan.splits(k), ATTENTION_THREADS,

@@ -12,6 +12,7 @@ import luminal as lm
 import luminal.functional as F
 from luminal import nn
 from luminal.nn.models.gpt2 import GPT2LMHeadModel
+from luminal.quantize import dequantize, quantize_q8_0
 
 Case = tuple[lm.Graph, dict[str, np.ndarray]]
 
@@ -206,9 +207,10 @@ CASES: dict[str, Callable[[], Case]] = {
 MODELS: dict[str, Callable[[], Case]] = {"mlp": mlp, "encoder_block": encoder_block, "gpt2": gpt2}
 
 
-def _linear(rows, k: int, n: int, dtype, skip: int = 0, scale: bool = False) -> Case:
+def _linear(rows, k: int, n: int, dtype, skip: int = 0, scale: bool = False, live: int = 3) -> Case:
     """silu(x @ w.T) + residual with w stored [n, k + skip] (torch's linear layout) in `dtype`, its first `skip`
-    columns sliced away; with `scale`, w dequantised by a per-row scale (an int8 weight's form)."""
+    columns sliced away; with `scale`, w dequantised by a per-row scale (an int8 weight's form). Symbolic rows are
+    fed `live` rows."""
     g, rng = lm.Graph(), np.random.default_rng(k + n + skip)
     x, res = g.input("x", (rows, k)), g.input("res", (rows, n))
     w = g.weight("w", (n, k + skip), dtype=dtype)
@@ -216,7 +218,7 @@ def _linear(rows, k: int, n: int, dtype, skip: int = 0, scale: bool = False) -> 
     if scale:
         w = w * g.weight("scale", (n, 1))
     (F.silu(x @ w.t()) + res).output("out")
-    live = 3 if not isinstance(rows, int) else rows
+    live = live if not isinstance(rows, int) else rows
     return bind_random(g), {"x": _floats(rng, live, k), "res": _floats(rng, live, n)}
 
 
@@ -241,14 +243,30 @@ def gemv_misaligned() -> Case:
 
 
 def gemv_int8() -> Case:
-    """An int8 weight times a per-row scale: the stream is no float type, so it is read a scalar at a time
-    through the generic operand expression (the dequantisation evaluated as written)."""
-    g, feed = _linear(1, 128, 48, lm.int8, scale=True)
-    return g, feed
+    """An int8 weight times a per-row scale: 16 weights per load, the dequantisation evaluated as written."""
+    return _linear(1, 128, 48, lm.int8, scale=True)
+
+
+def gemv_rows_f32() -> Case:
+    """Three rows (a Contract at M = 3): one block pass computes all three against each weight load."""
+    return _linear(3, 128, 64, lm.float32)
+
+
+def gemv_q8_0_rows() -> Case:
+    """A Q8_0 projection (int8 in blocks of 32, a scale per block: luminal/quantize.py) over a symbol's rows, fed
+    6 rows: two passes of 4 rows per block, the second with two rows past the last."""
+    g, rng = lm.Graph(), np.random.default_rng(7)
+    rows = lm.sym("batch", max=8)
+    x = g.input("x", (rows, 96))
+    w = dequantize(g.weight("w", (40, 96), dtype=lm.int8), g.weight("w_scale", (40, 3)))
+    (x @ w.t()).output("out")
+    q, scale = quantize_q8_0(rng.standard_normal((40, 96)).astype(np.float32))
+    return g.bind({"w": q, "w_scale": scale}) or g, {"x": _floats(rng, 6, 96)}
 
 
 GEMV_CASES: dict[str, Callable[[], Case]] = {
-    f.__name__: f for f in (gemv_bf16, gemv_f32, gemv_f16_odd_k, gemv_misaligned, gemv_int8)
+    f.__name__: f
+    for f in (gemv_bf16, gemv_f32, gemv_f16_odd_k, gemv_misaligned, gemv_int8, gemv_rows_f32, gemv_q8_0_rows)
 }
 
 

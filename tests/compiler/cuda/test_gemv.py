@@ -8,7 +8,7 @@ import pytest
 
 import luminal as lm
 from luminal.compiler import gemv_plan
-from luminal.compiler.cuda import gemv
+from luminal.compiler.cuda import gemv, launch
 from luminal.compiler.cuda.program import launch_plan
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda.compare import assert_matches
@@ -17,9 +17,14 @@ from tests.compiler.cuda.graphs import GEMV_CASES, bind_random
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
 
 # Elements per weight load: 16 bytes where alignment is proven, else 1.
-WIDTHS = {"gemv_bf16": 8, "gemv_f32": 4, "gemv_f16_odd_k": 1, "gemv_misaligned": 1, "gemv_int8": 1}
-# The input vector in shared memory: where N is a multiple of the block's 4 outputs (300, 40, 48; not 70, 37).
-STAGED = {"gemv_bf16", "gemv_misaligned", "gemv_int8"}
+WIDTHS = {"gemv_bf16": 8, "gemv_f32": 4, "gemv_f16_odd_k": 1, "gemv_misaligned": 1, "gemv_int8": 16,
+          "gemv_rows_f32": 4, "gemv_q8_0_rows": 16}  # fmt: skip
+# The input vector in shared memory: where N is a multiple of the block's 4 outputs (300, 40, 48, 64; not 70, 37).
+STAGED = {"gemv_bf16", "gemv_misaligned", "gemv_int8", "gemv_rows_f32", "gemv_q8_0_rows"}
+# Rows a block computes per pass over its weight rows (launch.row_group): where there may be several, N is a
+# multiple of 4 and the weight does not depend on the row; 0 where a block takes 4 consecutive outputs.
+ROW_GROUPS = {"gemv_bf16": 4, "gemv_f32": 0, "gemv_f16_odd_k": 0, "gemv_misaligned": 0, "gemv_int8": 0,
+              "gemv_rows_f32": 3, "gemv_q8_0_rows": 4}  # fmt: skip
 
 
 def _gemv_kernels(program):
@@ -36,6 +41,14 @@ def test_the_linear_layer_is_one_gemv_with_the_expected_load_width(case):
     assert ("lm_load16(&" in program.source) == (WIDTHS[case] > 1)
     assert gemv.staged(kernel, gemv_plan.plan(kernel)) == (case in STAGED)
     assert ("__shared__ float lm_x[" in program.source) == (case in STAGED)
+    assert launch.row_group(kernel, gemv_plan.plan(kernel)) == ROW_GROUPS[case]
+
+
+def test_rows_sharing_a_weight_take_a_block_per_outputs_of_n_whatever_the_rows():
+    """The grid of a GEMV over a symbol's rows covers N alone: each weight row is read by one block."""
+    g, _ = GEMV_CASES["gemv_q8_0_rows"]()
+    (grid,) = [x.grid for x in launch_plan(lm.compile(g, "h100", cache=False).kernels) if x.shape == "gemv"]
+    assert grid.is_const and grid.value == 40 // launch.GEMV_ROWS
 
 
 @needs_gxx
