@@ -101,11 +101,11 @@ def row_group(k: ir.LoopKernel, gemv: gemv_plan.GemvPlan) -> int:
     MAX_STAGED_BYTES."""
     leading, last = k.shape[:-1], k.shape[-1]
     rows = dims_product(leading) if leading else as_expr(1)
-    if (rows.is_const and rows.value == 1) or not last.is_const or last.value % GEMV_ROWS:
+    if rows.hi <= 1 or not last.is_const or last.value % GEMV_ROWS:
         return 0
     if {f"_i{j}" for j in range(len(leading))} & gemv.stream.index.symbols():
         return 0
-    group = GEMV_ROW_GROUP if not rows.is_const else min(GEMV_ROW_GROUP, rows.value)
+    group = min(GEMV_ROW_GROUP, rows.hi)  # a symbol's rows: at most its maximum
     if staged(k, gemv):
         per_row = gemv.reduction.extent.value * (8 if gemv.vector.dtype == dt.float64 else 4)
         group = max(1, min(group, MAX_STAGED_BYTES // per_row))

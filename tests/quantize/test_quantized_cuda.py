@@ -52,3 +52,32 @@ def test_the_generated_cuda_means_what_the_interpreter_computes(step):
     got, want = ShimRuntime().load(program).run(feed), lm.run(graph, feed)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4)
+
+
+def test_a_paged_step_over_many_sequences_reads_each_q8_0_weight_once_per_run():
+    """Projections whose K spans several Q8_0 blocks (the tiny model's K = 32 is one) are GEMVs with 16 int8 per
+    load, each block computing its outputs for groups of the batch's rows: a grid over N alone."""
+    from luminal.compiler import gemv_plan
+    from luminal.compiler.cuda.launch import GEMV_ROW_GROUP, GEMV_ROWS, row_group
+    from luminal.compiler.cuda.program import launch_plan
+    from luminal.nn.models.loading import causal_lm
+    from luminal.nn.models.paged_decoding import paged_step_graph
+    from tests.compiler.cuda.graphs import bind_random
+
+    config = {"model_type": "llama", "vocab_size": 256, "hidden_size": 128, "intermediate_size": 256,
+              "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2}  # fmt: skip
+    graph = bind_random(paged_step_graph(causal_lm(config, "int8"), max_batch=16, max_positions=64))
+    program = lm.compile(graph, "h100", cache=False)
+    kernels, buffers = {k.name: k for k in program.kernels.kernels}, program.kernels.buffers
+    int8_readers = [
+        launch
+        for launch in launch_plan(program.kernels)
+        if any(buffers[b].dtype == lm.int8 for b in launch.buffers[launch.writes :])
+    ]
+    assert len(int8_readers) == 8  # q, k, v, o, gate, up, down and the LM head
+    for launch in int8_readers:
+        kernel = kernels[launch.kernel]
+        plan = gemv_plan.plan(kernel)
+        assert launch.shape == "gemv" and plan.stream.dtype == lm.int8 and plan.width == 16
+        assert row_group(kernel, plan) == GEMV_ROW_GROUP
+        assert launch.grid.is_const and launch.grid.value == kernel.shape[-1].value // GEMV_ROWS
