@@ -13,7 +13,9 @@
 (c) prefill of 512 tokens of the same model, a MiniLM-shaped encoder at batch 32 x 128 tokens, and the
     prefill's GEMMs (its linear layers' shapes, compiled alone) against cuBLAS through torch.matmul: the GEMM
     the compile chose (its kind printed: "mma", our tensor-core kernel, or "cublas", a cuBLAS step), and each
-    kind forced (gemm_library="never" / "always"), so our wmma kernel and our cuBLAS step are both measured.
+    kind forced (gemm_library="never" / "always"), so our wmma kernel and our cuBLAS step are both measured;
+(d) the paged decode step over 16 sequences of 512 cached positions (the engine's continuous batch) against
+    torch eager at that batch: tokens per second, and against batch 1's.
 Both sides are built from one set of weights: luminal's own Llama and BERT builders (luminal.nn.models) and a
 plain torch implementation of each (bench/torch_models.py, not transformers). Outputs are checked against
 torch eager before anything is timed; every runner is timed in its own block (warm-up, then the median over
@@ -68,6 +70,7 @@ from luminal.compiler.targets import TARGETS  # noqa: E402
 
 GRAPH, KERNELS = "luminal cuda (one CUDA graph)", "luminal cuda (kernel by kernel)"
 PAGED = "luminal cuda paged step (one CUDA graph)"  # the decode step the LLM engine runs
+BATCHED = "luminal cuda paged step, batched"  # the same over many sequences
 EAGER, COMPILED, CUBLAS = "torch eager", "torch.compile reduce-overhead", "cuBLAS torch.matmul"
 # The prefill GEMMs' programs besides the compile's own choice: name suffix -> (gemm_library, runner name).
 GEMM_KINDS = {
@@ -105,6 +108,7 @@ def graphs(sizes: Sizes) -> dict[str, lm.Graph]:
     """Every program the bench runs, by name (weights unbound)."""
     llama = llama_graphs(sizes)
     out = {"decode-paged": paged_graph(sizes), "decode": llama.step, "prefill": llama.prefill}
+    out["decode-paged-batch"] = paged_graph(sizes, max_batch=sizes.sequences)
     out["encoder"] = encoder_graph(sizes)
     for _, k, n, _ in gemm_shapes(sizes):
         for suffix in ("", *GEMM_KINDS):
@@ -291,6 +295,32 @@ class Bench:
                 print(f"    {runner:<38} {ms:9.3f} ms  {totals[CUBLAS] / ms:6.0%}")
         self.gemm_totals = {"luminal": totals[GRAPH], "cublas": totals[CUBLAS]}
 
+    def batched_decode(self) -> None:
+        """The paged step over `sequences` sequences at once (the LLM engine's continuous batch), each with the
+        same context: time per step and tokens per second against batch 1, beside torch eager at that batch.
+        The weights are read once per step (compiler/cuda/gemv.py's row groups), so a step should cost little
+        more than batch 1's. torch.compile is left out here: its capture would take device time for one row."""
+        s, cfg, b = self.sizes, self.sizes.llama, self.sizes.sequences
+        gen = torch.Generator(device=self.dev).manual_seed(3)
+        shape = (b, cfg.kv_heads, s.context, cfg.head_size)
+        past = [
+            tuple(torch.randn(shape, generator=gen, device=self.dev).to(torch.bfloat16) for _ in "kv")
+            for _ in range(cfg.num_hidden_layers)
+        ]
+        ids = torch.randint(0, cfg.vocab_size, (b, 1), generator=gen, device=self.dev)
+        runners = [torch_runner(EAGER, self.llama, (ids, past), decoder_outputs)]
+        runners += self.luminal("decode-paged-batch", self.llama_weights, paged_inputs(ids, past), {BATCHED: True})
+        title = f"(d) decode, {b} sequences of {s.context} cached positions each, one step"
+        result = self.results["decode-batch"] = compare(title, runners, self.timing)
+        single = self.results["decode"].ms
+        for name, one in ((EAGER, EAGER), (BATCHED, PAGED)):
+            if name in result.ms and one in single:
+                ms = result.ms[name]
+                print(
+                    f"    {name:<38} {b * 1e3 / ms:8.1f} tokens/s, {b / (ms / single[one]):5.2f}x batch 1's "
+                    f"tokens/s (a step {ms / single[one]:.2f}x batch 1's)"
+                )
+
     def goals(self) -> None:
         """The issue's goals, as measured in this run."""
         d = self.results["decode"].ms
@@ -320,6 +350,7 @@ class Bench:
         self.prefill()
         self.encoder()
         self.gemms()
+        self.batched_decode()
         self.goals()
         disagree = [d for r in self.results.values() for d in r.disagree]
         failed = [f for r in self.results.values() for f in r.failed]

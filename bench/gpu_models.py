@@ -32,6 +32,7 @@ class Sizes:
     bert: BertConfig
     encoder_batch: int
     encoder_seq: int
+    sequences: int  # the batched decode step's sequences, each with `context` cached positions
 
 
 FULL = Sizes(
@@ -56,6 +57,7 @@ FULL = Sizes(
     ),
     encoder_batch=32,
     encoder_seq=128,
+    sequences=16,
 )
 
 SMALL = Sizes(
@@ -82,6 +84,7 @@ SMALL = Sizes(
     ),
     encoder_batch=2,
     encoder_seq=8,
+    sequences=3,
 )
 
 
@@ -91,31 +94,32 @@ def llama_graphs(sizes: Sizes) -> DecoderGraphs:
     return decoder_graphs(LlamaForCausalLM(sizes.llama), max_batch=1, max_positions=positions)
 
 
-def paged_graph(sizes: Sizes) -> lm.Graph:
-    """The paged decode step of batch 1 (luminal/nn/models/paged_decoding.py: KV block pools read through a block
-    table, written in place), with room for as many positions as llama_graphs'."""
+def paged_graph(sizes: Sizes, max_batch: int = 1) -> lm.Graph:
+    """The paged decode step of up to `max_batch` sequences (luminal/nn/models/paged_decoding.py: KV block pools
+    read through a block table, written in place), with room for as many positions as llama_graphs'."""
     positions = 2 * max(sizes.context + 1, sizes.prefill)
-    return paged_step_graph(LlamaForCausalLM(sizes.llama), max_batch=1, max_positions=positions)
+    return paged_step_graph(LlamaForCausalLM(sizes.llama), max_batch=max_batch, max_positions=positions)
 
 
 def paged_inputs(ids, past: list[tuple]) -> dict:
-    """The paged step's inputs for batch 1 holding the concatenating step's cache `past` ([1, kv_heads, context,
-    dim] torch tensors per layer, key and value): each layer's pools are the cache cut into blocks, the block
-    table counts them in order, and the new token goes to position `context` (the blocks have room for it)."""
+    """The paged step's inputs holding the concatenating step's cache `past` ([batch, kv_heads, context, dim]
+    torch tensors per layer, key and value): each layer's pools are each sequence's cache cut into blocks, one
+    sequence's blocks after another's, the block table counts them in order, and each new token goes to position
+    `context` (the blocks have room for it)."""
     import torch
 
-    _, kv_heads, context, dim = past[0][0].shape
+    batch, kv_heads, context, dim = past[0][0].shape
     row_blocks = context // DEFAULT_BLOCK_SIZE + 1
-    table = torch.arange(row_blocks, device=ids.device).reshape(1, row_blocks)
+    table = torch.arange(batch * row_blocks, device=ids.device).reshape(batch, row_blocks)
     slot = (table[:, -1:] * DEFAULT_BLOCK_SIZE + context % DEFAULT_BLOCK_SIZE).contiguous()
-    position = torch.full((1, 1), context, dtype=torch.int64, device=ids.device)
+    position = torch.full((batch, 1), context, dtype=torch.int64, device=ids.device)
     out = {"input_ids": ids, "position_ids": position, "block_table": table, "slots": slot}
     for k, pair in enumerate(past):
         for part, cache in zip(("key", "value"), pair):
-            padded = cache.new_zeros((kv_heads, row_blocks * DEFAULT_BLOCK_SIZE, dim))
-            padded[:, :context] = cache[0]
-            blocks = padded.reshape(kv_heads, row_blocks, DEFAULT_BLOCK_SIZE, dim).permute(1, 0, 2, 3)
-            out[pool_name(k, part)] = blocks.contiguous()
+            padded = cache.new_zeros((batch, kv_heads, row_blocks * DEFAULT_BLOCK_SIZE, dim))
+            padded[:, :, :context] = cache
+            blocks = padded.reshape(batch, kv_heads, row_blocks, DEFAULT_BLOCK_SIZE, dim).permute(0, 2, 1, 3, 4)
+            out[pool_name(k, part)] = blocks.reshape(batch * row_blocks, kv_heads, DEFAULT_BLOCK_SIZE, dim)
     return out
 
 

@@ -15,6 +15,7 @@ from luminal.runtime.cuda import missing
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "gpu.py"
 LUMINAL_ROWS = (
     "luminal cuda paged step (one CUDA graph)",
+    "luminal cuda paged step, batched",
     "luminal cuda (one CUDA graph)",
     "luminal cuda (kernel by kernel)",
 )
@@ -28,6 +29,7 @@ def bench(*args: str) -> str:
 
 def check_table(out: str) -> None:
     sections = ["(a) decode", "(b) ", "(c) prefill, batch 1", "(c) MiniLM-shaped encoder", "(c) prefill GEMMs"]
+    sections.append("(d) decode, 3 sequences of 16 cached positions each")
     for section in sections:
         assert section in out, section
     assert re.search(r"torch eager +\d+\.\d+ +1\.00x", out)
@@ -40,7 +42,7 @@ def check_table(out: str) -> None:
             assert f"{row:<40} unavailable: cannot run the h100 program here: {reason}" in out
     # The interpreter runs luminal's own builders on the same weights: the torch anchors compute the same thing.
     checks = re.findall(r"luminal reference interpreter +- +- +(\S+) \((\S+)\)", out)
-    assert len(checks) == 8 and all(float(diff) < 0.05 for diff, _ in checks), checks
+    assert len(checks) == 9 and all(float(diff) < 0.05 for diff, _ in checks), checks
     assert "DISAGREE" not in out
     # (c)'s GEMMs: the kind the compile chose, and our wmma kernel and cuBLAS step each forced
     assert len(re.findall(r"the compile chose: (?:cublas|mma|gemm|gemv) \(generated: ", out)) == 4
@@ -59,7 +61,7 @@ def test_precompiled_programs_are_read_back(tmp_path, target):
     listing = bench("--precompile", str(tmp_path), "--target", target)
     assert re.search(rf"decode: compiled for {target} in [\d.]+ s, \d+ kernels", listing)
     names = sorted(p.name for p in tmp_path.iterdir())[:3]
-    assert names == ["decode-paged.lprog.gz", "decode.lprog.gz", "encoder.lprog.gz"]
+    assert names == ["decode-paged-batch.lprog.gz", "decode-paged.lprog.gz", "decode.lprog.gz"]
     out = bench("--programs", str(tmp_path), "--no-torch-compile", "--target", target)
     check_table(out)
     assert f"decode: read from {tmp_path} in" in out
