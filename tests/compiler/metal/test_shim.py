@@ -11,18 +11,24 @@ import pytest
 import luminal as lm
 from luminal.runtime.metal.shim import MetalShimRuntime
 from tests.compiler.cuda.compare import assert_matches
-from tests.compiler.cuda.graphs import CASES
+from tests.compiler.cuda.graphs import CASES, GEMV_CASES
 from tests.compiler.metal.models import MODELS
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the Metal shim needs g++ (C++20)")
 # Every kernel shape (thread, warp, row, gemm, attention, copy + scatter), half and integer types; the cases left
-# out (elementwise, gemv, mlp) add no shape or type these lack.
+# out (elementwise, mlp) add no shape or type these lack; the GEMV runs where it reads int8 weights for a group
+# of rows per weight load.
 SUBSET = ["reductions", "matmul", "softmax_layernorm", "attention", "gather_scatter", "where_casts", "integer_types"]
 
 
 @pytest.mark.parametrize("case", SUBSET)
 def test_matches_the_reference(case):
     g, feed = CASES[case]()
+    assert_matches(MetalShimRuntime().load(lm.compile(g, "m2", cache=False)).run(feed), lm.run(g, feed))
+
+
+def test_a_q8_0_gemv_over_several_rows_matches_the_reference():
+    g, feed = GEMV_CASES["gemv_q8_0_rows"]()
     assert_matches(MetalShimRuntime().load(lm.compile(g, "m2", cache=False)).run(feed), lm.run(g, feed))
 
 
