@@ -180,6 +180,16 @@ class Bench:
             runners.append(Runner("luminal reference interpreter", lambda: lm.run(graph, feed), timed=False))
         return runners
 
+    def random_past(self, batch: int, seed: int) -> list[tuple]:
+        """A random bf16 KV cache of `context` positions for `batch` sequences: (key, value) per layer."""
+        cfg = self.sizes.llama
+        gen = torch.Generator(device=self.dev).manual_seed(seed)
+        shape = (batch, cfg.kv_heads, self.sizes.context, cfg.head_size)
+        return [
+            tuple(torch.randn(shape, generator=gen, device=self.dev).to(torch.bfloat16) for _ in "kv")
+            for _ in range(cfg.num_hidden_layers)
+        ]
+
     def torch_pair(self, module: torch.nn.Module, args: tuple, outputs, static: tuple = ()) -> list[Runner]:
         """torch eager and torch.compile of `module(*args)`; `static` tensors keep their address between calls
         (the KV cache), so CUDA-graph trees read them in place instead of copying them in each replay."""
@@ -195,12 +205,7 @@ class Bench:
         s, cfg = self.sizes, self.sizes.llama
         torch_weights, numpy_weights = self.weights("decode", seed=0)
         self.llama = TorchLlama(cfg, torch_weights).eval()
-        gen = torch.Generator(device=self.dev).manual_seed(1)
-        shape = (1, cfg.kv_heads, s.context, cfg.head_size)
-        past = [
-            tuple(torch.randn(shape, generator=gen, device=self.dev).to(torch.bfloat16) for _ in "kv")
-            for _ in range(cfg.num_hidden_layers)
-        ]
+        past = self.random_past(1, seed=1)
         ids = torch.tensor([[7]], device=self.dev)
         inputs = {"input_ids": ids} | {
             f"past.{k}.{p}": past[k][j] for k in range(len(past)) for j, p in enumerate(("key", "value"))
@@ -301,12 +306,8 @@ class Bench:
         The weights are read once per step (compiler/cuda/gemv.py's row groups), so a step should cost little
         more than batch 1's. torch.compile is left out here: its capture would take device time for one row."""
         s, cfg, b = self.sizes, self.sizes.llama, self.sizes.sequences
-        gen = torch.Generator(device=self.dev).manual_seed(3)
-        shape = (b, cfg.kv_heads, s.context, cfg.head_size)
-        past = [
-            tuple(torch.randn(shape, generator=gen, device=self.dev).to(torch.bfloat16) for _ in "kv")
-            for _ in range(cfg.num_hidden_layers)
-        ]
+        past = self.random_past(b, seed=3)
+        gen = torch.Generator(device=self.dev).manual_seed(4)
         ids = torch.randint(0, cfg.vocab_size, (b, 1), generator=gen, device=self.dev)
         runners = [torch_runner(EAGER, self.llama, (ids, past), decoder_outputs)]
         runners += self.luminal("decode-paged-batch", self.llama_weights, paged_inputs(ids, past), {BATCHED: True})

@@ -85,11 +85,14 @@ def staged(k: ir.LoopKernel, gemv: gemv_plan.GemvPlan) -> bool:
     there is one, its K values fit MAX_STAGED_BYTES, and the N axis's length is a multiple of GEMV_ROWS (a
     block's outputs share their other indices, so one vector serves them all)."""
     extent, last = gemv.reduction.extent, k.shape[-1]
-    if gemv.vector is None or not extent.is_const:
-        return False
-    if extent.value * (8 if gemv.vector.dtype == dt.float64 else 4) > MAX_STAGED_BYTES:  # staged as its compute type
+    if gemv.vector is None or not extent.is_const or _staged_row_bytes(gemv) > MAX_STAGED_BYTES:
         return False
     return last.is_const and last.value % GEMV_ROWS == 0
+
+
+def _staged_row_bytes(gemv: gemv_plan.GemvPlan) -> int:
+    """Shared memory one row's staged vector takes: K values of its compute type (float, or double for float64)."""
+    return gemv.reduction.extent.value * (8 if gemv.vector.dtype == dt.float64 else 4)
 
 
 def row_group(k: ir.LoopKernel, gemv: gemv_plan.GemvPlan) -> int:
@@ -107,8 +110,7 @@ def row_group(k: ir.LoopKernel, gemv: gemv_plan.GemvPlan) -> int:
         return 0
     group = min(GEMV_ROW_GROUP, rows.hi)  # a symbol's rows: at most its maximum
     if staged(k, gemv):
-        per_row = gemv.reduction.extent.value * (8 if gemv.vector.dtype == dt.float64 else 4)
-        group = max(1, min(group, MAX_STAGED_BYTES // per_row))
+        group = max(1, min(group, MAX_STAGED_BYTES // _staged_row_bytes(gemv)))
     return group
 
 

@@ -12,4 +12,5 @@ from tests.scheduler.queue_fixtures import (  # noqa: F401
     queue_factory,
     redis_namespace,
     registry,
+    wait,
 )

@@ -9,9 +9,22 @@ import os
 import threading
 import uuid
 
+import numpy as np
 import pytest
 
+from luminal.scheduler.work import OK, InferenceRequest, InferenceResult
+
 REDIS_URL = os.environ.get("LUMINAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+DEPLOYMENT = 7  # the deployment the queue tests' requests belong to
+
+
+def request(priority: int = 5, deadline: float | None = None, deployment: int = DEPLOYMENT, value: float = 0.0):
+    return InferenceRequest(deployment, tenant_id=1, inputs={"x": np.full((2, 3), value, np.float32)},
+                            priority=priority, deadline=deadline)  # fmt: skip
+
+
+def ok_result(req: InferenceRequest, worker: str = "w1") -> InferenceResult:
+    return InferenceResult(req.id, OK, outputs={"y": req.inputs["x"] * 2}, worker_id=worker)
 
 
 @pytest.fixture
@@ -43,6 +56,16 @@ def gateway_loop():
     loop.call_soon_threadsafe(loop.stop)
     thread.join(timeout=5)
     loop.close()
+
+
+@pytest.fixture
+def wait(gateway_loop):
+    """wait(queue, request_id, timeout): the gateway's wait_result, run on the gateway's loop from this thread."""
+
+    def wait(queue, request_id: str, timeout: float = 2.0) -> InferenceResult:
+        return asyncio.run_coroutine_threadsafe(queue.wait_result(request_id, timeout), gateway_loop).result(30)
+
+    return wait
 
 
 @pytest.fixture(params=["memory", "redis"])
