@@ -52,6 +52,22 @@ def test_strict_dumps_refuses_a_bare_nan():
         strict_dumps({"x": math.nan})
 
 
+@pytest.mark.parametrize("doc", [
+    {"x": [0.1, 1e16, 1e-5, 5e-324, -0.0, 2**63 - 1, -(2**63)], "name": "e", "shape": [1, 7]},
+    {"id": "null", "data": [None, "null", 1.5]},  # nulls that are not NaNs: written by the careful path
+    {"data": np.random.default_rng(0).standard_normal(384).astype(np.float32).tolist()},
+])  # fmt: skip
+def test_strict_dumps_writes_what_json_reads_back_exactly(doc):
+    text = strict_dumps(doc)
+    assert json.loads(text) == doc
+    assert b" " not in text  # compact
+
+
+def test_strict_dumps_refuses_a_nan_beside_a_null():
+    with pytest.raises(ValueError):
+        strict_dumps({"a": None, "x": [1.0, math.inf]})
+
+
 def test_every_json_response_refuses_a_bare_nan():
     # FastAPI's default response class: a route returning a raw NaN fails loudly instead of sending invalid JSON.
     with pytest.raises(ValueError):
