@@ -6,9 +6,9 @@ elements: per chunk and output, a thread reads the weight row's `width` elements
 (lm_load16, prelude.py) and evaluates the sum's body at each of them, the stream operand standing for the
 loaded element, everything else (the input vector, a dequantising scale) as the generic emitter writes it. The
 GEMV_ROWS loads of a chunk are independent, so each thread keeps several in flight. Partial sums are float32
-(double for a float64 sum); they are folded by warp shuffles then one word per warp in shared memory
-(lm_block_fold): the same order every run, no atomics. Thread 0 then runs the epilogue (bias, activation,
-residual, casts) on each output and stores.
+(double for a float64 sum); all of a pass's sums are folded at once (lm_block_fold_many, prelude.py: lanes swap
+halves of their sums, then one word per warp and sum in shared memory): the same order every run, no atomics.
+Thread t then finishes sum t: the epilogue (bias, activation, residual, casts) and the store.
 A block past the last output computes the last one again (all threads must reach the folds) and stores nothing.
 Over several rows that share the weight (a decode step over many sequences: launch.row_group), a block takes
 GEMV_ROWS outputs of the N axis for every row, in passes of a group of rows: each weight load serves the whole
@@ -150,32 +150,37 @@ def _pass(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, firsts: lis
             lines += ["  " + line for line in _row(launch, k, gemv, g, j, f"lm_first{g}", numel)]
         lines += ["    }"]
     lines += ["  }"]
-    for g in range(len(firsts)):
-        folds = [f"    lm_acc{g}_{j} = lm_block_fold(lm_acc{g}_{j}, lm_fold_sum());" for j in range(GEMV_ROWS)]
-        lines += [f"  if ({lives[g]}) {{", *folds, "  }"]
-    return lines + _epilogue(launch, k, gemv, buffers, lives, numel)
+    # Every output's sum in one fold (a dead row's are zeros), each finished by thread `slot`, which then runs
+    # that output's epilogue: the GEMV_ROWS outputs of a row group fold and store in parallel.
+    values = 1 << (len(slots) - 1).bit_length()
+    sums = ", ".join([f"lm_acc{g}_{j}" for g, j in slots] + ["0"] * (values - len(slots)))
+    acc = COMPUTE[gemv.reduction.dtype]
+    lines += [f"  {acc} lm_each[{values}] = {{{sums}}};"]
+    lines += [
+        f"  const {acc} lm_folded = lm_block_fold_many({values}, {-(-launch.block // 32)}, lm_each, lm_fold_sum());"
+    ]
+    return lines + _epilogue(launch, k, gemv, buffers, firsts, lives, numel)
 
 
-def _epilogue(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, lives: list[str], numel: str) -> list[str]:
-    """Thread 0 finishes each output: the sum rounded to its type, the rest of the body, the store."""
+def _epilogue(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, firsts, lives, numel: str) -> list[str]:
+    """Thread `slot` < rows x GEMV_ROWS finishes output j of row g (slot = g * GEMV_ROWS + j): the sum rounded to its
+    type, the rest of the body, the store."""
     out = ShapeTracker.contiguous(k.shape).index.render_c()
     axes = tuple(range(len(k.shape)))
     total = CUDA.round("lm_total", gemv.reduction.dtype)
     acc = COMPUTE[gemv.reduction.dtype]
-    lines = [f"  if ({CUDA.thread_index} == 0) {{"]
-    for g in range(len(lives)):
-        lines += [f"    if ({lives[g]}) {{", f"      const {acc} lm_sums[{GEMV_ROWS}] = {{"]
-        lines[-1] += ", ".join(f"lm_acc{g}_{j}" for j in range(GEMV_ROWS)) + "};"
-        lines += [
-            f"      for (int lm_j = 0; lm_j < {GEMV_ROWS}; lm_j++) {{",
-            f"        const int64_t lm_flat = lm_first{g} + lm_j;",
-            f"        if (lm_flat >= {numel}) break;",
-        ]
-        lines += ["        " + s for s in decode("lm_flat", k.shape, axes)]
-        lines += [f"        const {acc} lm_total = lm_sums[lm_j];", f"        const {acc} lm_acc = {total};"]
-        e = CudaEmitter(pointers(launch))
-        e.indent = 4
-        value = e.emit(gemv.epilogue)
-        store = CUDA.store(value, buffers[launch.buffers[0]].dtype)
-        lines += e.lines + [f"        _q0[{out}] = {store};", "      }", "    }"]
-    return lines + ["  }"]
+    lines = [
+        f"  const int lm_slot = {CUDA.thread_index};",
+        f"  if (lm_slot < {len(firsts) * GEMV_ROWS}) {{",
+        f"    const int64_t lm_firsts[{len(firsts)}] = {{{', '.join(f'lm_first{g}' for g in range(len(firsts)))}}};",
+        f"    const bool lm_lives[{len(lives)}] = {{{', '.join(lives)}}};",
+        f"    const int64_t lm_flat = lm_firsts[lm_slot / {GEMV_ROWS}] + lm_slot % {GEMV_ROWS};",
+        f"    if (lm_lives[lm_slot / {GEMV_ROWS}] && lm_flat < {numel}) {{",
+    ]
+    lines += ["      " + s for s in decode("lm_flat", k.shape, axes)]
+    lines += [f"      const {acc} lm_total = lm_folded;", f"      const {acc} lm_acc = {total};"]
+    e = CudaEmitter(pointers(launch))
+    e.indent = 3
+    value = e.emit(gemv.epilogue)
+    store = CUDA.store(value, buffers[launch.buffers[0]].dtype)
+    return lines + e.lines + [f"      _q0[{out}] = {store};", "    }", "  }"]

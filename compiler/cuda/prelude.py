@@ -78,5 +78,30 @@ template <class T, class F> static __device__ inline T lm_block_fold(T v, F f) {
   for (unsigned w = 1; w < (blockDim.x + 31) / 32; w++) r = f(r, lm_partial[w]);
   return r;
 }
+/* V values per thread folded over a block of W warps at once, each value finished by one thread (V a power of
+   two, at most 32): thread t < V gets value t's fold. In a warp, the two lanes of each pair swap halves of their
+   values (the one whose lane has bit m set keeps the upper half), so after log2 V steps each lane holds one
+   value's partial and V - 1 + 5 - log2 V shuffles have done what 5 V would value by value; then one word per
+   warp and value in shared memory, two barriers in all, and each finishing thread folds its value over the
+   warps in order. */
+template <int V, int W, class T, class F> static __device__ inline T lm_block_fold_many_in(T (&v)[V], F f) {
+  __shared__ T lm_parts[W * V];
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int half = V / 2, m = 16; half >= 1; half >>= 1, m >>= 1) {
+    const bool upper = (lane & m) != 0;
+#pragma unroll
+    for (int i = 0; i < half; i++) v[i] = f(upper ? v[i + half] : v[i], lm_shfl_xor(upper ? v[i] : v[i + half], m));
+  }
+  for (int m = 16 / V; m > 0; m >>= 1) v[0] = f(v[0], lm_shfl_xor(v[0], m));
+  __syncthreads();
+  if (lane % (32 / V) == 0) lm_parts[threadIdx.x / 32 * V + lane / (32 / V)] = v[0];
+  __syncthreads();
+  const int own = threadIdx.x % V;
+  T r = lm_parts[own];
+  for (int w = 1; w < W; w++) r = f(r, lm_parts[w * V + own]);
+  return r;
+}
+#define lm_block_fold_many(V, W, v, f) lm_block_fold_many_in<V, W>(v, f)
 """
 )

@@ -114,5 +114,25 @@ template <class T, class F> {INLINE} T lm_block_fold_in(T v, F f, threadgroup ui
   return r;
 }}
 #define lm_block_fold(v, f) lm_block_fold_in(v, f, lm_scratch, threadIdx.x, blockDim.x)
+/* V values per thread folded over W SIMD groups at once, thread t < V getting value t's fold: the CUDA prelude's
+   lm_block_fold_many, its words in the kernel's lm_scratch (program.py sizes it for V x W). */
+template <int V, int W, class T, class F>
+{INLINE} T lm_block_fold_many_in(thread T (&v)[V], F f, threadgroup uint64_t* scratch, uint tid) {{
+  const uint lane = tid & {METAL.simd_width - 1};
+  for (int half = V / 2, m = {METAL.simd_width // 2}; half >= 1; half >>= 1, m >>= 1) {{
+    const bool upper = (lane & m) != 0;
+    for (int i = 0; i < half; i++) v[i] = f(upper ? v[i + half] : v[i], lm_shfl_xor(upper ? v[i] : v[i + half], m));
+  }}
+  for (int m = {METAL.simd_width // 2} / V; m > 0; m >>= 1) v[0] = f(v[0], lm_shfl_xor(v[0], m));
+  {METAL.barrier}
+  const uint per = {METAL.simd_width} / V;
+  if (lane % per == 0) scratch[tid / {METAL.simd_width} * V + lane / per] = lm_bits(v[0]);
+  {METAL.barrier}
+  const uint own = tid % V;
+  T r = lm_unbits(scratch[own], v[0]);
+  for (int w = 1; w < W; w++) r = f(r, lm_unbits(scratch[w * V + own], v[0]));
+  return r;
+}}
+#define lm_block_fold_many(V, W, v, f) lm_block_fold_many_in<V, W>(v, f, lm_scratch, threadIdx.x)
 """
 )

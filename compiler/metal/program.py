@@ -48,7 +48,10 @@ def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: li
         raise AssertionError(f"kernel {launch.kernel}: unexpected first line {lines[0]!r}")
     head = [signature(launch, p.buffers)]
     if any("lm_block_fold" in line for line in lines):  # threadgroup memory is declared at kernel scope
-        head.append(f"  {METAL.shared} uint64_t lm_scratch[{1024 // METAL.simd_width}];")
+        words = [1024 // METAL.simd_width]  # a word per SIMD group of the largest threadgroup
+        for line in lines:  # lm_block_fold_many(V, W, ...): V words per SIMD group
+            words += [int(v) * int(w) for v, w in re.findall(r"lm_block_fold_many\((\d+), (\d+),", line)]
+        head.append(f"  {METAL.shared} uint64_t lm_scratch[{max(words)}];")
     return head + lines[1:]
 
 
