@@ -41,6 +41,7 @@ def serve(
     from pydantic import ValidationError
 
     from luminal.gateway.app import create_app
+    from luminal.scheduler.collector import settle_serving_process
     from luminal.store.settings import Settings
 
     try:
@@ -55,6 +56,7 @@ def serve(
             out.print("Created the first tenant. Its API key, shown only this once:")
             out.print(platform.bootstrap_key, highlight=False, soft_wrap=True)
         out.print(f"Serving on http://{host}:{port} (data in {settings.data_dir})", highlight=False)
+        settle_serving_process()
 
     uvicorn.run(create_app(settings, on_start=announce), host=host, port=port, log_level="warning")
 

@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 
+from luminal.scheduler.collector import settle_serving_process
 from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
@@ -69,6 +70,7 @@ def main(argv: list[str]) -> int:
     # write it to the database, off the answer path. Elsewhere it is written to the database before the answers
     # are released. Either way a killed worker process loses no billing.
     ledger = None if queue.stores_usage else SqlUsageLedger(db, settings.gpu_prices_per_second)
+    settle_serving_process()
     try:
         Worker(spec, queue, programs, ledger, registry, worker_id, settings.reclaim_idle_s, device).run(stop)
     finally:
