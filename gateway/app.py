@@ -33,6 +33,7 @@ from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
 from luminal.provisioner.tenant_limits import TenantLimits
 from luminal.provisioner.worker_backends import open_worker_backend
 from luminal.scheduler.compile_jobs import ProcessCompileRunner, ThreadCompileRunner
+from luminal.scheduler.compute_thread import ComputeThread
 from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.programs import ProgramCache
@@ -84,18 +85,23 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     heartbeat.start()
     if backend is not None:
         return Platform(settings, db, artifacts, compiles, backend, bootstrap_key, heartbeat=heartbeat)
-    queue, registry, provisioner, ledger, drainer = _start_scheduler(settings, db, artifacts, heartbeat.replica_id)
+    # This process's CPU programs (thread workers', language models') share one OpenMP team: they all run on one
+    # thread (scheduler/compute_thread.py).
+    compute = ComputeThread()
+    queue, registry, provisioner, ledger, drainer = _start_scheduler(
+        settings, db, artifacts, heartbeat.replica_id, compute
+    )
     backend = SchedulerBackend(
         queue, provisioner, settings.max_queue_depth, settings.request_timeout_s, settings.execution_timeout_s
     )
     return Platform(
         settings, db, artifacts, compiles, backend, bootstrap_key, queue, registry, provisioner, ledger, heartbeat,
-        usage_drainer=drainer,
+        usage_drainer=drainer, compute=compute,
     )  # fmt: skip
 
 
 def _start_scheduler(
-    settings: Settings, db: Database, artifacts: ArtifactStore, gateway_id: str
+    settings: Settings, db: Database, artifacts: ArtifactStore, gateway_id: str, compute: ComputeThread
 ) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger | None, UsageDrainer | None]:
     queue = open_queue(settings.queue_url, settings.queue_namespace)
     registry = open_registry(settings.queue_url, settings.queue_namespace)
@@ -112,7 +118,7 @@ def _start_scheduler(
     if settings.worker_backend != "thread":
         worker_backend = open_worker_backend(settings, registry)
     else:
-        programs = ProgramCache(artifacts.local_path)
+        programs = ProgramCache(artifacts.local_path, compute=compute)
         ledger = BufferedLedger(sql_ledger, UsageJournal(journal_dir))
         worker_backend = ThreadWorkers(queue, programs, ledger, registry)
     scaling = ProvisionerSettings(

@@ -16,6 +16,7 @@ from luminal.gateway.ttl_cache import TtlCache
 from luminal.gateway.webhooks import WebhookSender, webhook_secret
 from luminal.provisioner.provisioner import Provisioner
 from luminal.scheduler.compile_jobs import CompileRunner
+from luminal.scheduler.compute_thread import ComputeThread
 from luminal.scheduler.generation.billing import SequenceBilling
 from luminal.scheduler.generation.engines import Engines
 from luminal.scheduler.ledger import SqlUsageLedger
@@ -47,6 +48,8 @@ class Platform:
     heartbeat: ReplicaHeartbeat | None = None
     # On Redis: moves the usage records worker processes stored with their answers into the database.
     usage_drainer: UsageDrainer | None = None
+    # Where this process's CPU programs run (None: on their callers' threads).
+    compute: ComputeThread | None = None
     metrics: InferenceMetrics = field(default_factory=InferenceMetrics)
     # Tells the other gateways that keys, tenants, models or deployments changed (set once the loop runs).
     metadata_changes: MetadataChanges = field(default_factory=NoMetadataChanges)
@@ -69,7 +72,7 @@ class Platform:
         webhooks = WebhookSender(webhook_secret(self.settings), self.settings.webhook_allow_private)
         # Sequences are billed through the thread workers' buffered ledger, or straight to the database.
         ledger = self.ledger or SqlUsageLedger(self.db, self.settings.gpu_prices_per_second)
-        self.generation = Engines(self.artifacts.local_path, SequenceBilling(ledger))
+        self.generation = Engines(self.artifacts.local_path, SequenceBilling(ledger), compute=self.compute)
         self.generation_metrics = GenerationMetrics(self.metrics.registry, self.generation)
         owner = None if self.heartbeat is None else self.heartbeat.replica_id
         self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks, owner)

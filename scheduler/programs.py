@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from luminal.compiler.artifact import load_program
+from luminal.compiler.program import target_kind
 from luminal.runtime.reference import ExecutionError
+from luminal.scheduler.compute_thread import ComputeThread
 
 
 class InvalidInput(ValueError):
@@ -22,12 +24,22 @@ class InvalidInput(ValueError):
 
 
 class LoadedProgram:
-    def __init__(self, program):
-        self.program = program
+    def __init__(self, program, compute: ComputeThread | None = None):
+        """`program` loaded, made ready here. A CPU program is made ready and run on `compute` where several
+        threads run programs (scheduler/compute_thread.py): packing its weights is parallel C too, and any
+        thread that runs parallel C keeps an OpenMP team."""
+        self.compute = compute if compute is not None and target_kind(program.target) == "cpu" else None
+        self.program = self._on_compute(program.prepare)
         # A CPU executable reuses one arena and one pointer table across calls, so calls must not overlap.
         self.lock = threading.Lock()
 
+    def _on_compute(self, fn: Callable, *args):
+        return fn(*args) if self.compute is None else self.compute.call(fn, *args)
+
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._on_compute(self._run, inputs)
+
+    def _run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         with self.lock:
             try:
                 return self.program.run(inputs)
@@ -41,9 +53,10 @@ class ProgramCache:
     """Loaded programs by artifact key, least recently used dropped first. Keys are content addresses, so a
     key always names the same program and a cached one never goes stale."""
 
-    def __init__(self, path_of: Callable[[str], Path], max_loaded: int = 16):
+    def __init__(self, path_of: Callable[[str], Path], max_loaded: int = 16, compute: ComputeThread | None = None):
         self.path_of = path_of
         self.max_loaded = max_loaded  # each loaded program holds its weights and arena in memory
+        self.compute = compute  # where its CPU programs run; None: on the caller's thread
         self._loaded: OrderedDict[str, LoadedProgram] = OrderedDict()
         self._loading = threading.Lock()
 
@@ -52,7 +65,7 @@ class ProgramCache:
             if key in self._loaded:
                 self._loaded.move_to_end(key)
                 return self._loaded[key]
-            loaded = LoadedProgram(load_program(self.path_of(key)).prepare())
+            loaded = LoadedProgram(load_program(self.path_of(key)), self.compute)
             self._loaded[key] = loaded
             while len(self._loaded) > self.max_loaded:
                 self._loaded.popitem(last=False)

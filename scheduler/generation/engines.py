@@ -9,6 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+from luminal.scheduler.compute_thread import ComputeThread
 from luminal.scheduler.generation.chunked_prefill import PREFILL_CHUNK
 from luminal.scheduler.generation.engine import GenerationEngine
 from luminal.scheduler.generation.language_model import load_language_model
@@ -23,8 +24,10 @@ class Engines:
         on_end: Callable[[TokenStream], None] | None = None,
         max_loaded: int = 4,
         max_waiting: int = MAX_WAITING,
+        compute: ComputeThread | None = None,
     ):
         self.path_of, self.on_end = path_of, on_end
+        self.compute = compute  # where the models' CPU programs run (None: on the engines' threads)
         self.max_loaded, self.max_waiting = max_loaded, max_waiting
         self._engines: OrderedDict[str, GenerationEngine] = OrderedDict()
         self._lock = threading.Lock()  # held while loading: two first requests load a model once
@@ -39,7 +42,7 @@ class Engines:
         with self._lock:
             engine = self._engines.get(program_key)
             if engine is None:
-                model = load_language_model(self.path_of(program_key))
+                model = load_language_model(self.path_of(program_key), compute=self.compute)
                 bound = self.max_waiting if max_waiting is None else max_waiting
                 engine = GenerationEngine(model, bound, self.on_end, prefill_chunk=prefill_chunk)
                 engine.start()

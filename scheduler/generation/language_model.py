@@ -33,6 +33,7 @@ from luminal.llm_package import (
     text_entries,
 )
 from luminal.padding import PaddingError, apply_manifest_padding
+from luminal.scheduler.compute_thread import ComputeThread
 from luminal.scheduler.generation.resident_weights import release_packed_weights
 from luminal.scheduler.generation.shared_weights import bind_shared, weights_graph
 from luminal.scheduler.generation.tokenizer import TextCodec
@@ -117,9 +118,10 @@ def compile_package(package_path: Path, target: str, out_path: Path) -> None:
     write_bundle(fmt, out_path, {**entries, **text_entries(package)}, fields)
 
 
-def load_language_model(path: Path, keep_weights: bool = False) -> LanguageModel:
-    """The model at `path`, its programs prepared. Weights the CPU programs read only as packed GEMM panels are
-    let go (resident_weights.py) unless `keep_weights`: then the programs can still be saved again."""
+def load_language_model(path: Path, keep_weights: bool = False, compute: ComputeThread | None = None) -> LanguageModel:
+    """The model at `path`, its programs prepared (their CPU programs prepared and run on `compute`, where given).
+    Weights the CPU programs read only as packed GEMM panels are let go (resident_weights.py) unless
+    `keep_weights`: then the programs can still be saved again."""
     block_size = None
     try:
         manifest, raw = _read_newest(path)
@@ -150,12 +152,11 @@ def load_language_model(path: Path, keep_weights: bool = False) -> LanguageModel
         objects[CONFIG],
         objects[GENERATION_CONFIG],
     )
-    for program in programs.values():
-        program.prepare()
+    loaded = {name: LoadedProgram(program, compute) for name, program in programs.items()}  # prepared
     if not keep_weights:
         release_packed_weights(list(programs.values()))  # packed into panels: the floats are not read again
-    prefill, step = (LoadedProgram(programs[p]) for p in PROGRAMS)
-    chunk = LoadedProgram(programs["chunk"]) if "chunk" in programs else None
+    prefill, step = (loaded[p] for p in PROGRAMS)
+    chunk = loaded.get("chunk")
     return LanguageModel(prefill, step, codec, *sizes, block_size, chunk)
 
 
