@@ -1,7 +1,7 @@
 """The generation engine, stepped by hand: sequences of different lengths batched together each produce what
 transformers' generate() produces alone, with the paged step and with the concatenating one of older files; a
-cancelled sequence leaves the batch and frees its cache blocks; stop strings and end-of-sequence end text as
-OpenAI documents."""
+cancelled sequence leaves the batch and frees its cache blocks; a full batch admits by urgency.
+(A sequence's own text: test_generation_sequence.py.)"""
 
 import asyncio
 import time
@@ -29,7 +29,6 @@ from luminal.scheduler.generation.language_model import (
     load_language_model,
 )
 from luminal.scheduler.generation.sampling import SamplingParams
-from luminal.scheduler.generation.sequence import Sequence
 from luminal.scheduler.generation.stream import WaitExpired
 from luminal.zip_bundle import read_bundle, write_bundle
 from tests.llm_folders import greedy_answer, hf_folder
@@ -212,45 +211,6 @@ def test_prompt_beyond_the_context_is_refused(compiled):
     _, model = compiled
     with pytest.raises(PromptTooLong, match="maximum context length is 64"):
         GenerationEngine(model).submit([5] * 60, SamplingParams(max_tokens=5), asyncio.new_event_loop())
-
-
-def _decode(ids):  # one character per token: 100 -> "a", 101 -> "b", ...
-    return "".join(chr(ord("a") + i - 100) for i in ids if i >= 100)
-
-
-def _run(tokens, **params) -> tuple[list[str], str | None, str]:
-    seq = Sequence([1], SamplingParams(**params), _decode, eos_token_ids=frozenset({2}))
-    pieces = []
-    for t in tokens:
-        pieces.append(seq.add(t))
-        if seq.finished:
-            break
-    return pieces, seq.finish_reason, seq.text
-
-
-def test_stop_strings_are_cut_and_held_back():
-    pieces, reason, text = _run([100, 101, 102, 103, 104], max_tokens=9, stop=("cd",))  # a b c d e
-    assert (text, reason) == ("ab", "stop")
-    assert pieces == ["a", "b", "", ""]  # "c" was held back: it might start "cd"
-    pieces, reason, text = _run([100, 102, 101, 103], max_tokens=4, stop=("cd",))
-    assert (text, reason, "".join(pieces)) == ("acbd", "length", "acbd")
-
-
-def test_eos_and_stop_tokens_end_the_sequence_without_text():
-    assert _run([100, 2, 101], max_tokens=9)[1:] == ("stop", "a")
-    assert _run([100, 2, 101], max_tokens=3, ignore_eos=True)[1:] == ("length", "ab")
-    assert _run([100, 105, 101], max_tokens=9, stop_token_ids=(105,))[1:] == ("stop", "a")
-
-
-def test_seeded_sampling_repeats():
-    logits = np.random.default_rng(0).standard_normal(50)
-
-    def draws(seed):
-        sampler = Sequence([1], SamplingParams(8, temperature=1.0, top_k=20, top_p=0.9, seed=seed), _decode).sampler
-        return [sampler.choose(logits) for _ in range(12)]
-
-    assert draws(7) == draws(7) != draws(8)
-    assert len(set(draws(7))) > 1  # really sampled, not the argmax every time
 
 
 def test_a_full_waiting_queue_refuses_with_engine_busy(compiled):
