@@ -9,6 +9,7 @@ from functools import partial
 from fastapi import FastAPI
 
 from luminal.gateway.errors import install_error_handlers
+from luminal.gateway.infer_fast_path import InferFastPath
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.metadata_changes import open_metadata_changes
 from luminal.gateway.platform import Platform
@@ -205,6 +206,7 @@ def create_app(
     # expects, never by what a header claims.
     app = FastAPI(title="Luminal Cloud", version="0.1.0", lifespan=lifespan, strict_content_type=False)
     install_error_handlers(app)
+    app.add_middleware(InferFastPath)  # the infer routes' answers without FastAPI's routing (the hot path)
     # The inference router first: routes are matched in order, and its infer route is the hot path.
     for module in (inference, server, models, deployments, workers, usage, predictions, metrics, keys, admin):
         app.include_router(module.router)

@@ -61,7 +61,7 @@ CompilesDep = Annotated[CompileRunner, Depends(_compiles)]
 BackendDep = Annotated[InferenceBackend, Depends(_backend)]
 
 
-async def _tenant(request: Request) -> Tenant:
+async def tenant_of(request: Request) -> Tenant:
     """The tenant of the `Authorization: Bearer <key>` header; 401 without a valid, unrevoked key. Known keys
     come from the platform's short-lived cache; a miss queries the database in a worker thread, off the loop.
     The platform is read from the app, not a sub-dependency: FastAPI solves each dependency's parameters anew on
@@ -103,4 +103,4 @@ def _lookup_tenant(db: Database, key: str) -> Tenant | None:
         return tenant_for_key(session, key)
 
 
-TenantDep = Annotated[Tenant, Depends(_tenant)]
+TenantDep = Annotated[Tenant, Depends(tenant_of)]

@@ -165,7 +165,9 @@ async def prepare(
     return PreparedInference(name, d, labels, parsed, ref, _queued_request(ref, parsed))
 
 
-async def _infer(request: Request, name: str, version: str | None, tenant: Tenant, platform: Platform) -> Response:
+async def answer_inference(request: Request, name: str, version: str | None, tenant: Tenant) -> Response:
+    """The answer of an infer route (also given, without FastAPI's routing, by gateway/infer_fast_path.py)."""
+    platform: Platform = request.app.state.platform
     d = await resolve_ready(platform, tenant, name, version)
     try:
         body = await read_capped_body(request, platform.settings.max_request_bytes)
@@ -204,19 +206,19 @@ def _queued_request(ref: DeploymentRef, parsed: InferRequest) -> InferenceReques
     )
 
 
-# The infer routes take only the tenant as a dependency and read the platform from the app: every dependency
-# FastAPI resolves costs tens of microseconds per request, a real share of a small model's latency. They come
-# first (and this router first in the app): a request is matched against the routes in order.
+# These routes answer only what gateway/infer_fast_path.py passes on (a name too long, a mounted app) and document
+# the API. They take only the tenant as a dependency and come first (and this router first in the app): a request
+# is matched against the routes in order.
 @router.post("/{name}/infer")
 async def infer(request: Request, name: ModelNameInPath, tenant: TenantDep) -> Response:
     """JSON tensors, or JSON followed by binary tensors (Triton's extension); see gateway/tensor_codec.py. With
     `Prefer: respond-async`: 202 and a prediction to poll at /v1/predictions/{id} (gateway/predictions.py)."""
-    return await _infer(request, name, None, tenant, request.app.state.platform)
+    return await answer_inference(request, name, None, tenant)
 
 
 @router.post("/{name}/versions/{version}/infer")
 async def infer_version(request: Request, name: ModelNameInPath, version: str, tenant: TenantDep) -> Response:
-    return await _infer(request, name, version, tenant, request.app.state.platform)
+    return await answer_inference(request, name, version, tenant)
 
 
 @router.get("/{name}")

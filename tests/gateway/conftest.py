@@ -156,3 +156,12 @@ def deploy_and_wait(client: httpx.Client, name: str, timeout: float = 120, **set
         time.sleep(0.1)
         deployment = client.get(f"/v1/deployments/{deployment['id']}").json()
     return deployment
+
+
+@pytest.fixture
+def deployed(server, model_bytes):
+    """The server with the tiny model uploaded as "tiny" and deployed."""
+    c = server.client()
+    assert upload(c, "tiny", model_bytes).status_code == 201
+    assert deploy_and_wait(c, "tiny")["status"] == "ready"
+    return server

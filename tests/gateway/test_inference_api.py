@@ -22,14 +22,6 @@ def auth() -> dict[str, str]:
     return {"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
 
 
-@pytest.fixture
-def deployed(server, model_bytes):
-    c = server.client()
-    assert upload(c, "tiny", model_bytes).status_code == 201
-    assert deploy_and_wait(c, "tiny")["status"] == "ready"
-    return server
-
-
 def expected(x: np.ndarray) -> np.ndarray:
     return lm.run(tiny_graph(), {"x": x})["probs"]
 

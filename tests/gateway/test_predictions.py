@@ -25,7 +25,7 @@ from luminal.gateway.webhooks import deliver
 from luminal.store import predictions as prediction_store
 from luminal.store.tables import Prediction, Tenant
 from luminal.store.tenants import create_tenant
-from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
+from tests.gateway.conftest import BOOTSTRAP_KEY, upload
 from tests.gateway.webhook_receiver import Receiver
 
 ASYNC = {"Prefer": "respond-async"}
@@ -36,14 +36,6 @@ def allow_loopback_webhooks(monkeypatch):
     """The receivers below listen on 127.0.0.1: allowed explicitly, as for local development (autouse fixtures
     run first, so every Settings these tests build reads it)."""
     monkeypatch.setenv("LUMINAL_WEBHOOK_ALLOW_PRIVATE", "true")
-
-
-@pytest.fixture
-def deployed(server, model_bytes):
-    c = server.client()
-    assert upload(c, "tiny", model_bytes).status_code == 201
-    assert deploy_and_wait(c, "tiny")["status"] == "ready"
-    return server
 
 
 def tensor(x: np.ndarray) -> dict:

@@ -1,0 +1,61 @@
+"""The infer routes without FastAPI's routing and dependency machinery: the hot path of every model.
+
+FastAPI matches a request against its routes, builds the endpoint's parameters through its dependency solver
+and wraps the response in two exception layers: about 0.25 ms of the event loop's time per request on the test
+machine, a quarter of what the gateway adds to a 3 ms model. This middleware answers `POST
+/v2/models/{name}[/versions/{version}]/infer` itself with the same functions the routes call (the tenant's key,
+`_infer`) and the app's own exception handlers, so the answers are the routes' answers. Anything it does not
+recognise, including a name the route would refuse as too long, goes on to FastAPI, which judges it as before.
+The routes stay declared: they document the API (OpenAPI) and answer what this passes on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from luminal.gateway.dependencies import tenant_of
+from luminal.gateway.routers.inference import answer_inference
+from luminal.gateway.schemas import MAX_MODEL_NAME_CHARS
+
+# What the routes match: Starlette's `{name}` is one path segment, of at least one character.
+_INFER_PATH = re.compile(r"/v2/models/([^/]+)/(?:versions/([^/]+)/)?infer")
+
+
+class InferFastPath:
+    def __init__(self, app: ASGIApp):
+        self.app = app  # the rest of the FastAPI stack
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = None
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            match = _INFER_PATH.fullmatch(scope["path"])
+        if match is None or len(match.group(1)) > MAX_MODEL_NAME_CHARS:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive, send)  # scope["app"] is the FastAPI app: Starlette set it
+        try:
+            tenant = await tenant_of(request)
+            response = await answer_inference(request, match.group(1), match.group(2), tenant)
+        except Exception as exc:
+            response = await _handled(request, exc)
+        await response(scope, receive, send)
+
+
+async def _handled(request: Request, exc: Exception) -> Response:
+    """The response the app's exception handler for `exc` gives, as Starlette's ExceptionMiddleware would pick
+    it (the nearest class in its MRO). Errors without one are re-raised to ServerErrorMiddleware, which answers
+    them with the app's 500 handler, as it does for every route."""
+    handlers = request.app.exception_handlers
+    for cls in type(exc).__mro__:
+        if cls is Exception:
+            break
+        handler = handlers.get(cls)
+        if handler is not None:
+            response = handler(request, exc)
+            return await response if inspect.isawaitable(response) else response
+    raise exc
