@@ -1,8 +1,11 @@
 """The embedded platform's request queue: everything in this process, no external service.
 
 The gateway side (`submit`, `wait_result`) runs on an asyncio event loop; the worker side (`take`, `complete`,
-`reclaim`) runs in plain threads. One `threading.Condition` guards all state; a waiting gateway coroutine is
-woken through its loop's `call_soon_threadsafe`, since a worker thread may not touch an asyncio future directly.
+`reclaim`) runs in plain threads. One lock guards all state. A worker waits on its deployment's own condition
+(of that lock), so a request wakes only the workers that can take it: with one condition for all, every
+request and every answer woke every worker thread of the process, each taking the GIL to find nothing. A waiting
+gateway coroutine is woken through its loop's `call_soon_threadsafe`, since a worker thread may not touch an
+asyncio future directly.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ class MemoryQueue:
     def __init__(self, result_ttl_s: float = DEFAULT_RESULT_TTL_S, retry_after_s: float = DEFAULT_RETRY_AFTER_S):
         self._result_ttl_s = result_ttl_s
         self._retry_after_s = retry_after_s
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()
+        self._arrivals: dict[int, threading.Condition] = {}  # deployment -> what its workers wait on
         self._sequence = itertools.count()  # ties within a priority level break by arrival: FIFO
         self._queued: dict[int, list[tuple[int, int, InferenceRequest]]] = {}  # deployment -> heap
         self._taken: dict[str, _Taken] = {}  # tag -> who holds it; insertion order = oldest delivery first
@@ -60,20 +64,20 @@ class MemoryQueue:
         if max_depth < 1:
             raise ValueError(f"max_depth must be at least 1, got {max_depth}")
         level = effective_priority(request.priority)
-        with self._cond:
+        with self._lock:
             self._check_open()
             heap = self._queued.setdefault(request.deployment_id, [])
             if len(heap) >= max_depth:
                 raise QueueFull(request.deployment_id, len(heap), self._retry_after_s)
             heapq.heappush(heap, (level, next(self._sequence), request))
-            self._cond.notify_all()
+            self._arrival(request.deployment_id).notify_all()
 
     async def enqueue(self, request: InferenceRequest, max_depth: int) -> None:
         self.submit(request, max_depth)  # nothing to wait for: the queue is in this process
 
     async def wait_result(self, request_id: str, timeout: float) -> InferenceResult:
         loop = asyncio.get_running_loop()
-        with self._cond:
+        with self._lock:
             self._drop_stale_results()
             if request_id in self._results:
                 return self._results.pop(request_id)[0]
@@ -87,7 +91,7 @@ class MemoryQueue:
             result = await waiter.future
         finally:
             timer.cancel()
-            with self._cond:
+            with self._lock:
                 if self._waiters.get(request_id) is waiter:  # this coroutine was cancelled (the client went away)
                     del self._waiters[request_id]
         if result is None:
@@ -96,18 +100,18 @@ class MemoryQueue:
 
     def _expire(self, request_id: str, waiter: _Waiter) -> None:
         """On the waiter's loop, at its timeout: it gives up, unless a worker already took its result to deliver."""
-        with self._cond:
+        with self._lock:
             if self._waiters.get(request_id) is not waiter:
                 return
             del self._waiters[request_id]
         _resolve(waiter.future, None)
 
     def depth(self, deployment_id: int) -> int:
-        with self._cond:
+        with self._lock:
             return len(self._queued.get(deployment_id, ()))
 
     def in_flight(self, deployment_id: int) -> int:
-        with self._cond:
+        with self._lock:
             return sum(1 for t in self._taken.values() if t.delivery.request.deployment_id == deployment_id)
 
     # --- worker side ---
@@ -116,40 +120,38 @@ class MemoryQueue:
         if max_items < 1:
             raise ValueError(f"max_items must be at least 1, got {max_items}")
         give_up_at = time.monotonic() + max(wait_s, 0.0)
-        with self._cond:
+        with self._lock:
             while not self._closed:  # a worker blocked here at shutdown gets nothing, then sees its own stop flag
                 taken = self._pop_live(deployment_id, consumer, max_items)
                 remaining = give_up_at - time.monotonic()
                 if taken or remaining <= 0:
                     return taken
-                self._cond.wait(remaining)
+                self._arrival(deployment_id).wait(remaining)
             return []
 
     def complete(self, delivery: Delivery, result: InferenceResult) -> None:
         """Stores the result, then acknowledges. A delivery completed before (by a consumer that was presumed dead
         and reclaimed from) is ignored, so each request has one result."""
-        with self._cond:
+        with self._lock:
             if self._taken.pop(delivery.tag, None) is None:
                 return
             self._publish(result)
-            self._cond.notify_all()
 
     def complete_all(
         self, completions: list[tuple[Delivery, InferenceResult]], usage: UsageRecord | None = None
     ) -> None:
         if usage is not None:
             raise ValueError("the in-process queue does not store usage records: give the worker a ledger")
-        with self._cond:
+        with self._lock:
             for delivery, result in completions:
                 if self._taken.pop(delivery.tag, None) is not None:
                     self._publish(result)
-            self._cond.notify_all()
 
     def reclaim(self, deployment_id: int, consumer: str, min_idle_s: float, max_items: int) -> list[Delivery]:
         if max_items < 1:
             raise ValueError(f"max_items must be at least 1, got {max_items}")
         now, claimed = time.monotonic(), []
-        with self._cond:
+        with self._lock:
             for tag, held in list(self._taken.items()):
                 if len(claimed) == max_items:
                     break
@@ -166,11 +168,18 @@ class MemoryQueue:
         return claimed
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
+            for arrival in self._arrivals.values():
+                arrival.notify_all()
 
     # --- internals (called with the lock held) ---
+
+    def _arrival(self, deployment_id: int) -> threading.Condition:
+        arrival = self._arrivals.get(deployment_id)
+        if arrival is None:
+            arrival = self._arrivals[deployment_id] = threading.Condition(self._lock)
+        return arrival
 
     def _check_open(self) -> None:
         if self._closed:

@@ -222,7 +222,7 @@ def test_memory_a_result_claimed_as_the_wait_times_out_is_still_returned(gateway
     waiting = asyncio.run_coroutine_threadsafe(queue.wait_result(req.id, timeout=0.2), gateway_loop)
     while req.id not in queue._waiters:  # the gateway waits
         time.sleep(0.001)
-    with queue._cond:  # the worker holds the lock past the timeout: the gateway's timer waits for it
+    with queue._lock:  # the worker holds the lock past the timeout: the gateway's timer waits for it
         time.sleep(0.4)
         queue.complete(delivery, ok_result(req))  # claims the waiter the timer is about to give up
     assert waiting.result(timeout=5).status == OK
