@@ -9,7 +9,9 @@
     request by request, so all see the same background load; the difference is the overhead the platform adds.
 (b) Throughput of a memory-bound MLP (its weights are read once per batch, so batching pays), with inputs in
     Triton's binary format, at client concurrency 1, 16 and 64, deployed twice on the embedded platform:
-    batching on (max batch 64, 2 ms delay) and off (max batch 1).
+    batching on (max batch 64, 2 ms delay) and off (max batch 1). Then the same program in this process at one
+    row and at 64: the gain batching would give if serving cost nothing (on few cores the program turns
+    compute-bound well before 64 rows, and the server and the load client share those cores).
 (c) A real embedding model, all-MiniLM-L6-v2, with sentences of varied lengths at concurrency 1, 8 and 64, on
     both platforms, against the same compiled program and sentence-transformers in-process
     (bench/sentence_load.py).
@@ -181,7 +183,7 @@ async def _load(url: str, key: str, payload: tuple[bytes, dict], concurrency: in
         return done / (time.perf_counter() - start), done
 
 
-def throughput(platform_url: str, key: str, width: int, seconds: float) -> None:
+def throughput(platform_url: str, key: str, width: int, seconds: float, graph_path: Path) -> None:
     payload = binary_body(np.random.default_rng(2).standard_normal((1, width)).astype(np.float32))
     print(f"\n(b) throughput of a {width}-wide MLP (binary tensors in), requests/s over {seconds:g} s per cell")
     print(f"    {'concurrency':<13}{'batching off':>14}{'batching on':>13}{'ratio':>8}")
@@ -193,7 +195,28 @@ def throughput(platform_url: str, key: str, width: int, seconds: float) -> None:
             rates[mode], _ = asyncio.run(_load(url, key, payload, concurrency, seconds))
         ratio = rates["on"] / rates["off"]
         print(f"    {concurrency:<13}{rates['off']:>14.1f}{rates['on']:>13.1f}{ratio:>7.2f}x")
+    print(f"    {program_batching_bound(graph_path, width)}")
     print("    goal: at concurrency 64, batching on >= 5x batching off")
+
+
+def program_batching_bound(graph_path: Path, width: int = WIDE, rows: int = 64, repeats: int = 5) -> str:
+    """The compiled program in this process at one row and at `rows` rows, each in its own block (median of
+    `repeats`): the most batching can gain here if serving cost nothing."""
+    program = lm.compile(lm.load(graph_path), target="cpu")
+    rng = np.random.default_rng(3)
+    medians = {}
+    for n in (1, rows):
+        x = {"x": rng.standard_normal((n, width)).astype(np.float32)}
+        program.run(x)  # warm
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            program.run(x)
+            times.append(time.perf_counter() - start)
+        medians[n] = statistics.median(times) * 1e3
+    bound = rows * medians[1] / medians[rows]
+    return (f"the program in-process: 1 row {medians[1]:.2f} ms, {rows} rows {medians[rows]:.2f} ms: "
+            f"batching can give at most {bound:.1f}x here")  # fmt: skip
 
 
 def start_platform(tmp: Path, key: str, queue_url: str | None) -> tuple[subprocess.Popen, str, str | None]:
@@ -272,7 +295,7 @@ def main() -> None:
             if args.only in (None, "a"):
                 latency(urls, key, plain_url, requests)
             if args.only in (None, "b"):
-                throughput(urls["embedded"], key, WIDE, seconds)
+                throughput(urls["embedded"], key, WIDE, seconds, wide)
             if args.only in (None, "c"):
                 sentence_load.run(urls, key, minilm, seconds)
             print(f"load average at the end: {os.getloadavg()[0]:.2f}")
