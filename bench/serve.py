@@ -9,10 +9,9 @@
     request by request, so all see the same background load; the difference is the overhead the platform adds.
 (b) Throughput of a memory-bound MLP (its weights are read once per batch, so batching pays), with inputs in
     Triton's binary format, at client concurrency 1, 16 and 64, deployed twice on the embedded platform:
-    batching on (max batch 64, 2 ms delay) and off (max batch 1), taking turns in three blocks each per cell
-    (sequential blocks once measured batching on at 0.89x of off at concurrency 1, the next run 1.08x). Then the
-    same program in this process at one row and at 64: the gain batching would give if serving cost nothing (on
-    few cores the program turns compute-bound well before 64 rows, and the server and the load client share
+    batching on (max batch 64, 2 ms delay) and off (max batch 1), taking turns in blocks within each cell. Then
+    the same program in this process at one row and at 64: the gain batching would give if serving cost nothing
+    (on few cores the program turns compute-bound well before 64 rows, and the server and the load client share
     those cores).
 (c) A real embedding model, all-MiniLM-L6-v2, with sentences of varied lengths at concurrency 1, 8 and 64, on
     both platforms, against the same compiled program and sentence-transformers in-process
@@ -52,7 +51,6 @@ import sentence_load  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 WIDE = 4096
-ROUNDS = 3  # in (b), the turns batching off and on take in each cell
 
 
 def small_model() -> lm.Graph:
@@ -195,9 +193,9 @@ def throughput(platform_url: str, key: str, width: int, seconds: float, graph_pa
         for url in urls.values():
             asyncio.run(_load(url, key, payload, concurrency, min(1.0, seconds)))  # warm
         done, spent = dict.fromkeys(urls, 0), dict.fromkeys(urls, 0.0)
-        for _ in range(ROUNDS):  # turns, so that a slow spell of the machine slows both alike
+        for _ in range(sentence_load.ROUNDS):  # turns, so that a slow spell of the machine slows both alike
             for mode, url in urls.items():
-                rate, n = asyncio.run(_load(url, key, payload, concurrency, seconds / ROUNDS))
+                rate, n = asyncio.run(_load(url, key, payload, concurrency, seconds / sentence_load.ROUNDS))
                 done[mode], spent[mode] = done[mode] + n, spent[mode] + n / rate
         rates = {mode: done[mode] / spent[mode] for mode in urls}
         ratio = rates["on"] / rates["off"]
