@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from luminal.compiler import hoist, ir
+from luminal.compiler import gemv_plan, hoist, ir
 from luminal.compiler.cuda.emitter import CudaEmitter
 from luminal.compiler.cuda.kernels import FOOT, head, pointers
 from luminal.compiler.cuda.launch import GEMV_ROWS, Launch, row_group, staged
 from luminal.compiler.dialects import COMPUTE, CUDA
 from luminal.compiler.gemm_operands import decode
 from luminal.compiler.gemv_plan import GemvPlan
-from luminal.symbolic import var
+from luminal.symbolic import Expr, as_expr, var
 from luminal.view import ShapeTracker, dims_product
 
 LOADED = "lm_wv"  # the chunk's weight elements, a local array standing for the stream operand
@@ -111,20 +111,56 @@ def _substitute_load(v: ir.Value, old: ir.Value, new: ir.Value) -> ir.Value:
 
 def kernel_source(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, symbols) -> list[str]:
     lines = head(launch, buffers, symbols)
-    tile = f"{CUDA.block_index} * {GEMV_ROWS}"
-    group = row_group(k, gemv)
     if staged(k, gemv):
-        lines += [f"  __shared__ {COMPUTE[gemv.vector.dtype]} {STAGED}[{max(group, 1) * gemv.reduction.extent.value}];"]
+        lines += [_staged_array(COMPUTE[gemv.vector.dtype], _staged_size(k, gemv))]
+    return lines + _blocks(launch, k, gemv, buffers, CUDA.block_index) + FOOT
+
+
+def batch_source(launch: Launch, members: list[ir.LoopKernel], grids: list[Expr], buffers, symbols) -> list[str]:
+    """Independent GEMVs in one launch (compiler/cuda/gemv_batch.py): member m takes the blocks from the sum of
+    the grids before it (at the live dims) and runs as alone, with that block index; member m's output `_q<m>`.
+    The condition is the same for all of a block's threads, so each member's folds see the whole block."""
+    lines = head(launch, buffers, symbols)
+    plans = [gemv_plan.plan(k) for k in members]
+    sizes = [_staged_size(k, gemv) for k, gemv in zip(members, plans) if staged(k, gemv)]
+    types = {COMPUTE[gemv.vector.dtype] for k, gemv in zip(members, plans) if staged(k, gemv)}
+    if sizes:
+        (kind,) = types
+        lines += [_staged_array(kind, max(sizes))]
+    lines += [f"  const int64_t lm_b = {CUDA.block_index};"]
+    first = as_expr(0)
+    for m, (k, gemv, grid) in enumerate(zip(members, plans, grids)):
+        end = first + grid
+        lines += [f"  {'else if' if m else 'if'} (lm_b < {end.render_c()}) {{"]
+        lines += [f"    const int64_t lm_block = lm_b - ({first.render_c()});"]
+        lines += ["  " + line for line in _blocks(launch, k, gemv, buffers, "lm_block")] + ["  }"]
+        first = end
+    return lines + FOOT
+
+
+def _staged_size(k: ir.LoopKernel, gemv: GemvPlan) -> int:
+    """Values of the staged vector: K for each row of a pass."""
+    return max(row_group(k, gemv), 1) * gemv.reduction.extent.value
+
+
+def _staged_array(kind: str, size: int) -> str:
+    return f"  __shared__ {kind} {STAGED}[{size}];"
+
+
+def _blocks(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, block: str) -> list[str]:
+    """What block `block` of the kernel's grid computes: its GEMV_ROWS outputs, of every row of a row group."""
+    tile = f"{block} * {GEMV_ROWS}"
+    group = row_group(k, gemv)
     if not group:  # GEMV_ROWS consecutive outputs, one pass
-        return lines + _pass(launch, k, gemv, buffers, [tile], ["true"]) + FOOT
+        return _pass(launch, k, gemv, buffers, [tile], ["true"])
     n = k.shape[-1].value
-    lines += [f"  const int64_t lm_rows = {dims_product(k.shape[:-1]).render_c()};"]
+    lines = [f"  const int64_t lm_rows = {dims_product(k.shape[:-1]).render_c()};"]
     lines += [f"  for (int64_t lm_m0 = 0; lm_m0 < lm_rows; lm_m0 += {group}) {{"]
     # A row past the last is computed as the last (its indices stay in range) but skipped where that is uniform.
     firsts = [f"(lm_m0 + {g} < lm_rows ? lm_m0 + {g} : lm_rows - 1) * {n} + {tile}" for g in range(group)]
     lives = [f"lm_m0 + {g} < lm_rows" for g in range(group)]
     passed = _pass(launch, k, gemv, buffers, firsts, lives)
-    return lines + ["  " + line for line in passed] + [f"    {CUDA.barrier}", "  }"] + FOOT
+    return lines + ["  " + line for line in passed] + [f"    {CUDA.barrier}", "  }"]
 
 
 def _pass(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, firsts: list[str], lives: list[str]) -> list[str]:
@@ -182,5 +218,5 @@ def _epilogue(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, firsts,
     e = CudaEmitter(pointers(launch))
     e.indent = 3
     value = e.emit(gemv.epilogue)
-    store = CUDA.store(value, buffers[launch.buffers[0]].dtype)
-    return lines + e.lines + [f"      _q0[{out}] = {store};", "    }", "  }"]
+    store = CUDA.store(value, buffers[k.out].dtype)
+    return lines + e.lines + [f"      {pointers(launch)[k.out]}[{out}] = {store};", "    }", "  }"]

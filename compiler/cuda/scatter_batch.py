@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from luminal.compiler import ir
 from luminal.compiler.cuda.launch import Launch
+from luminal.compiler.cuda.launch_runs import Planned, member_buffers, merge_runs
 
 MAX_BUFFERS = 96  # pointer arguments of one merged launch: 768 bytes of parameters
 
@@ -22,8 +23,9 @@ def _in_place_scatter(k: ir.Kernel, launch: Launch) -> bool:
     return isinstance(k, ir.ScatterKernel) and launch.shape == "scatter" and k.out in ir.buffers_read(k)
 
 
-def _joins(run: list[tuple[tuple[ir.Kernel, ...], Launch]], k: ir.Kernel, launch: Launch) -> bool:
-    """Whether scatter `k` (its one launch `launch`) may join `run`, a run of merged scatters."""
+def _joins(run: list[Planned], planned: Planned) -> bool:
+    """Whether `planned`, the one launch of scatter `k`, may join `run`, a run of merged scatters."""
+    (k,), launch = planned
     members = [m for ks, _ in run for m in ks]
     first = members[0]
     if not _in_place_scatter(k, launch):
@@ -33,40 +35,17 @@ def _joins(run: list[tuple[tuple[ir.Kernel, ...], Launch]], k: ir.Kernel, launch
     outs = {m.out for m in members}
     if k.out in outs or ir.buffers_read(k) & outs or any(k.out in ir.buffers_read(m) for m in members):
         return False
-    return len(_buffers([*members, k])) <= MAX_BUFFERS
+    return len(member_buffers([*members, k])) <= MAX_BUFFERS
 
 
-def _buffers(members: list[ir.Kernel]) -> tuple[str, ...]:
-    outs = [m.out for m in members]
-    reads = [b for m in members for b in ir.buffers_in_order(m) if b not in outs]
-    return (*outs, *dict.fromkeys(reads))
-
-
-def _merged(run: list[tuple[tuple[ir.Kernel, ...], Launch]]) -> tuple[tuple[ir.Kernel, ...], Launch]:
-    if len(run) == 1:
-        return run[0]
+def _merged(run: list[Planned]) -> Planned:
     members = tuple(m for ks, _ in run for m in ks)
     first = run[0][1]
     name = f"{members[0].name}_to_{members[-1].name}_scatters"
-    return members, Launch(name, "scatters", first.grid, first.block, _buffers(list(members)), writes=len(members))
+    buffers = member_buffers(list(members))
+    return members, Launch(name, "scatters", first.grid, first.block, buffers, writes=len(members))
 
 
-def merge_scatters(plan: list[tuple[tuple[ir.Kernel, ...], Launch]]) -> list[tuple[tuple[ir.Kernel, ...], Launch]]:
+def merge_scatters(plan: list[Planned]) -> list[Planned]:
     """`plan` (each launch with the kernels it runs) with every run of mergeable scatters one launch."""
-    out: list[tuple[tuple[ir.Kernel, ...], Launch]] = []
-    run: list[tuple[tuple[ir.Kernel, ...], Launch]] = []
-    for ks, launch in plan:
-        (k,) = ks
-        if run and _joins(run, k, launch):
-            run.append((ks, launch))
-            continue
-        if run:
-            out.append(_merged(run))
-            run = []
-        if _in_place_scatter(k, launch):
-            run = [(ks, launch)]
-        else:
-            out.append((ks, launch))
-    if run:
-        out.append(_merged(run))
-    return out
+    return merge_runs(plan, lambda planned: _in_place_scatter(planned[0][0], planned[1]), _joins, _merged)

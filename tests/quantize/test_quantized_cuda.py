@@ -57,9 +57,9 @@ def test_the_generated_cuda_means_what_the_interpreter_computes(step):
 def test_a_paged_step_over_many_sequences_reads_each_q8_0_weight_once_per_run():
     """Projections whose K spans several Q8_0 blocks (the tiny model's K = 32 is one) are GEMVs with 16 int8 per
     load, each block computing its outputs for groups of the batch's rows: a grid over N alone."""
-    from luminal.compiler import gemv_plan
+    from luminal.compiler import gemv_plan, ir
     from luminal.compiler.cuda.launch import GEMV_ROW_GROUP, GEMV_ROWS, row_group
-    from luminal.compiler.cuda.program import launch_plan
+    from luminal.compiler.cuda.program import kernel_launches, planned_launches
     from luminal.nn.models.loading import causal_lm
     from luminal.nn.models.paged_decoding import paged_step_graph
     from tests.compiler.cuda.graphs import bind_random
@@ -68,16 +68,17 @@ def test_a_paged_step_over_many_sequences_reads_each_q8_0_weight_once_per_run():
               "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2}  # fmt: skip
     graph = bind_random(paged_step_graph(causal_lm(config, "int8"), max_batch=16, max_positions=64))
     program = lm.compile(graph, "h100", cache=False)
-    kernels, buffers = {k.name: k for k in program.kernels.kernels}, program.kernels.buffers
+    buffers = program.kernels.buffers
     int8_readers = [
-        launch
-        for launch in launch_plan(program.kernels)
-        if any(buffers[b].dtype == lm.int8 for b in launch.buffers[launch.writes :])
+        (kernel, launch)
+        for members, launch in planned_launches(program.kernels)
+        for kernel in members
+        if any(buffers[b].dtype == lm.int8 for b in ir.buffers_read(kernel))
     ]
     assert len(int8_readers) == 8  # q, k, v, o, gate, up, down and the LM head
-    for launch in int8_readers:
-        kernel = kernels[launch.kernel]
+    for kernel, launch in int8_readers:
         plan = gemv_plan.plan(kernel)
-        assert launch.shape == "gemv" and plan.stream.dtype == lm.int8 and plan.width == 16
+        assert launch.shape in ("gemv", "gemvs") and plan.stream.dtype == lm.int8 and plan.width == 16
         assert row_group(kernel, plan) == GEMV_ROW_GROUP
-        assert launch.grid.is_const and launch.grid.value == kernel.shape[-1].value // GEMV_ROWS
+        (alone,) = kernel_launches(kernel, program.kernels)  # its part of a merged launch's grid
+        assert alone.grid.is_const and alone.grid.value == kernel.shape[-1].value // GEMV_ROWS

@@ -11,7 +11,7 @@ import pytest
 import luminal as lm
 from luminal.compiler import gemv_plan, ir
 from luminal.compiler.cuda.launch import loop_shape
-from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.cuda.program import launch_plan, planned_launches
 from luminal.compiler.gemm_plan import Accumulated
 from luminal.nn.models.generation import decoder_graphs
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
@@ -66,7 +66,9 @@ def test_a_layer_launches_its_linears_as_gemvs_and_fuses_the_key_value_casts(ste
     _, program = step
     plan = launch_plan(program.kernels)
     shapes = [launch.shape for launch in plan]
-    assert shapes.count("gemv") == 7 * LAYERS + 1  # and the logits
+    gemvs = sum(launch.writes for launch in plan if launch.shape == "gemvs")  # compiler/cuda/gemv_batch.py
+    assert shapes.count("gemv") + gemvs == 7 * LAYERS + 1  # and the logits
+    assert shapes.count("gemvs") == LAYERS  # q and k: the key cache's concatenation runs before v
     assert shapes.count("flash_decode") == LAYERS and "combine" not in shapes and "attention_split" not in shapes
     assert shapes.count("row") == 0  # every norm is in the prologue of the GEMVs that read it
     # RoPE's tables are computed where they are read (compiler/fuse_index.py); left: the causal mask's two
@@ -124,7 +126,8 @@ def test_the_fused_gemvs_compile_for_sm80_and_sm90_without_spills(step):
     """The GEMVs with a norm in their prologue (a block fold before the staging) or a residual in their
     epilogue, like every other kernel of the step, compile and keep everything in registers."""
     _, program = step
-    fused = {k.name for k in _gemvs(program) if gemv_plan.plan(k).statistics}
+    launch_of = {m.name: launch.kernel for members, launch in planned_launches(program.kernels) for m in members}
+    fused = {launch_of[k.name] for k in _gemvs(program) if gemv_plan.plan(k).statistics}
     usages = nvcc.compile_cuda(program.source)
     assert fused <= {u.kernel for u in usages if u.arch == "80"} & {u.kernel for u in usages if u.arch == "90"}
     for u in usages:

@@ -71,8 +71,9 @@ def test_the_attention_reads_the_pools_through_the_block_table(step):
 
 def test_launches_a_kernel_per_attention_and_one_for_all_the_pools_scatters(step):
     """The launch count: each layer's attention is one launch (its last key block to finish combines,
-    compiler/cuda/arrivals.py) and the layers' 2 x LAYERS pool scatters are one (compiler/cuda/scatter_batch.py),
-    every other kernel one launch."""
+    compiler/cuda/arrivals.py), the layers' 2 x LAYERS pool scatters are one (compiler/cuda/scatter_batch.py),
+    each layer's q, k and v projections are one (compiler/cuda/gemv_batch.py; the first layer's k and v alone: the
+    position's kernel runs between its q and k), every other kernel one launch."""
     _, program = step
     kernels = program.kernels
     plan = launch_plan(kernels)
@@ -81,7 +82,9 @@ def test_launches_a_kernel_per_attention_and_one_for_all_the_pools_scatters(step
     (scatters,) = [launch for launch in plan if launch.shape == "scatters"]
     pools = {kernels.inputs[pool_name(k, part)] for k in range(LAYERS) for part in ("key", "value")}
     assert scatters.writes == 2 * LAYERS and set(scatters.buffers[: 2 * LAYERS]) == pools
-    assert len(plan) == len(kernels.kernels) - (2 * LAYERS - 1)
+    gemvs = [launch for launch in plan if launch.shape == "gemvs"]
+    assert [launch.writes for launch in gemvs] == [2] + [3] * (LAYERS - 1)
+    assert len(plan) == len(kernels.kernels) - (2 * LAYERS - 1) - sum(launch.writes - 1 for launch in gemvs)
 
 
 def test_no_kernel_names_two_reductions_alike(step):

@@ -1,0 +1,44 @@
+"""Runs of consecutive launches merged into one (compiler/cuda/scatter_batch.py, compiler/cuda/gemv_batch.py):
+the walk over the plan that both share, and the pointer arguments of a merged launch."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from luminal.compiler import ir
+from luminal.compiler.cuda.launch import Launch
+
+Planned = tuple[tuple[ir.Kernel, ...], Launch]  # a launch with the kernels it runs
+
+
+def merge_runs(
+    plan: list[Planned],
+    starts: Callable[[Planned], bool],
+    joins: Callable[[list[Planned], Planned], bool],
+    merged: Callable[[list[Planned]], Planned],
+) -> list[Planned]:
+    """`plan` with every run of consecutive launches that `joins` accepts, from one that `starts` one, as
+    `merged` makes it (a run of one stays as it was)."""
+    out: list[Planned] = []
+    run: list[Planned] = []
+    for planned in plan:
+        if run and joins(run, planned):
+            run.append(planned)
+            continue
+        if run:
+            out.append(run[0] if len(run) == 1 else merged(run))
+            run = []
+        if starts(planned):
+            run = [planned]
+        else:
+            out.append(planned)
+    if run:
+        out.append(run[0] if len(run) == 1 else merged(run))
+    return out
+
+
+def member_buffers(members: list[ir.Kernel]) -> tuple[str, ...]:
+    """A merged launch's pointer arguments: the members' outputs first (the `writes`), then what they read."""
+    outs = [m.out for m in members]
+    reads = [b for m in members for b in ir.buffers_in_order(m) if b not in outs]
+    return (*outs, *dict.fromkeys(reads))
