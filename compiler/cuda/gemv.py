@@ -116,24 +116,30 @@ def kernel_source(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, sym
     return lines + _blocks(launch, k, gemv, buffers, CUDA.block_index) + FOOT
 
 
-def batch_source(launch: Launch, members: list[ir.LoopKernel], grids: list[Expr], buffers, symbols) -> list[str]:
-    """Independent GEMVs in one launch (compiler/cuda/gemv_batch.py): member m takes the blocks from the sum of
-    the grids before it (at the live dims) and runs as alone, with that block index; member m's output `_q<m>`.
-    The condition is the same for all of a block's threads, so each member's folds see the whole block."""
+def batch_source(launch: Launch, parts: list[list[ir.LoopKernel]], grids: list[Expr], buffers, symbols) -> list[str]:
+    """GEMVs in one launch (compiler/cuda/gemv_batch.py): the members of part p take the blocks from the sum of
+    the grids before it (at the live dims), and in each of those blocks run one after the other as alone, with
+    that block index, a barrier between them (a member may read what the one before stored at its own outputs).
+    Whether a block runs a part is the same for all of its threads, so each member's folds see the whole block."""
     lines = head(launch, buffers, symbols)
-    plans = [gemv_plan.plan(k) for k in members]
-    sizes = [_staged_size(k, gemv) for k, gemv in zip(members, plans) if staged(k, gemv)]
-    types = {COMPUTE[gemv.vector.dtype] for k, gemv in zip(members, plans) if staged(k, gemv)}
+    members = [(k, gemv_plan.plan(k)) for part in parts for k in part]
+    sizes = [_staged_size(k, gemv) for k, gemv in members if staged(k, gemv)]
+    types = {COMPUTE[gemv.vector.dtype] for k, gemv in members if staged(k, gemv)}
     if sizes:
         (kind,) = types
         lines += [_staged_array(kind, max(sizes))]
     lines += [f"  const int64_t lm_b = {CUDA.block_index};"]
     first = as_expr(0)
-    for m, (k, gemv, grid) in enumerate(zip(members, plans, grids)):
+    for p, (part, grid) in enumerate(zip(parts, grids)):
         end = first + grid
-        lines += [f"  {'else if' if m else 'if'} (lm_b < {end.render_c()}) {{"]
+        lines += [f"  {'else if' if p else 'if'} (lm_b < {end.render_c()}) {{"]
         lines += [f"    const int64_t lm_block = lm_b - ({first.render_c()});"]
-        lines += ["  " + line for line in _blocks(launch, k, gemv, buffers, "lm_block")] + ["  }"]
+        for j, k in enumerate(part):
+            if j:
+                lines += [f"    {CUDA.barrier}"]
+            lines += ["    {"] + ["    " + line for line in _blocks(launch, k, gemv_plan.plan(k), buffers, "lm_block")]
+            lines += ["    }"]
+        lines += ["  }"]
         first = end
     return lines + FOOT
 

@@ -1,5 +1,9 @@
-"""Consecutive independent GEMVs as one launch ("gemvs"): a decode layer's q, k and v projections read the same
-normed vector and nothing of each other, so one grid runs all three, each block taking its part by block index.
+"""Consecutive GEMVs as one launch ("gemvs"), in parts of the grid.
+
+Side by side: a decode layer's q, k and v projections read the same normed vector and nothing of each other, so
+one grid runs all three, each part its own blocks. One after the other: an MLP's up projection, whose epilogue
+multiplies by silu of the gate projection's output at its own position, runs in the gate's part, after it in
+each block: both have the same outputs per block, so what a block reads of the gate it stored itself.
 
 On an H100 every kernel boundary costs about 1.3 us even inside a CUDA graph (notes/gpu.md), more than a 1B
 model's key projection takes to stream its 2 MB of bf16 weights at 3 TB/s (0.7 us); and a key or value
@@ -7,8 +11,9 @@ projection of a grouped-query model has few outputs (512: 128 blocks of 4), fewe
 so alone it cannot keep enough loads in flight to reach the memory's bandwidth. Merged, the three are one grid
 of 768 blocks.
 
-A run of GEMV launches is merged where the launches are consecutive in the plan, no member reads what another
-writes, and the memory plan (compiler/memory.py) keeps every buffer a member touches alive until the run's last
+A run of GEMV launches is merged where the launches are consecutive in the plan, a member reads what another
+writes only as above (`segments`: the last part's members, at its own outputs, with the same shape, grid and row
+groups), and the memory plan (compiler/memory.py) keeps every buffer a member touches alive until the run's last
 kernel: the plan lets a kernel's output reuse the memory of a buffer whose last reader ran before it, which is
 safe one kernel after another but not when blocks of the readers and the writer run at the same time. Members
 staging their vectors in shared memory stage them in one array (one type), the largest member's size.
@@ -17,9 +22,12 @@ staging their vectors in shared memory stage them in one array (one type), the l
 from __future__ import annotations
 
 from luminal.compiler import gemv_plan, ir, memory
-from luminal.compiler.cuda.launch import Launch, staged
+from luminal.compiler.affine import affine
+from luminal.compiler.cuda.launch import Launch, row_group, staged
 from luminal.compiler.cuda.launch_runs import Planned, member_buffers, merge_runs
 from luminal.compiler.dialects import COMPUTE
+from luminal.symbolic import as_expr
+from luminal.view import contiguous_strides
 
 MAX_BUFFERS = 96  # pointer arguments of one merged launch, as compiler/cuda/scatter_batch.py bounds them
 
@@ -34,6 +42,49 @@ def _touched(k: ir.Kernel) -> set[str]:
     return ir.buffers_read(k) | {k.out}
 
 
+def _at_own_position(k: ir.LoopKernel, buffer: str) -> bool:
+    """Whether `k` reads `buffer` only at its own output's flat position (an axis of one element, or of a
+    symbol whose maximum is 1, may read anything: its index is 0)."""
+    names = [f"_i{j}" for j in range(len(k.shape))]
+    strides = contiguous_strides(k.shape)
+    for n in ir.walk(k.body):
+        if isinstance(n, ir.GatherLoad) and n.buffer == buffer:
+            return False
+        if not isinstance(n, ir.Load) or n.buffer != buffer:
+            continue
+        found = affine(n.index, names)
+        if found is None or not (found[0].is_const and found[0].value == 0):
+            return False
+        wide = [j for j, d in enumerate(k.shape) if as_expr(d).hi > 1]
+        if any(found[1][names[j]] != strides[j] for j in wide):
+            return False
+    return True
+
+
+def _follows(segment: list[ir.LoopKernel], k: ir.LoopKernel, launch: Launch, first: Launch) -> bool:
+    """Whether GEMV `k` (its launch `launch`) may run after `segment` in the same blocks (`first`, the segment's
+    first launch): the same outputs per block, and what it reads of the segment only at its own positions, which
+    the block itself wrote."""
+    reads = ir.buffers_read(k) & {m.out for m in segment}
+    same = [tuple(map(str, m.shape)) for m in (segment[0], k)]
+    if not reads or same[0] != same[1] or str(launch.grid) != str(first.grid):
+        return False
+    groups = {row_group(m, gemv_plan.plan(m)) for m in (segment[0], k)}
+    return len(groups) == 1 and all(_at_own_position(k, b) for b in reads)
+
+
+def segments(members: tuple[ir.LoopKernel, ...]) -> list[list[ir.LoopKernel]]:
+    """A merged launch's members by the blocks they share: a member that reads an earlier one's output runs in
+    that member's blocks, after it; the others take blocks of their own."""
+    parts: list[list[ir.LoopKernel]] = []
+    for k in members:
+        if parts and ir.buffers_read(k) & {m.out for m in parts[-1]}:
+            parts[-1].append(k)
+        else:
+            parts.append([k])
+    return parts
+
+
 def _joins(run: list[Planned], planned: Planned, position: dict[str, int], spans) -> bool:
     """Whether `planned`, a launch of one GEMV `k`, may join `run`, a run of merged GEMVs."""
     ks, launch = planned
@@ -41,8 +92,13 @@ def _joins(run: list[Planned], planned: Planned, position: dict[str, int], spans
         return False
     (k,), members = ks, [m for kernels, _ in run for m in kernels]
     outs = {m.out for m in members}
-    if k.out in outs or ir.buffers_read(k) & outs or any(k.out in ir.buffers_read(m) for m in members):
+    if k.out in outs or any(k.out in ir.buffers_read(m) for m in members):
         return False
+    if ir.buffers_read(k) & outs:
+        segment = segments(tuple(members))[-1]
+        first = next(launch for kernels, launch in run if kernels[0] is segment[0])
+        if not _follows(segment, k, launch, first) or ir.buffers_read(k) & (outs - {m.out for m in segment}):
+            return False
     types = {staged_type(m) for m in [*members, k]} - {None}
     if len(types) > 1:
         return False  # one shared array of one type
@@ -55,9 +111,11 @@ def _joins(run: list[Planned], planned: Planned, position: dict[str, int], spans
 
 def _merged(run: list[Planned]) -> Planned:
     members = tuple(m for ks, _ in run for m in ks)
-    grid = run[0][1].grid
-    for _, launch in run[1:]:
-        grid = grid + launch.grid
+    grids = {ks[0].name: launch.grid for ks, launch in run}
+    parts = [grids[segment[0].name] for segment in segments(members)]
+    grid = parts[0]
+    for part in parts[1:]:
+        grid = grid + part
     name = f"{members[0].name}_to_{members[-1].name}_gemvs"
     return members, Launch(name, "gemvs", grid, run[0][1].block, member_buffers(list(members)), writes=len(members))
 

@@ -23,8 +23,9 @@ Shapes, by what the kernel computes:
   a scatter into its donated input (compiler/in_place.py: its output buffer is the one it reads whole) has no copy.
 - "scatters": consecutive in-place scatters of one source shape in one launch, a thread per source position
   (compiler/cuda/scatter_batch.py, which compiler/cuda/program.py applies to the plan); `writes` outputs first.
-- "gemvs": consecutive independent GEMVs in one launch, each taking its own blocks of one grid
-  (compiler/cuda/gemv_batch.py, which compiler/cuda/program.py applies to the plan); `writes` outputs first.
+- "gemvs": consecutive GEMVs in one launch, in parts of one grid (independent ones side by side, one that reads
+  another's outputs at its own positions after it in its blocks: compiler/cuda/gemv_batch.py, which
+  compiler/cuda/program.py applies to the plan); `writes` outputs first.
 - "cublas": no kernel of ours but a library call (compiler/cuda/library_gemm.py): the GEMM step `call`, issued by
   the runtime on its stream; its "grid" is the output's element count (no call where it is 0) and block 0.
 """

@@ -4,7 +4,7 @@ The source is deterministic: the prelude, then each kernel's __global__ function
 after the IR kernel (`k12`; a scatter's two are `k12_copy` and `k12_scatter`), each preceded by a comment
 giving its launch; mma.h and 16-byte copies follow the prelude where a GEMM runs on tensor cores ("mma"). A GEMM
 given to cuBLAS has no kernel: its comment names the call (`k12_cublas: cublas`) and its arguments; consecutive
-in-place scatters are one kernel (`k12_to_k18_scatters`), and so are consecutive independent GEMVs
+in-place scatters are one kernel (`k12_to_k18_scatters`), and so are consecutive GEMVs that can share a grid
 (`k12_to_k16_gemvs`).
 Compiled with NVRTC or nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM and attention
 kernels ask for their FMAs with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
@@ -56,8 +56,8 @@ def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
 
 def planned_launches(p: ir.KernelProgram) -> list[tuple[tuple[ir.Kernel, ...], Launch]]:
     """Every launch of the program, in order, with the kernels it runs: its own kernel's, but for consecutive
-    in-place scatters merged into one "scatters" launch (compiler/cuda/scatter_batch.py) and consecutive
-    independent GEMVs into one "gemvs" launch (compiler/cuda/gemv_batch.py)."""
+    in-place scatters merged into one "scatters" launch (compiler/cuda/scatter_batch.py) and consecutive GEMVs
+    into one "gemvs" launch (compiler/cuda/gemv_batch.py)."""
     plan = [((k,), launch) for k in p.kernels for launch in kernel_launches(k, p)]
     return gemv_batch.merge_gemvs(scatter_batch.merge_scatters(plan), p)
 
@@ -105,8 +105,9 @@ def program_source(p: ir.KernelProgram) -> str:
         if launch.shape == "scatters":
             source = kernels.scatters_kernel(launch, list(members), p.buffers, symbols)
         elif launch.shape == "gemvs":
-            grids = [kernel_launches(m, p)[0].grid for m in members]
-            source = gemv.batch_source(launch, list(members), grids, p.buffers, symbols)
+            segments = gemv_batch.segments(members)
+            grids = [kernel_launches(segment[0], p)[0].grid for segment in segments]
+            source = gemv.batch_source(launch, segments, grids, p.buffers, symbols)
         else:
             source = kernel_source(launch, members[0], p, symbols)
         parts.append("\n".join([comment, *source]))

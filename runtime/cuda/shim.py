@@ -131,6 +131,17 @@ class ShimExecutable(CpuExecutable):
         program = source + "\n" + driver(self.program) + kernel_entries(self.program)
         return build_library(program, self.arch, self.reversed_blocks)
 
+    def _arena(self, env: dict[str, int]) -> dict[str, np.ndarray]:
+        """The CPU runtime's arena, its bytes set to 0xFF (NaN, -1) when it is made, as a device allocation holds
+        whatever was there: a kernel that reads what no kernel before it wrote (a block that runs before the
+        one it waits for) reads that, not the zeros or the previous run's values that fresh memory may hold."""
+        fresh = tuple(env[s] for s in self.symbols) not in self.arenas
+        arena = super()._arena(env)
+        if fresh:
+            for view in arena.values():
+                view.view(np.uint8).fill(0xFF)
+        return arena
+
 
 class BucketShimExecutable(ShimExecutable):
     """Runs as a CUDA graph captured for a shape bucket would: every grid and the arena sized for the bucket of

@@ -1,7 +1,9 @@
-"""Consecutive independent GEMVs in one launch (compiler/cuda/gemv_batch.py): q, k and v projections of one
-normed vector run as one grid; through the host shim (blocks in either order, at a bucket's grid) every
-output is what the reference interpreter computes; GEMVs that read one another's output, or whose output the
-memory plan may place over what another reads, keep their launches."""
+"""Consecutive GEMVs in one launch (compiler/cuda/gemv_batch.py): q, k and v projections of one normed vector
+run as one grid; an MLP's up projection, whose epilogue multiplies by silu of the gate projection at its own
+outputs, runs after the gate in the same blocks; through the host shim (blocks in either order, at a bucket's
+grid) every output is what the reference interpreter computes; GEMVs that read one another's output elsewhere
+than at their own positions, or whose output the memory plan may place over what another reads, keep their
+launches."""
 
 import shutil
 
@@ -9,8 +11,9 @@ import numpy as np
 import pytest
 
 import luminal as lm
+import luminal.functional as F
 from luminal.compiler import memory
-from luminal.compiler.cuda.program import launch_plan, planned_launches
+from luminal.compiler.cuda.program import kernel_launches, launch_plan, planned_launches
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda import nvcc
 from tests.compiler.cuda.compare import assert_matches
@@ -20,12 +23,16 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shi
 K, WIDTHS = 64, {"q": 64, "k": 16, "v": 12}  # v's 12 outputs: its last block is the one block of a small grid
 
 
+def _normed(g: lm.Graph, rows) -> lm.Tensor:
+    """RMSNorm of input x's `rows` rows."""
+    x = g.input("x", (rows, K))
+    return x * ((x * x).mean(-1, keepdim=True) + 1e-6).rsqrt() * g.weight("norm", (K,))
+
+
 def _projections(rows) -> lm.Graph:
     """RMSNorm of `rows` rows, then three bf16 projections of it: a decode layer's q, k and v."""
     g = lm.Graph()
-    x = g.input("x", (rows, K))
-    scale = g.weight("norm", (K,))
-    normed = x * ((x * x).mean(-1, keepdim=True) + 1e-6).rsqrt() * scale
+    normed = _normed(g, rows)
     for name, n in WIDTHS.items():
         w = g.weight(name, (n, K), lm.bfloat16)
         (normed @ w.cast(lm.float32).t()).output(name)
@@ -36,11 +43,15 @@ def _feed(rows: int) -> dict[str, np.ndarray]:
     return {"x": np.random.default_rng(5).standard_normal((rows, K)).astype(np.float32)}
 
 
+def _compiled(build, rows: str):
+    """(graph, program, rows fed): `build` at one row, or over a symbol's rows fed 3."""
+    g = build(1 if rows == "one_row" else lm.sym("batch", max=5))
+    return g, lm.compile(g, "h100", cache=False), 1 if rows == "one_row" else 3
+
+
 @pytest.fixture(scope="module", params=["one_row", "rows"])
 def projections(request):
-    rows = 1 if request.param == "one_row" else lm.sym("batch", max=5)
-    g = _projections(rows)
-    return g, lm.compile(g, "h100", cache=False), 1 if request.param == "one_row" else 3
+    return _compiled(_projections, request.param)
 
 
 def test_the_three_projections_are_one_launch(projections):
@@ -53,13 +64,20 @@ def test_the_three_projections_are_one_launch(projections):
     assert program.source.count("__shared__ float lm_x[") == 1  # the members stage their vectors in one array
 
 
-@needs_gxx
-@pytest.mark.parametrize("shim", ["blocks_in_order", "blocks_reversed", "bucket_grid"])
-def test_matches_the_reference(projections, shim):
-    g, program, rows = projections
+def _check(compiled, shim: str) -> None:
+    g, program, rows = compiled
     runtime = ShimRuntime(reversed_blocks=shim == "blocks_reversed", buckets=shim == "bucket_grid")
     feed = _feed(rows)
     assert_matches(runtime.load(program).run(feed), lm.run(g, feed))
+
+
+SHIMS = ["blocks_in_order", "blocks_reversed", "bucket_grid"]
+
+
+@needs_gxx
+@pytest.mark.parametrize("shim", SHIMS)
+def test_matches_the_reference(projections, shim):
+    _check(projections, shim)
 
 
 @pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
@@ -69,6 +87,47 @@ def test_compiles_without_spills(projections):
     assert {u.kernel for u in usages} == {launch_plan(program.kernels)[0].kernel}
     for u in usages:
         assert u.spill_bytes == 0, f"{u.kernel} spills {u.spill_bytes} bytes on sm_{u.arch}"
+
+
+def _mlp(rows, up_width: int = 32) -> lm.Graph:
+    """silu(x Wg) * (x Wu) of a normed x, and x Wg: the gate's output read by the up projection's epilogue."""
+    g = lm.Graph()
+    x = _normed(g, rows)
+    gate = x @ g.weight("gate", (32, K), lm.bfloat16).cast(lm.float32).t()
+    up = x @ g.weight("up", (up_width, K), lm.bfloat16).cast(lm.float32).t()
+    gate.output("gate")  # stored: the up projection's epilogue reads it, not a second sum of its own
+    (F.silu(gate)[:, :up_width] * up).output("y")
+    return bind_random(g)
+
+
+@pytest.fixture(scope="module", params=["one_row", "rows"])
+def mlp(request):
+    return _compiled(_mlp, request.param)
+
+
+def test_the_up_projection_runs_after_the_gate_in_its_blocks(mlp):
+    _, program, _ = mlp
+    ((members, launch),) = planned_launches(program.kernels)
+    assert launch.shape == "gemvs" and len(members) == 2
+    (gate_grid,) = {str(x.grid) for m in members for x in kernel_launches(m, program.kernels)}
+    assert str(launch.grid) == gate_grid  # one part: the same blocks, not a grid each
+
+
+@needs_gxx
+@pytest.mark.parametrize("shim", SHIMS)
+def test_the_mlp_matches_the_reference(mlp, shim):
+    _check(mlp, shim)
+
+
+@needs_gxx
+def test_a_gate_read_at_other_positions_keeps_its_launch():
+    """The up projection is narrower than the gate: it reads the gate's rows at another stride, which other
+    blocks write, so the two stay apart."""
+    g = _mlp(lm.sym("batch", max=5), up_width=16)
+    program = lm.compile(g, "h100", cache=False)
+    assert "gemvs" not in [launch.shape for launch in launch_plan(program.kernels)]
+    feed = _feed(3)
+    assert_matches(ShimRuntime(reversed_blocks=True).load(program).run(feed), lm.run(g, feed))
 
 
 def _chain() -> lm.Graph:

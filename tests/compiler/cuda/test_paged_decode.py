@@ -73,7 +73,8 @@ def test_launches_a_kernel_per_attention_and_one_for_all_the_pools_scatters(step
     """The launch count: each layer's attention is one launch (its last key block to finish combines,
     compiler/cuda/arrivals.py), the layers' 2 x LAYERS pool scatters are one (compiler/cuda/scatter_batch.py),
     each layer's q, k and v projections are one (compiler/cuda/gemv_batch.py; the first layer's k and v alone: the
-    position's kernel runs between its q and k), every other kernel one launch."""
+    position's kernel runs between its q and k) and so are its gate and up projections (the up's blocks run the
+    gate's first), every other kernel one launch."""
     _, program = step
     kernels = program.kernels
     plan = launch_plan(kernels)
@@ -83,7 +84,7 @@ def test_launches_a_kernel_per_attention_and_one_for_all_the_pools_scatters(step
     pools = {kernels.inputs[pool_name(k, part)] for k in range(LAYERS) for part in ("key", "value")}
     assert scatters.writes == 2 * LAYERS and set(scatters.buffers[: 2 * LAYERS]) == pools
     gemvs = [launch for launch in plan if launch.shape == "gemvs"]
-    assert [launch.writes for launch in gemvs] == [2] + [3] * (LAYERS - 1)
+    assert [launch.writes for launch in gemvs] == [2, 2] + [3, 2] * (LAYERS - 1)  # and gate then up in its blocks
     assert len(plan) == len(kernels.kernels) - (2 * LAYERS - 1) - sum(launch.writes - 1 for launch in gemvs)
 
 

@@ -40,3 +40,14 @@ def test_an_index_out_of_range_is_reported():
     feed["ids"][3] = 20
     with pytest.raises(IndexError, match="out of range"):
         ShimRuntime().load(lm.compile(g, "h100", cache=False)).run(feed)
+
+
+def test_a_fresh_arena_holds_no_earlier_values():
+    """Each new arena starts as bytes 0xFF (NaN), as device memory holds whatever was there, so a kernel reading
+    what no kernel before it wrote fails the comparison even where numpy hands back the last run's freed memory."""
+    g, feed = CASES["softmax_layernorm"]()
+    program = lm.compile(g, "h100", cache=False)
+    exe = ShimRuntime().load(program)
+    arena = exe._arena({"rows": 7})
+    assert arena and all((view.view(np.uint8) == 0xFF).all() for view in arena.values())
+    assert_matches(exe.run(feed), lm.run(g, feed))
