@@ -28,9 +28,10 @@ from gpu_models import FULL, SMALL, decode_bytes, shapes_of, zero_weights  # noq
 import luminal as lm  # noqa: E402
 from luminal.compiler import gemv_plan, ir  # noqa: E402
 from luminal.compiler.cost import estimate_program  # noqa: E402
+from luminal.compiler.cuda import gemv_batch  # noqa: E402
 from luminal.compiler.cuda.launch import loop_shape, staged  # noqa: E402
 from luminal.compiler.cuda.norm_prologue import bytes_along  # noqa: E402
-from luminal.compiler.cuda.program import kernel_launches, launch_plan  # noqa: E402
+from luminal.compiler.cuda.program import kernel_launches, launch_plan, planned_launches  # noqa: E402
 
 GAP_S = 1.3e-6  # per kernel boundary inside a CUDA graph on an H100 (notes/gpu.md: Hazy Research, 2025)
 COPY_BANDWIDTH = 3.0e12  # an H100 SXM's device-to-device copy, read + written (KINDS.md: measured ~3.0 TB/s)
@@ -39,17 +40,22 @@ COPY_BANDWIDTH = 3.0e12  # an H100 SXM's device-to-device copy, read + written (
 def staged_bytes(prog) -> tuple[int, int]:
     """(GEMVs that compute a norm in their prologue, bytes all GEMV blocks read per run at batch 1 to stage
     their vectors): blocks x K x what the vector reads per element. These reads hit L2 (or L1), not HBM: each
-    block reads the same vector; the figure shows what a fused norm adds to what the staging already read."""
+    block reads the same vector; the figure shows what a fused norm adds to what the staging already read. A GEMV
+    that runs after another in its blocks and finds the vector staged (compiler/cuda/gemv_batch.py) reads none."""
     env = {s: 1 for s in prog.kernels.symbols}
     fused, total = 0, 0
-    for k in prog.kernels.kernels:
-        if not isinstance(k, ir.LoopKernel) or loop_shape(k) != "gemv" or not staged(k, gemv_plan.plan(k)):
-            continue
-        (launch,) = kernel_launches(k, prog.kernels)
-        gemv = gemv_plan.plan(k)
-        fused += gemv.statistics
-        per_block = gemv.reduction.extent.value * bytes_along(gemv.vector, gemv.reduction.var)
-        total += launch.grid.evaluate(env) * per_block
+    for members, launch in planned_launches(prog.kernels):
+        for part in gemv_batch.segments(members) if launch.shape == "gemvs" else [list(members)]:
+            for j, k in enumerate(part):
+                if not isinstance(k, ir.LoopKernel) or loop_shape(k) != "gemv" or not staged(k, gemv_plan.plan(k)):
+                    continue
+                gemv = gemv_plan.plan(k)
+                fused += gemv.statistics
+                if j and gemv_batch.shares_staging(part[j - 1], k):
+                    continue
+                (alone,) = kernel_launches(k, prog.kernels)
+                per_block = gemv.reduction.extent.value * bytes_along(gemv.vector, gemv.reduction.var)
+                total += alone.grid.evaluate(env) * per_block
     return fused, total
 
 

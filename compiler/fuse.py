@@ -117,23 +117,23 @@ def _unflatten_uncached(flat: Expr, shape: tuple[Expr, ...], extents: dict[str, 
     return table
 
 
-def _rename_reductions(v: ir.Value, names: Iterator[int]) -> ir.Value:
+def rename_reductions(v: ir.Value, names: Iterator[int]) -> ir.Value:
     """A copy of `v` whose Reduce variables are fresh, so inlining cannot capture the consumer's variables."""
     if isinstance(v, ir.Reduce):
         name = f"_r{next(names)}"
-        body = substitute_indices(_rename_reductions(v.body, names), {v.var: var(name, 0, max(v.extent.hi - 1, 0))})
+        body = substitute_indices(rename_reductions(v.body, names), {v.var: var(name, 0, max(v.extent.hi - 1, 0))})
         return replace(v, var=name, body=body)
     if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(_rename_reductions(a, names) for a in v.args))
+        return replace(v, args=tuple(rename_reductions(a, names) for a in v.args))
     if isinstance(v, ir.Guard):
-        return replace(v, value=_rename_reductions(v.value, names))
+        return replace(v, value=rename_reductions(v.value, names))
     if isinstance(v, ir.GatherLoad):
-        return replace(v, at=_rename_reductions(v.at, names))
+        return replace(v, at=rename_reductions(v.at, names))
     if isinstance(v, ir.Contract):
         name = f"_r{next(names)}"
         fresh = {v.var: var(name, 0, max(v.extent.hi - 1, 0))}
-        a = substitute_indices(_rename_reductions(v.a, names), fresh)
-        return replace(v, var=name, a=a, b=substitute_indices(_rename_reductions(v.b, names), fresh))
+        a = substitute_indices(rename_reductions(v.a, names), fresh)
+        return replace(v, var=name, a=a, b=substitute_indices(rename_reductions(v.b, names), fresh))
     return v
 
 
@@ -208,7 +208,7 @@ def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value, extents
 def inline_value(producer: ir.LoopKernel, v: ir.Value, extents: dict[str, Expr], names: Iterator[int]) -> ir.Value:
     """`v`, over loop variables of `extents`, with every plain load of the producer's buffer replaced by its body
     (a scatter's source computing its producer)."""
-    return _replace_loads(v, producer, _rename_reductions(producer.body, names), extents)
+    return _replace_loads(v, producer, rename_reductions(producer.body, names), extents)
 
 
 def inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, names: Iterator[int] | None = None) -> ir.LoopKernel:
@@ -219,7 +219,7 @@ def inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, names: Iterator[int
     names = itertools.count(1000) if names is None else names  # lowering uses _r0: start well above it
     # Renamed once: two reads of one element then inline equal values, which a GEMM epilogue computes once
     # (a reduction's variable is bound by its own loop, so equal copies cannot capture each other's).
-    body = _rename_reductions(producer.body, names)
+    body = rename_reductions(producer.body, names)
     extents = {f"_i{k}": as_expr(d) for k, d in enumerate(consumer.shape)}
     return replace(consumer, body=_replace_loads(consumer.body, producer, body, extents))
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from luminal.compiler import gemv_plan, hoist, ir
+from luminal.compiler.cuda import gemv_batch
 from luminal.compiler.cuda.emitter import CudaEmitter
 from luminal.compiler.cuda.kernels import FOOT, head, pointers
 from luminal.compiler.cuda.launch import GEMV_ROWS, Launch, row_group, staged
@@ -135,10 +136,11 @@ def batch_source(launch: Launch, parts: list[list[ir.LoopKernel]], grids: list[E
         lines += [f"  {'else if' if p else 'if'} (lm_b < {end.render_c()}) {{"]
         lines += [f"    const int64_t lm_block = lm_b - ({first.render_c()});"]
         for j, k in enumerate(part):
+            stage = not (j and gemv_batch.shares_staging(part[j - 1], k))
             if j:
                 lines += [f"    {CUDA.barrier}"]
-            lines += ["    {"] + ["    " + line for line in _blocks(launch, k, gemv_plan.plan(k), buffers, "lm_block")]
-            lines += ["    }"]
+            done = _blocks(launch, k, gemv_plan.plan(k), buffers, "lm_block", stage)
+            lines += ["    {"] + ["    " + line for line in done] + ["    }"]
         lines += ["  }"]
         first = end
     return lines + FOOT
@@ -153,12 +155,13 @@ def _staged_array(kind: str, size: int) -> str:
     return f"  __shared__ {kind} {STAGED}[{size}];"
 
 
-def _blocks(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, block: str) -> list[str]:
-    """What block `block` of the kernel's grid computes: its GEMV_ROWS outputs, of every row of a row group."""
+def _blocks(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, block: str, stage: bool = True) -> list[str]:
+    """What block `block` of the kernel's grid computes: its GEMV_ROWS outputs, of every row of a row group.
+    `stage` False: the block's one pass finds its vector staged already (gemv_batch.shares_staging)."""
     tile = f"{block} * {GEMV_ROWS}"
     group = row_group(k, gemv)
     if not group:  # GEMV_ROWS consecutive outputs, one pass
-        return _pass(launch, k, gemv, buffers, [tile], ["true"])
+        return _pass(launch, k, gemv, buffers, [tile], ["true"], stage)
     n = k.shape[-1].value
     lines = [f"  const int64_t lm_rows = {dims_product(k.shape[:-1]).render_c()};"]
     lines += [f"  for (int64_t lm_m0 = 0; lm_m0 < lm_rows; lm_m0 += {group}) {{"]
@@ -169,14 +172,15 @@ def _blocks(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, block: st
     return lines + ["  " + line for line in passed] + [f"    {CUDA.barrier}", "  }"]
 
 
-def _pass(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, firsts: list[str], lives: list[str]) -> list[str]:
+def _pass(launch: Launch, k: ir.LoopKernel, gemv: GemvPlan, buffers, firsts, lives, stage: bool = True) -> list[str]:
     """One pass over the block's weight rows for the rows whose first outputs are `firsts` (flat positions);
-    `lives`: whether each row exists, the same for every thread, so a dead row's work and folds are skipped."""
+    `lives`: whether each row exists, the same for every thread, so a dead row's work and folds are skipped;
+    `stage` False: the vector is in shared memory already."""
     numel = dims_product(k.shape).render_c()
     chunks = gemv.reduction.extent.render_c() if gemv.width == 1 else f"{gemv.reduction.extent.value // gemv.width}"
     slots = [(g, j) for g in range(len(firsts)) for j in range(GEMV_ROWS)]
     lines = [f"  const int64_t lm_first{g} = {first};" for g, first in enumerate(firsts)]
-    if staged(k, gemv):
+    if staged(k, gemv) and stage:
         extent = gemv.reduction.extent.value
         for g in range(len(firsts)):
             lines += [f"  if ({lives[g]})"] + _stage(launch, k, gemv, f"lm_first{g}", str(g * extent))

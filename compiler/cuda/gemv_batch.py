@@ -3,7 +3,8 @@
 Side by side: a decode layer's q, k and v projections read the same normed vector and nothing of each other, so
 one grid runs all three, each part its own blocks. One after the other: an MLP's up projection, whose epilogue
 multiplies by silu of the gate projection's output at its own position, runs in the gate's part, after it in
-each block: both have the same outputs per block, so what a block reads of the gate it stored itself.
+each block: both have the same outputs per block, so what a block reads of the gate it stored itself, and the
+up projection reads the normed row the gate staged in shared memory instead of staging it again.
 
 On an H100 every kernel boundary costs about 1.3 us even inside a CUDA graph (notes/gpu.md), more than a 1B
 model's key projection takes to stream its 2 MB of bf16 weights at 3 TB/s (0.7 us); and a key or value
@@ -21,12 +22,15 @@ staging their vectors in shared memory stage them in one array (one type), the l
 
 from __future__ import annotations
 
+import itertools
+
 from luminal.compiler import gemv_plan, ir, memory
 from luminal.compiler.affine import affine
 from luminal.compiler.cuda.launch import Launch, row_group, staged
 from luminal.compiler.cuda.launch_runs import Planned, member_buffers, merge_runs
 from luminal.compiler.dialects import COMPUTE
-from luminal.symbolic import as_expr
+from luminal.compiler.fuse import rename_reductions, substitute_indices
+from luminal.symbolic import as_expr, var
 from luminal.view import contiguous_strides
 
 MAX_BUFFERS = 96  # pointer arguments of one merged launch, as compiler/cuda/scatter_batch.py bounds them
@@ -71,6 +75,22 @@ def _follows(segment: list[ir.LoopKernel], k: ir.LoopKernel, launch: Launch, fir
         return False
     groups = {row_group(m, gemv_plan.plan(m)) for m in (segment[0], k)}
     return len(groups) == 1 and all(_at_own_position(k, b) for b in reads)
+
+
+def _canonical(gemv: gemv_plan.GemvPlan) -> ir.Value:
+    """The plan's vector with its variables named by position: the contraction's, then its sums' in order."""
+    k = var("_lm_k", 0, max(gemv.reduction.extent.hi - 1, 0))
+    return rename_reductions(substitute_indices(gemv.vector, {gemv.reduction.var: k}), itertools.count())
+
+
+def shares_staging(before: ir.LoopKernel, k: ir.LoopKernel) -> bool:
+    """Whether GEMV `k`, run after `before` in the same blocks, finds its vector staged already: both stage the
+    same vector (the same expression but for the names of variables; a gate and an up projection of one normed
+    row) in one pass (no row groups, whose passes stage row after row)."""
+    plans = [(m, gemv_plan.plan(m)) for m in (before, k)]
+    if not all(staged(m, gemv) and not row_group(m, gemv) for m, gemv in plans):
+        return False
+    return _canonical(plans[0][1]) == _canonical(plans[1][1])
 
 
 def segments(members: tuple[ir.LoopKernel, ...]) -> list[list[ir.LoopKernel]]:

@@ -13,6 +13,8 @@ import pytest
 import luminal as lm
 import luminal.functional as F
 from luminal.compiler import memory
+from luminal.compiler.cuda import gemv_batch
+from luminal.compiler.cuda.launch import GEMV_ROW_GROUP
 from luminal.compiler.cuda.program import kernel_launches, launch_plan, planned_launches
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda import nvcc
@@ -106,11 +108,16 @@ def mlp(request):
 
 
 def test_the_up_projection_runs_after_the_gate_in_its_blocks(mlp):
-    _, program, _ = mlp
+    """In one pass (one row) the up projection reads the normed row the gate staged; row groups stage each
+    pass's rows, so there each member stages its own."""
+    _, program, rows = mlp
     ((members, launch),) = planned_launches(program.kernels)
     assert launch.shape == "gemvs" and len(members) == 2
     (gate_grid,) = {str(x.grid) for m in members for x in kernel_launches(m, program.kernels)}
     assert str(launch.grid) == gate_grid  # one part: the same blocks, not a grid each
+    assert gemv_batch.shares_staging(*members) == (rows == 1)
+    stores = [line for line in program.source.splitlines() if line.strip().startswith("lm_x[")]
+    assert len(stores) == (1 if rows == 1 else 2 * GEMV_ROW_GROUP)
 
 
 @needs_gxx
