@@ -56,7 +56,9 @@ class Answers:
 def send(url: str, rows: np.ndarray, answers: Answers, offset: int, concurrency: int, timeout: float) -> None:
     """POSTs each row as its own request, `concurrency` at a time, recording into `answers` from `offset`."""
     expected = reference(rows)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    # Idle connections are dropped after 1 s: httpx keeps them 5 s by default, as long as uvicorn's keep-alive, so a
+    # request could go out on a connection the server was closing at that moment (a transport error, not an answer).
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency, keepalive_expiry=1.0)
     headers = {"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
     with httpx.Client(base_url=url, headers=headers, timeout=timeout, limits=limits) as client:
 
