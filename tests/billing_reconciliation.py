@@ -42,6 +42,7 @@ class Answers:
     status: list[int | None]
     request_ids: dict[int, str] = field(default_factory=dict)
     wrong: list[int] = field(default_factory=list)
+    failures: dict[int, str] = field(default_factory=dict)  # request -> the transport error that ended it
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -66,8 +67,10 @@ def send(url: str, rows: np.ndarray, answers: Answers, offset: int, concurrency:
             body = {"inputs": [{"name": "x", "shape": [1, FEATURES], "datatype": "FP32", "data": rows[i].tolist()}]}
             try:
                 response = client.post("/v2/models/tiny/infer", json=body)
-            except httpx.TransportError:  # the server was killed with this request in flight
+            except httpx.TransportError as error:  # the server was killed with this request in flight
                 status = -1
+                with answers.lock:
+                    answers.failures[offset + i] = repr(error)
             else:
                 status = response.status_code
             with answers.lock:

@@ -74,7 +74,7 @@ def test_workers_killed_while_serving_bill_each_answered_request_once(server, mo
               f"billed_request_rows={bill.billed_rows} request_ids_in_records={len(bill.request_ids)} "
               f"duplicates={bill.duplicates} wrong_answers={len(answers.wrong)}")  # fmt: skip
     assert len(killed) == KILLS, "the load ended before every kill"
-    assert answers.status == [200] * REQUESTS and answers.wrong == []
+    assert answers.status == [200] * REQUESTS and answers.wrong == [], answers.failures
     assert bill.duplicates == 0
     assert sorted(bill.request_ids) == sorted(answers.request_ids.values())
     assert bill.billed_rows == bill.batch_size_sum == REQUESTS
