@@ -125,9 +125,8 @@ def batch_source(launch: Launch, parts: list[list[ir.LoopKernel]], grids: list[E
     lines = head(launch, buffers, symbols)
     members = [(k, gemv_plan.plan(k)) for part in parts for k in part]
     sizes = [_staged_size(k, gemv) for k, gemv in members if staged(k, gemv)]
-    types = {COMPUTE[gemv.vector.dtype] for k, gemv in members if staged(k, gemv)}
     if sizes:
-        (kind,) = types
+        (kind,) = {gemv_batch.staged_type(k) for k, _ in members} - {None}  # one type: gemv_batch merges no other
         lines += [_staged_array(kind, max(sizes))]
     lines += [f"  const int64_t lm_b = {CUDA.block_index};"]
     first = as_expr(0)

@@ -27,13 +27,11 @@ import itertools
 from luminal.compiler import gemv_plan, ir, memory
 from luminal.compiler.affine import affine
 from luminal.compiler.cuda.launch import Launch, row_group, staged
-from luminal.compiler.cuda.launch_runs import Planned, member_buffers, merge_runs
+from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, member_buffers, merge_runs
 from luminal.compiler.dialects import COMPUTE
 from luminal.compiler.fuse import rename_reductions, substitute_indices
 from luminal.symbolic import as_expr, var
 from luminal.view import contiguous_strides
-
-MAX_BUFFERS = 96  # pointer arguments of one merged launch, as compiler/cuda/scatter_batch.py bounds them
 
 
 def staged_type(k: ir.LoopKernel) -> str | None:
@@ -51,6 +49,7 @@ def _at_own_position(k: ir.LoopKernel, buffer: str) -> bool:
     symbol whose maximum is 1, may read anything: its index is 0)."""
     names = [f"_i{j}" for j in range(len(k.shape))]
     strides = contiguous_strides(k.shape)
+    wide = [j for j, d in enumerate(k.shape) if as_expr(d).hi > 1]
     for n in ir.walk(k.body):
         if isinstance(n, ir.GatherLoad) and n.buffer == buffer:
             return False
@@ -59,7 +58,6 @@ def _at_own_position(k: ir.LoopKernel, buffer: str) -> bool:
         found = affine(n.index, names)
         if found is None or not (found[0].is_const and found[0].value == 0):
             return False
-        wide = [j for j, d in enumerate(k.shape) if as_expr(d).hi > 1]
         if any(found[1][names[j]] != strides[j] for j in wide):
             return False
     return True

@@ -9,6 +9,7 @@ from luminal.compiler import ir
 from luminal.compiler.cuda.launch import Launch
 
 Planned = tuple[tuple[ir.Kernel, ...], Launch]  # a launch with the kernels it runs
+MAX_BUFFERS = 96  # pointer arguments of one merged launch: 768 bytes of parameters (4 KiB at most on old drivers)
 
 
 def merge_runs(

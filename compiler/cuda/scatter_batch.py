@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from luminal.compiler import ir
 from luminal.compiler.cuda.launch import Launch
-from luminal.compiler.cuda.launch_runs import Planned, member_buffers, merge_runs
-
-MAX_BUFFERS = 96  # pointer arguments of one merged launch: 768 bytes of parameters
+from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, member_buffers, merge_runs
 
 
 def _in_place_scatter(k: ir.Kernel, launch: Launch) -> bool:
