@@ -28,7 +28,7 @@ test-compiled: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=cpu $(PY) -m pytest -q -n 2 tests/ops
 
 # The op suite compiled for h100 and run on the CPU through the CUDA host shim (runtime/cuda/shim.py): what the
-# generated CUDA means, checked without a GPU. Not part of `make test`: every block's threads are real threads.
+# generated CUDA means, checked without a GPU.
 test-cuda-shim: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=h100-shim $(PY) -m pytest -q -n 2 tests/ops
 

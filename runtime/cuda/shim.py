@@ -3,7 +3,7 @@
 This is how the meaning of the generated CUDA is checked on a machine without a GPU. The source is compiled
 unchanged by g++ -std=c++20 with host_shim/cuda_shim.h force-included, together with a small driver written
 from the program's launch plan: `lm_run(buffers, dims)` launches every kernel as the plan says (its block count
-evaluated at the dims, the blocks run on real threads with real barriers); a "cublas" step calls the stand-in
+evaluated at the dims, each block's threads run as fibers with real barriers); a "cublas" step calls the stand-in
 for cublasGemmStridedBatchedEx (host_shim/lm_cublas.h) with the arguments the runtime gives cuBLAS. The rest is
 the CPU runtime's: the same buffer table, arena and I/O (runtime/cpu.py), so a shim executable runs exactly
 like a CPU one.
@@ -32,7 +32,9 @@ from luminal.runtime.cuda import buckets
 from luminal.runtime.cuda.cublas import DATA_TYPE
 
 SHIM = Path(__file__).resolve().parent / "host_shim"
+FIBERS = Path(__file__).resolve().parents[1] / "host_fibers"  # how a block's threads run (lm_fibers.h)
 # -ffp-contract=off: as --fmad=false on the GPU, every op rounds as the reference does (fmaf stays an FMA).
+HUNG = 2  # what lm_run and lm_kernel_<name> return when a block's threads waited at different barriers
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-w"]
 
 
@@ -55,6 +57,7 @@ def driver(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str:
             const = "" if j < launch.writes else "const "
             args.append(f"({const}{CUDA.storage[p.buffers[name].dtype]}*)B[{slots[name]}]")
         call = f"lm_launch({launch.kernel}, lm_blocks, {launch.block}, {', '.join(args)}, D, &lm_status);"
+        call += f" if (lm_fibers_hung()) return {HUNG};"
         lines.append(f"  {{ const int64_t lm_blocks = {launch.grid.render_c()}; if (lm_blocks > 0) {call} }}")
     lines += ["  return lm_status;", "}", 'extern "C" int lm_prepare(void**, const int64_t*) { return 0; }']
     lines += ['extern "C" int lm_run(void** B, const int64_t* D) { return lm_run_grid(B, D, D); }']
@@ -74,7 +77,7 @@ def library_call(call: LibraryGemm, slots: dict[str, int]) -> str:
 def kernel_entries(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str:
     """`lm_kernel_<name>(P, blocks)` per launch of the plan (CUDA's unless given): one kernel launched alone, its
     arguments (buffers, D, lm_status) the pointers in P, as a CUDA driver launch passes them; what a stand-in for
-    CuPy calls in the tests."""
+    CuPy calls in the tests. It returns HUNG where the launch hung, else 0."""
     lines = []
     for launch in launch_plan(p) if plan is None else plan:
         if launch.call is not None:
@@ -85,9 +88,20 @@ def kernel_entries(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str
             args.append(f"({const}{CUDA.storage[p.buffers[name].dtype]}*)P[{j}]")
         n = len(launch.buffers)
         args += [f"(const int64_t*)P[{n}]", f"(int*)P[{n + 1}]"]
-        lines.append(f'extern "C" void lm_kernel_{launch.kernel}(void** P, int64_t blocks) '
-                     f"{{ lm_launch({launch.kernel}, blocks, {launch.block}, {', '.join(args)}); }}")  # fmt: skip
+        lines.append(f'extern "C" int lm_kernel_{launch.kernel}(void** P, int64_t blocks) '
+                     f"{{ lm_launch({launch.kernel}, blocks, {launch.block}, {', '.join(args)}); "
+                     f"return lm_fibers_hung() ? {HUNG} : 0; }}")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def unless_hung(status: int) -> int:
+    """`status` as a shim library's entry returned it; raises where a launch hung (on a GPU it never ends)."""
+    if status == HUNG:
+        raise RuntimeError(
+            "a launch hung: the threads of a block waited at different barriers, or some returned while the others "
+            "waited at one (on a GPU the launch would never finish)"
+        )
+    return status
 
 
 def compiler() -> str:
@@ -97,6 +111,11 @@ def compiler() -> str:
     return cxx
 
 
+def header_files() -> list[Path]:
+    """The stand-in headers a shim build reads (what its cache key hashes)."""
+    return [*sorted(SHIM.iterdir()), *sorted(FIBERS.iterdir())]
+
+
 def build_library(source: str, arch: str | None = None, reversed_blocks: bool = False) -> Path:
     """The shared library of `source` (CUDA plus driver) built through the shim, cached by hash. `arch` ("75")
     defines __CUDA_ARCH__ as a device compile for it would, so a source's paths for older GPUs run too;
@@ -104,7 +123,7 @@ def build_library(source: str, arch: str | None = None, reversed_blocks: bool = 
     cxx = compiler()
     flags = FLAGS if arch is None else [*FLAGS, f"-D__CUDA_ARCH__={int(arch) * 10}"]
     flags = [*flags, "-DLM_SHIM_REVERSED_BLOCKS"] if reversed_blocks else flags
-    headers = "".join((SHIM / name).read_text() for name in sorted(os.listdir(SHIM)))
+    headers = "".join(path.read_text() for path in header_files())
     key = hashlib.sha256("\0".join([cxx, *flags, headers, source]).encode()).hexdigest()[:32]
     lib = cpu_cache_dir().parent / "cuda-shim" / f"{key}.so"
     if lib.exists():
@@ -113,7 +132,8 @@ def build_library(source: str, arch: str | None = None, reversed_blocks: bool = 
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "program.cu", Path(tmp) / "program.so"
         src.write_text(source)
-        cmd = [cxx, *flags, "-x", "c++", "-I", str(SHIM), "-include", "cuda_shim.h", "-o", str(out), str(src)]
+        includes = ["-I", str(SHIM), "-I", str(FIBERS), "-include", "cuda_shim.h"]
+        cmd = [cxx, *flags, "-x", "c++", *includes, "-o", str(out), str(src)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"the CUDA source did not compile through the host shim:\n{done.stderr[-4000:]}")
@@ -130,6 +150,9 @@ class ShimExecutable(CpuExecutable):
     def build(self, source: str) -> Path:
         program = source + "\n" + driver(self.program) + kernel_entries(self.program)
         return build_library(program, self.arch, self.reversed_blocks)
+
+    def call(self, table, env: dict[str, int]) -> int:
+        return unless_hung(super().call(table, env))
 
     def _arena(self, env: dict[str, int]) -> dict[str, np.ndarray]:
         """The CPU runtime's arena, its bytes set to 0xFF (NaN, -1) when it is made, as a device allocation holds
@@ -159,7 +182,7 @@ class BucketShimExecutable(ShimExecutable):
     def call(self, table, env: dict[str, int]) -> int:
         grid = buckets.bucket(env, self.program.symbols)
         live, sized = ((ctypes.c_int64 * max(len(self.symbols), 1))(*[e[s] for s in self.symbols]) for e in (env, grid))
-        return self.grid_entry(table, live, sized)
+        return unless_hung(self.grid_entry(table, live, sized))
 
 
 class ShimRuntime(CpuRuntime):

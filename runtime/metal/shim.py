@@ -1,5 +1,6 @@
 """Runs a Metal program on the CPU: its generated MSL compiled as C++20 against the stand-in `metal_stdlib`
-(host_shim/), each dispatch's threadgroups run on real threads with real barriers and SIMD shuffles.
+(host_shim/), each dispatch's threadgroups run one by one, their threads as fibers with real barriers and SIMD
+shuffles (runtime/host_fibers/).
 
 This is how the meaning of the generated MSL is checked on a machine without an Apple GPU. The source is the
 program's MSL with one change C++ needs: a threadgroup variable, declared at kernel scope, becomes a static so
@@ -40,7 +41,7 @@ def _run_compiler(args: list[str], source: str, what: str) -> subprocess.Complet
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "program.metal"
         src.write_text(source)
-        cmd = [cuda_shim.compiler(), *args, "-x", "c++", "-I", str(HEADERS), str(src)]
+        cmd = [cuda_shim.compiler(), *args, "-x", "c++", "-I", str(HEADERS), "-I", str(cuda_shim.FIBERS), str(src)]
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
     if done.returncode != 0:
         raise RuntimeError(f"the MSL did not {what} against the stand-in metal_stdlib:\n{done.stderr[-4000:]}")
@@ -55,7 +56,7 @@ def check_source(msl: str) -> None:
 def build_library(msl: str, driver: str) -> Path:
     """The shared library of the MSL and its driver, cached by hash."""
     source = as_cpp(msl) + "\n" + driver
-    headers = "".join(p.read_text() for p in sorted(HEADERS.iterdir()))
+    headers = "".join(p.read_text() for p in [*sorted(HEADERS.iterdir()), *sorted(cuda_shim.FIBERS.iterdir())])
     key = hashlib.sha256("\0".join([cuda_shim.compiler(), *FLAGS, headers, source]).encode()).hexdigest()[:32]
     lib = cpu_cache_dir().parent / "metal-shim" / f"{key}.so"
     if lib.exists():
@@ -81,6 +82,9 @@ def entries(program) -> str:
 class MetalShimExecutable(CpuExecutable):
     def build(self, source: str) -> Path:
         return build_library(source, entries(self.program))
+
+    def call(self, table, env: dict[str, int]) -> int:
+        return cuda_shim.unless_hung(super().call(table, env))
 
 
 class MetalShimRuntime(CpuRuntime):

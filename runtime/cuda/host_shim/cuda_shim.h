@@ -1,21 +1,20 @@
 // Stand-ins for the CUDA built-ins that generated kernels use, so that the same source compiles as C++20 and
-// runs on the CPU (runtime/cuda/shim.py force-includes this header). A launch runs its blocks one after another
-// on `blockDim.x` std::threads: __syncthreads is a std::barrier over the block, a warp shuffle is an exchange
-// through a per-warp array between two barriers over the warp (so all 32 lanes must take part, as a full-mask
-// shuffle requires on a GPU), and a static __shared__ array is the running block's shared memory. The wmma API
-// of tensor cores has its stand-in in mma.h.
+// runs on the CPU (runtime/cuda/shim.py force-includes this header). A launch runs its blocks one after another,
+// each block's `blockDim.x` threads as fibers on the launching CPU thread (lm_fibers.h): __syncthreads is a
+// barrier over the block, a warp shuffle is an exchange through a per-warp array between two barriers over the
+// warp (so all 32 lanes must take part, as a full-mask shuffle requires on a GPU), and a static __shared__ array
+// is the running block's shared memory. The wmma API of tensor cores has its stand-in in mma.h.
 #pragma once
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <thread>
 #include <type_traits>
 #include <vector>
+
+#include "lm_fibers.h"
 
 #define __global__
 #define __device__
@@ -49,17 +48,18 @@ inline dim3 blockDim, gridDim;
 
 // One launch's synchronisation: a barrier over the block, one per warp, and each thread's exchange slot.
 struct lm_shim_launch {
-  std::barrier<> block;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  lm_fiber_barrier block;
+  std::vector<lm_fiber_barrier> warps;
   std::vector<uint64_t> exchange;
-  explicit lm_shim_launch(unsigned threads) : block(threads), exchange(threads) {
+  explicit lm_shim_launch(unsigned threads) : exchange(threads) {
+    block.count = threads;
     for (unsigned first = 0; first < threads; first += 32)
-      warps.push_back(std::make_unique<std::barrier<>>(threads - first < 32 ? threads - first : 32));
+      warps.push_back(lm_fiber_barrier{threads - first < 32 ? threads - first : 32});
   }
 };
 inline thread_local lm_shim_launch* lm_shim_current;
 
-inline void __syncthreads() { lm_shim_current->block.arrive_and_wait(); }
+inline void __syncthreads() { lm_fiber_wait(lm_shim_current->block); }
 
 template <class T> T __shfl_xor_sync(unsigned, T value, int lane_mask) {
   static_assert(sizeof(T) <= sizeof(uint64_t), "a shuffle moves at most 8 bytes");
@@ -68,9 +68,9 @@ template <class T> T __shfl_xor_sync(unsigned, T value, int lane_mask) {
   uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
   launch.exchange[self] = bits;
-  launch.warps[warp]->arrive_and_wait();  // every lane has written
+  lm_fiber_wait(launch.warps[warp]);  // every lane has written
   bits = launch.exchange[warp * 32 + ((self % 32) ^ (unsigned)lane_mask)];
-  launch.warps[warp]->arrive_and_wait();  // every lane has read before any writes again
+  lm_fiber_wait(launch.warps[warp]);  // every lane has read before any writes again
   T out;
   std::memcpy(&out, &bits, sizeof(T));
   return out;
@@ -89,26 +89,20 @@ inline float __int_as_float(int i) {
   return f;
 }
 
-// kernel<<<blocks, threads>>>(args...): the blocks in order (or last first), each on the same `threads` threads.
+// kernel<<<blocks, threads>>>(args...): the blocks in order (or last first), each one's threads as fibers.
 template <class... Params, class... Args>
 void lm_launch(void (*kernel)(Params...), int64_t blocks, unsigned threads, Args... args) {
   gridDim = dim3{(unsigned)blocks, 1, 1};
   blockDim = dim3{threads, 1, 1};
   lm_shim_launch launch(threads);
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; t++)
-    pool.emplace_back([&, t] {
-      lm_shim_current = &launch;
-      threadIdx = uint3{t, 0, 0};
-      for (int64_t b = 0; b < blocks; b++) {
+  lm_shim_current = &launch;
+  auto run = [&](unsigned) { kernel(args...); };
+  for (int64_t b = 0; b < blocks; b++) {
 #ifdef LM_SHIM_REVERSED_BLOCKS  // a GPU promises no order: a test runs the blocks last first
-        blockIdx = uint3{(unsigned)(blocks - 1 - b), 0, 0};
+    blockIdx = uint3{(unsigned)(blocks - 1 - b), 0, 0};
 #else
-        blockIdx = uint3{(unsigned)b, 0, 0};
+    blockIdx = uint3{(unsigned)b, 0, 0};
 #endif
-        kernel(args...);
-        launch.block.arrive_and_wait();  // the next block reuses the shared arrays
-      }
-    });
-  for (std::thread& t : pool) t.join();
+    if (!lm_fibers_run(threads, run, [](unsigned t) { threadIdx = uint3{t, 0, 0}; })) return;
+  }
 }

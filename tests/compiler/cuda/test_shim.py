@@ -1,5 +1,5 @@
 """The generated CUDA's meaning, checked on the CPU: each program compiled for h100 runs through the host shim
-(the same source as C++20, every launch as the plan says, blocks on real threads with real barriers) and must
+(the same source as C++20, every launch as the plan says, a block's threads as fibers with real barriers) and must
 compute what the reference interpreter computes."""
 
 import shutil

@@ -1,5 +1,5 @@
 """The generated MSL's meaning, checked on the CPU: programs compiled for m2 run through the Metal shim (the MSL
-as C++20 against the stand-in metal_stdlib, threadgroups on real threads with real barriers and SIMD shuffles)
+as C++20 against the stand-in metal_stdlib, a threadgroup's threads as fibers with real barriers and SIMD shuffles)
 and compute what the reference interpreter computes: every kernel shape, half types, integer types, and the test
 models."""
 

@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from luminal.runtime.cuda import shim
 from luminal.runtime.cuda.nvrtc import ELF_MAGIC
 from tests.runtime.cuda import fake_cublas
 
@@ -194,7 +195,7 @@ class Function:
 
         def call():
             Function.launched += 1
-            self.entry(pointers, blocks)
+            shim.unless_hung(self.entry(pointers, blocks))
 
         (stream or Stream()).enqueue(call)
 

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from luminal.compiler import ir
+from luminal.runtime.cuda import shim as cuda_shim
 from luminal.runtime.metal import shim
 
 MTLResourceStorageModeShared = 0
@@ -163,8 +164,8 @@ class Dispatch:
                 pointers.append(buffer.data.ctypes.data + offset)
         table = (ctypes.c_void_p * len(pointers))(*pointers)
         entry = getattr(self.pipeline.function.library.shared, f"lm_kernel_{self.pipeline.function.name}")
-        entry.argtypes, entry.restype = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64], None
-        entry(table, self.groups.width)
+        entry.argtypes, entry.restype = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64], ctypes.c_int
+        cuda_shim.unless_hung(entry(table, self.groups.width))
 
 
 class CommandBuffer:

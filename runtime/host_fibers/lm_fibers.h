@@ -1,0 +1,160 @@
+// The GPU threads of one block, run as fibers on the CPU thread that launches it (the CUDA and Metal host shims:
+// runtime/cuda/host_shim/cuda_shim.h, runtime/metal/host_shim/metal_stdlib). Each GPU thread has its own stack
+// and runs until it waits at a barrier; the next one that can run goes on. Why not std::threads, as before: a
+// barrier over a block of 256 OS threads on a 2-core machine costs 256 kernel wake-ups, and one shuffle is two such
+// barriers, so a GEMV kernel took seconds. A switch here is a dozen instructions.
+//
+// The order is fixed (the lowest-numbered thread that can run, first), so a kernel that reads shared memory
+// another thread writes without a barrier between gets the same wrong value every run, not only when the OS
+// interleaves threads badly; and threads that wait at different barriers, which hangs a GPU, end the launch with
+// `lm_fibers.hung` set (the driver returns an error status) instead of hanging here too.
+//
+// Only compiler built-ins and operator new are used: metal_stdlib includes this, and MSL must not see the C library.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+// What GPU threads wait at: `count` of them arrive, then all go on (CUDA's __syncthreads over a block, a warp's
+// shuffle over 32 lanes).
+struct lm_fiber_barrier {
+  unsigned count = 0, arrived = 0;
+  uint64_t phase = 0;
+};
+
+struct lm_fiber {
+  void* sp = nullptr;  // the stack pointer saved where it last switched away
+  char* stack = nullptr;
+  const lm_fiber_barrier* waiting = nullptr;
+  uint64_t phase = 0;  // the phase of `waiting` it arrived in; it runs again once that phase is over
+  bool done = false;
+};
+
+// The fibers of the launching CPU thread: their stacks are kept from launch to launch.
+struct lm_fiber_pool {
+  static constexpr unsigned long STACK = 512 * 1024;  // reserved, not touched: only the pages used are memory
+  static constexpr uint64_t CANARY = 0x6c6d2d7374616b21ull;
+  std::vector<lm_fiber> fibers;
+  void* scheduler_sp = nullptr;
+  unsigned current = 0;
+  bool hung = false;  // a block's threads waited at different barriers: its launch was abandoned
+  ~lm_fiber_pool() {
+    for (lm_fiber& f : fibers) ::operator delete(f.stack);
+  }
+};
+inline thread_local lm_fiber_pool lm_fibers;
+
+[[noreturn]] inline void lm_fiber_fail(const char* what) {
+  __builtin_printf("host shim: %s\n", what);
+  __builtin_abort();
+}
+
+#if defined(__x86_64__)
+// lm_fiber_switch(&from, to): saves the callee-saved registers on this stack, stores the stack pointer in `from`,
+// and returns on the stack `to` (where a switch saved it, or a new fiber's first frame, lm_fiber_first).
+asm(R"(
+  .text
+  .p2align 4
+lm_fiber_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+lm_fiber_start:
+  movq %r12, %rdi
+  callq *%r13
+  ud2
+)");
+extern "C" void lm_fiber_switch(void** from, void* to) asm("lm_fiber_switch");
+extern "C" void lm_fiber_start() asm("lm_fiber_start");
+
+// A new fiber's first frame: the registers lm_fiber_switch pops (r13 the entry, r12 its argument), then its
+// return into lm_fiber_start, which calls entry(argument) on a 16-byte-aligned stack.
+inline void* lm_fiber_first(char* top, void (*entry)(void*), void* argument) {
+  void** sp = reinterpret_cast<void**>(top - 72);
+  sp[0] = sp[1] = sp[4] = sp[5] = nullptr;  // r15, r14, rbx, rbp
+  sp[2] = reinterpret_cast<void*>(entry);   // r13
+  sp[3] = argument;                         // r12
+  sp[6] = reinterpret_cast<void*>(&lm_fiber_start);
+  return sp;
+}
+#else
+#error "the host shim's fibers switch stacks with x86-64 code; this machine is not x86-64"
+#endif
+
+// Thread `self` arrives at `b` and waits until all `b.count` have (the last to arrive goes on at once).
+inline void lm_fiber_wait(lm_fiber_barrier& b) {
+  if (++b.arrived == b.count) {
+    b.arrived = 0;
+    b.phase++;
+    return;
+  }
+  lm_fiber& self = lm_fibers.fibers[lm_fibers.current];
+  self.waiting = &b;
+  self.phase = b.phase;
+  lm_fiber_switch(&self.sp, lm_fibers.scheduler_sp);
+}
+
+template <class Run> void lm_fiber_entry(void* run) {
+  lm_fiber_pool& pool = lm_fibers;
+  (*static_cast<Run*>(run))(pool.current);
+  pool.fibers[pool.current].done = true;
+  lm_fiber_switch(&pool.fibers[pool.current].sp, pool.scheduler_sp);
+  __builtin_trap();  // a finished fiber is never resumed
+}
+
+// Runs run(t) for t in [0, threads) as fibers until every one has returned; enter(t) is called each time thread t
+// resumes (it sets what the kernel reads as its own index). False when they hung: every thread left is waiting,
+// and no barrier it waits at can open. The waiting fibers are dropped (kernel code holds nothing to release).
+template <class Run, class Enter> bool lm_fibers_run(unsigned threads, Run& run, Enter enter) {
+  lm_fiber_pool& pool = lm_fibers;
+  while (pool.fibers.size() < threads) {
+    lm_fiber f;
+    f.stack = static_cast<char*>(::operator new(lm_fiber_pool::STACK));
+    *reinterpret_cast<uint64_t*>(f.stack) = lm_fiber_pool::CANARY;
+    pool.fibers.push_back(f);
+  }
+  for (unsigned t = 0; t < threads; t++) {
+    lm_fiber& f = pool.fibers[t];
+    f.sp = lm_fiber_first(f.stack + lm_fiber_pool::STACK, &lm_fiber_entry<Run>, &run);
+    f.waiting = nullptr;
+    f.done = false;
+  }
+  for (unsigned left = threads; left > 0;) {
+    bool ran = false;
+    for (unsigned t = 0; t < threads; t++) {
+      lm_fiber& f = pool.fibers[t];
+      if (f.done || (f.waiting != nullptr && f.waiting->phase == f.phase)) continue;
+      f.waiting = nullptr;
+      pool.current = t;
+      enter(t);
+      lm_fiber_switch(&pool.scheduler_sp, f.sp);
+      if (*reinterpret_cast<uint64_t*>(f.stack) != lm_fiber_pool::CANARY)
+        lm_fiber_fail("a GPU thread overflowed its 512 KiB stack");
+      left -= f.done;
+      ran = true;
+    }
+    if (!ran) {
+      pool.hung = true;
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether a launch since the last call hung (the shims' drivers ask after each launch).
+inline bool lm_fibers_hung() {
+  const bool hung = lm_fibers.hung;
+  lm_fibers.hung = false;
+  return hung;
+}
