@@ -21,6 +21,7 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -n 2 --durations=25 tests
 	$(MAKE) --no-print-directory test-compiled
+	$(MAKE) --no-print-directory test-cuda-shim
 
 # The op suite again through lm.compile(target="cpu"), against the same torch results: each test's checks
 # compile into one C program (tests/opcheck.py), a few minutes cold on 2 cores; .cache/ keeps reruns warm.
@@ -28,11 +29,12 @@ test-compiled: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=cpu $(PY) -m pytest -q -n 2 tests/ops
 
 # The op suite compiled for h100 and run on the CPU through the CUDA host shim (runtime/cuda/shim.py): what the
-# generated CUDA means, checked without a GPU.
+# generated CUDA means, checked without a GPU (about 6 minutes cold on 2 cores).
 test-cuda-shim: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=h100-shim $(PY) -m pytest -q -n 2 tests/ops
 
 # The same for the MSL of the op suite compiled for m2, run on the CPU through the Metal shim (runtime/metal/shim.py).
+# Not part of `make test` (5 more minutes): tests/compiler/metal runs every kernel shape and the models so.
 test-metal-shim: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=m2-shim $(PY) -m pytest -q -n 2 tests/ops
 
