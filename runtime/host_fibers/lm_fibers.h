@@ -9,10 +9,19 @@
 // interleaves threads badly; and threads that wait at different barriers, which hangs a GPU, end the launch with
 // `lm_fibers.hung` set (the driver returns an error status) instead of hanging here too.
 //
-// Only compiler built-ins and operator new are used: metal_stdlib includes this, and MSL must not see the C library.
+// On x86-64 only compiler built-ins and operator new are used: metal_stdlib includes this, and MSL must not see the
+// C library. Other machines switch through <ucontext.h>.
 #pragma once
 #include <cstdint>
 #include <vector>
+#if !defined(__x86_64__) || defined(LM_FIBERS_UCONTEXT)
+#include <ucontext.h>
+#endif
+
+// Internal linkage for all of it: g++ makes an inline variable a symbol unique in the whole process, so two shim
+// libraries loaded together (built with the other switch, or by an older header) would share one pool of fibers
+// of different layouts.
+namespace {
 
 // What GPU threads wait at: `count` of them arrive, then all go on (CUDA's __syncthreads over a block, a warp's
 // shuffle over 32 lanes).
@@ -21,36 +30,14 @@ struct lm_fiber_barrier {
   uint64_t phase = 0;
 };
 
-struct lm_fiber {
-  void* sp = nullptr;  // the stack pointer saved where it last switched away
-  char* stack = nullptr;
-  const lm_fiber_barrier* waiting = nullptr;
-  uint64_t phase = 0;  // the phase of `waiting` it arrived in; it runs again once that phase is over
-  bool done = false;
+#if defined(__x86_64__) && !defined(LM_FIBERS_UCONTEXT)
+// Where a fiber stopped: its stack pointer, with the callee-saved registers pushed below it.
+struct lm_fiber_context {
+  void* sp = nullptr;
 };
 
-// The fibers of the launching CPU thread: their stacks are kept from launch to launch.
-struct lm_fiber_pool {
-  static constexpr unsigned long STACK = 512 * 1024;  // reserved, not touched: only the pages used are memory
-  static constexpr uint64_t CANARY = 0x6c6d2d7374616b21ull;
-  std::vector<lm_fiber> fibers;
-  void* scheduler_sp = nullptr;
-  unsigned current = 0;
-  bool hung = false;  // a block's threads waited at different barriers: its launch was abandoned
-  ~lm_fiber_pool() {
-    for (lm_fiber& f : fibers) ::operator delete(f.stack);
-  }
-};
-inline thread_local lm_fiber_pool lm_fibers;
-
-[[noreturn]] inline void lm_fiber_fail(const char* what) {
-  __builtin_printf("host shim: %s\n", what);
-  __builtin_abort();
-}
-
-#if defined(__x86_64__)
 // lm_fiber_switch(&from, to): saves the callee-saved registers on this stack, stores the stack pointer in `from`,
-// and returns on the stack `to` (where a switch saved it, or a new fiber's first frame, lm_fiber_first).
+// and returns on the stack `to` (where a switch saved it, or a new fiber's first frame, lm_fiber_prepare).
 asm(R"(
   .text
   .p2align 4
@@ -78,19 +65,70 @@ lm_fiber_start:
 extern "C" void lm_fiber_switch(void** from, void* to) asm("lm_fiber_switch");
 extern "C" void lm_fiber_start() asm("lm_fiber_start");
 
+inline void lm_fiber_resume(lm_fiber_context& from, lm_fiber_context& to) { lm_fiber_switch(&from.sp, to.sp); }
+
 // A new fiber's first frame: the registers lm_fiber_switch pops (r13 the entry, r12 its argument), then its
 // return into lm_fiber_start, which calls entry(argument) on a 16-byte-aligned stack.
-inline void* lm_fiber_first(char* top, void (*entry)(void*), void* argument) {
-  void** sp = reinterpret_cast<void**>(top - 72);
+inline void lm_fiber_prepare(lm_fiber_context& c, char* stack, unsigned long size, void (*entry)(void*),
+                             void* argument) {
+  void** sp = reinterpret_cast<void**>(stack + size - 72);
   sp[0] = sp[1] = sp[4] = sp[5] = nullptr;  // r15, r14, rbx, rbp
   sp[2] = reinterpret_cast<void*>(entry);   // r13
   sp[3] = argument;                         // r12
   sp[6] = reinterpret_cast<void*>(&lm_fiber_start);
-  return sp;
+  c.sp = sp;
 }
 #else
-#error "the host shim's fibers switch stacks with x86-64 code; this machine is not x86-64"
+// Elsewhere (or with LM_FIBERS_UCONTEXT, as a test builds it): POSIX contexts, slower (a system call per switch
+// for the signal mask) and still far cheaper than a thread's wake-up.
+typedef ucontext_t lm_fiber_context;
+
+inline void lm_fiber_resume(lm_fiber_context& from, lm_fiber_context& to) { swapcontext(&from, &to); }
+
+inline thread_local void (*lm_fiber_entry_pending)(void*);
+inline thread_local void* lm_fiber_argument_pending;
+
+inline void lm_fiber_begin() { lm_fiber_entry_pending(lm_fiber_argument_pending); }
+
+inline void lm_fiber_prepare(lm_fiber_context& c, char* stack, unsigned long size, void (*entry)(void*),
+                             void* argument) {
+  getcontext(&c);
+  c.uc_stack.ss_sp = stack;
+  c.uc_stack.ss_size = size;
+  c.uc_link = nullptr;
+  // makecontext passes only ints: every fiber of a launch starts with the same entry and argument.
+  lm_fiber_entry_pending = entry;
+  lm_fiber_argument_pending = argument;
+  makecontext(&c, lm_fiber_begin, 0);
+}
 #endif
+
+struct lm_fiber {
+  lm_fiber_context context;  // where it last switched away
+  char* stack = nullptr;
+  const lm_fiber_barrier* waiting = nullptr;
+  uint64_t phase = 0;  // the phase of `waiting` it arrived in; it runs again once that phase is over
+  bool done = false;
+};
+
+// The fibers of the launching CPU thread: their stacks are kept from launch to launch.
+struct lm_fiber_pool {
+  static constexpr unsigned long STACK = 512 * 1024;  // reserved, not touched: only the pages used are memory
+  static constexpr uint64_t CANARY = 0x6c6d2d7374616b21ull;
+  std::vector<lm_fiber> fibers;
+  lm_fiber_context scheduler;
+  unsigned current = 0;
+  bool hung = false;  // a block's threads waited at different barriers: its launch was abandoned
+  ~lm_fiber_pool() {
+    for (lm_fiber& f : fibers) ::operator delete(f.stack);
+  }
+};
+inline thread_local lm_fiber_pool lm_fibers;
+
+[[noreturn]] inline void lm_fiber_fail(const char* what) {
+  __builtin_printf("host shim: %s\n", what);
+  __builtin_abort();
+}
 
 // Thread `self` arrives at `b` and waits until all `b.count` have (the last to arrive goes on at once).
 inline void lm_fiber_wait(lm_fiber_barrier& b) {
@@ -102,14 +140,14 @@ inline void lm_fiber_wait(lm_fiber_barrier& b) {
   lm_fiber& self = lm_fibers.fibers[lm_fibers.current];
   self.waiting = &b;
   self.phase = b.phase;
-  lm_fiber_switch(&self.sp, lm_fibers.scheduler_sp);
+  lm_fiber_resume(self.context, lm_fibers.scheduler);
 }
 
 template <class Run> void lm_fiber_entry(void* run) {
   lm_fiber_pool& pool = lm_fibers;
   (*static_cast<Run*>(run))(pool.current);
   pool.fibers[pool.current].done = true;
-  lm_fiber_switch(&pool.fibers[pool.current].sp, pool.scheduler_sp);
+  lm_fiber_resume(pool.fibers[pool.current].context, pool.scheduler);
   __builtin_trap();  // a finished fiber is never resumed
 }
 
@@ -126,7 +164,7 @@ template <class Run, class Enter> bool lm_fibers_run(unsigned threads, Run& run,
   }
   for (unsigned t = 0; t < threads; t++) {
     lm_fiber& f = pool.fibers[t];
-    f.sp = lm_fiber_first(f.stack + lm_fiber_pool::STACK, &lm_fiber_entry<Run>, &run);
+    lm_fiber_prepare(f.context, f.stack, lm_fiber_pool::STACK, &lm_fiber_entry<Run>, &run);
     f.waiting = nullptr;
     f.done = false;
   }
@@ -138,7 +176,7 @@ template <class Run, class Enter> bool lm_fibers_run(unsigned threads, Run& run,
       f.waiting = nullptr;
       pool.current = t;
       enter(t);
-      lm_fiber_switch(&pool.scheduler_sp, f.sp);
+      lm_fiber_resume(pool.scheduler, f.context);
       if (*reinterpret_cast<uint64_t*>(f.stack) != lm_fiber_pool::CANARY)
         lm_fiber_fail("a GPU thread overflowed its 512 KiB stack");
       left -= f.done;
@@ -158,3 +196,4 @@ inline bool lm_fibers_hung() {
   lm_fibers.hung = false;
   return hung;
 }
+}  // namespace

@@ -28,6 +28,7 @@ from luminal.runtime.cuda import shim as cuda_shim
 HEADERS = Path(__file__).resolve().parent / "host_shim"
 # -ffp-contract=off: every op rounds as the reference does (the runtime compiles MSL without fast math).
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-w"]
+FLAGS += cuda_shim.NO_SHADOW_STACK
 CHECK_FLAGS = ["-std=c++20", "-fsyntax-only", "-Wno-attributes", "-Wno-unknown-pragmas"]
 _KERNEL_SCOPE_THREADGROUP = re.compile(r"^(\s+)(?:threadgroup|__shared__) ", re.MULTILINE)
 

@@ -4,6 +4,7 @@ must, a missing barrier shows the same wrong value every run, and threads that w
 the launch with an error instead of hanging."""
 
 import ctypes
+import platform
 import shutil
 
 import numpy as np
@@ -71,9 +72,11 @@ extern "C" int run_large_locals(float* out) {
 """
 
 
-@pytest.fixture(scope="module")
-def lib() -> ctypes.CDLL:
-    return ctypes.CDLL(str(shim.build_library(KERNELS)))
+@pytest.fixture(scope="module", params=["x86-64", "ucontext"] if platform.machine() == "x86_64" else ["ucontext"])
+def lib(request) -> ctypes.CDLL:
+    """The kernels built with each way the fibers can switch: x86-64's own, and POSIX contexts (elsewhere)."""
+    defines = ("LM_FIBERS_UCONTEXT",) if request.param == "ucontext" else ()
+    return ctypes.CDLL(str(shim.build_library(KERNELS, defines=defines)))
 
 
 def pointer(a: np.ndarray) -> ctypes.c_void_p:
