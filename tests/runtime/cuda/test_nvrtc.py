@@ -1,12 +1,18 @@
 """NVRTC (through ctypes, no GPU needed) compiles every generated CUDA program to a CUBIN for sm_80 and sm_90,
 caches it by (source, arch, NVRTC version, options), and reports a broken source with NVRTC's own log."""
 
+import sys
+from pathlib import Path
+
 import pytest
 
 import luminal as lm
 from luminal.compiler.cuda.program import launch_plan
 from luminal.runtime.cuda import nvrtc
-from tests.compiler.cuda.graphs import CASES, MODELS
+from tests.compiler.cuda.graphs import CASES, MODELS, bind_random
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))  # the bench's models
+from gpu_models import SMALL, encoder_graph, llama_graphs  # noqa: E402
 
 
 @pytest.mark.parametrize("case", [*CASES, "encoder_block", "gpt2"])
@@ -18,6 +24,18 @@ def test_every_program_compiles_to_a_cubin(case):
         assert cubin[:4] == nvrtc.ELF_MAGIC
         for launch in launch_plan(program.kernels):  # extern "C": the names the runtime looks up, unmangled
             assert launch.kernel.encode() + b"\0" in cubin
+
+
+@pytest.mark.parametrize("target, arch", [("a100", "80"), ("l4", "89"), ("t4", "75")])
+def test_half_models_compile_for_each_targets_own_architecture(target, arch):
+    """What a deployment on an A100, L4 or T4 compiles when it loads, for that GPU's architecture: the bf16 Llama's
+    prefill and decode step, the bf16 encoder and the tensor-core GEMMs in bf16 and fp16 (a T4 has no bf16
+    tensor cores: there the source takes its scalar path)."""
+    graphs = llama_graphs(SMALL)
+    models = [bind_random(g) for g in (graphs.prefill, graphs.step, encoder_graph(SMALL))]
+    for graph in [*models, CASES["half_matmul"]()[0], CASES["half_matmul_fp16"]()[0]]:
+        source = lm.compile(graph, target, cache=False).source
+        assert nvrtc.compile_uncached(source, arch)[:4] == nvrtc.ELF_MAGIC
 
 
 def test_the_cache_answers_the_second_compile(tmp_path, monkeypatch):
