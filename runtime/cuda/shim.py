@@ -124,7 +124,8 @@ def build_library(
 ) -> Path:
     """The shared library of `source` (CUDA plus driver) built through the shim, cached by hash. `arch` ("75")
     defines __CUDA_ARCH__ as a device compile for it would, so a source's paths for older GPUs run too;
-    `reversed_blocks` runs every launch's blocks last first (a GPU runs them in no set order); `defines` are
+    `reversed_blocks` runs every launch's blocks, and each block's threads, last first (a GPU runs them in no set
+    order); `defines` are
     more macros (LM_FIBERS_UCONTEXT: the fibers' portable switch, lm_fibers.h)."""
     cxx = compiler()
     flags = FLAGS if arch is None else [*FLAGS, f"-D__CUDA_ARCH__={int(arch) * 10}"]
@@ -152,7 +153,7 @@ def build_library(
 
 class ShimExecutable(CpuExecutable):
     arch: str | None = None  # the __CUDA_ARCH__ the source is built for (ShimRuntime(arch=...)); None: none
-    reversed_blocks = False  # every launch's blocks last first (ShimRuntime(reversed_blocks=True))
+    reversed_blocks = False  # blocks and their threads last first (ShimRuntime(reversed_blocks=True))
 
     def build(self, source: str) -> Path:
         program = source + "\n" + driver(self.program) + kernel_entries(self.program)
@@ -196,7 +197,7 @@ class ShimRuntime(CpuRuntime):
     """`ShimRuntime().load(program)`: a program compiled for a CUDA target, run on the CPU through the shim;
     `ShimRuntime(buckets=True)` launches as the CUDA runtime's graphs do, at the bucket's grids;
     `ShimRuntime(arch="75")` builds the source as a compile for that architecture sees it (__CUDA_ARCH__);
-    `ShimRuntime(reversed_blocks=True)` runs each launch's blocks last first, as a GPU may."""
+    `ShimRuntime(reversed_blocks=True)` runs each launch's blocks, and their threads, last first, as a GPU may."""
 
     name = "cuda-shim"
 

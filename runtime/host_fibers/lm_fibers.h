@@ -4,10 +4,11 @@
 // barrier over a block of 256 OS threads on a 2-core machine costs 256 kernel wake-ups, and one shuffle is two such
 // barriers, so a GEMV kernel took seconds. A switch here is a dozen instructions.
 //
-// The order is fixed (the lowest-numbered thread that can run, first), so a kernel that reads shared memory
-// another thread writes without a barrier between gets the same wrong value every run, not only when the OS
-// interleaves threads badly; and threads that wait at different barriers, which hangs a GPU, end the launch with
-// `lm_fibers.hung` set (the driver returns an error status) instead of hanging here too.
+// The order is fixed (the lowest-numbered thread that can run, first; with LM_FIBERS_LAST_FIRST the highest), so
+// a kernel that reads shared memory another thread writes without a barrier between gets the same wrong value
+// every run, not only when the OS interleaves threads badly; and threads that wait at different barriers, which
+// hangs a GPU, end the launch with `lm_fibers.hung` set (the driver returns an error status) instead of hanging
+// here too.
 //
 // On x86-64 only compiler built-ins and operator new are used: metal_stdlib includes this, and MSL must not see the
 // C library. Other machines switch through <ucontext.h>.
@@ -170,7 +171,12 @@ template <class Run, class Enter> bool lm_fibers_run(unsigned threads, Run& run,
   }
   for (unsigned left = threads; left > 0;) {
     bool ran = false;
-    for (unsigned t = 0; t < threads; t++) {
+    for (unsigned k = 0; k < threads; k++) {
+#ifdef LM_FIBERS_LAST_FIRST  // a GPU promises no order among a block's threads either: the last goes first
+      const unsigned t = threads - 1 - k;
+#else
+      const unsigned t = k;
+#endif
       lm_fiber& f = pool.fibers[t];
       if (f.done || (f.waiting != nullptr && f.waiting->phase == f.phase)) continue;
       f.waiting = nullptr;

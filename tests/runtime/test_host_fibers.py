@@ -29,13 +29,21 @@ __global__ void block_sums(float* out, const float* x) {
   }
 }
 
-// Each thread reads what its neighbour wrote to shared memory, with the barrier between or without it.
-template <bool Barrier> __global__ void neighbours(int* out) {
-  __shared__ int written[64];
+// Each thread reads what its neighbour wrote to shared memory, with the barrier between or without it. (Not one
+// template: g++ makes a template's static locals one object across every library loaded, as shared by the builds.)
+__device__ void neighbours(int* out, int* written, bool barrier) {
   written[threadIdx.x] = 100 * blockIdx.x + threadIdx.x;
-  if (Barrier) __syncthreads();
+  if (barrier) __syncthreads();
   out[blockIdx.x * 64 + threadIdx.x] = written[(threadIdx.x + 1) % 64];
   __syncthreads();  // the next block writes the same shared array
+}
+__global__ void neighbours_synced(int* out) {
+  __shared__ int written[64];
+  neighbours(out, written, true);
+}
+__global__ void neighbours_unsynced(int* out) {
+  __shared__ int written[64];
+  neighbours(out, written, false);
 }
 
 // Half the threads wait at a barrier the other half never reaches: a GPU hangs.
@@ -58,7 +66,7 @@ extern "C" int run_block_sums(float* out, const float* x, int blocks) {
   return lm_fibers_hung() ? 2 : 0;
 }
 extern "C" int run_neighbours(int* out, int barrier) {
-  if (barrier) lm_launch(neighbours<true>, 2, 64, out); else lm_launch(neighbours<false>, 2, 64, out);
+  if (barrier) lm_launch(neighbours_synced, 2, 64, out); else lm_launch(neighbours_unsynced, 2, 64, out);
   return lm_fibers_hung() ? 2 : 0;
 }
 extern "C" int run_divergent(int* out) {
@@ -105,6 +113,18 @@ def test_a_missing_barrier_reads_the_same_stale_value_every_run(lib):
         # write (what the block before left there), as it may on a GPU. Only each block's last thread, whose
         # neighbour is thread 0, reads the new value: the same threads wrong every run.
         np.testing.assert_array_equal(without == expected, np.concatenate([last, last]))
+
+
+def test_the_run_in_reverse_takes_the_threads_last_first_too():
+    """ShimRuntime(reversed_blocks=True)'s build: a missing barrier now hides where it showed and shows where it
+    hid, so the two runs together catch a read of another thread's write in either direction."""
+    lib = ctypes.CDLL(str(shim.build_library(KERNELS, reversed_blocks=True)))
+    last = np.arange(64) == 63
+    expected = np.concatenate([(np.arange(64) + 1) % 64, 100 + (np.arange(64) + 1) % 64])
+    for _ in range(2):
+        without = np.zeros(128, np.int32)
+        assert lib.run_neighbours(pointer(without), 0) == 0
+        np.testing.assert_array_equal(without == expected, ~np.concatenate([last, last]))
 
 
 def test_threads_waiting_at_different_barriers_end_the_launch_with_an_error(lib):

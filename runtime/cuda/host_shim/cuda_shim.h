@@ -14,6 +14,9 @@
 #include <type_traits>
 #include <vector>
 
+#ifdef LM_SHIM_REVERSED_BLOCKS  // the run in reverse (shim.py reversed_blocks): each block's threads last first too
+#define LM_FIBERS_LAST_FIRST 1
+#endif
 #include "lm_fibers.h"
 
 #define __global__
