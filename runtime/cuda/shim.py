@@ -34,10 +34,10 @@ from luminal.runtime.cuda.cublas import DATA_TYPE
 
 SHIM = Path(__file__).resolve().parent / "host_shim"
 FIBERS = Path(__file__).resolve().parents[1] / "host_fibers"  # how a block's threads run (lm_fibers.h)
-# -ffp-contract=off: as --fmad=false on the GPU, every op rounds as the reference does (fmaf stays an FMA).
 HUNG = 2  # what lm_run and lm_kernel_<name> return when a block's threads waited at different barriers
 # A fiber returns on a stack it switched to (runtime/host_fibers/): a shadow stack (x86's CET) cannot follow that.
 NO_SHADOW_STACK = ["-fcf-protection=none"] if platform.machine() in ("x86_64", "AMD64") else []
+# -ffp-contract=off: as --fmad=false on the GPU, every op rounds as the reference does (fmaf stays an FMA).
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-w", *NO_SHADOW_STACK]
 
 
@@ -125,8 +125,7 @@ def build_library(
     """The shared library of `source` (CUDA plus driver) built through the shim, cached by hash. `arch` ("75")
     defines __CUDA_ARCH__ as a device compile for it would, so a source's paths for older GPUs run too;
     `reversed_blocks` runs every launch's blocks, and each block's threads, last first (a GPU runs them in no set
-    order); `defines` are
-    more macros (LM_FIBERS_UCONTEXT: the fibers' portable switch, lm_fibers.h)."""
+    order); `defines` are more macros (LM_FIBERS_UCONTEXT: the fibers' portable switch, lm_fibers.h)."""
     cxx = compiler()
     flags = FLAGS if arch is None else [*FLAGS, f"-D__CUDA_ARCH__={int(arch) * 10}"]
     flags = [*flags, "-DLM_SHIM_REVERSED_BLOCKS"] if reversed_blocks else flags
