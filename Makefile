@@ -29,7 +29,8 @@ test-compiled: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=cpu $(PY) -m pytest -q -n 2 tests/ops
 
 # The op suite compiled for h100 and run on the CPU through the CUDA host shim (runtime/cuda/shim.py): what the
-# generated CUDA means, checked without a GPU (about 6 minutes cold on 2 cores).
+# generated CUDA means, checked without a GPU, each program first compiled by NVRTC for sm_80 and sm_90 (about 10
+# minutes cold on 2 cores).
 test-cuda-shim: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=h100-shim $(PY) -m pytest -q -n 2 tests/ops
 
