@@ -22,6 +22,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --durations=25 tests
 	$(MAKE) --no-print-directory test-compiled
 	$(MAKE) --no-print-directory test-cuda-shim
+	$(MAKE) --no-print-directory test-metal-shim
 
 # The op suite again through lm.compile(target="cpu"), against the same torch results: each test's checks
 # compile into one C program (tests/opcheck.py), a few minutes cold on 2 cores; .cache/ keeps reruns warm.
@@ -34,8 +35,8 @@ test-compiled: $(STAMP)
 test-cuda-shim: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=h100-shim $(PY) -m pytest -q -n 2 tests/ops
 
-# The same for the MSL of the op suite compiled for m2, run on the CPU through the Metal shim (runtime/metal/shim.py).
-# Not part of `make test` (5 more minutes): tests/compiler/metal runs every kernel shape and the models so.
+# The same for the MSL of the op suite compiled for m2, run on the CPU through the Metal shim (runtime/metal/shim.py)
+# (about 3 minutes cold).
 test-metal-shim: $(STAMP)
 	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=m2-shim $(PY) -m pytest -q -n 2 tests/ops
 
