@@ -10,7 +10,8 @@ name passed to `check` across the suite.
 With LUMINAL_OPCHECK_TARGET=cpu every variant runs through `lm.compile(g, target="cpu")` (generated C)
 instead of the reference interpreter, against the same torch results and tolerances; with h100-shim, through
 `lm.compile(g, target="h100")`, the generated CUDA run on the CPU by the host shim (runtime/cuda/shim.py) after
-NVRTC has compiled the same source for sm_80 and sm_90, as the runtime would on those GPUs; with
+NVRTC has compiled the same source for sm_80 and sm_90, as the runtime would on those GPUs, and ptxas reported
+no register spills in any kernel; with
 h100, the same program run on a real GPU by the CUDA runtime (runtime/cuda/: needs CuPy and a device); with
 m2-shim, through `lm.compile(g, target="m2")`, the generated MSL run on the CPU by the Metal shim
 (runtime/metal/shim.py).
@@ -50,7 +51,8 @@ def run_compiled(g: lm.Graph, feed: dict[str, np.ndarray]) -> dict[str, np.ndarr
 
         program = lm.compile(g, target="h100")
         for arch in ("80", "90"):  # what the g++ build of the shim accepts, the device compile must accept too
-            nvrtc.compile_cubin(program.source, arch)
+            spilling = [u for u in nvrtc.kernel_usage(program.source, arch) if u.spill_bytes]
+            assert not spilling, f"kernels spill registers on sm_{arch}: {spilling}"
         return ShimRuntime(buckets=TARGET.endswith("buckets")).load(program).run(feed)
     if TARGET == "m2-shim":
         from luminal.runtime.metal.shim import MetalShimRuntime

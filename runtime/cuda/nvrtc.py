@@ -20,9 +20,12 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from luminal.runtime.cuda.ptxas_report import KernelUsage, parse
+
 # --fmad=false: every op rounds as the reference interpreter does (the GEMM and attention kernels ask for their
 # FMAs with fmaf); the same flag the nvcc tests compile with (tests/compiler/cuda/nvcc.py).
 OPTIONS = ("--fmad=false", "-std=c++17")
+VERBOSE_PTXAS = "-Xptxas=-v"
 ELF_MAGIC = b"\x7fELF"
 # The generated source includes the C headers nvcc finds on the host; NVRTC has no host headers, so these two are
 # handed to it in memory. The math functions themselves are NVRTC built-ins.
@@ -106,6 +109,13 @@ def _log(lib: ctypes.CDLL, program: ctypes.c_void_p) -> str:
 
 def compile_uncached(source: str, arch: str, options: tuple[str, ...] = OPTIONS, name: str = "program.cu") -> bytes:
     """The CUBIN of `source` for `arch` ("90" or "sm_90"); raises NvrtcError with NVRTC's log on an error."""
+    return compile_with_report(source, arch, options, name)[0]
+
+
+def compile_with_report(
+    source: str, arch: str, options: tuple[str, ...] = OPTIONS, name: str = "program.cu"
+) -> tuple[bytes, str]:
+    """The CUBIN of `source` for `arch` and what ptxas reported about each kernel (ptxas_report.parse reads it)."""
     lib = library()
     program = ctypes.c_void_p()
     names, texts = list(HOST_HEADERS), list(HOST_HEADERS.values())
@@ -114,7 +124,8 @@ def compile_uncached(source: str, arch: str, options: tuple[str, ...] = OPTIONS,
     )
     _check(created, "nvrtcCreateProgram")
     try:
-        flags = (f"--gpu-architecture=sm_{arch.removeprefix('sm_')}", *options, *include_flags())
+        # ptxas's verbose report costs nothing measurable and is the only place NVRTC says a kernel spills.
+        flags = (f"--gpu-architecture=sm_{arch.removeprefix('sm_')}", *options, VERBOSE_PTXAS, *include_flags())
         result = lib.nvrtcCompileProgram(program, len(flags), _strings(flags))
         if result != 0:
             status = lib.nvrtcGetErrorString(result).decode()
@@ -124,7 +135,7 @@ def compile_uncached(source: str, arch: str, options: tuple[str, ...] = OPTIONS,
         _check(lib.nvrtcGetCUBINSize(program, ctypes.byref(size)), "nvrtcGetCUBINSize")
         cubin = ctypes.create_string_buffer(size.value)
         _check(lib.nvrtcGetCUBIN(program, cubin), "nvrtcGetCUBIN")
-        return cubin.raw
+        return cubin.raw, _log(lib, program)
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(program))
 
@@ -164,8 +175,25 @@ def compile_cubin(source: str, arch: str, options: tuple[str, ...] = OPTIONS) ->
     path = cache_path(source, arch, options)
     if path.exists():
         return path.read_bytes()
-    cubin = compile_uncached(source, arch, options)
-    staged = path.with_suffix(f".{os.getpid()}.tmp")
-    staged.write_bytes(cubin)
-    os.replace(staged, path)  # atomic: a concurrent compile of the same key writes the same bytes
-    return cubin
+    return _compile_into_cache(source, arch, options)[0]
+
+
+def kernel_usage(source: str, arch: str, options: tuple[str, ...] = OPTIONS) -> list[KernelUsage]:
+    """What ptxas reported for each kernel of `source` on `arch` (registers, spills, shared memory), kept in the
+    cache beside the CUBIN."""
+    report = cache_path(source, arch, options).with_suffix(".ptxas.txt")
+    if report.exists():
+        return parse(report.read_text())
+    return parse(_compile_into_cache(source, arch, options)[1])
+
+
+def _compile_into_cache(source: str, arch: str, options: tuple[str, ...]) -> tuple[bytes, str]:
+    path = cache_path(source, arch, options)
+    cubin, report = compile_with_report(source, arch, options)
+    # Each file written whole under a private name, then renamed (atomic): a concurrent compile of the same key
+    # writes the same bytes. The report first, so a CUBIN in the cache has its report beside it.
+    for target, data in ((path.with_suffix(".ptxas.txt"), report.encode()), (path, cubin)):
+        staged = target.with_suffix(f".{os.getpid()}.tmp")
+        staged.write_bytes(data)
+        os.replace(staged, target)
+    return cubin, report

@@ -3,26 +3,18 @@ reports for each kernel (registers, spills, shared memory)."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
+
+from luminal.runtime.cuda.ptxas_report import KernelUsage as Usage
+from luminal.runtime.cuda.ptxas_report import parse
 
 ARCHS = ("80", "90")
 # --fmad=false as the runtime compiles (every op rounds as the reference does); 177 is an unused prelude helper,
 # 1046 a float literal written with more digits than float keeps (it rounds, as in C).
 FLAGS = ["--fmad=false", "--resource-usage", "-diag-suppress", "177,1046"]
-
-
-@dataclass(frozen=True)
-class Usage:
-    kernel: str
-    arch: str
-    registers: int
-    spill_bytes: int  # spill stores + spill loads
-    shared_bytes: int
 
 
 def available() -> bool:
@@ -55,16 +47,3 @@ def ptx(source: str, arch: str = "90") -> str:
         if done.returncode != 0:
             raise AssertionError(f"nvcc failed:\n{done.stderr[-4000:]}")
         return out.read_text()
-
-
-def parse(report: str) -> list[Usage]:
-    usages, kernel, arch, spill = [], None, None, 0
-    for line in report.splitlines():
-        if m := re.search(r"Compiling entry function '(\w+)' for 'sm_(\d+)'", line):
-            kernel, arch, spill = m.group(1), m.group(2), 0
-        elif m := re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line):
-            spill = int(m.group(1)) + int(m.group(2))
-        elif (m := re.search(r"Used (\d+) registers", line)) and kernel:
-            smem = re.search(r"(\d+) bytes smem", line)
-            usages.append(Usage(kernel, arch, int(m.group(1)), spill, int(smem.group(1)) if smem else 0))
-    return usages

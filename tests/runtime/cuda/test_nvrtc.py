@@ -47,12 +47,43 @@ def test_the_cache_answers_the_second_compile(tmp_path, monkeypatch):
     def no_compile(*args, **kwargs):
         raise AssertionError("compiled again although the cache holds this CUBIN")
 
-    monkeypatch.setattr(nvrtc, "compile_uncached", no_compile)
+    monkeypatch.setattr(nvrtc, "compile_with_report", no_compile)
     assert nvrtc.compile_cubin(source, "90") == first
+    assert [u.kernel for u in nvrtc.kernel_usage(source, "90")]  # the report was kept beside the CUBIN
     assert nvrtc.cache_path(source, "80") != nvrtc.cache_path(source, "90")
     assert nvrtc.cache_path(source, "90", ("--fmad=true",)) != nvrtc.cache_path(source, "90")
     with pytest.raises(AssertionError, match="compiled again"):
         nvrtc.compile_cubin(source, "80")  # another architecture is another entry
+
+
+# 48 accumulators live across loops, under launch bounds that leave a thread 32 registers: ptxas must spill.
+SPILLING = r"""
+extern "C" __global__ void __launch_bounds__(1024, 2) tight(float* out, const float* in) {
+  float acc[48];
+  #pragma unroll
+  for (int i = 0; i < 48; i++) acc[i] = in[threadIdx.x * 48 + i];
+  #pragma unroll
+  for (int r = 0; r < 8; r++) {
+    #pragma unroll
+    for (int i = 0; i < 48; i++) acc[i] = acc[i] * acc[(i * 7 + r) % 48] + in[i + r];
+  }
+  float s = 0.0f;
+  #pragma unroll
+  for (int i = 0; i < 48; i++) s += acc[i] * in[1000 + i];
+  out[threadIdx.x] = s;
+}
+"""
+
+
+def test_ptxas_reports_each_kernels_registers_spills_and_shared_memory(tmp_path, monkeypatch):
+    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
+    (tight,) = nvrtc.kernel_usage(SPILLING, "90")
+    assert (tight.kernel, tight.arch, tight.registers) == ("tight", "90", 32) and tight.spill_bytes > 0
+    program = lm.compile(CASES["softmax_layernorm"]()[0], "h100")
+    usages = nvrtc.kernel_usage(program.source, "80")
+    assert {u.kernel for u in usages} == {launch.kernel for launch in launch_plan(program.kernels)}
+    assert all(u.arch == "80" and 0 < u.registers <= 255 and u.spill_bytes == 0 for u in usages)
+    assert any(u.shared_bytes > 0 for u in usages)  # the row reductions stage partial sums in shared memory
 
 
 def test_a_broken_source_raises_with_the_log():
