@@ -114,9 +114,10 @@ def compiler() -> str:
     return cxx
 
 
-def header_files() -> list[Path]:
-    """The stand-in headers a shim build reads (what its cache key hashes)."""
-    return [*sorted(SHIM.iterdir()), *sorted(FIBERS.iterdir())]
+def header_files(folder: Path = SHIM) -> list[Path]:
+    """The stand-in headers a shim build reads (what its cache key hashes): `folder`'s (the CUDA shim's, or the
+    Metal shim's) and the fibers'."""
+    return [*sorted(folder.iterdir()), *sorted(FIBERS.iterdir())]
 
 
 def build_library(

@@ -26,9 +26,9 @@ from luminal.runtime.cpu import cache_dir as cpu_cache_dir
 from luminal.runtime.cuda import shim as cuda_shim
 
 HEADERS = Path(__file__).resolve().parent / "host_shim"
-# -ffp-contract=off: every op rounds as the reference does (the runtime compiles MSL without fast math).
-FLAGS = ["-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-w"]
-FLAGS += cuda_shim.NO_SHADOW_STACK
+# The CUDA shim's build (-ffp-contract=off: every op rounds as the reference does; the runtime compiles MSL
+# without fast math).
+FLAGS = cuda_shim.FLAGS
 CHECK_FLAGS = ["-std=c++20", "-fsyntax-only", "-Wno-attributes", "-Wno-unknown-pragmas"]
 _KERNEL_SCOPE_THREADGROUP = re.compile(r"^(\s+)(?:threadgroup|__shared__) ", re.MULTILINE)
 
@@ -57,7 +57,7 @@ def check_source(msl: str) -> None:
 def build_library(msl: str, driver: str) -> Path:
     """The shared library of the MSL and its driver, cached by hash."""
     source = as_cpp(msl) + "\n" + driver
-    headers = "".join(p.read_text() for p in [*sorted(HEADERS.iterdir()), *sorted(cuda_shim.FIBERS.iterdir())])
+    headers = "".join(p.read_text() for p in cuda_shim.header_files(HEADERS))
     key = hashlib.sha256("\0".join([cuda_shim.compiler(), *FLAGS, headers, source]).encode()).hexdigest()[:32]
     lib = cpu_cache_dir().parent / "metal-shim" / f"{key}.so"
     if lib.exists():
