@@ -72,9 +72,9 @@ def test_the_attention_reads_the_pools_through_the_block_table(step):
 def test_launches_a_kernel_per_attention_and_one_for_all_the_pools_scatters(step):
     """The launch count: each layer's attention is one launch (its last key block to finish combines,
     compiler/cuda/arrivals.py), the layers' 2 x LAYERS pool scatters are one (compiler/cuda/scatter_batch.py),
-    each layer's q, k and v projections are one (compiler/cuda/gemv_batch.py; the first layer's k and v alone: the
-    position's kernel runs between its q and k) and so are its gate and up projections (the up's blocks run the
-    gate's first), every other kernel one launch."""
+    each layer's q, k and v projections are one (compiler/cuda/gemv_batch.py; in the first layer too: the
+    position's kernels, lowered between its q and k, run before them, compiler/cuda/gemv_order.py) and so are its
+    gate and up projections (the up's blocks run the gate's first), every other kernel one launch."""
     _, program = step
     kernels = program.kernels
     plan = launch_plan(kernels)
@@ -84,7 +84,7 @@ def test_launches_a_kernel_per_attention_and_one_for_all_the_pools_scatters(step
     pools = {kernels.inputs[pool_name(k, part)] for k in range(LAYERS) for part in ("key", "value")}
     assert scatters.writes == 2 * LAYERS and set(scatters.buffers[: 2 * LAYERS]) == pools
     gemvs = [launch for launch in plan if launch.shape == "gemvs"]
-    assert [launch.writes for launch in gemvs] == [2, 2] + [3, 2] * (LAYERS - 1)  # and gate then up in its blocks
+    assert [launch.writes for launch in gemvs] == [3, 2] * LAYERS  # and gate then up in its blocks
     assert len(plan) == len(kernels.kernels) - (2 * LAYERS - 1) - sum(launch.writes - 1 for launch in gemvs)
 
 
