@@ -26,7 +26,7 @@ from luminal.compiler.passes import PASSES, broadcast_scalar
 from luminal.compiler.search import terms as T
 from luminal.compiler.search.encode import Encoding, axes_read
 from luminal.graph import Graph, Node
-from luminal.symbolic import as_expr
+from luminal.symbolic import Expr, as_expr
 from luminal.view import ShapeTracker
 
 Edge = tuple[int, ShapeTracker]  # (source node id, the view it is read through)
@@ -78,9 +78,30 @@ def _reads_axis(view: ShapeTracker, axis: int) -> bool:
 # ---- the softmax template -------------------------------------------------------------------------------
 
 
+def _variable_ranges(e: Expr, found: set) -> set:
+    """Each variable of expression `e` as (name, lo, hi), added to `found`."""
+    if e.op == "var":
+        found.add((e.args[0], e.lo, e.hi))
+    for a in e.args:
+        if isinstance(a, Expr):
+            _variable_ranges(a, found)
+    return found
+
+
+def _template_for(shape: tuple, safe: bool) -> tuple[Graph, int, int]:
+    """The template for scores of `shape`. Expressions compare equal whatever their variables' ranges, which the
+    passes read (a sequence of at most 8 and one of at most 16 are the same `seq`): the ranges are part of the key,
+    or a template built for one model's ranges would be reused, and fail to match, for another's."""
+    ranges: set = set()
+    for d in shape:
+        _variable_ranges(as_expr(d), ranges)
+    return _template(shape, tuple(sorted(ranges)), safe)
+
+
 @lru_cache(maxsize=64)
-def _template(shape: tuple, safe: bool) -> tuple[Graph, int, int]:
-    """(graph, the scores input's id, the probabilities' id): hl's softmax over the last axis, after the passes."""
+def _template(shape: tuple, ranges: tuple, safe: bool) -> tuple[Graph, int, int]:
+    """(graph, the scores input's id, the probabilities' id): hl's softmax over the last axis, after the passes
+    (`ranges`: the variables' ranges in `shape`, a key only)."""
     from luminal.hl import attention, normalization
 
     g = Graph()
@@ -104,7 +125,7 @@ def _matches_template(graph: Graph, p: int, scores: int, safe: bool) -> bool:
     """Whether node `p` of `graph` is the softmax of node `scores` that hl builds, node for node."""
     s = graph.nodes[scores]
     try:
-        tg, t_in, t_out = _template(tuple(s.shape), safe)
+        tg, t_in, t_out = _template_for(tuple(s.shape), safe)
     except Exception:  # a shape the template cannot be built for is no match
         return False
     pairs: dict[int, int] = {t_in: scores}

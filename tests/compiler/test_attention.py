@@ -118,3 +118,15 @@ def test_head_dims_past_the_stack_blocks_keep_the_primitive_form():
     F.scaled_dot_product_attention(q, k, v).output("o")
     report = check_every_candidate(g, _feed(shapes), "head dim 300")
     assert _found(report) == 0  # codegen_attention.MAX_HEAD_DIM: the GEMMs and softmax kernels run instead
+
+
+def test_found_whatever_ranges_an_earlier_compile_gave_the_same_symbols():
+    """The softmax template is cached by the scores' shape and its symbols' ranges: a model whose `batch` may be 2,
+    compiled first, left a template that a later model with `batch` at most 1 failed to match (expressions compare
+    equal whatever their ranges), so the later model lost its attention kernel."""
+    for max_batch in (2, 1, 2):
+        g = lm.Graph()
+        batch, seq = lm.sym("batch", max=max_batch), lm.sym("seq", max=16)
+        q, k, v = (g.input(name, (batch, 4, seq, 16)) for name in "qkv")
+        F.scaled_dot_product_attention(q, k, v, is_causal=True).output("o")
+        assert len(_attends(lm.compile(g, cache=False))) == 1, f"batch at most {max_batch}"
