@@ -1,10 +1,14 @@
-"""Kernels that are functions of their indices and the symbols alone, computed where they are read.
+"""Kernels that are functions of their indices, the symbols and read-only buffers alone, computed where they are
+read.
 
 A decode step starts with such kernels: RoPE's inverse frequencies, the position as a float and its cosines and
-sines, the causal mask's rows. Each is tiny, reads no buffer, yet costs a launch, and the policy in fuse.py
-leaves it alone because many kernels read it. On a GPU a launch costs more than recomputing a few
-transcendentals where they are used, so each one (element-wise, no reduction, a small tree) is inlined into
-every kernel that reads it; one that read only such kernels becomes one itself, so chains go too.
+sines, the causal mask's rows. Each is tiny, yet costs a launch, and the policy in fuse.py leaves it alone
+because many kernels read it. So do copies of weights (a bf16 encoder's LayerNorm scale and shift, copied once
+per norm: four launches a layer) and functions of inputs (an attention mask's logarithm). On a GPU a launch
+costs more than recomputing a few transcendentals where they are used, so each one (element-wise, no reduction,
+a small tree) that reads no buffer, or only weights and inputs that no kernel writes (nothing can change them
+between the copy and its readers), is inlined into every kernel that reads it; one that read only such kernels
+becomes one itself, so chains go too.
 """
 
 from __future__ import annotations
@@ -18,17 +22,20 @@ from luminal.compiler.reduction_names import fresh_reduction_numbers
 MAX_NODES = 64  # a producer's value tree, counted with repetition: what is recomputed at each read
 
 
-def _index_only(k: ir.Kernel, outputs: set[str]) -> bool:
-    if not isinstance(k, ir.LoopKernel) or k.out in outputs or ir.buffers_read(k):
+def _recomputable(k: ir.Kernel, outputs: set[str], read_only: set[str]) -> bool:
+    if not isinstance(k, ir.LoopKernel) or k.out in outputs or not ir.buffers_read(k) <= read_only:
         return False
     nodes = list(itertools.islice(ir.walk(k.body), MAX_NODES + 1))
     return len(nodes) <= MAX_NODES and not any(isinstance(n, (ir.Reduce, ir.Contract, ir.Attend)) for n in nodes)
 
 
 def inline_index_functions(program: ir.KernelProgram, target) -> ir.KernelProgram:
-    """`program` with every index-only kernel computed by its readers instead (where each may compute it)."""
+    """`program` with every kernel of its indices and read-only buffers computed by its readers instead (where
+    each may compute it)."""
     outputs = {buf for buf, _ in program.outputs.values()}
     kernels: list[ir.Kernel] = list(program.kernels)
+    written = {k.out for k in kernels}  # an input a scatter writes in place is not read-only
+    read_only = {b.name for b in program.buffers.values() if b.role in ("input", "weight")} - written
     names = fresh_reduction_numbers(program)  # inlining renames reductions: above every number taken
     changed = True
     while changed:
@@ -39,7 +46,7 @@ def inline_index_functions(program: ir.KernelProgram, target) -> ir.KernelProgra
                 readers.setdefault(name, []).append(j)
         for k, producer in enumerate(kernels):
             users = readers.get(producer.out, [])
-            if not users or not _index_only(producer, outputs):
+            if not users or not _recomputable(producer, outputs, read_only):
                 continue
             if not all(
                 isinstance(kernels[u], ir.LoopKernel) and may_inline(producer, kernels[u], target) for u in users

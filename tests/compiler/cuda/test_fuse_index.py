@@ -1,5 +1,5 @@
-"""Kernels that are functions of their indices alone (compiler/fuse_index.py) are computed by their readers on
-CUDA targets, and the result is unchanged."""
+"""Kernels that are functions of their indices and read-only buffers alone (compiler/fuse_index.py) are computed
+by their readers on CUDA targets, and the result is unchanged."""
 
 import shutil
 
@@ -7,9 +7,19 @@ import numpy as np
 import pytest
 
 import luminal as lm
+from luminal.compiler import ir
 from luminal.compiler.cuda.program import launch_plan
+from luminal.nn.models.bert import BertConfig, bert_graph
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda.compare import assert_matches
+from tests.compiler.cuda.graphs import bind_random
+
+# A two-layer bf16 BERT: each LayerNorm's scale and shift are read by the normalisation and by the GEMM epilogue
+# that adds the residual; the attention mask's logarithm is read by every layer's attention.
+BERT = BertConfig(
+    vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+    max_position_embeddings=16, dtype=lm.bfloat16,
+)  # fmt: skip
 
 
 def tables_read_twice() -> lm.Graph:
@@ -34,4 +44,39 @@ def test_the_tables_cost_no_launch_on_a_gpu_and_stay_kernels_on_the_cpu():
 def test_matches_the_reference():
     g = tables_read_twice()
     feed = {"x": np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)}
+    assert_matches(ShimRuntime().load(lm.compile(g, "h100", cache=False)).run(feed), lm.run(g, feed))
+
+
+def _bert_feed() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(4)
+    mask = np.ones((2, 7), np.int64)
+    mask[1, 5:] = 0
+    ids = rng.integers(0, 64, (2, 7))
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": rng.integers(0, 2, (2, 7))}
+
+
+def test_no_kernel_only_copies_a_weight_or_transforms_an_input():
+    """On a GPU no launch only copies a weight or maps an input that nothing writes (the mask's logarithm): their
+    readers read the weight and the input themselves; on the CPU those kernels stay."""
+    g = bind_random(bert_graph(BERT, max_batch=2, max_seq=8))
+
+    def read_only_copies(program) -> list[str]:
+        kernels = program.kernels
+        read_only = {b.name for b in kernels.buffers.values() if b.role in ("input", "weight")}
+        return [
+            k.name
+            for k in kernels.kernels
+            if isinstance(k, ir.LoopKernel) and ir.buffers_read(k) and ir.buffers_read(k) <= read_only
+            and not any(isinstance(n, (ir.Reduce, ir.Contract, ir.Attend)) for n in ir.walk(k.body))
+            and k.out not in {b for b, _ in kernels.outputs.values()}
+        ]  # fmt: skip
+
+    assert read_only_copies(lm.compile(g, "h100", cache=False)) == []
+    assert len(read_only_copies(lm.compile(g, "cpu", cache=False))) >= 4 * BERT.num_hidden_layers
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+def test_the_bf16_encoder_matches_the_reference():
+    g = bind_random(bert_graph(BERT, max_batch=2, max_seq=8))
+    feed = _bert_feed()
     assert_matches(ShimRuntime().load(lm.compile(g, "h100", cache=False)).run(feed), lm.run(g, feed))
