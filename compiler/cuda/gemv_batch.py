@@ -25,13 +25,11 @@ from __future__ import annotations
 import itertools
 
 from luminal.compiler import gemv_plan, ir, memory
-from luminal.compiler.affine import affine
 from luminal.compiler.cuda.launch import Launch, row_group, staged
-from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, member_buffers, merge_runs
+from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, member_buffers, merge_runs, reads_at_own_position
 from luminal.compiler.dialects import COMPUTE
 from luminal.compiler.fuse import rename_reductions, substitute_indices
-from luminal.symbolic import as_expr, var
-from luminal.view import contiguous_strides
+from luminal.symbolic import var
 
 
 def staged_type(k: ir.LoopKernel) -> str | None:
@@ -44,25 +42,6 @@ def _touched(k: ir.Kernel) -> set[str]:
     return ir.buffers_read(k) | {k.out}
 
 
-def _at_own_position(k: ir.LoopKernel, buffer: str) -> bool:
-    """Whether `k` reads `buffer` only at its own output's flat position (an axis of one element, or of a
-    symbol whose maximum is 1, may read anything: its index is 0)."""
-    names = [f"_i{j}" for j in range(len(k.shape))]
-    strides = contiguous_strides(k.shape)
-    wide = [j for j, d in enumerate(k.shape) if as_expr(d).hi > 1]
-    for n in ir.walk(k.body):
-        if isinstance(n, ir.GatherLoad) and n.buffer == buffer:
-            return False
-        if not isinstance(n, ir.Load) or n.buffer != buffer:
-            continue
-        found = affine(n.index, names)
-        if found is None or not (found[0].is_const and found[0].value == 0):
-            return False
-        if any(found[1][names[j]] != strides[j] for j in wide):
-            return False
-    return True
-
-
 def _follows(segment: list[ir.LoopKernel], k: ir.LoopKernel, launch: Launch, first: Launch) -> bool:
     """Whether GEMV `k` (its launch `launch`) may run after `segment` in the same blocks (`first`, the segment's
     first launch): the same outputs per block, and what it reads of the segment only at its own positions, which
@@ -72,7 +51,7 @@ def _follows(segment: list[ir.LoopKernel], k: ir.LoopKernel, launch: Launch, fir
     if not reads or same[0] != same[1] or str(launch.grid) != str(first.grid):
         return False
     groups = {row_group(m, gemv_plan.plan(m)) for m in (segment[0], k)}
-    return len(groups) == 1 and all(_at_own_position(k, b) for b in reads)
+    return len(groups) == 1 and all(reads_at_own_position(k, b) for b in reads)
 
 
 def _canonical(gemv: gemv_plan.GemvPlan) -> ir.Value:

@@ -11,10 +11,10 @@ barrier its group runs.
 
 from __future__ import annotations
 
-from luminal.compiler import ir
+from luminal.compiler import hoist, ir
 from luminal.compiler.cuda.emitter import CudaEmitter
 from luminal.compiler.cuda.launch import WARPS, Launch
-from luminal.compiler.dialects import CUDA
+from luminal.compiler.dialects import COMPUTE, CUDA
 from luminal.compiler.gemm_operands import decode
 from luminal.view import dims_product
 
@@ -82,6 +82,34 @@ def warp_kernel(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[str]
     e = CudaEmitter(pointers(launch), "warp")
     value = e.emit(k.body)
     lines += e.lines + [f"  if (lm_lane == 0 && lm_unit < {numel}) " + _store(launch, buffers, "lm_flat", value)]
+    return lines + FOOT
+
+
+def warps_kernel(launch: Launch, members: list[ir.LoopKernel], buffers, symbols) -> list[str]:
+    """Warp kernels over the same elements in one launch (compiler/cuda/warp_batch.py), member m storing into
+    `_q<m>`: each warp computes them in turn, a later one reading an earlier one's value at its own element from
+    the local that holds it (every lane has it) rather than from memory lane 0 may not have written yet."""
+    lines = head(launch, buffers, symbols)
+    shape = members[0].shape
+    numel = dims_product(shape).render_c()
+    lines += [
+        "  const int64_t lm_lane = threadIdx.x & 31, lm_group = 32;",
+        f"  const int64_t lm_unit = {CUDA.block_index} * {WARPS} + threadIdx.x / 32;",
+        f"  const int64_t lm_flat = lm_unit < {numel} ? lm_unit : {numel} - 1;",
+    ]
+    lines += ["  " + s for s in decode("lm_flat", shape, _all_axes(shape))]
+    held: dict[str, hoist.Hoisted] = {}
+    counter = 0
+    for m, k in enumerate(members):
+        e = CudaEmitter(pointers(launch), "warp")
+        e.counter = counter  # fresh names must not repeat an earlier member's
+        body = ir.rebuilt(k.body, lambda n: held.get(n.buffer) if isinstance(n, ir.Load) else None)
+        value = e.emit(body)
+        name = e.fresh("_twarp")
+        dtype = buffers[k.out].dtype
+        lines += e.lines + [f"  const {COMPUTE[dtype]} {name} = {value};"]
+        lines.append(f"  if (lm_lane == 0 && lm_unit < {numel}) _q{m}[lm_flat] = {CUDA.store(name, dtype)};")
+        held[k.out], counter = hoist.Hoisted(name, dtype), e.counter
     return lines + FOOT
 
 

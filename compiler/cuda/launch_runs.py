@@ -1,12 +1,16 @@
-"""Runs of consecutive launches merged into one (compiler/cuda/scatter_batch.py, compiler/cuda/gemv_batch.py):
-the walk over the plan that both share, and the pointer arguments of a merged launch."""
+"""Runs of consecutive launches merged into one (compiler/cuda/scatter_batch.py, compiler/cuda/gemv_batch.py,
+compiler/cuda/warp_batch.py): the walk over the plan they share, the pointer arguments of a merged launch, and
+whether a member reads another's output only where it writes its own."""
 
 from __future__ import annotations
 
 from typing import Callable
 
 from luminal.compiler import ir
+from luminal.compiler.affine import affine
 from luminal.compiler.cuda.launch import Launch
+from luminal.symbolic import as_expr
+from luminal.view import contiguous_strides
 
 Planned = tuple[tuple[ir.Kernel, ...], Launch]  # a launch with the kernels it runs
 MAX_BUFFERS = 96  # pointer arguments of one merged launch: 768 bytes of parameters (4 KiB at most on old drivers)
@@ -43,3 +47,22 @@ def member_buffers(members: list[ir.Kernel]) -> tuple[str, ...]:
     outs = [m.out for m in members]
     reads = [b for m in members for b in ir.buffers_in_order(m) if b not in outs]
     return (*outs, *dict.fromkeys(reads))
+
+
+def reads_at_own_position(k: ir.LoopKernel, buffer: str) -> bool:
+    """Whether `k` reads `buffer` only at its own output's flat position (an axis of one element, or of a
+    symbol whose maximum is 1, may read anything: its index is 0)."""
+    names = [f"_i{j}" for j in range(len(k.shape))]
+    strides = contiguous_strides(k.shape)
+    wide = [j for j, d in enumerate(k.shape) if as_expr(d).hi > 1]
+    for n in ir.walk(k.body):
+        if isinstance(n, ir.GatherLoad) and n.buffer == buffer:
+            return False
+        if not isinstance(n, ir.Load) or n.buffer != buffer:
+            continue
+        found = affine(n.index, names)
+        if found is None or not (found[0].is_const and found[0].value == 0):
+            return False
+        if any(found[1][names[j]] != strides[j] for j in wide):
+            return False
+    return True

@@ -1,0 +1,65 @@
+"""Consecutive warp kernels over the same elements as one launch ("warps"), each warp running them in turn.
+
+A LayerNorm whose statistics several kernels read (the normalisation, and a GEMM epilogue that recomputes the
+residual) keeps them as two warp kernels: the row's mean, then its variance, which reads the mean at its own row.
+In one launch a warp computes the mean, stores it for the other readers, and computes the variance from the
+value it holds (every lane has a fold's whole result, compiler/cuda/emitter.py): one launch and one read of the
+mean fewer per norm, two per layer of an encoder.
+
+A run of warp launches is merged where the launches are consecutive in the plan, of one shape and grid, a member
+reads an earlier one's output only at its own position and where that output's storage type is the type the
+value is computed in (so the held value is what a load would read), no member writes what an earlier one reads,
+and the memory plan keeps every buffer a member touches alive until the run's last kernel (as for "gemvs",
+compiler/cuda/gemv_batch.py: warps of different members run at the same time).
+"""
+
+from __future__ import annotations
+
+from luminal.compiler import ir, memory
+from luminal.compiler.cuda.launch import Launch
+from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, member_buffers, merge_runs, reads_at_own_position
+from luminal.compiler.dialects import COMPUTE, CUDA
+
+
+def _held_exactly(buffer: ir.Buffer) -> bool:
+    """Whether a value stored in `buffer` reads back unchanged (no narrower storage type)."""
+    return CUDA.storage[buffer.dtype] == COMPUTE[buffer.dtype]
+
+
+def _joins(run: list[Planned], planned: Planned, p: ir.KernelProgram, position: dict[str, int], spans) -> bool:
+    ks, launch = planned
+    first = run[0][1]
+    if len(ks) != 1 or launch.shape != "warp" or (str(launch.grid), launch.block) != (str(first.grid), first.block):
+        return False
+    (k,), members = ks, [m for kernels, _ in run for m in kernels]
+    if tuple(map(str, k.shape)) != tuple(map(str, members[0].shape)):
+        return False
+    outs = {m.out for m in members}
+    if k.out in outs or any(k.out in ir.buffers_read(m) for m in members):
+        return False
+    for b in ir.buffers_read(k) & outs:
+        if not _held_exactly(p.buffers[b]) or not reads_at_own_position(k, b):
+            return False
+    touched = {b for m in [*members, k] for b in ir.buffers_read(m) | {m.out} if b in spans}
+    if any(spans[b].last < position[k.name] for b in touched):
+        return False  # its memory may be another member's output
+    return len(member_buffers([*members, k])) <= MAX_BUFFERS
+
+
+def _merged(run: list[Planned]) -> Planned:
+    members = tuple(m for ks, _ in run for m in ks)
+    first = run[0][1]
+    name = f"{members[0].name}_to_{members[-1].name}_warps"
+    buffers = member_buffers(list(members))
+    return members, Launch(name, "warps", first.grid, first.block, buffers, writes=len(members))
+
+
+def merge_warps(plan: list[Planned], p: ir.KernelProgram) -> list[Planned]:
+    """`plan` (each launch with the kernels it runs) with every run of mergeable warp kernels one launch."""
+    position = {k.name: j for j, k in enumerate(p.kernels)}
+    spans = memory.lifetimes(p)
+
+    def joins(run: list[Planned], planned: Planned) -> bool:
+        return _joins(run, planned, p, position, spans)
+
+    return merge_runs(plan, lambda planned: planned[1].shape == "warp", joins, _merged)
