@@ -42,6 +42,16 @@ def merge_runs(
     return out
 
 
+def on_one_grid(run: list[Planned], shape: str) -> Planned:
+    """`run` as one launch of `shape` on its first launch's grid and block (members that share their grid: each
+    block or thread runs every member), named after its first and last kernels."""
+    members = tuple(m for ks, _ in run for m in ks)
+    first = run[0][1]
+    name = f"{members[0].name}_to_{members[-1].name}_{shape}"
+    buffers = member_buffers(list(members))
+    return members, Launch(name, shape, first.grid, first.block, buffers, writes=len(members))
+
+
 def member_buffers(members: list[ir.Kernel]) -> tuple[str, ...]:
     """A merged launch's pointer arguments: the members' outputs first (the `writes`), then what they read."""
     outs = [m.out for m in members]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from luminal.compiler import ir
 from luminal.compiler.cuda.launch import Launch
-from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, member_buffers, merge_runs
+from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, member_buffers, merge_runs, on_one_grid
 
 
 def _in_place_scatter(k: ir.Kernel, launch: Launch) -> bool:
@@ -36,14 +36,10 @@ def _joins(run: list[Planned], planned: Planned) -> bool:
     return len(member_buffers([*members, k])) <= MAX_BUFFERS
 
 
-def _merged(run: list[Planned]) -> Planned:
-    members = tuple(m for ks, _ in run for m in ks)
-    first = run[0][1]
-    name = f"{members[0].name}_to_{members[-1].name}_scatters"
-    buffers = member_buffers(list(members))
-    return members, Launch(name, "scatters", first.grid, first.block, buffers, writes=len(members))
-
-
 def merge_scatters(plan: list[Planned]) -> list[Planned]:
     """`plan` (each launch with the kernels it runs) with every run of mergeable scatters one launch."""
-    return merge_runs(plan, lambda planned: _in_place_scatter(planned[0][0], planned[1]), _joins, _merged)
+
+    def starts(planned: Planned) -> bool:
+        return _in_place_scatter(planned[0][0], planned[1])
+
+    return merge_runs(plan, starts, _joins, lambda run: on_one_grid(run, "scatters"))

@@ -16,8 +16,14 @@ compiler/cuda/gemv_batch.py: warps of different members run at the same time).
 from __future__ import annotations
 
 from luminal.compiler import ir, memory
-from luminal.compiler.cuda.launch import Launch
-from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, member_buffers, merge_runs, reads_at_own_position
+from luminal.compiler.cuda.launch_runs import (
+    MAX_BUFFERS,
+    Planned,
+    member_buffers,
+    merge_runs,
+    on_one_grid,
+    reads_at_own_position,
+)
 from luminal.compiler.dialects import COMPUTE, CUDA
 
 
@@ -46,14 +52,6 @@ def _joins(run: list[Planned], planned: Planned, p: ir.KernelProgram, position: 
     return len(member_buffers([*members, k])) <= MAX_BUFFERS
 
 
-def _merged(run: list[Planned]) -> Planned:
-    members = tuple(m for ks, _ in run for m in ks)
-    first = run[0][1]
-    name = f"{members[0].name}_to_{members[-1].name}_warps"
-    buffers = member_buffers(list(members))
-    return members, Launch(name, "warps", first.grid, first.block, buffers, writes=len(members))
-
-
 def merge_warps(plan: list[Planned], p: ir.KernelProgram) -> list[Planned]:
     """`plan` (each launch with the kernels it runs) with every run of mergeable warp kernels one launch."""
     position = {k.name: j for j, k in enumerate(p.kernels)}
@@ -62,4 +60,4 @@ def merge_warps(plan: list[Planned], p: ir.KernelProgram) -> list[Planned]:
     def joins(run: list[Planned], planned: Planned) -> bool:
         return _joins(run, planned, p, position, spans)
 
-    return merge_runs(plan, lambda planned: planned[1].shape == "warp", joins, _merged)
+    return merge_runs(plan, lambda planned: planned[1].shape == "warp", joins, lambda run: on_one_grid(run, "warps"))
