@@ -7,16 +7,27 @@ because many kernels read it. So do copies of weights (a bf16 encoder's LayerNor
 per norm: four launches a layer) and functions of inputs (an attention mask's logarithm). On a GPU a launch
 costs more than recomputing a few transcendentals where they are used, so each one (element-wise, no reduction,
 a small tree) that reads no buffer, or only weights and inputs that no kernel writes (nothing can change them
-between the copy and its readers), is inlined into every kernel that reads it; one that read only such kernels
-becomes one itself, so chains go too.
+between the copy and its readers), is inlined into every kernel that reads it, scatters included (a paged step's
+pool positions, computed from its slots, feed only scatters); one that read only such kernels becomes one
+itself, so chains go too.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from luminal.compiler import ir
-from luminal.compiler.fuse import inline, may_inline, with_kernels, within_limits
+from luminal.compiler.bounded_index import axes_extents
+from luminal.compiler.fuse import (
+    gathered,
+    inline,
+    inline_value,
+    may_inline,
+    value_within_limits,
+    with_kernels,
+    within_limits,
+)
 from luminal.compiler.reduction_names import fresh_reduction_numbers
 
 MAX_NODES = 64  # a producer's value tree, counted with repetition: what is recomputed at each read
@@ -27,6 +38,22 @@ def _recomputable(k: ir.Kernel, outputs: set[str], read_only: set[str]) -> bool:
         return False
     nodes = list(itertools.islice(ir.walk(k.body), MAX_NODES + 1))
     return len(nodes) <= MAX_NODES and not any(isinstance(n, (ir.Reduce, ir.Contract, ir.Attend)) for n in nodes)
+
+
+def _computing(producer: ir.LoopKernel, user: ir.Kernel, target, names) -> ir.Kernel | None:
+    """`user` computing `producer` where it reads it, or None where it may not: a scatter computes it in its
+    indices, its values and its destination (a paged step's slots and positions feed only scatters)."""
+    if isinstance(user, ir.LoopKernel):
+        fused = inline(producer, user, names) if may_inline(producer, user, target) else None
+        return fused if fused is not None and within_limits(fused) else None
+    if producer.out in gathered(user):
+        return None
+    over_src, over_dest = axes_extents(user.src_shape), axes_extents(user.shape)
+    at, src = (inline_value(producer, v, over_src, names) for v in (user.at, user.src))
+    dest = inline_value(producer, user.dest, over_dest, names)
+    if not all(value_within_limits(v) for v in (at, src, dest)):
+        return None
+    return replace(user, at=at, src=src, dest=dest)
 
 
 def inline_index_functions(program: ir.KernelProgram, target) -> ir.KernelProgram:
@@ -48,12 +75,8 @@ def inline_index_functions(program: ir.KernelProgram, target) -> ir.KernelProgra
             users = readers.get(producer.out, [])
             if not users or not _recomputable(producer, outputs, read_only):
                 continue
-            if not all(
-                isinstance(kernels[u], ir.LoopKernel) and may_inline(producer, kernels[u], target) for u in users
-            ):
-                continue
-            fused = {u: inline(producer, kernels[u], names) for u in users}
-            if not all(within_limits(f) for f in fused.values()):
+            fused = {u: _computing(producer, kernels[u], target, names) for u in users}
+            if any(f is None for f in fused.values()):
                 continue
             kernels = [fused.get(j, kernel) for j, kernel in enumerate(kernels) if j != k]
             changed = True

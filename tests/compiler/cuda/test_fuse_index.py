@@ -9,6 +9,7 @@ import pytest
 import luminal as lm
 from luminal.compiler import ir
 from luminal.compiler.cuda.program import launch_plan
+from luminal.hl import prim
 from luminal.nn.models.bert import BertConfig, bert_graph
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda.compare import assert_matches
@@ -80,3 +81,33 @@ def test_the_bf16_encoder_matches_the_reference():
     g = bind_random(bert_graph(BERT, max_batch=2, max_seq=8))
     feed = _bert_feed()
     assert_matches(ShimRuntime().load(lm.compile(g, "h100", cache=False)).run(feed), lm.run(g, feed))
+
+
+def _pools_at_computed_slots() -> lm.Graph:
+    """Two donated pools written at slots computed from an input (slot * 4 + 1, as a paged step's slots become
+    pool positions): the computed slots have two readers, both scatters."""
+    g = lm.Graph()
+    slots = g.input("slots", (3,), lm.int64)
+    at = slots * 4 + 1
+    for name in ("key", "value"):
+        pool = g.input(name, (lm.sym("n", max=64), 2))
+        prim.scatter(pool, at, g.input(f"{name}_src", (3,)) * 2.0).output(name)
+        g.donate(name, name)
+    return g
+
+
+def test_scatters_compute_their_slots():
+    program = lm.compile(_pools_at_computed_slots(), "h100", cache=False)
+    assert [launch.shape for launch in launch_plan(program.kernels)] == ["scatters"]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+def test_scatters_computing_their_slots_match_the_reference():
+    g = _pools_at_computed_slots()
+    rng = np.random.default_rng(6)
+    feed = {"slots": np.array([3, 0, 7])}
+    for name in ("key", "value"):
+        feed[name] = rng.standard_normal((32, 2)).astype(np.float32)
+        feed[f"{name}_src"] = rng.standard_normal(3).astype(np.float32)
+    want = lm.run(g, {k: v.copy() for k, v in feed.items()})
+    assert_matches(ShimRuntime().load(lm.compile(g, "h100", cache=False)).run(feed), want)
