@@ -18,7 +18,7 @@ import itertools
 from dataclasses import replace
 
 from luminal.compiler import ir
-from luminal.compiler.bounded_index import axes_extents
+from luminal.compiler.bounded_index import axes_extents, fold_value
 from luminal.compiler.fuse import (
     gathered,
     inline,
@@ -44,8 +44,11 @@ def _computing(producer: ir.LoopKernel, user: ir.Kernel, target, names) -> ir.Ke
     """`user` computing `producer` where it reads it, or None where it may not: a scatter computes it in its
     indices, its values and its destination (a paged step's slots and positions feed only scatters)."""
     if isinstance(user, ir.LoopKernel):
-        fused = inline(producer, user, names) if may_inline(producer, user, target) else None
-        return fused if fused is not None and within_limits(fused) else None
+        if not may_inline(producer, user, target):
+            return None
+        fused = inline(producer, user, names)
+        fused = replace(fused, body=fold_value(fused.body, axes_extents(fused.shape)))
+        return fused if within_limits(fused) else None
     if producer.out in gathered(user):
         return None
     over_src, over_dest = axes_extents(user.src_shape), axes_extents(user.shape)

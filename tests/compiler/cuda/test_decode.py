@@ -73,9 +73,9 @@ def test_a_layer_launches_its_linears_as_gemvs_and_fuses_the_key_value_casts(ste
     assert [launch.writes for launch in plan if launch.shape == "gemvs"] == [3, 2] * LAYERS
     assert shapes.count("flash_decode") == LAYERS and "combine" not in shapes and "attention_split" not in shapes
     assert shapes.count("row") == 0  # every norm is in the prologue of the GEMVs that read it
-    # RoPE's tables are computed where they are read (compiler/fuse_index.py); left: the causal mask's two
-    # kernels at most (their indices may not simplify enough to inline) and each layer's two cache concatenations.
-    assert shapes.count("thread") <= 2 * LAYERS + 2
+    # RoPE's tables and the causal mask are computed where they are read (compiler/fuse_index.py); left: each
+    # layer's two cache concatenations.
+    assert shapes.count("thread") == 2 * LAYERS
     assert "warp" not in shapes and "gemm" not in shapes and "attention" not in shapes
     buffers = program.kernels.buffers
     for launch in plan:
