@@ -64,7 +64,11 @@ def inline_index_functions(program: ir.KernelProgram, target) -> ir.KernelProgra
     each may compute it)."""
     outputs = {buf for buf, _ in program.outputs.values()}
     kernels: list[ir.Kernel] = list(program.kernels)
-    written = {k.out for k in kernels}  # an input a scatter writes in place is not read-only
+    # Not read-only: what a kernel writes, and a scatter's destination (compiler/in_place.py may later write it
+    # in place, a donated KV pool).
+    written = {k.out for k in kernels} | {
+        n.buffer for k in kernels if isinstance(k, ir.ScatterKernel) for n in ir.walk(k.dest) if isinstance(n, ir.Load)
+    }
     read_only = {b.name for b in program.buffers.values() if b.role in ("input", "weight")} - written
     names = fresh_reduction_numbers(program)  # inlining renames reductions: above every number taken
     changed = True
