@@ -34,10 +34,9 @@ MAX_NODES = 64  # a producer's value tree, counted with repetition: what is reco
 
 
 def _recomputable(k: ir.Kernel, outputs: set[str], read_only: set[str]) -> bool:
-    if not isinstance(k, ir.LoopKernel) or k.out in outputs or not ir.buffers_read(k) <= read_only:
+    if not ir.element_wise(k) or k.out in outputs or not ir.buffers_read(k) <= read_only:
         return False
-    nodes = list(itertools.islice(ir.walk(k.body), MAX_NODES + 1))
-    return len(nodes) <= MAX_NODES and not any(isinstance(n, (ir.Reduce, ir.Contract, ir.Attend)) for n in nodes)
+    return len(list(itertools.islice(ir.walk(k.body), MAX_NODES + 1))) <= MAX_NODES
 
 
 def _computing(producer: ir.LoopKernel, user: ir.Kernel, target, names) -> ir.Kernel | None:

@@ -23,12 +23,6 @@ from luminal.compiler.gemm_plan import roles
 from luminal.compiler.int_ranges import value_range
 
 
-def _element_wise(kernel: ir.Kernel) -> bool:
-    return isinstance(kernel, ir.LoopKernel) and not any(
-        isinstance(n, (ir.Reduce, ir.Contract, ir.Attend)) for n in ir.walk(kernel.body)
-    )
-
-
 def _narrowed(kernel: ir.LoopKernel, side: str, producer: ir.Kernel) -> ir.LoopKernel:
     """`kernel` reading its GEMM's operand `side` through cast(cast(x, int16), int32) where the producer's values
     fit int16 (the casts then change nothing), else `kernel`."""
@@ -58,7 +52,7 @@ def fuse_integer_operands(program: ir.KernelProgram) -> ir.KernelProgram:
             if j is None:
                 continue
             producer = program.kernels[j]
-            alone = operand.buffer not in outputs and readers.get(operand.buffer) == [k] and _element_wise(producer)
+            alone = operand.buffer not in outputs and readers.get(operand.buffer) == [k] and ir.element_wise(producer)
             candidate = inline_into_operand(fused, producer, side, roles(fused)) if alone else None
             if candidate is not None and within_limits(candidate):
                 fused, removed = candidate, [*removed, j]

@@ -277,6 +277,11 @@ def walk(v: Value):
             yield from walk(operand)
 
 
+def element_wise(k: Kernel) -> bool:
+    """Whether `k` is a loop kernel whose every element is computed on its own (no reduction, GEMM or attention)."""
+    return isinstance(k, LoopKernel) and not any(isinstance(n, (Reduce, Contract, Attend)) for n in walk(k.body))
+
+
 def buffers_read(k: Kernel) -> set[str]:
     return set(buffers_in_order(k))
 

@@ -31,12 +31,6 @@ from luminal.compiler.fuse import (
 from luminal.compiler.reduction_names import fresh_reduction_numbers
 
 
-def _element_wise(k: ir.Kernel) -> bool:
-    return isinstance(k, ir.LoopKernel) and not any(
-        isinstance(n, (ir.Reduce, ir.Contract, ir.Attend)) for n in ir.walk(k.body)
-    )
-
-
 def _into_loop(producer: ir.LoopKernel, reader: ir.LoopKernel, target, names) -> ir.LoopKernel | None:
     if not may_inline(producer, reader, target):
         return None
@@ -74,7 +68,7 @@ def attend_through_concatenations(program: ir.KernelProgram, target) -> ir.Kerne
     names = fresh_reduction_numbers(program)  # inlining renames reductions: above every number taken
     for k in range(len(kernels)):
         producer = kernels[k]  # as earlier inlining left it
-        if not _element_wise(producer) or producer.out in outputs:
+        if not ir.element_wise(producer) or producer.out in outputs:
             continue
         users = [j for j, x in enumerate(kernels) if x is not None and producer.out in ir.buffers_read(x)]
         if not any(isinstance(kernels[j], ir.LoopKernel) and attends(kernels[j]) for j in users):
