@@ -6,9 +6,10 @@ For each program of bench/gpu.py, the paged decode step the engine runs among th
 read through a block table and written in place, no concatenated cache), compiled here from zero weights
 (compiling reads shapes only): its launches per run by shape (thread, warp, row, gemm, flash_decode, scatter), and for
 each shape the registers, spilled bytes and shared memory that this machine's nvcc reports for sm_90 (the
-issue's "register and shared-memory report of the hot kernels"). Also the launches' floor at batch-1 decode: a
-kernel boundary costs ~1.3 us even inside a CUDA graph (Hazy Research's measurement on an H100), against the
-copy-bandwidth floor of the bytes.
+issue's "register and shared-memory report of the hot kernels"), and the 64-bit integer divisions in a kernel's
+PTX (index arithmetic by a launch-time size: each is a subroutine of dozens of instructions on a GPU). Also the
+launches' floor at batch-1 decode: a kernel boundary costs ~1.3 us even inside a CUDA graph (Hazy Research's
+measurement on an H100), against the copy-bandwidth floor of the bytes.
 """
 
 from __future__ import annotations
@@ -93,19 +94,24 @@ def report(name: str, graph: lm.Graph, target: str, sizes, activations: str = "a
     if shutil.which("nvcc") is None:
         print("  nvcc not found: no register report")
         return
-    from tests.compiler.cuda.nvcc import compile_cuda
+    from tests.compiler.cuda.nvcc import compile_cuda, wide_divisions
 
     kinds = {launch.kernel: launch.shape for launch in plan}
     per_shape: dict[str, list] = defaultdict(list)
     for usage in compile_cuda(prog.source):
         if usage.arch == "90" and usage.kernel in kinds:
             per_shape[kinds[usage.kernel]].append(usage)
-    print(f"  {'shape':<12} {'kernels':>7} {'registers (max)':>16} {'spilled bytes':>14} {'shared bytes (max)':>19}")
+    divisions = wide_divisions(prog.source)
+    print(
+        f"  {'shape':<12} {'kernels':>7} {'registers (max)':>16} {'spilled bytes':>14} {'shared bytes (max)':>19}"
+        f" {'64-bit div/rem (max)':>21}"
+    )
     for shape, usages in sorted(per_shape.items()):
         regs = max(u.registers for u in usages)
         spills = sum(u.spill_bytes for u in usages)
         smem = max(u.shared_bytes for u in usages)
-        print(f"  {shape:<12} {len(usages):>7} {regs:>16} {spills:>14} {smem:>19}")
+        wide = max(divisions.get(u.kernel, 0) for u in usages)
+        print(f"  {shape:<12} {len(usages):>7} {regs:>16} {spills:>14} {smem:>19} {wide:>21}")
 
 
 def main() -> None:

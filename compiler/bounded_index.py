@@ -87,6 +87,8 @@ def _largest(e: Expr, extents: Mapping[str, Expr]) -> Expr | None:
         return extents[e.args[0]] - 1
     if e.op == "div" and e.args[0].op == "var" and e.args[0].args[0] in extents and e.args[1].is_const:
         return (extents[e.args[0].args[0]] - 1) // e.args[1]
+    if e.op == "mod" and e.args[0].op == "var" and e.args[0].args[0] in extents and e.args[1].is_const:
+        return (extents[e.args[0].args[0]] - 1).min(e.args[1] - 1)
     return None
 
 
@@ -163,23 +165,31 @@ def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
     return _rebuilt(e, tuple(_replace(a, old, new) if isinstance(a, Expr) else a for a in e.args))
 
 
-def fold_value(v: ir.Value, extents: Mapping[str, Expr]) -> ir.Value:
-    """Every index expression of a value tree folded, with the variables each node binds added in its scope."""
+def fold_value(v: ir.Value, extents: Mapping[str, Expr], fold_index=fold) -> ir.Value:
+    """Every index expression of a value tree folded (by `fold_index`, `fold` unless given), with the variables
+    each node binds added in its scope."""
+
+    def within(value: ir.Value, scope: Mapping[str, Expr]) -> ir.Value:
+        return fold_value(value, scope, fold_index)
+
     if isinstance(v, ir.Load):
-        return replace(v, index=fold(v.index, extents))
+        return replace(v, index=fold_index(v.index, extents))
     if isinstance(v, ir.IndexValue):
-        return replace(v, expr=fold(v.expr, extents))
+        return replace(v, expr=fold_index(v.expr, extents))
     if isinstance(v, ir.Guard):
-        return replace(v, valid=fold(v.valid, extents), value=fold_value(v.value, extents))
+        return replace(v, valid=fold_index(v.valid, extents), value=within(v.value, extents))
     if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(fold_value(a, extents) for a in v.args))
+        return replace(v, args=tuple(within(a, extents) for a in v.args))
     if isinstance(v, ir.GatherLoad):
-        return replace(v, at=fold_value(v.at, extents))
+        return replace(v, at=within(v.at, extents))
     if isinstance(v, ir.Reduce):
-        return replace(v, body=fold_value(v.body, {**extents, v.var: v.extent}))
+        return replace(v, body=within(v.body, {**extents, v.var: v.extent}))
+    if isinstance(v, ir.Contract):
+        inner = {**extents, v.var: v.extent}
+        return replace(v, a=within(v.a, inner), b=within(v.b, inner))
     if isinstance(v, ir.Attend):
         inner = {**extents, v.s_var: v.s_extent, v.e_var: v.e_extent}
-        return replace(v, **{f: fold_value(getattr(v, f), inner) for f in ("q", "k", "v", "bias")})
+        return replace(v, **{f: within(getattr(v, f), inner) for f in ("q", "k", "v", "bias")})
     return v
 
 

@@ -48,8 +48,8 @@ def _computing(producer: ir.LoopKernel, user: ir.Kernel, target, names) -> ir.Ke
         fused = inline(producer, user, names)
         if within_limits(fused):
             return fused
-        # Too large as written (a paged step's mask rows in its attention): its indices folded may fit. Only
-        # then: folded, a prefill attention's indices took 106 registers where they took 68.
+        # Too large as written (a paged step's mask rows in its attention): its indices folded may fit. (After
+        # fusion compiler/fold_indices.py folds every index where that removes a division by a symbol.)
         fused = replace(fused, body=fold_value(fused.body, axes_extents(fused.shape)))
         return fused if within_limits(fused) else None
     if producer.out in gathered(user):

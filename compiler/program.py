@@ -20,6 +20,7 @@ from luminal import dtypes as dt
 from luminal.compiler import codegen, codegen_gemm, ir, memory
 from luminal.compiler.attention_plan import add_partials_buffers
 from luminal.compiler.cost import estimate_program
+from luminal.compiler.fold_indices import fold_indices
 from luminal.compiler.fuse import fuse_single_consumers
 from luminal.compiler.fuse_chosen import fuse_chosen
 from luminal.compiler.fuse_dequant import fuse_dequantised_weights
@@ -182,6 +183,7 @@ def kernel_program(
         # into the prologues of the GEMVs that read it (one launch fewer per norm).
         kernels = fuse_norms_into_gemvs(store_residuals(kernels))
     stats["fused_by_policy"] = before - len(kernels.kernels)
+    kernels = fold_indices(kernels)  # what fusion's and views' reshapes left: divisions by launch-time sizes
     # Weight panels packed at load are the CPU GEMM's layout, Q8_0 weights dequantised in its loads
     # (compiler/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
     # source (compiler/cuda/read_past_casts.py), activations that hold half values are stored in their half type

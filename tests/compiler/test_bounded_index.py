@@ -42,3 +42,14 @@ def test_folded_values_equal_the_originals_at_every_point():
         for rows, a, b, c, k in itertools.product((1, 3), (0, 7), (0, 3), (0, 16 * 1, 16 * 3), (0, 15)):
             env = {"n": rows, "_i0": a, "_i1": b, "_r0": min(c, 16 * rows), "_r1": k}
             assert folded.evaluate(env) == e.evaluate(env)
+
+
+def test_a_variable_modulo_a_constant_is_a_term_below_the_constant():
+    """Heads merged back ([batch, seq, heads * 32] read from [batch, heads, seq, 32]): `_i2 % 32` stays below 32,
+    so a row's offset within the sequence never reaches 32 * seq."""
+    seq = lm.sym("seq", max=512)
+    s, j = var("_i1", 0, 511), var("_i2", 0, 383)
+    extents = {"_i1": seq, "_i2": lm.symbolic.as_expr(384)}
+    assert fold((32 * s + j % 32) // (32 * seq), extents) == 0
+    assert fold(((32 * s + j % 32) // (32 * seq) + j // 32) % 12, extents) == j // 32
+    assert fold((32 * s + j % 33) // (32 * seq), extents) == (32 * s + j % 33) // (32 * seq)  # may reach it

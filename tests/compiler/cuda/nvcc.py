@@ -3,6 +3,7 @@ reports for each kernel (registers, spills, shared memory)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -47,3 +48,18 @@ def ptx(source: str, arch: str = "90") -> str:
         if done.returncode != 0:
             raise AssertionError(f"nvcc failed:\n{done.stderr[-4000:]}")
         return out.read_text()
+
+
+def wide_divisions(source: str, arch: str = "90") -> dict[str, int]:
+    """Per kernel, the 64-bit integer divisions and remainders in its PTX: a GPU has no integer divider, so
+    each is a subroutine of dozens of instructions (what index arithmetic by a launch-time size costs)."""
+    counts: dict[str, int] = {}
+    kernel = None
+    for line in ptx(source, arch).splitlines():
+        entry = re.match(r"\s*(?:\.visible\s+)?\.entry\s+(\w+)\(", line)
+        if entry:
+            kernel = entry.group(1)
+            counts[kernel] = 0
+        elif kernel is not None and re.match(r"\s*(div|rem)\.[su]64\b", line):
+            counts[kernel] += 1
+    return counts

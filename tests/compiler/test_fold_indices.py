@@ -1,0 +1,68 @@
+"""Indices folded by their loop extents after fusion (compiler/fold_indices.py): heads split from a projection and
+merged back (an attention's reads and its output before the next projection) are read without a division by the
+sequence length, on every target, and the results are unchanged."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+import luminal as lm
+import luminal.compiler.program as program_module
+import luminal.functional as F
+from luminal.compiler import ir
+from luminal.compiler.fold_indices import symbolic_divisions
+from luminal.nn.attention import merge_heads, split_heads
+from luminal.runtime.cuda.shim import ShimRuntime
+from tests.compiler.cuda.compare import assert_matches
+from tests.compiler.cuda.graphs import bind_random
+
+HIDDEN, HEADS = 32, 4
+
+
+def heads_merged() -> lm.Graph:
+    """A projection split into heads, an element-wise op on them, the heads merged back and projected: an
+    attention's reads and writes without the attention."""
+    g = lm.Graph()
+    x = g.input("x", (lm.sym("batch", max=2), lm.sym("seq", max=8), HIDDEN))
+    heads = split_heads(F.linear(x, g.weight("w1", (HIDDEN, HIDDEN))), HEADS)
+    F.linear(merge_heads(heads.exp()), g.weight("w2", (16, HIDDEN))).tanh().output("y")
+    return bind_random(g)
+
+
+def _divisions(p: ir.KernelProgram) -> int:
+    """The divisions and modulos by a symbol that the program's kernels compute in their indices."""
+    count = 0
+    for k in p.kernels:
+        values = [k.body] if isinstance(k, ir.LoopKernel) else [k.at, k.src, k.dest]
+        for node in (n for v in values for n in ir.walk(v)):
+            if isinstance(node, ir.Load):
+                count += symbolic_divisions(node.index)
+            elif isinstance(node, ir.IndexValue):
+                count += symbolic_divisions(node.expr)
+    return count
+
+
+def _feed() -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(0).standard_normal((2, 5, HIDDEN)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("target", ["cpu", "h100", "m2"])
+def test_no_index_divides_by_the_sequence_length(target, monkeypatch):
+    g = heads_merged()
+    assert _divisions(lm.compile(g, target, cache=False).kernels) == 0
+    monkeypatch.setattr(program_module, "fold_indices", lambda p: p)
+    assert _divisions(lm.compile(g, target, cache=False).kernels) > 0  # what the views alone leave
+
+
+def test_the_cpu_program_matches_the_reference():
+    g = heads_merged()
+    got = lm.compile(g, "cpu", cache=False).run(_feed())
+    for name, want in lm.run(g, _feed()).items():
+        np.testing.assert_allclose(got[name], want, rtol=2e-5, atol=2e-5, err_msg=name)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+def test_the_cuda_program_matches_the_reference():
+    g = heads_merged()
+    assert_matches(ShimRuntime().load(lm.compile(g, "h100", cache=False)).run(_feed()), lm.run(g, _feed()))
