@@ -137,18 +137,26 @@ def _split(dividend: Expr, divisor: Expr, extents: Mapping[str, Expr]) -> tuple[
         return None
     offset, coefficients = found
     back = {name: term for term, name in names.items()}
-    quotient, remainder, largest = as_expr(0), as_expr(0), as_expr(0)
+    quotient, remainder = as_expr(0), as_expr(0)
+    smallest, largest = as_expr(0), as_expr(0)  # the remainder's bounds: each term between 0 and its largest
     for name, c in itertools.chain([(None, offset)], coefficients.items()):
         m = _ratio(c, divisor)
         term = as_expr(1) if name is None else back[name]
         if m is not None and m >= 0:  # a dividend never negative: C's division and modulo agree with floor's
             quotient = quotient + term * m
             continue
-        if c.lo < 0 or m is not None:
+        if m is not None:
             return None
         remainder = remainder + term * c
-        largest = largest + c * (as_expr(1) if name is None else terms[back[name]])
-    if (divisor - largest - 1).lo < 0:
+        if name is None:
+            smallest, largest = smallest + c, largest + c
+        elif c.lo >= 0:
+            largest = largest + c * terms[back[name]]
+        elif c.hi <= 0:  # rotate-half's `-32 * (d // 32)`, which the offset or other terms make up for
+            smallest = smallest + c * terms[back[name]]
+        else:
+            return None
+    if smallest.lo < 0 or (divisor - largest - 1).lo < 0:
         return None
     return quotient, remainder
 

@@ -8,8 +8,9 @@ every element of every tile). compiler/bounded_index.py folds them given the ext
 replaced only where the folded one holds fewer such divisions: elsewhere folding may only rearrange it.
 
 A GPU has no integer divider: each 64-bit division or modulo is a subroutine of dozens of instructions. The
-bench's prefill attention computed 41 of them (in its PTX), most per key read; folded, 3, at a cost in
-registers (68 to 106 on sm_90), which an attention kernel can afford (bench/gpu_kernels.py prints them).
+bench's prefill attention computed 41 of them (in its PTX), most per key read; folded, none, at a cost in
+registers (68 to 104 on sm_90), which an attention kernel can afford: four of its 128-thread blocks still fit
+an SM's registers (bench/gpu_kernels.py prints both).
 """
 
 from __future__ import annotations

@@ -53,3 +53,15 @@ def test_a_variable_modulo_a_constant_is_a_term_below_the_constant():
     assert fold((32 * s + j % 32) // (32 * seq), extents) == 0
     assert fold(((32 * s + j % 32) // (32 * seq) + j // 32) % 12, extents) == j // 32
     assert fold((32 * s + j % 33) // (32 * seq), extents) == (32 * s + j % 33) // (32 * seq)  # may reach it
+
+
+def test_a_negative_term_that_the_others_make_up_for_folds():
+    """RoPE's rotate-half reads position d + 32 of a head for d < 32 and d - 32 above: `-32 * (d // 32)` in the
+    remainder, which the offset 32 makes up for. Without that offset the remainder may be negative: no fold."""
+    seq = lm.sym("seq", max=512)
+    h, s, d = var("_i1", 0, 7), var("_i2", 0, 511), var("_i3", 0, 63)
+    extents = {"_i1": lm.symbolic.as_expr(8), "_i2": seq, "_i3": lm.symbolic.as_expr(64)}
+    within = -32 * (d // 32) + 512 * s + 64 * h + d % 32
+    assert fold((within + 32) // (512 * seq), extents) == 0
+    assert fold((within + 32) % (512 * seq), extents) == within + 32
+    assert fold((within + 31) // (512 * seq), extents) == (within + 31) // (512 * seq)

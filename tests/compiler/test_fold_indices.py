@@ -13,7 +13,10 @@ import luminal.functional as F
 from luminal.compiler import ir
 from luminal.compiler.fold_indices import symbolic_divisions
 from luminal.nn.attention import merge_heads, split_heads
+from luminal.nn.models.generation import decoder_graphs
+from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
 from luminal.runtime.cuda.shim import ShimRuntime
+from luminal.symbolic import Expr
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import bind_random
 
@@ -30,17 +33,28 @@ def heads_merged() -> lm.Graph:
     return bind_random(g)
 
 
-def _divisions(p: ir.KernelProgram) -> int:
-    """The divisions and modulos by a symbol that the program's kernels compute in their indices."""
-    count = 0
+def _indices(p: ir.KernelProgram) -> list[Expr]:
+    """Every index expression the program's kernels compute."""
+    found = []
     for k in p.kernels:
         values = [k.body] if isinstance(k, ir.LoopKernel) else [k.at, k.src, k.dest]
         for node in (n for v in values for n in ir.walk(v)):
             if isinstance(node, ir.Load):
-                count += symbolic_divisions(node.index)
+                found.append(node.index)
             elif isinstance(node, ir.IndexValue):
-                count += symbolic_divisions(node.expr)
-    return count
+                found.append(node.expr)
+    return found
+
+
+def _divisions(p: ir.KernelProgram) -> int:
+    """The divisions and modulos by a symbol that the program's kernels compute in their indices."""
+    return sum(symbolic_divisions(e) for e in _indices(p))
+
+
+def _divided(e: Expr) -> list[Expr]:
+    """The divisions and modulos by a symbol within `e`."""
+    own = [e] if e.op in ("div", "mod") and not e.args[1].is_const else []
+    return own + [d for a in e.args if isinstance(a, Expr) for d in _divided(a)]
 
 
 def _feed() -> dict[str, np.ndarray]:
@@ -66,3 +80,16 @@ def test_the_cpu_program_matches_the_reference():
 def test_the_cuda_program_matches_the_reference():
     g = heads_merged()
     assert_matches(ShimRuntime().load(lm.compile(g, "h100", cache=False)).run(_feed()), lm.run(g, _feed()))
+
+
+def test_a_llama_prefill_divides_only_to_find_its_last_position(monkeypatch):
+    """RoPE's rotate-half reads a head's other half (`-32 * (d // 32)` in its index, made up for by an offset),
+    attention reads heads split from the projections: no division is left but the logits' `(-1) % seq`."""
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
+    g = bind_random(decoder_graphs(LlamaForCausalLM(config), max_batch=1, max_positions=32).prefill)
+    seq = g.symbols["seq"]
+    left = [d for e in _indices(lm.compile(g, "h100", cache=False).kernels) for d in _divided(e)]
+    assert left == [(-1) % seq]
+    monkeypatch.setattr(program_module, "fold_indices", lambda p: p)
+    assert _divisions(lm.compile(g, "h100", cache=False).kernels) > 10
