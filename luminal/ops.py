@@ -122,6 +122,13 @@ class Binary(Op):
         return shapes[0], dt.bool_ if self.out_bool else dtypes[0]
 
 
+def _in_c_order(ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # Written in C order, as the interpreter keeps values, and not copied to the same type again: of broadcast
+    # views (a matmul's products) numpy follows their strides, and the two copies took 15 of the 20 seconds of
+    # a 2048-wide bf16 layer at 17 tokens.
+    return ufunc(a, b, order="C").astype(a.dtype, copy=False)
+
+
 @dataclass(frozen=True)
 class Add(Binary):
     name = "Add"
@@ -129,7 +136,7 @@ class Add(Binary):
 
     def reference(self, a, b, env=None):
         with np.errstate(all="ignore"):  # inf + -inf is nan, as the op defines; no warning
-            return np.logical_or(a, b) if a.dtype == np.bool_ else (a + b).astype(a.dtype)
+            return np.logical_or(a, b) if a.dtype == np.bool_ else _in_c_order(np.add, a, b)
 
 
 @dataclass(frozen=True)
@@ -139,7 +146,7 @@ class Mul(Binary):
 
     def reference(self, a, b, env=None):
         with np.errstate(all="ignore"):  # inf * 0 is nan, as the op defines; no warning
-            return np.logical_and(a, b) if a.dtype == np.bool_ else (a * b).astype(a.dtype)
+            return np.logical_and(a, b) if a.dtype == np.bool_ else _in_c_order(np.multiply, a, b)
 
 
 @dataclass(frozen=True)
