@@ -82,14 +82,17 @@ def _product(xs: list[Expr]) -> Expr:
 
 
 def _largest(e: Expr, extents: Mapping[str, Expr]) -> Expr | None:
-    """The largest value of a variable or of `variable // constant` in scope, symbolic; None for other terms."""
+    """The largest value of a variable, `variable // constant` or `variable % constant` in scope, symbolic; None
+    for other terms."""
     if e.op == "var" and e.args[0] in extents:
         return extents[e.args[0]] - 1
-    if e.op == "div" and e.args[0].op == "var" and e.args[0].args[0] in extents and e.args[1].is_const:
-        return (extents[e.args[0].args[0]] - 1) // e.args[1]
-    if e.op == "mod" and e.args[0].op == "var" and e.args[0].args[0] in extents and e.args[1].is_const:
-        return (extents[e.args[0].args[0]] - 1).min(e.args[1] - 1)
-    return None
+    if e.op not in ("div", "mod") or e.args[0].op != "var" or e.args[0].args[0] not in extents:
+        return None
+    divisor = e.args[1]
+    if not divisor.is_const or divisor.value < 1:  # a negative divisor's terms may be negative
+        return None
+    largest = extents[e.args[0].args[0]] - 1
+    return largest // divisor if e.op == "div" else largest.min(divisor - 1)
 
 
 def _terms(e: Expr, extents: Mapping[str, Expr]) -> dict[Expr, Expr]:
