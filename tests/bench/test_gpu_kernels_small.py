@@ -20,7 +20,8 @@ def test_decode_report_lists_launches_and_registers():
     assert launches and int(launches.group(1)) > 0 and int(launches.group(2)) > 0  # fewer where merged
     counts = dict(re.findall(r"'(\w+)': (\d+)", launches.group(3)))
     assert "attention" in counts and "gemv" in counts  # attention and the decode's split-K matrix-vector products
-    rows = re.findall(r"^  (\w+) +(\d+) +(\d+) +(\d+) +(\d+)$", done.stdout, re.M)
+    # shape, kernels, registers, spilled bytes, shared bytes, 64-bit divisions in one kernel's PTX (at most)
+    rows = re.findall(r"^  (\w+) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+)$", done.stdout, re.M)
     assert {shape for shape, *_ in rows} == set(counts)
     assert sum(int(n) for _, n, *_ in rows) == sum(int(n) for n in counts.values())
-    assert all(int(regs) > 0 for _, _, regs, _, _ in rows)
+    assert all(int(regs) > 0 for _, _, regs, *_ in rows)
