@@ -104,6 +104,10 @@ def test_canonical_forms():
     assert str(2 * n + 1) == "2*n + 1"
     j, k = var("_i1", 0, 2), var("_i2", 0, 55)
     assert (59 * j + k) % 58 == j + k  # a conv window read through a padded row: 59 = 1 modulo 58, then bounds
+    seq, t = var("seq", 1, 4096), var("t", 0, 4096)
+    assert as_expr(-1) % seq == seq - 1  # a sequence's last position, read as x[-1]
+    assert (j - 3) % var("w", 3, 9) == j - 3 + var("w", 3, 9)  # -3 <= j - 3 < 0 and w >= 3
+    assert as_expr(-2) % seq != seq - 2 and as_expr(-1) % t != t - 1  # seq may be 1; t may be 0
 
 
 def test_comparisons_decide_when_bounds_do():

@@ -256,6 +256,8 @@ def mod(a: Expr, d: Expr) -> Expr:
             return mod(a.args[0], d)  # (x % (k*d)) % d = x % d
     if a.lo >= 0 and a.hi < d.lo:
         return a
+    if a.hi < 0 and a.lo >= -d.lo:  # -d <= a < 0: a % d = a + d (a sequence's last position, (-1) % seq)
+        return add(a, d)
     if d.op == CONST:
         g = _content_gcd(a, d.args[0])
         if g > 1:  # (g*p) % (g*q) = g * (p % q)

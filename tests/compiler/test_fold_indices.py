@@ -82,14 +82,14 @@ def test_the_cuda_program_matches_the_reference():
     assert_matches(ShimRuntime().load(lm.compile(g, "h100", cache=False)).run(_feed()), lm.run(g, _feed()))
 
 
-def test_a_llama_prefill_divides_only_to_find_its_last_position(monkeypatch):
+def test_a_llama_prefill_divides_by_no_launch_time_size(monkeypatch):
     """RoPE's rotate-half reads a head's other half (`-32 * (d // 32)` in its index, made up for by an offset),
-    attention reads heads split from the projections: no division is left but the logits' `(-1) % seq`."""
+    attention reads heads split from the projections, the logits read the last position (`(-1) % seq`, which
+    the simplifier writes `seq - 1`): no division by a symbol is left."""
     config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                          num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
     g = bind_random(decoder_graphs(LlamaForCausalLM(config), max_batch=1, max_positions=32).prefill)
-    seq = g.symbols["seq"]
     left = [d for e in _indices(lm.compile(g, "h100", cache=False).kernels) for d in _divided(e)]
-    assert left == [(-1) % seq]
+    assert left == []
     monkeypatch.setattr(program_module, "fold_indices", lambda p: p)
     assert _divisions(lm.compile(g, "h100", cache=False).kernels) > 10
