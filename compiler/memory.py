@@ -16,7 +16,7 @@ which is what one allocation serving every binding would need.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping, Sequence
 
 from luminal.compiler import ir
 
@@ -48,8 +48,11 @@ def _align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def lifetimes(program: ir.KernelProgram) -> dict[str, Lifetime]:
-    """The live span of every temp/output buffer, in positions of `program.kernels`."""
+def lifetimes(program: ir.KernelProgram, together: Iterable[Sequence[str]] = ()) -> dict[str, Lifetime]:
+    """The live span of every temp/output buffer, in positions of `program.kernels`. `together`: the kernels
+    (by name) of each launch that runs several at once (compiler/cuda/program.py's merged launches), whose
+    threads run their members in any order relative to other threads: every buffer a member touches is live
+    over the whole run, so no member's output takes the memory of what another member reads."""
     end = max(len(program.kernels) - 1, 0)
     first: dict[str, int] = {}
     last: dict[str, int] = {}
@@ -68,6 +71,12 @@ def lifetimes(program: ir.KernelProgram) -> dict[str, Lifetime]:
         # A buffer no kernel touches (none today) still gets a valid span so it can be placed.
         lo, hi = first.get(name, 0), last.get(name, 0)
         spans[name] = Lifetime(lo, end if name in outputs or buf.role == "output" else hi)
+    position = {k.name: pos for pos, k in enumerate(program.kernels)}
+    for names in together:
+        run = [program.kernels[position[name]] for name in names]
+        lo, hi = min(position[name] for name in names), max(position[name] for name in names)
+        for name in {b for k in run for b in ir.buffers_read(k) | {k.out}} & spans.keys():
+            spans[name] = Lifetime(min(spans[name].first, lo), max(spans[name].last, hi))
     return spans
 
 
@@ -94,8 +103,8 @@ def assign_offsets(sizes: Mapping[str, int], spans: Mapping[str, Lifetime]) -> d
     return offsets
 
 
-def _plan(program: ir.KernelProgram, element_count) -> MemoryPlan:
-    spans = lifetimes(program)
+def _plan(program: ir.KernelProgram, element_count, together) -> MemoryPlan:
+    spans = lifetimes(program, together)
     sizes = {n: max(element_count(program.buffers[n].size), 1) * program.buffers[n].dtype.itemsize for n in spans}
     offsets = assign_offsets(sizes, spans)
     arena = max((offsets[n] + _align(sizes[n]) for n in spans), default=0)
@@ -103,20 +112,22 @@ def _plan(program: ir.KernelProgram, element_count) -> MemoryPlan:
     return MemoryPlan(offsets, sizes, arena, naive, spans)
 
 
-def plan(program: ir.KernelProgram, env: Mapping[str, int]) -> MemoryPlan:
-    """The plan for one concrete binding of the program's symbols."""
-    return _plan(program, lambda size: int(size.evaluate(dict(env))))
+def plan(program: ir.KernelProgram, env: Mapping[str, int], together: Iterable[Sequence[str]] = ()) -> MemoryPlan:
+    """The plan for one concrete binding of the program's symbols (`together`: as for `lifetimes`)."""
+    return _plan(program, lambda size: int(size.evaluate(dict(env))), together)
 
 
-def upper_bound_plan(program: ir.KernelProgram) -> MemoryPlan:
+def upper_bound_plan(program: ir.KernelProgram, together: Iterable[Sequence[str]] = ()) -> MemoryPlan:
     """The plan with every size at its upper bound over the symbols' declared ranges."""
-    return _plan(program, lambda size: int(size.hi))
+    return _plan(program, lambda size: int(size.hi), together)
 
 
-def describe(program: ir.KernelProgram, env: Mapping[str, int] | None = None) -> dict:
+def describe(
+    program: ir.KernelProgram, env: Mapping[str, int] | None = None, together: Iterable[Sequence[str]] = ()
+) -> dict:
     """Figures for `CompiledProgram.report`: the exact plan for `env`, else the bound over the symbol ranges."""
     exact = env is not None or not program.symbols
-    p = plan(program, env or {}) if exact else upper_bound_plan(program)
+    p = plan(program, env or {}, together) if exact else upper_bound_plan(program, together)
     return {
         "arena_bytes": p.arena_bytes,
         "naive_bytes": p.naive_bytes,

@@ -154,7 +154,8 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
     source = codegen.program_source(kernels, target)
     report["stages"].append({"stage": "lower+fuse+codegen", "kernels": len(kernels.kernels)})
     report["kernels"] = kernel_summary(kernels)
-    report["memory"] = memory.describe(kernels)  # arena vs naive bytes, at the symbols' maxima when dims are symbolic
+    # arena vs naive bytes, at the symbols' maxima when dims are symbolic
+    report["memory"] = memory.describe(kernels, together=_launched_together(kernels, target))
     return CompiledProgram(graph, target, kernels, source, report)
 
 
@@ -215,6 +216,15 @@ def kernel_program(
     # A quantized matmul's zero points are subtracted where the integer GEMM packs (compiler/fuse_int_operands.py).
     kernels = fuse_integer_operands(fuse_dequantised_weights(scatter_in_place(kernels, graph.donated)))
     return add_packed_buffers(kernels)
+
+
+def _launched_together(kernels: ir.KernelProgram, target: str) -> list[tuple[str, ...]]:
+    """The kernels of each launch that runs several (a CUDA program's merged launches), for the memory plan."""
+    if get_target(target).kind != "cuda":
+        return []
+    from luminal.compiler.cuda.program import launched_together
+
+    return launched_together(kernels)
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:

@@ -97,6 +97,8 @@ def _np_storage(d: dt.DType) -> np.dtype:
 
 
 class CpuExecutable:
+    together: tuple = ()  # kernels that run in one launch (a CUDA program's, the host shim): planned live together
+
     def __init__(self, graph: Graph, program: ir.KernelProgram, source: str, weights: Mapping[str, np.ndarray]):
         self.graph = graph
         self.program = program
@@ -159,7 +161,7 @@ class CpuExecutable:
         key = tuple(env[s] for s in self.symbols)
         arena = self.arenas.get(key)
         if arena is None:  # first run with these dims: plan, then one allocation holds every intermediate
-            plan = memory.plan(self.program, env)
+            plan = memory.plan(self.program, env, self.together)
             # numpy aligns less than memory.ALIGN: over-allocate and start the arena at an aligned address.
             raw = np.empty(plan.arena_bytes + memory.ALIGN, np.uint8)
             base = -raw.ctypes.data % memory.ALIGN

@@ -113,6 +113,24 @@ def warps_kernel(launch: Launch, members: list[ir.LoopKernel], buffers, symbols)
     return lines + FOOT
 
 
+def threads_kernel(launch: Launch, members: list[ir.LoopKernel], buffers, symbols) -> list[str]:
+    """Independent thread kernels over the same elements in one launch (compiler/cuda/thread_batch.py), member
+    m storing into `_q<m>`: a thread computes each at its element in turn, each in a scope of its own."""
+    shape = members[0].shape
+    lines = head(launch, buffers, symbols)
+    lines += [
+        f"  const int64_t lm_flat = {CUDA.block_index} * {CUDA.block_size} + {CUDA.thread_index};",
+        f"  if (lm_flat < {dims_product(shape).render_c()}) {{",
+    ]
+    lines += ["    " + s for s in decode("lm_flat", shape, _all_axes(shape))]
+    for m, k in enumerate(members):
+        e = CudaEmitter(pointers(launch))
+        e.indent = 3
+        value = e.emit(k.body)
+        lines += ["    {", *e.lines, f"      _q{m}[lm_flat] = {CUDA.store(value, buffers[k.out].dtype)};", "    }"]
+    return lines + ["  }"] + FOOT
+
+
 def row_kernel(launch: Launch, k: ir.LoopKernel, buffers, symbols) -> list[str]:
     """A block per row: the row's statistics split over the block, then its threads stride over the row."""
     lines = head(launch, buffers, symbols)

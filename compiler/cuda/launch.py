@@ -28,6 +28,8 @@ Shapes, by what the kernel computes:
   compiler/cuda/program.py applies to the plan); `writes` outputs first.
 - "warps": consecutive warp kernels over the same elements in one launch, each warp running them in turn (a
   LayerNorm's mean, then its variance: compiler/cuda/warp_batch.py); `writes` outputs first.
+- "threads": consecutive independent thread kernels over the same elements in one launch, each thread computing
+  them in turn (a prefill's copies into the caches' layout: compiler/cuda/thread_batch.py); `writes` outputs first.
 - "cublas": no kernel of ours but a library call (compiler/cuda/library_gemm.py): the GEMM step `call`, issued by
   the runtime on its stream; its "grid" is the output's element count (no call where it is 0) and block 0.
 """

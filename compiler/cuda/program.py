@@ -5,7 +5,8 @@ after the IR kernel (`k12`; a scatter's two are `k12_copy` and `k12_scatter`), e
 giving its launch; mma.h and 16-byte copies follow the prelude where a GEMM runs on tensor cores ("mma"). A GEMM
 given to cuBLAS has no kernel: its comment names the call (`k12_cublas: cublas`) and its arguments; consecutive
 in-place scatters are one kernel (`k12_to_k18_scatters`), and so are consecutive GEMVs that can share a grid
-(`k12_to_k16_gemvs`) and consecutive warp kernels over the same elements (`k12_to_k14_warps`).
+(`k12_to_k16_gemvs`), consecutive warp kernels over the same elements (`k12_to_k14_warps`) and consecutive
+independent thread kernels over the same elements (`k12_to_k14_threads`).
 Compiled with NVRTC or nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM and attention
 kernels ask for their FMAs with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
 """
@@ -27,6 +28,7 @@ from luminal.compiler.cuda import (
     library_gemm,
     mma_staging,
     scatter_batch,
+    thread_batch,
     warp_batch,
 )
 from luminal.compiler.cuda.half_operands import tensor_core_type
@@ -58,10 +60,18 @@ def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
 def planned_launches(p: ir.KernelProgram) -> list[tuple[tuple[ir.Kernel, ...], Launch]]:
     """Every launch of the program, in order, with the kernels it runs: its own kernel's, but for consecutive
     in-place scatters merged into one "scatters" launch (compiler/cuda/scatter_batch.py), consecutive GEMVs
-    into one "gemvs" launch (compiler/cuda/gemv_batch.py) and consecutive warp kernels over the same elements
-    into one "warps" launch (compiler/cuda/warp_batch.py)."""
+    into one "gemvs" launch (compiler/cuda/gemv_batch.py), consecutive warp kernels over the same elements
+    into one "warps" launch (compiler/cuda/warp_batch.py) and consecutive independent thread kernels over the
+    same elements into one "threads" launch (compiler/cuda/thread_batch.py)."""
     plan = [((k,), launch) for k in p.kernels for launch in kernel_launches(k, p)]
-    return warp_batch.merge_warps(gemv_batch.merge_gemvs(scatter_batch.merge_scatters(plan), p), p)
+    plan = warp_batch.merge_warps(gemv_batch.merge_gemvs(scatter_batch.merge_scatters(plan), p), p)
+    return thread_batch.merge_threads(plan)
+
+
+def launched_together(p: ir.KernelProgram) -> list[tuple[str, ...]]:
+    """The kernels (by name) of each launch that runs several: the memory plan keeps what they touch live over
+    the whole run (compiler/memory.py's `together`)."""
+    return [tuple(k.name for k in members) for members, _ in planned_launches(p) if len(members) > 1]
 
 
 def launch_plan(p: ir.KernelProgram) -> list[Launch]:
@@ -108,6 +118,8 @@ def program_source(p: ir.KernelProgram) -> str:
             source = kernels.scatters_kernel(launch, list(members), p.buffers, symbols)
         elif launch.shape == "warps":
             source = kernels.warps_kernel(launch, list(members), p.buffers, symbols)
+        elif launch.shape == "threads":
+            source = kernels.threads_kernel(launch, list(members), p.buffers, symbols)
         elif launch.shape == "gemvs":
             segments = gemv_batch.segments(members)
             grids = [kernel_launches(segment[0], p)[0].grid for segment in segments]

@@ -15,12 +15,13 @@ from luminal.runtime.cuda.layout import layout
 
 class DeviceArena:
     def __init__(self, cp: Any, program: ir.KernelProgram, env: Mapping[str, int], resident: Mapping[str, Any],
-                 tail: tuple):  # fmt: skip
+                 tail: tuple, together: tuple = ()):  # fmt: skip
         """`cp` is the cupy module; `env` the bucket's dims; `resident` the weights' device arrays by buffer;
-        `tail` the device arrays every kernel takes last: the dims block D and the status flag."""
+        `tail` the device arrays every kernel takes last: the dims block D and the status flag; `together` the
+        kernels of each merged launch (layout.py)."""
         self.cp, self.tail = cp, tail
         self.env = dict(env)
-        self.layout = layout(program, env)
+        self.layout = layout(program, env, together)
         self.memory = cp.cuda.alloc(max(self.layout.total, 1))  # one allocation: a cupy MemoryPointer
         self.pointers = {buf: self.memory + offset for buf, offset in self.layout.offsets.items()}
         self.pointers |= {buf: array.data for buf, array in resident.items()}

@@ -28,7 +28,7 @@ import numpy as np
 from luminal import dtypes as dt
 from luminal.compiler import ir, prepack
 from luminal.compiler.cuda import arrivals
-from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.cuda.program import launch_plan, launched_together
 from luminal.compiler.in_place import written_inputs
 from luminal.graph import Graph
 from luminal.runtime.cuda import arrays, buckets, nvrtc
@@ -60,6 +60,7 @@ class CudaExecutable:
         self.lock = threading.Lock()  # one run at a time: the arenas, D and the status flag are shared
         self.symbols = sorted(program.symbols)
         self.plan = launch_plan(program)
+        self.together = launched_together(program)  # what the arenas keep live over each merged launch
         self.arch = architecture(cp)
         self.module = cp.cuda.function.Module()
         self.module.load(nvrtc.compile_cubin(source, self.arch))
@@ -97,7 +98,8 @@ class CudaExecutable:
         sized = buckets.bucket(env, self.program.symbols)
         key = buckets.key(sized, self.symbols)
         if key not in self.arenas:
-            self.arenas[key] = DeviceArena(self.cp, self.program, sized, self.weights, (self.dims, self.status))
+            tail = (self.dims, self.status)
+            self.arenas[key] = DeviceArena(self.cp, self.program, sized, self.weights, tail, self.together)
         return self.arenas[key]
 
     def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None, *,

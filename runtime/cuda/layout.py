@@ -9,7 +9,7 @@ outputs are read from the arena, which stays put between runs. Weights are resid
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from luminal.compiler import ir, memory
 from luminal.compiler.cuda.launch import Launch
@@ -26,9 +26,10 @@ def _aligned(n: int) -> int:
     return -(-n // memory.ALIGN) * memory.ALIGN
 
 
-def layout(program: ir.KernelProgram, env: Mapping[str, int]) -> Layout:
-    """The layout at dims `env` (a bucket's): the memory plan's arena, then one slot per input."""
-    plan = memory.plan(program, env)
+def layout(program: ir.KernelProgram, env: Mapping[str, int], together: Sequence[Sequence[str]] = ()) -> Layout:
+    """The layout at dims `env` (a bucket's): the memory plan's arena, then one slot per input. `together`: the
+    kernels of each merged launch (compiler/cuda/program.py's `launched_together`)."""
+    plan = memory.plan(program, env, together)
     offsets, sizes, cursor = dict(plan.offsets), dict(plan.sizes), plan.arena_bytes
     for buf in sorted(set(program.inputs.values())):
         b = program.buffers[buf]

@@ -12,6 +12,7 @@ like a CPU one.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -25,7 +26,7 @@ import numpy as np
 from luminal.compiler import ir
 from luminal.compiler.cuda.launch import Launch
 from luminal.compiler.cuda.library_gemm import LibraryGemm
-from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.cuda.program import launch_plan, launched_together
 from luminal.compiler.dialects import CUDA
 from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
@@ -154,6 +155,11 @@ def build_library(
 class ShimExecutable(CpuExecutable):
     arch: str | None = None  # the __CUDA_ARCH__ the source is built for (ShimRuntime(arch=...)); None: none
     reversed_blocks = False  # blocks and their threads last first (ShimRuntime(reversed_blocks=True))
+
+    @functools.cached_property
+    def together(self) -> list[tuple[str, ...]]:
+        """The kernels of each merged launch: the arena keeps what they touch apart, as the device's does."""
+        return launched_together(self.program)
 
     def build(self, source: str) -> Path:
         program = source + "\n" + driver(self.program) + kernel_entries(self.program)

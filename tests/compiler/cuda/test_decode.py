@@ -74,8 +74,9 @@ def test_a_layer_launches_its_linears_as_gemvs_and_fuses_the_key_value_casts(ste
     assert shapes.count("flash_decode") == LAYERS and "combine" not in shapes and "attention_split" not in shapes
     assert shapes.count("row") == 0  # every norm is in the prologue of the GEMVs that read it
     # RoPE's tables and the causal mask are computed where they are read (compiler/fuse_index.py); left: each
-    # layer's two cache concatenations.
-    assert shapes.count("thread") == 2 * LAYERS
+    # layer's two cache concatenations, one launch (compiler/cuda/thread_batch.py).
+    assert shapes.count("threads") == LAYERS and "thread" not in shapes
+    assert [launch.writes for launch in plan if launch.shape == "threads"] == [2] * LAYERS
     assert "warp" not in shapes and "gemm" not in shapes and "attention" not in shapes
     buffers = program.kernels.buffers
     for launch in plan:
