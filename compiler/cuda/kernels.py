@@ -52,15 +52,20 @@ def _store(launch: Launch, buffers, position: str, value: str) -> str:
     return f"_q0[{position}] = {CUDA.store(value, buffers[launch.buffers[0]].dtype)};"
 
 
-def thread_kernel(launch: Launch, shape, body: ir.Value, buffers, symbols) -> list[str]:
-    """One thread per element of `shape`: out[flat] = body."""
+def _per_element(launch: Launch, shape, buffers, symbols) -> list[str]:
+    """A kernel's opening for a thread per element of `shape`: its flat position, decoded into the axes, in a
+    scope that threads past the end skip (the caller closes it)."""
     lines = head(launch, buffers, symbols)
-    numel = dims_product(shape).render_c()
     lines += [
         f"  const int64_t lm_flat = {CUDA.block_index} * {CUDA.block_size} + {CUDA.thread_index};",
-        f"  if (lm_flat < {numel}) {{",
+        f"  if (lm_flat < {dims_product(shape).render_c()}) {{",
     ]
-    lines += ["    " + s for s in decode("lm_flat", shape, _all_axes(shape))]
+    return lines + ["    " + s for s in decode("lm_flat", shape, _all_axes(shape))]
+
+
+def thread_kernel(launch: Launch, shape, body: ir.Value, buffers, symbols) -> list[str]:
+    """One thread per element of `shape`: out[flat] = body."""
+    lines = _per_element(launch, shape, buffers, symbols)
     e = CudaEmitter(pointers(launch))
     e.indent = 2
     value = e.emit(body)
@@ -117,12 +122,7 @@ def threads_kernel(launch: Launch, members: list[ir.LoopKernel], buffers, symbol
     """Independent thread kernels over the same elements in one launch (compiler/cuda/thread_batch.py), member
     m storing into `_q<m>`: a thread computes each at its element in turn, each in a scope of its own."""
     shape = members[0].shape
-    lines = head(launch, buffers, symbols)
-    lines += [
-        f"  const int64_t lm_flat = {CUDA.block_index} * {CUDA.block_size} + {CUDA.thread_index};",
-        f"  if (lm_flat < {dims_product(shape).render_c()}) {{",
-    ]
-    lines += ["    " + s for s in decode("lm_flat", shape, _all_axes(shape))]
+    lines = _per_element(launch, shape, buffers, symbols)
     for m, k in enumerate(members):
         e = CudaEmitter(pointers(launch))
         e.indent = 3
@@ -162,12 +162,7 @@ def scatters_kernel(launch: Launch, members: list[ir.ScatterKernel], buffers, sy
     """Scatters of one source shape in one launch (compiler/cuda/scatter_batch.py), member m's output `_q<m>`:
     a thread per source position scatters its value of each, in turn, each in a scope of its own."""
     shape = members[0].src_shape
-    lines = head(launch, buffers, symbols)
-    lines += [
-        f"  const int64_t lm_flat = {CUDA.block_index} * {CUDA.block_size} + {CUDA.thread_index};",
-        f"  if (lm_flat < {dims_product(shape).render_c()}) {{",
-    ]
-    lines += ["    " + s for s in decode("lm_flat", shape, _all_axes(shape))]
+    lines = _per_element(launch, shape, buffers, symbols)
     for m, k in enumerate(members):
         e = CudaEmitter(pointers(launch))
         e.indent = 3 if len(members) > 1 else 2

@@ -59,6 +59,15 @@ def member_buffers(members: list[ir.Kernel]) -> tuple[str, ...]:
     return (*outs, *dict.fromkeys(reads))
 
 
+def independent(k: ir.Kernel, members: list[ir.Kernel]) -> bool:
+    """Whether `k` may run in one launch with `members`, in any order: it writes none of their outputs, reads
+    none, none of them reads its output, and the launch's pointers stay within MAX_BUFFERS."""
+    outs = {m.out for m in members}
+    if k.out in outs or ir.buffers_read(k) & outs or any(k.out in ir.buffers_read(m) for m in members):
+        return False
+    return len(member_buffers([*members, k])) <= MAX_BUFFERS
+
+
 def reads_at_own_position(k: ir.LoopKernel, buffer: str) -> bool:
     """Whether `k` reads `buffer` only at its own output's flat position (an axis of one element, or of a
     symbol whose maximum is 1, may read anything: its index is 0)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from luminal.compiler import ir
 from luminal.compiler.cuda.launch import Launch
-from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, member_buffers, merge_runs, on_one_grid
+from luminal.compiler.cuda.launch_runs import Planned, independent, merge_runs, on_one_grid
 
 
 def _in_place_scatter(k: ir.Kernel, launch: Launch) -> bool:
@@ -30,10 +30,7 @@ def _joins(run: list[Planned], planned: Planned) -> bool:
         return False
     if tuple(map(str, k.src_shape)) != tuple(map(str, first.src_shape)):
         return False
-    outs = {m.out for m in members}
-    if k.out in outs or ir.buffers_read(k) & outs or any(k.out in ir.buffers_read(m) for m in members):
-        return False
-    return len(member_buffers([*members, k])) <= MAX_BUFFERS
+    return independent(k, members)
 
 
 def merge_scatters(plan: list[Planned]) -> list[Planned]:

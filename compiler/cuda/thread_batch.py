@@ -16,7 +16,7 @@ whatever a merged launch's members touch live over the whole run (compiler/memor
 from __future__ import annotations
 
 from luminal.compiler import ir
-from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, member_buffers, merge_runs, on_one_grid
+from luminal.compiler.cuda.launch_runs import Planned, independent, merge_runs, on_one_grid
 
 
 def _joins(run: list[Planned], planned: Planned) -> bool:
@@ -27,10 +27,7 @@ def _joins(run: list[Planned], planned: Planned) -> bool:
     (k,), members = ks, [m for kernels, _ in run for m in kernels]
     if not isinstance(k, ir.LoopKernel) or tuple(map(str, k.shape)) != tuple(map(str, members[0].shape)):
         return False
-    outs = {m.out for m in members}
-    if k.out in outs or ir.buffers_read(k) & outs or any(k.out in ir.buffers_read(m) for m in members):
-        return False
-    return len(member_buffers([*members, k])) <= MAX_BUFFERS
+    return independent(k, members)
 
 
 def merge_threads(plan: list[Planned]) -> list[Planned]:
