@@ -194,6 +194,7 @@ def kernel_program(
     kind = get_target(target).kind
     if kind == "cuda":  # the CUDA runtime binds a donated device array in place (runtime/cuda/executable.py)
         from luminal.compiler.cuda.arrivals import add_arrival_counters
+        from luminal.compiler.cuda.attention_layout import store_attentions_in_reader_layout
         from luminal.compiler.cuda.attention_reads import attend_through_concatenations
         from luminal.compiler.cuda.gemv_order import bring_gemvs_together
         from luminal.compiler.cuda.read_past_casts import read_past_casts
@@ -204,6 +205,7 @@ def kernel_program(
         kernels = read_past_casts(scatter_in_place(kernels, graph.donated))
         if check_mode(activation_dtype) == "auto":
             kernels = store_half_activations(kernels)
+        kernels = store_attentions_in_reader_layout(kernels)  # no transposing copy after a prefill's attention
         kernels = add_arrival_counters(add_partials_buffers(kernels))  # flash decoding in one launch
         return bring_gemvs_together(kernels)  # then consecutive GEMVs are one launch (compiler/cuda/gemv_batch.py)
     if kind == "metal":
