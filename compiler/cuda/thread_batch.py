@@ -20,6 +20,7 @@ from luminal.compiler.cuda.launch_runs import Planned, independent, merge_runs, 
 
 
 def _joins(run: list[Planned], planned: Planned) -> bool:
+    """Whether `planned`, one thread kernel's launch, may join `run`, a run of merged thread kernels."""
     ks, launch = planned
     first = run[0][1]
     if len(ks) != 1 or launch.shape != "thread" or (str(launch.grid), launch.block) != (str(first.grid), first.block):
