@@ -162,7 +162,11 @@ def estimate(
         flops = count.flops(kernel.body, n_out, inner)
     else:
         n_src = _elements(kernel.src_shape, env)
-        flops = count.flops(kernel.dest, n_out) + count.flops(kernel.at, n_src) + count.flops(kernel.src, n_src)
+        flops = count.flops(kernel.at, n_src) + count.flops(kernel.src, n_src)
+        if kernel.out in ir.buffers_read(kernel):  # in place (compiler/in_place.py): no copy of the destination
+            n_out = n_src  # what it writes: a paged step's pools cost the positions written, not the whole pool
+        else:
+            flops += count.flops(kernel.dest, n_out)
     bytes_read = 0
     for name, reads in count.reads.items():
         buf = buffers[name]

@@ -112,3 +112,21 @@ def test_every_target_has_positive_figures():
         assert t.peak_for(dtypes.float16, matrix_units=True) == t.peak_flops_fp16
         assert t.peak_for(dtypes.float16) == t.peak_flops
     assert TARGETS["h200"].memory_bandwidth > TARGETS["h100"].memory_bandwidth > TARGETS["a100"].memory_bandwidth
+
+
+def _scatter(dest: str) -> tuple[ir.ScatterKernel, dict[str, ir.Buffer]]:
+    """out "pool" (4096 float32) = `dest`, then three values of "src" written at the positions "at" holds."""
+    i, j = var("_i0", 0, 2), var("_i0", 0, 4095)
+    kernel = ir.ScatterKernel(
+        "k0", "pool", (const(4096),), ir.Load(dest, j, dtypes.float32), (const(3),),
+        ir.Load("at", i, dtypes.int64), ir.Load("src", i, dtypes.float32), const(4096),
+    )  # fmt: skip
+    names = {"pool": dtypes.float32, "fresh": dtypes.float32, "at": dtypes.int64, "src": dtypes.float32}
+    return kernel, {n: ir.Buffer(n, d, const(4096 if n in ("pool", "fresh") else 3), "temp") for n, d in names.items()}
+
+
+def test_a_scatter_in_place_costs_the_positions_it_writes_not_its_destination():
+    in_place = estimate(*_scatter("pool"), "h100")
+    assert (in_place.bytes_read, in_place.bytes_written) == (3 * 8 + 3 * 4, 3 * 4)
+    copied = estimate(*_scatter("fresh"), "h100")  # the destination copied from another buffer first
+    assert (copied.bytes_read, copied.bytes_written) == (3 * 8 + 3 * 4 + 4096 * 4, 4096 * 4)
