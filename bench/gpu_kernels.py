@@ -68,8 +68,10 @@ def traffic(prog, graph: lm.Graph) -> str:
     if "pool_blocks" in graph.symbols:
         env = {"pool_blocks": graph.symbols["batch"].hi * graph.symbols["row_blocks"].hi}
     cost = estimate_program(prog.kernels, prog.target, env)
-    arena = prog.report["memory"]["arena_bytes"]
-    return f"{cost.bytes_read / 1e6:.1f} MB read, {cost.bytes_written / 1e6:.1f} MB written, arena {arena / 1e6:.1f} MB"
+    arena, derived = prog.report["memory"]["arena_bytes"], prog.report["memory"].get("derived_bytes", 0)
+    once = f", {derived / 1e6:.1f} MB derived from the weights at load" if derived else ""
+    moved = f"{cost.bytes_read / 1e6:.1f} MB read, {cost.bytes_written / 1e6:.1f} MB written"
+    return f"{moved}, arena {arena / 1e6:.1f} MB{once}"
 
 
 def report(name: str, graph: lm.Graph, target: str, sizes, activations: str = "auto") -> None:

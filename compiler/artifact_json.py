@@ -47,7 +47,8 @@ _KIND_OF = {cls: kind for kind, cls in (VALUE_KINDS | KERNEL_KINDS).items()}
 # The closed element-wise op set: the primitives' and the kernel IR's own (None: 3 or more arguments).
 APPLY_ARITY = {**{cls.name: getattr(cls, "arity", 1) for cls in ops.ELEMENTWISE}, **ir.IR_OPS}
 REDUCE_OPS = {"sum", "max"}
-BUFFER_ROLES = {"input", "weight", "temp", "output", "packed", "counters"}  # counters: compiler/cuda/arrivals.py
+# counters: compiler/cuda/arrivals.py; derived: compiler/derived_weights.py
+BUFFER_ROLES = {"input", "weight", "temp", "output", "packed", "counters", "derived"}
 PROGRAM_KEYS = {"values", "buffers", "kernels", "inputs", "weights", "outputs", "symbols"}
 MAX_VALUES = 10_000_000  # ~100x the value nodes of a large language model's kernels: bounds decode work
 MAX_RANK = 64

@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from luminal.compiler import codegen_gemm, hoist, int_gemm, ir
+from luminal.compiler.derived_weights import at_load
 from luminal.compiler.targets import Target, get_target
 from luminal.symbolic import Expr, as_expr
 
@@ -200,9 +201,11 @@ def _library_gemm(kernel: ir.Kernel, buffers: dict[str, ir.Buffer], target: Targ
 
 
 def estimate_program(program: ir.KernelProgram, target: Target | str, env: dict[str, int] | None = None) -> ProgramCost:
-    """Every kernel's cost and their sum: the number candidates are ranked by."""
+    """Every kernel's cost and their sum: the number candidates are ranked by. Kernels run once at load
+    (compiler/derived_weights.py) are not part of a run."""
     target = get_target(target)
-    kernels = [estimate(k, program.buffers, target, env, program.library.get(k.name)) for k in program.kernels]
+    run = [k for k in program.kernels if not at_load(k, program.buffers)]
+    kernels = [estimate(k, program.buffers, target, env, program.library.get(k.name)) for k in run]
     return ProgramCost(
         target.name,
         sum(k.flops for k in kernels),

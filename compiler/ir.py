@@ -170,8 +170,10 @@ class Buffer:
     name: str
     dtype: DType
     size: Expr  # elements
-    role: str  # "input", "weight", "temp", "output", "packed" (compiler/prepack.py), "counters" (cuda/arrivals.py)
-    label: str = ""  # the input / weight / output name for those roles; a packed buffer's kernel
+    # "input", "weight", "temp", "output", "packed" (compiler/prepack.py), "counters" (cuda/arrivals.py),
+    # "derived" (compiler/derived_weights.py)
+    role: str
+    label: str = ""  # the input / weight / output name for those roles; a packed or derived buffer's kernel
 
 
 @dataclass(frozen=True)

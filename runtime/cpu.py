@@ -22,6 +22,7 @@ import numpy as np
 from luminal import dtypes as dt
 from luminal.compiler import ir, memory, prepack
 from luminal.compiler.cuda.arrivals import ROLE as COUNTERS
+from luminal.compiler.derived_weights import ROLE as DERIVED
 from luminal.graph import Graph
 from luminal.runtime.reference import bind_symbols, bound_weights
 
@@ -117,13 +118,15 @@ class CpuExecutable:
                 self.fixed[name] = np.zeros(int(buf.size.evaluate({})), np.float32)
             if buf.role == COUNTERS:  # a CUDA program's arrival counters (the host shim): zero, kept between runs
                 self.fixed[name] = np.zeros(int(buf.size.evaluate({})), np.int32)
+            if buf.role == DERIVED:  # a CUDA program's weights copied at load (the host shim): by lm_prepare
+                self.fixed[name] = np.zeros(int(buf.size.evaluate({})), _np_storage(buf.dtype))
         for name, arr in self.fixed.items():
             self.table[self.slots[name]] = arr.ctypes.data
         prepare = self.library.lm_prepare
         prepare.argtypes, prepare.restype = self.entry.argtypes, ctypes.c_int
-        # No packed operand depends on a symbol; D only has to point at one value per symbol.
-        if prepare(self.table, (ctypes.c_int64 * max(len(self.symbols), 1))()):
-            raise IndexError("a gather index was out of range while packing weights")
+        # No packed or derived buffer depends on a symbol; D only has to point at one value per symbol.
+        if self.prepare(prepare):
+            raise IndexError("a gather index was out of range while preparing the weights at load")
         self.arenas: dict[tuple, dict[str, np.ndarray]] = {}  # symbol values -> views into that binding's arena
         self.plans: dict[tuple, memory.MemoryPlan] = {}
         self.written = {k.out for k in program.kernels if k.out in program.inputs.values()}  # donated inputs
@@ -146,6 +149,10 @@ class CpuExecutable:
             else:
                 raise ValueError(f"weight {label!r} is read by the program: it cannot be released")
             self.table[self.slots[buf]] = self.fixed[buf].ctypes.data
+
+    def prepare(self, entry) -> int:
+        """`lm_prepare(table, D)`: the weights' panels packed (and a CUDA program's derived buffers computed)."""
+        return entry(self.table, (ctypes.c_int64 * max(len(self.symbols), 1))())
 
     def build(self, source: str) -> Path:
         """The shared library holding `lm_run` and `lm_prepare` (the CUDA host shim builds its own)."""

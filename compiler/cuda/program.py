@@ -6,7 +6,8 @@ giving its launch; mma.h and 16-byte copies follow the prelude where a GEMM runs
 given to cuBLAS has no kernel: its comment names the call (`k12_cublas: cublas`) and its arguments; consecutive
 in-place scatters are one kernel (`k12_to_k18_scatters`), and so are consecutive GEMVs that can share a grid
 (`k12_to_k16_gemvs`), consecutive warp kernels over the same elements (`k12_to_k14_warps`) and consecutive
-independent thread kernels over the same elements (`k12_to_k14_threads`).
+independent thread kernels over the same elements (`k12_to_k14_threads`). The kernels the runtime runs once at
+load (compiler/derived_weights.py) come first, in a launch plan of their own.
 Compiled with NVRTC or nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM and attention
 kernels ask for their FMAs with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from luminal.compiler import gemv_plan, ir
+from luminal.compiler import derived_weights, gemv_plan, ir
 from luminal.compiler.cuda import (
     arrivals,
     attention,
@@ -57,13 +58,15 @@ def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
     return arrivals.fold_combine(k, p, planned)
 
 
-def planned_launches(p: ir.KernelProgram) -> list[tuple[tuple[ir.Kernel, ...], Launch]]:
-    """Every launch of the program, in order, with the kernels it runs: its own kernel's, but for consecutive
-    in-place scatters merged into one "scatters" launch (compiler/cuda/scatter_batch.py), consecutive GEMVs
-    into one "gemvs" launch (compiler/cuda/gemv_batch.py), consecutive warp kernels over the same elements
-    into one "warps" launch (compiler/cuda/warp_batch.py) and consecutive independent thread kernels over the
-    same elements into one "threads" launch (compiler/cuda/thread_batch.py)."""
-    plan = [((k,), launch) for k in p.kernels for launch in kernel_launches(k, p)]
+def planned_launches(p: ir.KernelProgram, at_load: bool = False) -> list[tuple[tuple[ir.Kernel, ...], Launch]]:
+    """Every launch of a run of the program, in order, with the kernels it runs: its own kernel's, but for
+    consecutive in-place scatters merged into one "scatters" launch (compiler/cuda/scatter_batch.py),
+    consecutive GEMVs into one "gemvs" launch (compiler/cuda/gemv_batch.py), consecutive warp kernels over the
+    same elements into one "warps" launch (compiler/cuda/warp_batch.py) and consecutive independent thread
+    kernels over the same elements into one "threads" launch (compiler/cuda/thread_batch.py). With `at_load`,
+    the launches of the kernels run once when the program is loaded instead (compiler/derived_weights.py)."""
+    chosen = [k for k in p.kernels if derived_weights.at_load(k, p.buffers) == at_load]
+    plan = [((k,), launch) for k in chosen for launch in kernel_launches(k, p)]
     plan = warp_batch.merge_warps(gemv_batch.merge_gemvs(scatter_batch.merge_scatters(plan), p), p)
     return thread_batch.merge_threads(plan)
 
@@ -75,8 +78,13 @@ def launched_together(p: ir.KernelProgram) -> list[tuple[str, ...]]:
 
 
 def launch_plan(p: ir.KernelProgram) -> list[Launch]:
-    """Every launch of the program, in order."""
+    """Every launch of a run of the program, in order."""
     return [launch for _, launch in planned_launches(p)]
+
+
+def load_plan(p: ir.KernelProgram) -> list[Launch]:
+    """The launches the runtime issues once, after binding the weights: the kernels of derived buffers."""
+    return [launch for _, launch in planned_launches(p, at_load=True)]
 
 
 def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: list[str]) -> list[str]:
@@ -108,12 +116,14 @@ def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: li
 def program_source(p: ir.KernelProgram) -> str:
     symbols = sorted(p.symbols)
     parts = [PRELUDE]
-    if any(launch.shape == "mma" for launch in launch_plan(p)):
+    planned = [(once, *step) for once in (True, False) for step in planned_launches(p, at_load=once)]
+    if any(launch.shape == "mma" for _, _, launch in planned):
         parts.append(mma_staging.HELPERS)
-    for members, launch in planned_launches(p):
-        comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} blocks of {launch.block} threads */"
+    for once, members, launch in planned:
+        comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} blocks of {launch.block} threads"
         if launch.call is not None:
-            comment = f"/* {launch.kernel}: {launch.shape}, a library call the runtime issues */"
+            comment = f"/* {launch.kernel}: {launch.shape}, a library call the runtime issues"
+        comment += ", once at load */" if once else " */"
         if launch.shape == "scatters":
             source = kernels.scatters_kernel(launch, list(members), p.buffers, symbols)
         elif launch.shape == "warps":

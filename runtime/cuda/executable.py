@@ -2,7 +2,9 @@
 whole forward pass issued as one CUDA graph launch.
 
 Load: the source compiled once by NVRTC for this device's architecture (cached on disk, runtime/cuda/nvrtc.py),
-the CUBIN loaded as one module, each launch's function looked up by name, the weights uploaded once.
+the CUBIN loaded as one module, each launch's function looked up by name, the weights uploaded once, then the
+load plan run once: the buffers computed from weights alone (compiler/derived_weights.py), after which a weight
+that only they read is freed.
 Run: the symbols bound from the inputs' shapes; the dims rounded up to their bucket (runtime/cuda/buckets.py);
 on the bucket's first run its arena is allocated and, with graph=True, the whole launch plan is captured on a
 non-default stream at the bucket's grids; every run then copies the live dims into D and the inputs into their
@@ -26,9 +28,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal import dtypes as dt
-from luminal.compiler import ir, prepack
+from luminal.compiler import derived_weights, ir, prepack
 from luminal.compiler.cuda import arrivals
-from luminal.compiler.cuda.program import launch_plan, launched_together
+from luminal.compiler.cuda.program import launch_plan, launched_together, load_plan
 from luminal.compiler.in_place import written_inputs
 from luminal.graph import Graph
 from luminal.runtime.cuda import arrays, buckets, nvrtc
@@ -60,14 +62,15 @@ class CudaExecutable:
         self.lock = threading.Lock()  # one run at a time: the arenas, D and the status flag are shared
         self.symbols = sorted(program.symbols)
         self.plan = launch_plan(program)
+        self.load = load_plan(program)  # run once below: the buffers derived from the weights alone
         self.together = launched_together(program)  # what the arenas keep live over each merged launch
         self.arch = architecture(cp)
         self.module = cp.cuda.function.Module()
         self.module.load(nvrtc.compile_cubin(source, self.arch))
-        kernels = [launch for launch in self.plan if launch.call is None]
+        kernels = [launch for launch in [*self.load, *self.plan] if launch.call is None]
         self.functions = {launch.kernel: self.module.get_function(launch.kernel) for launch in kernels}
         self.stream = cp.cuda.Stream(non_blocking=True)  # graph capture needs a stream other than the legacy one
-        needs_cublas = len(kernels) < len(self.plan)
+        needs_cublas = len(kernels) < len(self.load) + len(self.plan)
         self.cublas = CublasSteps(cp, self.stream, tf32=tf32) if needs_cublas else None
         self.weights = {b: self._upload(weights[label], program.buffers[b]) for label, b in program.weights.items()}
         self.weight_uploads = len(self.weights)  # what the load copied to the device; runs copy no weight again
@@ -77,6 +80,7 @@ class CudaExecutable:
                 self.weights[name] = cp.zeros(int(b.size.evaluate({})), cp.int32)
         self.dims = cp.zeros(max(len(self.symbols), 1), cp.int64)  # the dims block D every kernel reads
         self.status = cp.zeros(1, cp.int32)  # lm_status: set to 1 by a kernel that met an index out of range
+        self._derive()
         self.arenas: dict[tuple[int, ...], DeviceArena] = {}
         # donated inputs the program writes in place: input buffer -> input name
         self.in_place = written_inputs(program)
@@ -92,6 +96,31 @@ class CudaExecutable:
             raise ValueError(f"weight {buf.label!r}: {array.size} elements of {array.dtype}, expected "
                              f"{buf.size} of {buf.dtype.name}")  # fmt: skip
         return array
+
+    def _derive(self) -> None:
+        """The load plan, once: every derived buffer computed from the weights (compiler/derived_weights.py);
+        then a weight only those launches read is let go, since no run reads it."""
+        if not self.load:
+            return
+        cp, stream = self.cp, self.stream
+        for name, b in self.program.buffers.items():
+            if b.role == derived_weights.ROLE:
+                self.weights[name] = cp.zeros(int(b.size.evaluate({})), storage(b.dtype))
+        pointers = {buf: array.data for buf, array in self.weights.items()}
+        with self.device, stream:
+            cp.cuda.runtime.memsetAsync(self.status.data.ptr, 0, self.status.nbytes, stream.ptr)
+            for launch, blocks in launches_at(self.load, {}):
+                if launch.call is not None:
+                    self.cublas.issue(launch.call, pointers, {})
+                else:
+                    arguments = (*(pointers[b] for b in launch.buffers), self.dims, self.status)
+                    self.functions[launch.kernel]((blocks,), (launch.block,), arguments, stream=stream)
+            failed = int(self.status.get(stream=stream)[0])
+        if failed:
+            raise IndexError("a gather index was out of range while deriving buffers from the weights at load")
+        read = {buf for launch in self.plan for buf in launch.buffers}
+        for buf in set(self.program.weights.values()) - read:
+            del self.weights[buf]
 
     def arena(self, env: Mapping[str, int]) -> DeviceArena:
         """The arena of the bucket that dims `env` fall in, allocated on first use."""

@@ -26,7 +26,7 @@ import numpy as np
 from luminal.compiler import ir
 from luminal.compiler.cuda.launch import Launch
 from luminal.compiler.cuda.library_gemm import LibraryGemm
-from luminal.compiler.cuda.program import launch_plan, launched_together
+from luminal.compiler.cuda.program import launch_plan, launched_together, load_plan
 from luminal.compiler.dialects import CUDA
 from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
@@ -45,13 +45,23 @@ FLAGS = ["-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-fwrapv", "-ffp-c
 def driver(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str:
     """`lm_run_grid(B, D, G)`: every launch of the plan (CUDA's unless given), its pointers read from the buffer
     table by slot, its block count evaluated at the dims G while the kernels read the dims D (a CUDA graph
-    captured for a shape bucket launches so); `lm_run(B, D)` is the exact launch, G = D."""
-    slots = {name: k for k, name in enumerate(sorted(p.buffers))}
-    symbols = sorted(p.symbols)
+    captured for a shape bucket launches so); `lm_run(B, D)` is the exact launch, G = D. `lm_prepare(B, D)`:
+    the program's load plan (compiler/derived_weights.py), which the CPU runtime calls once after binding the
+    weights."""
     plan = launch_plan(p) if plan is None else plan
-    lines = ['#include "lm_cublas.h"'] if any(launch.call is not None for launch in plan) else []
-    lines += ['extern "C" int lm_run_grid(void** B, const int64_t* D, const int64_t* G) {', "  int lm_status = 0;"]
-    lines += [f"  const int64_t {s} = G[{j}]; (void){s};" for j, s in enumerate(symbols)]
+    once = load_plan(p)
+    lines = ['#include "lm_cublas.h"'] if any(launch.call is not None for launch in [*once, *plan]) else []
+    lines += _entry("lm_run_grid(void** B, const int64_t* D, const int64_t* G)", p, plan)
+    lines += _entry("lm_prepare(void** B, const int64_t* D)", p, once, grid="D")
+    lines += ['extern "C" int lm_run(void** B, const int64_t* D) { return lm_run_grid(B, D, D); }']
+    return "\n".join(lines) + "\n"
+
+
+def _entry(signature: str, p: ir.KernelProgram, plan: list[Launch], grid: str = "G") -> list[str]:
+    """An extern "C" function that issues every launch of `plan`, its grids at the dims `grid` points at."""
+    slots = {name: k for k, name in enumerate(sorted(p.buffers))}
+    lines = [f'extern "C" int {signature} {{', "  int lm_status = 0;"]
+    lines += [f"  const int64_t {s} = {grid}[{j}]; (void){s};" for j, s in enumerate(sorted(p.symbols))]
     for launch in plan:
         if launch.call is not None:
             lines.append(f"  if ({launch.grid.render_c()} > 0) {library_call(launch.call, slots)}")
@@ -63,9 +73,7 @@ def driver(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str:
         call = f"lm_launch({launch.kernel}, lm_blocks, {launch.block}, {', '.join(args)}, D, &lm_status);"
         call += f" if (lm_fibers_hung()) return {HUNG};"
         lines.append(f"  {{ const int64_t lm_blocks = {launch.grid.render_c()}; if (lm_blocks > 0) {call} }}")
-    lines += ["  return lm_status;", "}", 'extern "C" int lm_prepare(void**, const int64_t*) { return 0; }']
-    lines += ['extern "C" int lm_run(void** B, const int64_t* D) { return lm_run_grid(B, D, D); }']
-    return "\n".join(lines) + "\n"
+    return [*lines, "  return lm_status;", "}"]
 
 
 def library_call(call: LibraryGemm, slots: dict[str, int]) -> str:
@@ -83,7 +91,7 @@ def kernel_entries(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str
     arguments (buffers, D, lm_status) the pointers in P, as a CUDA driver launch passes them; what a stand-in for
     CuPy calls in the tests. It returns HUNG where the launch hung, else 0."""
     lines = []
-    for launch in launch_plan(p) if plan is None else plan:
+    for launch in [*load_plan(p), *launch_plan(p)] if plan is None else plan:
         if launch.call is not None:
             continue  # not a kernel: the runtime issues the library call
         args = []
@@ -164,6 +172,9 @@ class ShimExecutable(CpuExecutable):
     def build(self, source: str) -> Path:
         program = source + "\n" + driver(self.program) + kernel_entries(self.program)
         return build_library(program, self.arch, self.reversed_blocks)
+
+    def prepare(self, entry) -> int:
+        return unless_hung(super().prepare(entry))
 
     def call(self, table, env: dict[str, int]) -> int:
         return unless_hung(super().call(table, env))
