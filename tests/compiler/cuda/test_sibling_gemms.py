@@ -1,0 +1,90 @@
+"""GEMMs of one input run as one GEMM over their weights side by side (compiler/cuda/sibling_gemms.py): the
+side-by-side weights are made at load, each reader reads its member's columns of the merged output, and through
+the host shim (tensor-core kernels or cuBLAS's stand-in; blocks in either order, at a bucket's grids) the outputs
+are the reference interpreter's. GEMMs with a bias of their own, of different inputs, or whose output is the
+program's, stay apart."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+import luminal as lm
+from luminal.compiler import ir
+from luminal.compiler.cuda.program import launch_plan, load_plan
+from luminal.compiler.derived_weights import ROLE
+from luminal.runtime.cuda.shim import ShimRuntime
+from tests.compiler.cuda import nvcc
+from tests.compiler.cuda.compare import assert_matches
+from tests.compiler.cuda.graphs import bind_random
+
+ROWS = lm.sym("m", max=512)  # GEMMs tiled, not GEMVs
+
+
+def projections(bias: bool = False, exported: bool = False) -> lm.Graph:
+    """A query, key and value projection of one bf16 input (the key and value half the query's width), read as a
+    prefill's attention would: heads split off, and the keys also transposed. `bias`: each has its own bias;
+    `exported`: the key projection is itself an output."""
+    g = lm.Graph()
+    h = (g.input("x", (ROWS, 256)) * 2.0).bfloat16().float()
+    out = []
+    for name, width in (("q", 256), ("k", 128), ("v", 128)):
+        y = h @ g.weight(f"w{name}", (width, 256), dtype=lm.bfloat16).float().t()
+        out.append(y + g.weight(f"b{name}", (width,)) if bias else y)
+    q, k, v = out
+    (q.reshape((ROWS, 2, 128)) * k.reshape((ROWS, 1, 128)) + v.reshape((ROWS, 1, 128))).output("y")
+    (k.t() * 3.0).output("kt")
+    if exported:
+        k.output("k")
+    return bind_random(g)
+
+
+def feed(rows: int) -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(rows).standard_normal((rows, 256)).astype(np.float32)}
+
+
+def compiled(g: lm.Graph, library: str = "auto"):
+    return lm.compile(g, "h100", cache=False, gemm_library=library)
+
+
+def _gemm_launches(prog) -> int:
+    return sum(launch.shape in ("mma", "cublas", "gemm") for launch in launch_plan(prog.kernels))
+
+
+@pytest.mark.parametrize("library", ["auto", "always"])
+def test_the_key_and_value_projections_are_one_gemm_over_weights_made_at_load(library):
+    prog = compiled(projections(), library)
+    p = prog.kernels
+    assert _gemm_launches(prog) == 2  # the query's GEMM is fused into its reader; the key's and value's are one
+    (once,) = load_plan(p)
+    (derived,) = [name for name, b in p.buffers.items() if b.role == ROLE]
+    assert once.buffers[0] == derived and p.buffers[derived].size.evaluate({}) == 256 * 256
+    (merged,) = [k for k in p.kernels if derived in ir.buffers_read(k)]
+    assert merged.shape[-1] == 256
+    read = {buf for launch in launch_plan(p) for buf in launch.buffers}
+    assert p.weights["wk"] not in read and p.weights["wv"] not in read  # the runtime lets them go after the load
+
+
+def test_gemms_with_biases_or_an_exported_output_stay_apart():
+    for g in (projections(bias=True), projections(exported=True)):
+        prog = compiled(g)
+        assert load_plan(prog.kernels) == [] and _gemm_launches(prog) == 3
+
+
+RUNTIMES = {"plain": {}, "reversed": {"reversed_blocks": True}, "bucketed": {"buckets": True}}
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.parametrize("library", ["auto", "always"])
+@pytest.mark.parametrize("runtime", RUNTIMES.values(), ids=RUNTIMES.keys())
+def test_matches_the_reference(library, runtime):
+    g = projections()
+    loaded = ShimRuntime(**runtime).load(compiled(g, library))
+    for rows in (3, 70):
+        assert_matches(loaded.run(feed(rows)), lm.run(g, feed(rows)))
+
+
+@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+def test_compiles_without_spills():
+    for u in nvcc.compile_cuda(compiled(projections()).source):
+        assert u.spill_bytes == 0, f"{u.kernel} spills {u.spill_bytes} bytes on sm_{u.arch}"
