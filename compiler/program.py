@@ -34,6 +34,7 @@ from luminal.compiler.in_place import scatter_in_place
 from luminal.compiler.lower import buffer_name, lower
 from luminal.compiler.passes import PASSES
 from luminal.compiler.prepack import add_packed_buffers
+from luminal.compiler.stored_values import read_stored_values
 from luminal.compiler.targets import TARGETS as KNOWN_TARGETS
 from luminal.compiler.targets import get_target
 from luminal.graph import Graph, GraphError
@@ -185,6 +186,8 @@ def kernel_program(
         kernels = fuse_chosen(kernels, marked, get_target(target), stats=stats)
     before = len(kernels.kernels)
     kernels = fuse_single_consumers(kernels, get_target(target))
+    if get_target(target).kind in ("cuda", "metal"):  # a LayerNorm's statistics then fuse into its application
+        kernels = fuse_single_consumers(read_stored_values(kernels), get_target(target))
     if get_target(target).kind == "cuda":  # a launch costs more there than recomputing a few sines
         kernels = inline_index_functions(kernels, get_target(target))
     if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan and kernel bodies
