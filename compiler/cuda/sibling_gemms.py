@@ -10,8 +10,9 @@ the merged output instead, at an index folded back to the form it had.
 
 Merged: GEMMs (not GEMVs: a decode step's already share launches, compiler/cuda/gemv_batch.py) with the same A
 operand, contraction and output shape but for their one N axis, the last; the same epilogue, reading nothing but
-the accumulated value (a cast); the same library choice; B read from weights alone, along N and K; none of them
-a program output or gathered from. Runs on the chosen program: the candidates were ranked one GEMM per weight.
+the accumulated value and weights along N alone (a bias, Qwen2's on q, k and v: also side by side, made at load);
+the same library choice; B read from weights alone, along N and K; none of them a program output or gathered
+from. Runs on the chosen program: the candidates were ranked one GEMM per weight.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from luminal.symbolic import Expr, const, var
 from luminal.view import dims_product, idx
 
 GEMM_SHAPES = ("gemm", "mma", "cublas")  # tiled GEMMs: a launch each
+CONTRACTED = "_r_merged"  # the members' contraction variable, in their B sources
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class _Member:
     kernel: ir.LoopKernel
     casts: tuple  # the casts B's source goes through, innermost first
     source: ir.Value  # B below those casts
+    columns: tuple  # the epilogue's loads of weights along N alone (a bias), in the epilogue's order
     width: int  # its N
 
 
@@ -44,6 +47,18 @@ def _below_casts(v: ir.Value) -> tuple[tuple, ir.Value]:
     return tuple(reversed(casts)), v
 
 
+def _column_loads(epilogue: ir.Value, p: ir.KernelProgram, column: str) -> tuple | None:
+    """The epilogue's loads of weights indexed by the N variable `column` alone (a bias), in order; None where it
+    reads anything else (a residual, a position: each member's own)."""
+    loads = []
+    for n in ir.walk(epilogue):
+        if isinstance(n, ir.Load) and p.buffers[n.buffer].role == "weight" and n.index.symbols() <= {column}:
+            loads.append(n)
+        elif not isinstance(n, (ir.Apply, ir.Const, gemm_plan.Accumulated)):
+            return None
+    return tuple(dict.fromkeys(loads))
+
+
 def _member(k: ir.Kernel, p: ir.KernelProgram, outputs: set[str]) -> tuple[tuple, _Member] | None:
     """What `k` must share with the GEMMs it merges with, and `k` as a member; None where it merges with none."""
     if not isinstance(k, ir.LoopKernel) or k.out in outputs:
@@ -53,20 +68,26 @@ def _member(k: ir.Kernel, p: ir.KernelProgram, outputs: set[str]) -> tuple[tuple
     last = len(k.shape) - 1
     if len(launches) != 1 or launches[0].shape not in GEMM_SHAPES or plan is None or plan.n != (last,):
         return None
-    if not k.shape[last].is_const:
+    columns = _column_loads(plan.epilogue, p, f"_i{last}")
+    if not k.shape[last].is_const or columns is None:
         return None
-    if any(not isinstance(n, (ir.Apply, ir.Const, gemm_plan.Accumulated)) for n in ir.walk(plan.epilogue)):
-        return None  # a bias, a residual or a position: each member's own
     c = plan.contract
-    casts, source = _below_casts(c.b)
+    if c.extent.symbols():
+        return None
+    # Fusion names each contraction apart: the members' operands are compared under one name for theirs.
+    contracted = {c.var: var(CONTRACTED, 0, c.extent.hi - 1)}
+    casts, source = _below_casts(substitute_indices(c.b, contracted))
     read = {n.buffer for n in ir.walk(source) if isinstance(n, (ir.Load, ir.GatherLoad))}
-    if not read or any(p.buffers[b].role != "weight" for b in read) or c.extent.symbols():
+    if not read or any(p.buffers[b].role != "weight" for b in read):
         return None
-    if not gemm_plan.index_vars(source) <= {f"_i{last}", c.var}:
+    if not gemm_plan.index_vars(source) <= {f"_i{last}", CONTRACTED}:
         return None
-    key = (c.a, c.var, c.extent, k.shape[:-1], plan.epilogue, p.buffers[k.out].dtype, casts, source.dtype,
-           p.library.get(k.name))  # fmt: skip
-    return key, _Member(k, casts, source, int(k.shape[last].evaluate({})))
+    # The epilogue's shape, each column load standing for the same load of every member.
+    placeholders = {load: ir.Load("", const(j), load.dtype) for j, load in enumerate(columns)}
+    form = ir.rebuilt(plan.epilogue, lambda n: placeholders.get(n) if isinstance(n, ir.Load) else None)
+    a = substitute_indices(c.a, contracted)
+    key = (a, c.extent, k.shape[:-1], form, p.buffers[k.out].dtype, casts, source.dtype, p.library.get(k.name))
+    return key, _Member(k, casts, source, columns, int(k.shape[last].evaluate({})))
 
 
 def _groups(p: ir.KernelProgram) -> list[list[_Member]]:
@@ -80,34 +101,41 @@ def _groups(p: ir.KernelProgram) -> list[list[_Member]]:
     return [members for members in by_key.values() if len(members) > 1]
 
 
-def _concatenation(members: list[_Member], name: str, contract: ir.Contract) -> tuple[ir.LoopKernel, ir.Buffer]:
-    """A kernel writing the members' B sources side by side: [sum of N, K], row n holding column n of B."""
-    total, k = sum(m.width for m in members), int(contract.extent.evaluate({}))
-    row, column = idx(0, total), idx(1, k)
+def _side_by_side(name: str, pieces: list[ir.Value], members: list[_Member], along: tuple[str, int] | None):
+    """A kernel writing each member's piece (a value of its N variable, and of `along`'s variable when given)
+    side by side: [sum of N] or [sum of N, along's extent], row n holding the piece's value at column n."""
+    total = sum(m.width for m in members)
+    row = idx(0, total)
+    shape = (const(total),) if along is None else (const(total), const(along[1]))
     body, offset = None, 0
-    for m in members:
-        last = len(m.kernel.shape) - 1
-        piece = substitute_indices(m.source, {f"_i{last}": row - offset, contract.var: column})
-        piece = ir.Guard((row >= offset) & (row < offset + m.width), piece, piece.dtype)
-        body = piece if body is None else ir.Apply("Add", (body, piece), piece.dtype)
+    for m, piece in zip(members, pieces):
+        table = {f"_i{len(m.kernel.shape) - 1}": row - offset} | ({} if along is None else {along[0]: idx(1, along[1])})
+        part = ir.Guard((row >= offset) & (row < offset + m.width), substitute_indices(piece, table), piece.dtype)
+        body = part if body is None else ir.Apply("Add", (body, part), piece.dtype)
         offset += m.width
-    buffer = ir.Buffer(f"{name}_weights", members[0].source.dtype, const(total * k), "temp")
-    return ir.LoopKernel(f"{name}_weights", buffer.name, (const(total), const(k)), body), buffer
+    buffer = ir.Buffer(name, pieces[0].dtype, dims_product(shape), "temp")
+    return ir.LoopKernel(name, name, shape, body), buffer
 
 
-def _merged(members: list[_Member], name: str, weights: ir.Buffer, dtype) -> tuple[ir.LoopKernel, ir.Buffer]:
-    """The first member over every member's columns, B read from the side-by-side weights."""
+def _merged(members: list[_Member], name: str, weights: ir.Buffer, columns: list[ir.Buffer], dtype):
+    """The first member over every member's columns: B read from the side-by-side weights, each column load of
+    its epilogue from its side-by-side columns."""
     first = members[0].kernel
     contract = gemm_plan.plan(first).contract
     last, total = len(first.shape) - 1, sum(m.width for m in members)
+    n = idx(last, total)
     reduced = var(contract.var, 0, max(contract.extent.hi - 1, 0))
-    b: ir.Value = ir.Load(weights.name, idx(last, total) * contract.extent + reduced, weights.dtype)
+    b: ir.Value = ir.Load(weights.name, n * contract.extent + reduced, weights.dtype)
     for cast in members[0].casts:
         b = ir.Apply("Cast", (b,), cast)
-    body = ir.rebuilt(first.body, lambda n: replace(n, b=b) if n == contract else None)
+    moved = {load: ir.Load(buf.name, n, load.dtype) for load, buf in zip(members[0].columns, columns)}
+
+    def merged_value(v: ir.Value) -> ir.Value | None:
+        return replace(v, b=b) if v == contract else moved.get(v) if isinstance(v, ir.Load) else None
+
     shape = (*first.shape[:-1], const(total))
     out = ir.Buffer(f"{name}_out", dtype, dims_product(shape), "temp")
-    return ir.LoopKernel(name, out.name, shape, body), out
+    return ir.LoopKernel(name, out.name, shape, ir.rebuilt(first.body, merged_value)), out
 
 
 def _divisions(e: Expr) -> int:
@@ -115,15 +143,15 @@ def _divisions(e: Expr) -> int:
     return own + sum(_divisions(a) for a in e.args if isinstance(a, Expr))
 
 
-def _read_columns(k: ir.Kernel, columns: dict[str, tuple[int, int]], out: str, total: int) -> ir.Kernel | None:
-    """`k` reading each member output in `columns` (buffer -> (offset, width)) as its columns of `out`, a row of
+def _read_columns(k: ir.Kernel, placed: dict[str, tuple[int, int]], out: str, total: int) -> ir.Kernel | None:
+    """`k` reading each member output in `placed` (buffer -> (offset, width)) as its columns of `out`, a row of
     `total` columns; None where an index would keep a division the member's own did not have."""
     made: dict[Expr, Expr] = {}  # the new index -> the member's index it replaces
 
     def moved(n: ir.Value) -> ir.Value | None:
-        if not isinstance(n, ir.Load) or n.buffer not in columns:
+        if not isinstance(n, ir.Load) or n.buffer not in placed:
             return None
-        offset, width = columns[n.buffer]
+        offset, width = placed[n.buffer]
         index = (n.index // width) * total + offset + n.index % width
         made[index] = n.index
         return replace(n, buffer=out, index=index)
@@ -159,23 +187,26 @@ def _merge(p: ir.KernelProgram, members: list[_Member]) -> ir.KernelProgram | No
     first, names = members[0].kernel, {m.kernel.name for m in members}
     name = f"{first.name}_to_{members[-1].kernel.name}"
     contract = gemm_plan.plan(first).contract
-    concatenation, weights = _concatenation(members, name, contract)
-    gemm, out = _merged(members, name, weights, p.buffers[first.out].dtype)
-    total, columns, offset = sum(m.width for m in members), {}, 0
+    along = (CONTRACTED, int(contract.extent.evaluate({})))
+    made = [_side_by_side(f"{name}_weights", [m.source for m in members], members, along)]
+    for j in range(len(members[0].columns)):
+        made.append(_side_by_side(f"{name}_columns{j}", [m.columns[j] for m in members], members, None))
+    weights, columns = made[0][1], [buffer for _, buffer in made[1:]]
+    gemm, out = _merged(members, name, weights, columns, p.buffers[first.out].dtype)
+    total, placed, offset = sum(m.width for m in members), {}, 0
     for m in members:
-        columns[m.kernel.out] = (offset, m.width)
+        placed[m.kernel.out] = (offset, m.width)  # where each member's output lies in the merged one's rows
         offset += m.width
     kernels: list[ir.Kernel] = []
     for k in p.kernels:
         if k.name == first.name:
-            kernels += [concatenation, gemm]
+            kernels += [*(kernel for kernel, _ in made), gemm]
         elif k.name not in names:
-            reads = ir.buffers_read(k) & columns.keys()
-            moved = _read_columns(k, columns, out.name, total) if reads else k
+            moved = _read_columns(k, placed, out.name, total) if ir.buffers_read(k) & placed.keys() else k
             if moved is None:
                 return None
             kernels.append(moved)
-    buffers = {n: b for n, b in p.buffers.items() if n not in columns} | {weights.name: weights, out.name: out}
+    buffers = {n: b for n, b in p.buffers.items() if n not in placed} | {b.name: b for _, b in made} | {out.name: out}
     library = {n: lib for n, lib in p.library.items() if n not in names}
     if first.name in p.library:
         library[gemm.name] = p.library[first.name]

@@ -1,8 +1,8 @@
 """GEMMs of one input run as one GEMM over their weights side by side (compiler/cuda/sibling_gemms.py): the
 side-by-side weights are made at load, each reader reads its member's columns of the merged output, and through
 the host shim (tensor-core kernels or cuBLAS's stand-in; blocks in either order, at a bucket's grids) the outputs
-are the reference interpreter's. GEMMs with a bias of their own, of different inputs, or whose output is the
-program's, stay apart."""
+are the reference interpreter's; biases are set side by side too. A GEMM whose output is the program's stays
+apart."""
 
 import shutil
 
@@ -13,6 +13,8 @@ import luminal as lm
 from luminal.compiler import ir
 from luminal.compiler.cuda.program import launch_plan, load_plan
 from luminal.compiler.derived_weights import ROLE
+from luminal.nn.models.generation import decoder_graphs
+from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda import nvcc
 from tests.compiler.cuda.compare import assert_matches
@@ -65,20 +67,27 @@ def test_the_key_and_value_projections_are_one_gemm_over_weights_made_at_load(li
     assert p.weights["wk"] not in read and p.weights["wv"] not in read  # the runtime lets them go after the load
 
 
-def test_gemms_with_biases_or_an_exported_output_stay_apart():
-    for g in (projections(bias=True), projections(exported=True)):
-        prog = compiled(g)
-        assert load_plan(prog.kernels) == [] and _gemm_launches(prog) == 3
+def test_gemms_with_an_exported_output_stay_apart():
+    prog = compiled(projections(exported=True))
+    assert load_plan(prog.kernels) == [] and _gemm_launches(prog) == 3
+
+
+def test_biases_are_side_by_side_too():
+    prog = compiled(projections(bias=True))
+    assert _gemm_launches(prog) == 2
+    derived = sorted(int(b.size.evaluate({})) for b in prog.kernels.buffers.values() if b.role == ROLE)
+    assert derived == [256, 256 * 256]  # the key's and value's biases, and their weights
 
 
 RUNTIMES = {"plain": {}, "reversed": {"reversed_blocks": True}, "bucketed": {"buckets": True}}
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
-@pytest.mark.parametrize("library", ["auto", "always"])
+@pytest.mark.parametrize("case", [("auto", False), ("always", False), ("auto", True)], ids=["mma", "cublas", "bias"])
 @pytest.mark.parametrize("runtime", RUNTIMES.values(), ids=RUNTIMES.keys())
-def test_matches_the_reference(library, runtime):
-    g = projections()
+def test_matches_the_reference(case, runtime):
+    library, bias = case
+    g = projections(bias=bias)
     loaded = ShimRuntime(**runtime).load(compiled(g, library))
     for rows in (3, 70):
         assert_matches(loaded.run(feed(rows)), lm.run(g, feed(rows)))
@@ -88,3 +97,16 @@ def test_matches_the_reference(library, runtime):
 def test_compiles_without_spills():
     for u in nvcc.compile_cuda(compiled(projections()).source):
         assert u.spill_bytes == 0, f"{u.kernel} spills {u.spill_bytes} bytes on sm_{u.arch}"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+def test_a_qwen2_shaped_prefill_merges_its_biased_projections_and_matches_the_reference():
+    config = LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, qkv_bias=True, dtype=lm.bfloat16)  # fmt: skip
+    g = bind_random(decoder_graphs(LlamaForCausalLM(config), max_batch=1, max_positions=512).prefill)
+    prog = compiled(g)
+    side_by_side = [name for name, b in prog.kernels.buffers.items() if b.role == ROLE and name.endswith("_weights")]
+    assert len(side_by_side) == 2  # each layer's q, k and v weights (and biases) side by side
+    ids = np.random.default_rng(3).integers(0, 256, (1, 19))
+    feed = {"input_ids": ids}
+    assert_matches(ShimRuntime().load(prog).run(feed), lm.run(g, feed))
