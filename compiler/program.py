@@ -154,13 +154,14 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
     chosen, kernels, report["candidates"] = select(candidates, target, options)
     report["choice"] = chosen
     if get_target(target).kind == "cuda":
+        from luminal.compiler.cuda.copy_order import copies_beside_partners
         from luminal.compiler.cuda.sibling_gemms import merge_sibling_gemms
 
-        # GEMMs of one input are one GEMM over their weights side by side, and what the chosen program computes
-        # from weights alone (those side-by-side weights too) runs once, at load. Only after the choice: ranked
-        # free, such copies made a paged decode step pick 113 one-row GEMMs, each over a transposed copy of its
-        # weight, over its GEMVs reading the weights in place.
-        kernels = derive_at_load(merge_sibling_gemms(kernels))
+        # GEMMs of one input become one GEMM over their weights side by side, a copy into an output moves up
+        # beside a thread kernel it can share a launch with, and what the program computes from weights alone
+        # (those side-by-side weights too) runs once, at load. All after the choice: ranked as free, copies of
+        # weights made a paged decode step pick 113 one-row GEMMs over transposed weights instead of its GEMVs.
+        kernels = derive_at_load(copies_beside_partners(merge_sibling_gemms(kernels)))
     source = codegen.program_source(kernels, target)
     report["stages"].append({"stage": "lower+fuse+codegen", "kernels": len(kernels.kernels)})
     report["kernels"] = kernel_summary(kernels)

@@ -1,8 +1,9 @@
 """Consecutive independent thread kernels over the same elements as one launch ("threads").
 
 What a model leaves as element-wise kernels in a row are copies into its outputs' layouts: a prefill writes each
-layer's values into the cache's [batch, heads, seq, dim] layout after its last layer (16 copies in a row for 16
-layers), and a concatenating decode step writes each layer's key and value caches, past and new, side by side.
+layer's values into the cache's [batch, heads, seq, dim] layout beside its keys' RoPE (compiler/cuda/copy_order.py
+moves each copy there from after the last layer), and a concatenating decode step writes each layer's key and
+value caches, past and new, side by side.
 Each is a kernel boundary (~1.3 us even inside a CUDA graph, notes/gpu.md) for a few microseconds of copying;
 in one launch each thread computes every member at its element, in turn, each in a scope of its own.
 

@@ -1,8 +1,8 @@
-"""Consecutive independent thread kernels in one launch (compiler/cuda/thread_batch.py): a prefill's copies of its
-values into the caches' layout are one "threads" launch, and so is each layer's pair of concatenations in a
-decode step; a kernel that reads another's output, or runs over another shape, keeps its launch; the memory plan
-keeps what a merged launch touches apart; through the host shim (blocks in either order, at a bucket's grid)
-every output is what the reference interpreter computes."""
+"""Consecutive independent thread kernels in one launch (compiler/cuda/thread_batch.py): a prefill layer's key RoPE
+and copy of its values into the cache's layout are one "threads" launch, and so is each layer's pair of
+concatenations in a decode step; a kernel that reads another's output, or runs over another shape, keeps its
+launch; the memory plan keeps what a merged launch touches apart; through the host shim (blocks in either order,
+at a bucket's grid) every output is what the reference interpreter computes."""
 
 import shutil
 
@@ -93,9 +93,9 @@ def llama():
     return decoder_graphs(LlamaForCausalLM(config), max_batch=1, max_positions=32)
 
 
-def test_a_prefill_copies_its_values_in_one_launch_and_a_decode_step_concatenates_each_layer_in_one(llama):
-    prefill = lm.compile(bind_random(llama.prefill), "h100", cache=False)
-    assert ("threads", LAYERS) in _shapes(prefill)
+def test_a_prefill_copies_each_layers_values_beside_its_keys_and_a_decode_step_concatenates_each_layer_in_one(llama):
+    prefill = _shapes(lm.compile(bind_random(llama.prefill), "h100", cache=False))
+    assert prefill.count(("threads", 2)) == LAYERS  # the key's RoPE and the value's copy (compiler/cuda/copy_order.py)
     step = _shapes(lm.compile(bind_random(llama.step), "h100", cache=False))
     assert step.count(("threads", 2)) == LAYERS and ("thread", 1) not in step
 
@@ -120,9 +120,9 @@ def _overlapping(program, env, together) -> list[tuple[str, str]]:
 
 
 def test_the_memory_plan_keeps_what_a_merged_launch_touches_apart(llama):
-    """Each value copy reads a projection that dies with it: planned by kernel order alone, a later copy's
-    output takes an earlier one's input's memory, which threads running the copies in any order would race on."""
-    program = lm.compile(bind_random(llama.prefill), "h100", cache=False).kernels
-    env = {"batch": 1, "seq": 7}
+    """A decode step's key and value concatenations read what dies with them: planned by kernel order alone, one's
+    output takes the memory of what the other reads, which threads running both in any order race on."""
+    program = lm.compile(bind_random(llama.step), "h100", cache=False).kernels
+    env = {"batch": 1, "past": 7}
     assert _overlapping(program, env, ()) != []
     assert _overlapping(program, env, launched_together(program)) == []
