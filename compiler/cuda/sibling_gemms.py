@@ -90,12 +90,16 @@ def _member(k: ir.Kernel, p: ir.KernelProgram, outputs: set[str]) -> tuple[tuple
     return key, _Member(k, casts, source, columns, int(k.shape[last].evaluate({})))
 
 
-def _groups(p: ir.KernelProgram) -> list[list[_Member]]:
+def _groups(p: ir.KernelProgram, known: dict[int, tuple]) -> list[list[_Member]]:
+    """The groups of two or more GEMMs that may merge; `known` keeps what each kernel was found to be, by identity
+    (a merge rewrites only the kernels it touches)."""
     outputs = {buf for buf, _ in p.outputs.values()}
     gathered_from = set().union(*(gathered(k) for k in p.kernels))
     by_key: dict[tuple, list[_Member]] = {}
     for k in p.kernels:
-        found = _member(k, p, outputs)
+        if known.get(id(k), (None,))[0] is not k:
+            known[id(k)] = (k, _member(k, p, outputs))
+        found = known[id(k)][1]
         if found is not None and k.out not in gathered_from:
             by_key.setdefault(found[0], []).append(found[1])
     return [members for members in by_key.values() if len(members) > 1]
@@ -176,11 +180,17 @@ def _read_columns(k: ir.Kernel, placed: dict[str, tuple[int, int]], out: str, to
 
 
 def merge_sibling_gemms(p: ir.KernelProgram) -> ir.KernelProgram:
-    """`p` with each group of sibling GEMMs (see the module docstring) one GEMM over side-by-side weights."""
-    for members in _groups(p):
-        merged = _merge(p, members)
+    """`p` with each group of sibling GEMMs (see the module docstring) one GEMM over side-by-side weights. The
+    groups are found again after each merge: one may read another's outputs, which the merge rewrites."""
+    known: dict[int, tuple] = {}
+    tried: set[tuple[str, ...]] = set()
+    while True:
+        groups = [g for g in _groups(p, known) if tuple(m.kernel.name for m in g) not in tried]
+        if not groups:
+            return p
+        tried.add(tuple(m.kernel.name for m in groups[0]))
+        merged = _merge(p, groups[0])
         p = merged if merged is not None else p
-    return p
 
 
 def _merge(p: ir.KernelProgram, members: list[_Member]) -> ir.KernelProgram | None:

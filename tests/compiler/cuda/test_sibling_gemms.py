@@ -10,12 +10,16 @@ import numpy as np
 import pytest
 
 import luminal as lm
+from luminal import dtypes as dt
 from luminal.compiler import ir
 from luminal.compiler.cuda.program import launch_plan, load_plan
+from luminal.compiler.cuda.sibling_gemms import merge_sibling_gemms
 from luminal.compiler.derived_weights import ROLE
 from luminal.nn.models.generation import decoder_graphs
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
 from luminal.runtime.cuda.shim import ShimRuntime
+from luminal.symbolic import const, var
+from luminal.view import idx
 from tests.compiler.cuda import nvcc
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import bind_random
@@ -110,3 +114,33 @@ def test_a_qwen2_shaped_prefill_merges_its_biased_projections_and_matches_the_re
     ids = np.random.default_rng(3).integers(0, 256, (1, 19))
     feed = {"input_ids": ids}
     assert_matches(ShimRuntime().load(prog).run(feed), lm.run(g, feed))
+
+
+def _gemm(name: str, a: str, w: str, n: int) -> ir.LoopKernel:
+    """out[m, n] = a[m, :] . w[n, :] over 256 (bf16 weights widened), a GEMM over up to 512 rows."""
+    r = var(f"_r{name}", 0, 255)  # the contraction's variable: fusion names each apart
+    a_value = ir.Load(a, idx(0, ROWS) * 256 + r, dt.float32)
+    b_value = ir.Apply("Cast", (ir.Load(w, idx(1, n) * 256 + r, dt.bfloat16),), dt.float32)
+    return ir.LoopKernel(
+        name, f"b{name}", (ROWS, const(n)), ir.Contract(f"_r{name}", const(256), a_value, b_value, dt.float32)
+    )
+
+
+def test_a_group_reading_another_groups_outputs_merges_after_it():
+    """x -> (w1, w2); w1's output -> (w3, w4): the second group's A is rewritten by the first merge, then merged."""
+    kernels = [_gemm("k1", "x", "w1", 256), _gemm("k2", "x", "w2", 128), _gemm("k3", "bk1", "w3", 128),
+               _gemm("k4", "bk1", "w4", 128)]  # fmt: skip
+    at = idx(0, ROWS) * 128 + idx(1, 128)
+    loads = [ir.Load(f"bk{j}", at, dt.float32) for j in (2, 3, 4)]
+    total = ir.Apply("Add", (ir.Apply("Add", tuple(loads[:2]), dt.float32), loads[2]), dt.float32)
+    kernels.append(ir.LoopKernel("k5", "o", (ROWS, const(128)), total))
+    buffers = {"x": ir.Buffer("x", dt.float32, ROWS * 256, "input")}
+    buffers["o"] = ir.Buffer("o", dt.float32, ROWS * 128, "output")
+    for j, n in ((1, 256), (2, 128), (3, 128), (4, 128)):
+        buffers[f"w{j}"] = ir.Buffer(f"w{j}", dt.bfloat16, const(n * 256), "weight")
+        buffers[f"bk{j}"] = ir.Buffer(f"bk{j}", dt.float32, ROWS * n, "temp")
+    weights, outputs = {f"w{j}": f"w{j}" for j in range(1, 5)}, {"o": ("o", (ROWS, const(128)))}
+    merged = merge_sibling_gemms(ir.KernelProgram(buffers, kernels, {"x": "x"}, weights, outputs, {"m": ROWS}))
+    assert [k.shape[-1] for k in merged.kernels if isinstance(k.body, ir.Contract)] == [const(384), const(256)]
+    for k in merged.kernels:  # every buffer read is one the program has
+        assert ir.buffers_read(k) <= merged.buffers.keys(), k.name
