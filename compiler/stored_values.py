@@ -19,19 +19,10 @@ from dataclasses import replace
 
 from luminal import dtypes as dt
 from luminal.compiler import ir
-from luminal.symbolic import Expr, as_expr
-from luminal.view import contiguous_strides, idx
+from luminal.view import ShapeTracker
 
 # The float types each float type converts to exactly: a value cast up and back is itself.
 WIDER = {dt.bfloat16: (dt.float32, dt.float64), dt.float16: (dt.float32, dt.float64), dt.float32: (dt.float64,)}
-
-
-def _position(shape: tuple) -> Expr:
-    """The row-major position of a kernel's loop indices in a buffer of `shape`."""
-    total = as_expr(0)
-    for axis, (dim, stride) in enumerate(zip(shape, contiguous_strides(shape))):
-        total = total + idx(axis, dim) * stride
-    return total
 
 
 def _stored(k: ir.Kernel, buffers: dict[str, ir.Buffer]) -> bool:
@@ -59,7 +50,7 @@ def read_stored_values(program: ir.KernelProgram) -> ir.KernelProgram:
         if not _stored(stored, program.buffers):
             continue
         needs = ir.buffers_read(stored)
-        forms = _forms(stored, ir.Load(stored.out, _position(stored.shape), stored.body.dtype))
+        forms = _forms(stored, ir.Load(stored.out, ShapeTracker.contiguous(stored.shape).index, stored.body.dtype))
         for r in range(j + 1, len(kernels)):
             reader = kernels[r]
             if not isinstance(reader, ir.LoopKernel) or reader.shape != stored.shape:
