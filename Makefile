@@ -66,8 +66,8 @@ GPU_PYTHON ?= $(PY)
 bench-gpu:
 	$(GPU_PYTHON) bench/gpu.py $(BENCH_GPU_ARGS)
 
-# The wheels the lent GPU machine lacks (egglog and what it imports), into .whl/ for the device call's carry.
-gpu-wheels:
+# The wheels the lent GPU machine lacks (egglog, the platform, tritonclient), into .whl/ for the device call's carry.
+gpu-wheels: $(STAMP)
 	bash bench/build_wheels.sh
 
 format: $(STAMP)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU programme on the lent GPU machine, run from the repository root by the device tool's `run`:
-#   bash bench/device_session.sh [env] [tests] [opcheck] [bench]      (no stage named: all four)
+#   bash bench/device_session.sh [env] [tests] [platform] [opcheck] [bench]      (no stage named: all five)
 # Installs the carried wheels (.whl/, from bench/build_wheels.sh) and luminal itself (editable, as here, so
 # the compiler version matches programs precompiled here), then runs each named stage under its own timeout,
 # writing one log per stage and summary.txt under $OUT. bench reads .programs/ when it was carried (written
@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 LUMINAL_CACHE_DIR=/tmp/luminal-cache
 PY=${PY:-python3}
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(env tests opcheck bench)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(env tests platform opcheck bench)
 
 if ls .whl/*.whl >/dev/null 2>&1; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -68,6 +68,9 @@ for s in "${STAGES[@]}"; do
             stage tests "${TESTS_TIMEOUT:-240}" $PY -m pytest -q -n 8 -rs $dirs
         fi
         ;;
+    platform) # `luminal serve`, `luminal deploy --gpu TYPE`, Triton client requests, billing: as processes, on the GPU
+        stage platform "${PLATFORM_TIMEOUT:-120}" $PY -m pytest -q -rs tests/cli/test_platform_processes.py
+        ;;
     opcheck) # the op suite compiled for h100 and run by the CUDA runtime, against torch
         stage opcheck "${OPCHECK_TIMEOUT:-300}" env LUMINAL_OPCHECK_TARGET=h100 $PY -m pytest -q -n 12 tests/ops
         ;;
@@ -77,7 +80,7 @@ for s in "${STAGES[@]}"; do
         stage gpu_bench "${BENCH_TIMEOUT:-540}" $PY bench/gpu.py "${programs[@]}" ${BENCH_ARGS:-}
         ;;
     *)
-        echo "unknown stage $s (env, tests, opcheck, bench)" | tee -a "$OUT/summary.txt"
+        echo "unknown stage $s (env, tests, platform, opcheck, bench)" | tee -a "$OUT/summary.txt"
         ;;
     esac
 done
