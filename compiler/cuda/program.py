@@ -71,10 +71,11 @@ def planned_launches(p: ir.KernelProgram, at_load: bool = False) -> list[tuple[t
     return thread_batch.merge_threads(plan)
 
 
-def launched_together(p: ir.KernelProgram) -> list[tuple[str, ...]]:
+def launched_together(p: ir.KernelProgram, planned: list | None = None) -> list[tuple[str, ...]]:
     """The kernels (by name) of each launch that runs several: the memory plan keeps what they touch live over
-    the whole run (compiler/memory.py's `together`)."""
-    return [tuple(k.name for k in members) for members, _ in planned_launches(p) if len(members) > 1]
+    the whole run (compiler/memory.py's `together`). `planned`: the run's planned_launches, if at hand."""
+    planned = planned_launches(p) if planned is None else planned
+    return [tuple(k.name for k in members) for members, _ in planned if len(members) > 1]
 
 
 def launch_plan(p: ir.KernelProgram) -> list[Launch]:
