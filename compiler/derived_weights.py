@@ -5,9 +5,10 @@ run: a weight copied transposed into the layout a GEMM reads, widened to float32
 CUDA fusion computes nothing in a GEMM's operands, so such a copy stays a kernel: the prefill's logits
 copied the whole of lm_head (131 MB read and 131 MB written at 1.1B) on every run. Here the buffer such a
 kernel writes gets role `derived`: it is allocated once per loaded program, apart from the arena, and the
-runtime runs the kernels that write derived buffers once after binding the weights (the CUDA runtime's load
-plan, the host shim's `lm_prepare`); the per-run launch plan and the cost model leave them out. Marked on the
-chosen CUDA program only (compiler/program.py): candidates are ranked with these copies in every run.
+runtime runs the kernels that write derived buffers once after binding the weights (the CUDA and Metal
+runtimes' load plans, the host shims' `lm_prepare`); the per-run launch plan and the cost model leave them out.
+Marked on the chosen CUDA or Metal program only (compiler/program.py): candidates are ranked with these copies in
+every run.
 
 Only kernels whose buffers all have sizes known at compile time qualify (a derived buffer is allocated before
 any dims are bound), and only where what they write is at most twice what they read (a float32 copy of a half

@@ -162,6 +162,8 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
         # (those side-by-side weights too) runs once, at load. All after the choice: ranked as free, copies of
         # weights made a paged decode step pick 113 one-row GEMMs over transposed weights instead of its GEMVs.
         kernels = derive_at_load(copies_beside_partners(merge_sibling_gemms(kernels)))
+    elif get_target(target).kind == "metal":  # Metal runs CUDA's kernels one launch each: no merges there
+        kernels = derive_at_load(kernels)
     source = codegen.program_source(kernels, target)
     report["stages"].append({"stage": "lower+fuse+codegen", "kernels": len(kernels.kernels)})
     report["kernels"] = kernel_summary(kernels)

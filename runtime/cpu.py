@@ -118,7 +118,7 @@ class CpuExecutable:
                 self.fixed[name] = np.zeros(int(buf.size.evaluate({})), np.float32)
             if buf.role == COUNTERS:  # a CUDA program's arrival counters (the host shim): zero, kept between runs
                 self.fixed[name] = np.zeros(int(buf.size.evaluate({})), np.int32)
-            if buf.role == DERIVED:  # a CUDA program's weights copied at load (the host shim): by lm_prepare
+            if buf.role == DERIVED:  # a GPU program's weights copied at load (the host shims): by lm_prepare
                 self.fixed[name] = np.zeros(int(buf.size.evaluate({})), _np_storage(buf.dtype))
         for name, arr in self.fixed.items():
             self.table[self.slots[name]] = arr.ctypes.data
@@ -151,7 +151,7 @@ class CpuExecutable:
             self.table[self.slots[buf]] = self.fixed[buf].ctypes.data
 
     def prepare(self, entry) -> int:
-        """`lm_prepare(table, D)`: the weights' panels packed (and a CUDA program's derived buffers computed)."""
+        """`lm_prepare(table, D)`: the weights' panels packed (and a GPU program's derived buffers computed)."""
         return entry(self.table, (ctypes.c_int64 * max(len(self.symbols), 1))())
 
     def build(self, source: str) -> Path:

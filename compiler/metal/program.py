@@ -3,7 +3,8 @@
 A Metal program runs the CUDA launch plan (compiler/cuda/launch.py: a launch is `grid` threadgroups of `block`
 threads, its buffers in order, output first) with the CUDA generator's kernel bodies; each kernel's signature is
 Metal's: the buffers as `[[buffer(j)]]` arguments in launch order, then the dims block `D` (`constant`) and the
-status flag, then the dispatch's indices. The runtime (runtime/metal/) binds them in that order. Deterministic,
+status flag, then the dispatch's indices. The runtime (runtime/metal/) binds them in that order, and encodes the
+kernels of derived buffers once at load (`load_plan`), the rest on every run (`launch_plan`). Deterministic,
 like the CUDA source; a source that still spells something MSL lacks, or a kernel with more buffer arguments
 than Metal binds, is refused with the reason.
 """
@@ -12,17 +13,27 @@ from __future__ import annotations
 
 import re
 
-from luminal.compiler import ir
+from luminal.compiler import derived_weights, ir
 from luminal.compiler.cuda import program as cuda_program
 from luminal.compiler.cuda.launch import Launch, launches
 from luminal.compiler.dialects import CUDA, METAL
 from luminal.compiler.metal.prelude import PRELUDE
 
 
-def launch_plan(p: ir.KernelProgram) -> list[Launch]:
+def launch_plan(p: ir.KernelProgram, at_load: bool = False) -> list[Launch]:
     """CUDA's launches (Metal dispatches threadgroups as CUDA launches blocks), without the tensor-core GEMMs
-    (`nvcuda::wmma` has no MSL spelling here: half GEMMs stay on the SIMT kernel)."""
-    return [launch for k in p.kernels for launch in launches(k, ir.buffers_in_order(k))]
+    (`nvcuda::wmma` has no MSL spelling here: half GEMMs stay on the SIMT kernel). With `at_load`, those of the
+    kernels run once when the program is loaded instead (compiler/derived_weights.py)."""
+    return [launch for k, launch in _planned(p) if derived_weights.at_load(k, p.buffers) == at_load]
+
+
+def load_plan(p: ir.KernelProgram) -> list[Launch]:
+    """The dispatches the runtime encodes once, after binding the weights: the kernels of derived buffers."""
+    return launch_plan(p, at_load=True)
+
+
+def _planned(p: ir.KernelProgram) -> list[tuple[ir.Kernel, Launch]]:
+    return [(k, launch) for k in p.kernels for launch in launches(k, ir.buffers_in_order(k))]
 
 
 class MetalUnsupported(ValueError):
@@ -64,10 +75,10 @@ def refuse_what_msl_lacks(source: str) -> None:
 def program_source(p: ir.KernelProgram) -> str:
     symbols = sorted(p.symbols)
     parts = [PRELUDE]
-    for k in p.kernels:
-        for launch in launches(k, ir.buffers_in_order(k)):
-            comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} threadgroups of {launch.block} threads */"
-            parts.append("\n".join([comment, *kernel_source(launch, k, p, symbols)]))
+    for k, launch in _planned(p):
+        once = ", once at load" if derived_weights.at_load(k, p.buffers) else ""
+        comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} threadgroups of {launch.block} threads{once} */"
+        parts.append("\n".join([comment, *kernel_source(launch, k, p, symbols)]))
     source = "\n\n".join(parts) + "\n"
     refuse_what_msl_lacks(source)
     return source

@@ -42,14 +42,14 @@ NO_SHADOW_STACK = ["-fcf-protection=none"] if platform.machine() in ("x86_64", "
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-w", *NO_SHADOW_STACK]
 
 
-def driver(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str:
+def driver(p: ir.KernelProgram, plan: list[Launch] | None = None, once: list[Launch] | None = None) -> str:
     """`lm_run_grid(B, D, G)`: every launch of the plan (CUDA's unless given), its pointers read from the buffer
     table by slot, its block count evaluated at the dims G while the kernels read the dims D (a CUDA graph
     captured for a shape bucket launches so); `lm_run(B, D)` is the exact launch, G = D. `lm_prepare(B, D)`:
-    the program's load plan (compiler/derived_weights.py), which the CPU runtime calls once after binding the
-    weights."""
+    the program's load plan `once` (CUDA's unless given; compiler/derived_weights.py), which the CPU runtime
+    calls once after binding the weights."""
     plan = launch_plan(p) if plan is None else plan
-    once = load_plan(p)
+    once = load_plan(p) if once is None else once
     lines = ['#include "lm_cublas.h"'] if any(launch.call is not None for launch in [*once, *plan]) else []
     lines += _entry("lm_run_grid(void** B, const int64_t* D, const int64_t* G)", p, plan)
     lines += _entry("lm_prepare(void** B, const int64_t* D)", p, once, grid="D")

@@ -3,7 +3,9 @@ forward pass encoded into one command buffer.
 
 Load: the MSL compiled once (MSL 3.1 for bfloat, fast math off: every op rounds as the reference does), each
 launch's function looked up by name and made a pipeline, checked to allow the launch's threadgroup size; each
-weight copied once into its own MTLBuffer. Memory is unified: buffers are in shared storage, so inputs are
+weight copied once into its own MTLBuffer; then the load plan encoded once into a command buffer of its own:
+the buffers computed from weights alone (compiler/derived_weights.py), each in its own MTLBuffer, after which a
+weight only those dispatches read is let go. Memory is unified: buffers are in shared storage, so inputs are
 written into and outputs read from the arena's bytes in place, with no blit.
 Run: the symbols bound from the inputs' shapes; the arena of their shape bucket (runtime/cuda/buckets.py: one
 allocation per bucket, laid out by the memory plan, runtime/cuda/layout.py) found or allocated; the inputs copied
@@ -26,9 +28,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from luminal.compiler import ir, prepack
+from luminal.compiler import derived_weights, ir, prepack
+from luminal.compiler.cuda.launch import Launch
 from luminal.compiler.in_place import written_inputs
-from luminal.compiler.metal.program import launch_plan
+from luminal.compiler.metal.program import launch_plan, load_plan
 from luminal.graph import Graph
 from luminal.runtime.cuda import buckets
 from luminal.runtime.cuda.layout import Layout, launches_at, layout
@@ -64,6 +67,10 @@ class Arena:
         return self.bytes[start : start + count * kind.itemsize].view(kind)
 
 
+def _bytes(buf: ir.Buffer) -> int:
+    return int(buf.size.evaluate({})) * buf.dtype.itemsize
+
+
 class MetalExecutable:
     def __init__(self, api: Any, graph: Graph, program: ir.KernelProgram, source: str, weights: Mapping[str, Any]):
         packed = [name for name, b in program.buffers.items() if b.role == prepack.ROLE]
@@ -72,7 +79,7 @@ class MetalExecutable:
         self.api, self.graph, self.program = api, graph, program
         self.lock = threading.Lock()  # one run at a time: the arenas and the status flag are shared
         self.symbols = sorted(program.symbols)
-        self.plan = launch_plan(program)
+        self.plan, self.load = launch_plan(program), load_plan(program)
         self.device = api.MTLCreateSystemDefaultDevice()
         self.queue = self.device.newCommandQueue()
         self.pipelines = self._pipelines(source)
@@ -81,6 +88,7 @@ class MetalExecutable:
         self.status = self.device.newBufferWithLength_options_(STATUS_BYTES, api.MTLResourceStorageModeShared)
         self.arenas: dict[tuple[int, ...], Arena] = {}
         self.in_place = written_inputs(program)  # input buffer -> input name
+        self._derive()
 
     def _pipelines(self, source: str) -> dict[str, Any]:
         api, options = self.api, self.api.MTLCompileOptions.new()
@@ -88,7 +96,7 @@ class MetalExecutable:
         options.setLanguageVersion_(api.MTLLanguageVersion3_1)  # bfloat
         library = _checked(self.device.newLibraryWithSource_options_error_(source, options, None), "compiling the MSL")
         pipelines = {}
-        for launch in self.plan:
+        for launch in [*self.load, *self.plan]:
             function = library.newFunctionWithName_(launch.kernel)
             if function is None:
                 raise MetalError(f"the MSL library has no kernel {launch.kernel}")
@@ -107,6 +115,22 @@ class MetalExecutable:
             raise ValueError(f"weight {buf.label!r}: {array.size} elements of {array.dtype}, expected "
                              f"{buf.size} of {buf.dtype.name}")  # fmt: skip
         return shared_buffer(self.device, self.api, array.tobytes())
+
+    def _derive(self) -> None:
+        """The load plan, once: every derived buffer computed from the weights; then a weight only those
+        dispatches read is let go, since no run reads it."""
+        if not self.load:
+            return
+        for name, b in self.program.buffers.items():
+            if b.role == derived_weights.ROLE:
+                self.weights[name] = shared_buffer(self.device, self.api, bytes(_bytes(b)))
+        host_bytes(self.status)[...] = 0
+        self._encode_and_wait(self.load, dict.fromkeys(self.symbols, 0), None, {})  # no derived kernel reads a dim
+        if int(host_bytes(self.status).view(np.int32)[0]):
+            raise IndexError("a gather index was out of range while deriving buffers from the weights at load")
+        read = {buf for launch in self.plan for buf in launch.buffers}
+        for buf in set(self.program.weights.values()) - read:
+            del self.weights[buf]
 
     def array(self, value: Any) -> MetalArray:
         """`value` copied once into a buffer of this executable's device: a donated input given so (a KV pool)
@@ -131,7 +155,7 @@ class MetalExecutable:
             given = {b: inputs[label] for b, label in self.in_place.items() if isinstance(inputs[label], MetalArray)}
             self._copy_inputs(arena, arrays, given)
             host_bytes(self.status)[...] = 0
-            self._encode_and_wait(arena, env, {b: array.buffer for b, array in given.items()})
+            self._encode_and_wait(self.plan, env, arena, {b: array.buffer for b, array in given.items()})
             failed = int(host_bytes(self.status).view(np.int32)[0])
             outputs = self._outputs(arena, env, given)
         if failed:
@@ -145,15 +169,17 @@ class MetalExecutable:
                 flat = np.ascontiguousarray(arrays[label]).reshape(-1).view(storage(self.program.buffers[buf].dtype))
                 arena.view(buf, flat.size, flat.dtype)[...] = flat
 
-    def _encode_and_wait(self, arena: Arena, env: Mapping[str, int], bound: Mapping[str, Any]) -> None:
+    def _encode_and_wait(self, plan: list[Launch], env: Mapping[str, int], arena: Arena | None,
+                         bound: Mapping[str, Any]) -> None:  # fmt: skip
         """The whole plan in one command buffer, committed and waited for; `bound` holds the caller's buffers
-        bound in place of their arena slots (buffer -> MTLBuffer)."""
+        bound in place of their arena slots (buffer -> MTLBuffer). The load plan has no arena: it reads and
+        writes the resident buffers alone."""
         api = self.api
         dims = np.array([env[s] for s in self.symbols] or [0], np.int64).tobytes()
         commands = self.queue.commandBuffer()
         encoder = commands.computeCommandEncoder()
         whole = {**self.weights, **bound}  # buffers bound from their first byte; the rest lie in the arena
-        for launch, groups in launches_at(self.plan, env):
+        for launch, groups in launches_at(plan, env):
             encoder.setComputePipelineState_(self.pipelines[launch.kernel])
             for slot, name in enumerate(launch.buffers):
                 if name in whole:

@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from luminal.compiler.metal.program import launch_plan
+from luminal.compiler.metal.program import launch_plan, load_plan
 from luminal.runtime.cpu import CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
 from luminal.runtime.cuda import shim as cuda_shim
@@ -73,11 +73,11 @@ def build_library(msl: str, driver: str) -> Path:
 
 
 def entries(program) -> str:
-    """`lm_run` over the whole launch plan, and `lm_kernel_<name>(P, groups)` per launch (one dispatch alone,
-    its arguments the pointers in P: what the stand-in Metal device in the tests calls), over Metal's launch plan
-    (CUDA's merges launches Metal keeps apart)."""
-    plan = launch_plan(program)
-    return cuda_shim.driver(program, plan) + cuda_shim.kernel_entries(program, plan)
+    """`lm_run` over the whole launch plan, `lm_prepare` over the load plan, and `lm_kernel_<name>(P, groups)`
+    per launch of either (one dispatch alone, its arguments the pointers in P: what the stand-in Metal device in
+    the tests calls), over Metal's plans (CUDA's merges launches Metal keeps apart)."""
+    plan, once = launch_plan(program), load_plan(program)
+    return cuda_shim.driver(program, plan, once) + cuda_shim.kernel_entries(program, [*once, *plan])
 
 
 class MetalShimExecutable(CpuExecutable):
