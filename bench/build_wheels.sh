@@ -5,7 +5,7 @@
 # - the compile path: egglog and what it imports when it loads (cloudpickle, black and black's own imports,
 #   graphviz, opentelemetry-api, platformdirs), egglog stripped of its debug information (49 -> 6 MB);
 # - the platform (`luminal serve`, `luminal deploy`) and the Triton HTTP client its end-to-end test calls it with.
-# About 30 MB: the device call carries at most 64 MiB with the working tree.
+# About 36 MB: the device call carries at most 64 MiB with the working tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV_PY=${VENV_PY:-.venv/bin/python}
@@ -13,8 +13,8 @@ COMPILER=(egglog cloudpickle black click mypy-extensions packaging pathspec pyto
     platformdirs typing-extensions)
 PLATFORM=(fastapi starlette pydantic pydantic-core pydantic-settings python-dotenv typing-inspection annotated-types
     annotated-doc anyio idna sniffio uvicorn h11 httptools uvloop sqlalchemy greenlet alembic mako markupsafe httpx
-    httpcore certifi typer rich markdown-it-py mdurl pygments shellingham prometheus-client orjson jinja2 tokenizers)
-PLATFORM+=(redis hiredis)
+    httpcore certifi typer rich markdown-it-py mdurl pygments shellingham prometheus-client orjson jinja2 tokenizers
+    redis hiredis)
 CLIENT=(tritonclient geventhttpclient gevent zope.event zope.interface brotli python-rapidjson urllib3)
 # name==version for each, as the venv has it (the same versions the tests here ran with)
 PINS=$($VENV_PY -c '
