@@ -189,9 +189,10 @@ def kernel_program(
         kernels = fuse_chosen(kernels, marked, get_target(target), stats=stats)
     before = len(kernels.kernels)
     kernels = fuse_single_consumers(kernels, get_target(target))
-    if get_target(target).kind in ("cuda", "metal"):  # a LayerNorm's statistics then fuse into its application
+    if get_target(target).kind in ("cuda", "metal"):
+        # A LayerNorm's statistics then fuse into its application; and a launch or a dispatch costs more than
+        # recomputing a few sines where they are read.
         kernels = fuse_single_consumers(read_stored_values(kernels), get_target(target))
-    if get_target(target).kind == "cuda":  # a launch costs more there than recomputing a few sines
         kernels = inline_index_functions(kernels, get_target(target))
     if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan and kernel bodies
         from luminal.compiler.cuda.norm_prologue import fuse_norms_into_gemvs
