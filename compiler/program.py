@@ -226,10 +226,12 @@ def kernel_program(
         kernels = add_arrival_counters(add_partials_buffers(kernels))  # flash decoding in one launch
         return bring_gemvs_together(kernels)  # then consecutive GEMVs are one launch (compiler/cuda/gemv_batch.py)
     if kind == "metal":
+        from luminal.compiler.cuda.attention_layout import store_attentions_in_reader_layout
+
         kernels = scatter_in_place(kernels, graph.donated)
         if check_mode(activation_dtype) == "auto":
             kernels = store_half_activations(kernels)
-        return add_partials_buffers(kernels)
+        return add_partials_buffers(store_attentions_in_reader_layout(kernels))  # as CUDA's: a block per row
     if kind != "cpu":
         return kernels
     # A quantized matmul's zero points are subtracted where the integer GEMM packs (compiler/fuse_int_operands.py).
