@@ -4,7 +4,8 @@ A prefill's or an encoder's attention computes [batch, heads, seq, head_dim], an
 [batch, seq, heads * head_dim]. Fusion gives no GEMM an operand read through a view that splits its contraction
 axis into heads (cuBLAS reads strided matrices), so a kernel copies each attention's output into that layout:
 a launch per layer, and the output written and read once more. The CUDA attention runs a block per query row,
-decoded from its flat index into the leading axes (compiler/cuda/attention.py), so it runs them in any order.
+decoded from its flat index into the leading axes (compiler/cuda/attention.py), so it runs them in any order;
+Metal runs the same body, a threadgroup per row (compiler/metal/), and gets this pass too.
 So an attention whose output only such a copy reads now loops over the copy's order ([batch, seq, heads,
 head_dim]) and stores into the copy's buffer, and the copy goes. The copy's order is found among the
 permutations of the attention's leading axes: the one whose row-major position is where the copy reads.
