@@ -31,7 +31,8 @@ def at_load(k: ir.Kernel, buffers: dict[str, ir.Buffer]) -> bool:
     return buffers[k.out].role == ROLE
 
 
-def _bytes(buf: ir.Buffer) -> int:
+def buffer_bytes(buf: ir.Buffer) -> int:
+    """A buffer's bytes; its size known at compile time (as a derived buffer's is)."""
     return int(buf.size.evaluate({})) * buf.dtype.itemsize
 
 
@@ -50,12 +51,12 @@ def _derivable(k: ir.Kernel, buffers: dict[str, ir.Buffer], dims: set[str], outp
     extents = () if isinstance(k, ir.LoopKernel) else (*k.src_shape, k.limit)
     if any(depends_on(body, s) for body in bodies for s in dims) or any(e.symbols() for e in extents):
         return False  # reads at a dim bound at run time (a position, a bound)
-    return _bytes(out) <= 2 * sum(_bytes(buffers[name]) for name in read)
+    return buffer_bytes(out) <= 2 * sum(buffer_bytes(buffers[name]) for name in read)
 
 
 def derived_bytes(program: ir.KernelProgram) -> int:
     """Bytes the derived buffers keep resident beside the weights (a weight only they read can be let go)."""
-    return sum(_bytes(b) for b in program.buffers.values() if b.role == ROLE)
+    return sum(buffer_bytes(b) for b in program.buffers.values() if b.role == ROLE)
 
 
 def derive_at_load(program: ir.KernelProgram) -> ir.KernelProgram:

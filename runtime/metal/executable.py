@@ -67,10 +67,6 @@ class Arena:
         return self.bytes[start : start + count * kind.itemsize].view(kind)
 
 
-def _bytes(buf: ir.Buffer) -> int:
-    return int(buf.size.evaluate({})) * buf.dtype.itemsize
-
-
 class MetalExecutable:
     def __init__(self, api: Any, graph: Graph, program: ir.KernelProgram, source: str, weights: Mapping[str, Any]):
         packed = [name for name, b in program.buffers.items() if b.role == prepack.ROLE]
@@ -123,7 +119,7 @@ class MetalExecutable:
             return
         for name, b in self.program.buffers.items():
             if b.role == derived_weights.ROLE:
-                self.weights[name] = shared_buffer(self.device, self.api, bytes(_bytes(b)))
+                self.weights[name] = shared_buffer(self.device, self.api, bytes(derived_weights.buffer_bytes(b)))
         host_bytes(self.status)[...] = 0
         self._encode_and_wait(self.load, dict.fromkeys(self.symbols, 0), None, {})  # no derived kernel reads a dim
         if int(host_bytes(self.status).view(np.int32)[0]):
