@@ -301,15 +301,16 @@ def may_inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, target=None) ->
     """Whether `consumer` may compute `producer` at all: never as a GEMM's operand (packing reads an operand
     once per tile, a fused producer would be recomputed per output column), never as gathered data, and
     neither may be an attention (the C generator packs its operands straight from buffers), except that on a
-    CUDA target (`target`'s kind) an attention may compute an element-wise producer of its operands: the CUDA
-    attention evaluates each operand as an expression where it reads it (compiler/cuda/attention.py), so a
-    decode step's key and value casts and the KV cache's concatenation cost no launch and no copy of the cache.
+    CUDA or Metal target (`target`'s kind) an attention may compute an element-wise producer of its operands:
+    the CUDA attention, whose body Metal runs too, evaluates each operand as an expression where it reads it
+    (compiler/cuda/attention.py), so a decode step's key and value casts and the KV cache's concatenation cost
+    no launch and no copy of the cache.
     """
     if attends(producer) or producer.out in gathered(consumer):
         return False
     if attends(consumer):
-        cuda = target is not None and getattr(target, "kind", None) == "cuda"
-        return cuda and not any(isinstance(n, (ir.Reduce, ir.Contract)) for n in ir.walk(producer.body))
+        gpu = getattr(target, "kind", None) in ("cuda", "metal")
+        return gpu and not any(isinstance(n, (ir.Reduce, ir.Contract)) for n in ir.walk(producer.body))
     return not _read_by_contract(producer.out, consumer)
 
 

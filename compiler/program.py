@@ -153,7 +153,7 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
         candidate.donated = {o: i for o, i in donated.items() if o in candidate.outputs and i in candidate.inputs}
     chosen, kernels, report["candidates"] = select(candidates, target, options)
     report["choice"] = chosen
-    if get_target(target).kind == "cuda":
+    if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan, merges included
         from luminal.compiler.cuda.copy_order import copies_beside_partners
         from luminal.compiler.cuda.sibling_gemms import merge_sibling_gemms
 
@@ -162,8 +162,6 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
         # (those side-by-side weights too) runs once, at load. All after the choice: ranked as free, copies of
         # weights made a paged decode step pick 113 one-row GEMMs over transposed weights instead of its GEMVs.
         kernels = derive_at_load(copies_beside_partners(merge_sibling_gemms(kernels)))
-    elif get_target(target).kind == "metal":  # Metal runs CUDA's kernels one launch each: no merges there
-        kernels = derive_at_load(kernels)
     source = codegen.program_source(kernels, target)
     report["stages"].append({"stage": "lower+fuse+codegen", "kernels": len(kernels.kernels)})
     report["kernels"] = kernel_summary(kernels)
@@ -207,7 +205,8 @@ def kernel_program(
     # source (compiler/cuda/read_past_casts.py), activations that hold half values are stored in their half type
     # (compiler/half_activations.py), and a flash-decoding attention has a scratch buffer.
     # Metal runs CUDA's launch plan (compiler/metal/program.py), flash decoding's scratch included, with the same
-    # in-place scatters and half activations (the Metal runtime binds a donated MTLBuffer in place).
+    # attention reads through the KV cache's concatenation, in-place scatters (the Metal runtime binds a donated
+    # MTLBuffer in place), half activations and GEMVs brought together; not the tensor cores' half operands.
     kind = get_target(target).kind
     if kind == "cuda":  # the CUDA runtime binds a donated device array in place (runtime/cuda/executable.py)
         from luminal.compiler.cuda.arrivals import add_arrival_counters
@@ -227,11 +226,14 @@ def kernel_program(
         return bring_gemvs_together(kernels)  # then consecutive GEMVs are one launch (compiler/cuda/gemv_batch.py)
     if kind == "metal":
         from luminal.compiler.cuda.attention_layout import store_attentions_in_reader_layout
+        from luminal.compiler.cuda.attention_reads import attend_through_concatenations
+        from luminal.compiler.cuda.gemv_order import bring_gemvs_together
 
-        kernels = scatter_in_place(kernels, graph.donated)
+        kernels = scatter_in_place(attend_through_concatenations(kernels, get_target(target)), graph.donated)
         if check_mode(activation_dtype) == "auto":
             kernels = store_half_activations(kernels)
-        return add_partials_buffers(store_attentions_in_reader_layout(kernels))  # as CUDA's: a block per row
+        kernels = add_partials_buffers(store_attentions_in_reader_layout(kernels))  # as CUDA's: a block per row
+        return bring_gemvs_together(kernels)
     if kind != "cpu":
         return kernels
     # A quantized matmul's zero points are subtracted where the integer GEMM packs (compiler/fuse_int_operands.py).
@@ -240,12 +242,18 @@ def kernel_program(
 
 
 def _launched_together(kernels: ir.KernelProgram, target: str) -> list[tuple[str, ...]]:
-    """The kernels of each launch that runs several (a CUDA program's merged launches), for the memory plan."""
-    if get_target(target).kind != "cuda":
-        return []
-    from luminal.compiler.cuda.program import launched_together
+    """The kernels of each launch that runs several (a CUDA or Metal program's merged launches), for the memory
+    plan."""
+    kind = get_target(target).kind
+    if kind == "cuda":
+        from luminal.compiler.cuda.program import launched_together
 
-    return launched_together(kernels)
+        return launched_together(kernels)
+    if kind == "metal":
+        from luminal.compiler.metal.program import launched_together as dispatched_together
+
+        return dispatched_together(kernels)
+    return []
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:

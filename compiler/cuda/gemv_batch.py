@@ -101,9 +101,7 @@ def _joins(run: list[Planned], planned: Planned, position: dict[str, int], spans
         return False  # one shared array of one type
     last = position[k.name]
     planned_buffers = {b for m in [*members, k] for b in _touched(m) if b in spans}
-    if any(spans[b].last < last for b in planned_buffers):
-        return False  # its memory may be another member's output
-    return len(member_buffers([*members, k])) <= MAX_BUFFERS
+    return all(spans[b].last >= last for b in planned_buffers)  # or its memory may be another member's output
 
 
 def _merged(run: list[Planned]) -> Planned:
@@ -117,12 +115,13 @@ def _merged(run: list[Planned]) -> Planned:
     return members, Launch(name, "gemvs", grid, run[0][1].block, member_buffers(list(members)), writes=len(members))
 
 
-def merge_gemvs(plan: list[Planned], p: ir.KernelProgram) -> list[Planned]:
-    """`plan` (each launch with the kernels it runs) with every run of mergeable GEMVs one launch."""
+def merge_gemvs(plan: list[Planned], p: ir.KernelProgram, max_buffers: int = MAX_BUFFERS) -> list[Planned]:
+    """`plan` (each launch with the kernels it runs) with every run of mergeable GEMVs one launch, of at most
+    `max_buffers` pointer arguments."""
     position = {k.name: j for j, k in enumerate(p.kernels)}
     spans = memory.lifetimes(p)
 
     def joins(run: list[Planned], planned: Planned) -> bool:
         return _joins(run, planned, position, spans)
 
-    return merge_runs(plan, lambda planned: planned[1].shape == "gemv", joins, _merged)
+    return merge_runs(plan, lambda planned: planned[1].shape == "gemv", joins, _merged, max_buffers)

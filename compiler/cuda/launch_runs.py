@@ -1,6 +1,7 @@
 """Runs of consecutive launches merged into one (compiler/cuda/scatter_batch.py, compiler/cuda/gemv_batch.py,
 compiler/cuda/warp_batch.py): the walk over the plan they share, the pointer arguments of a merged launch, and
-whether a member reads another's output only where it writes its own."""
+whether a member reads another's output only where it writes its own. A run stops where one more member would
+take the merged launch past `max_buffers` pointer arguments (CUDA's MAX_BUFFERS; Metal binds fewer)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,18 @@ def merge_runs(
     starts: Callable[[Planned], bool],
     joins: Callable[[list[Planned], Planned], bool],
     merged: Callable[[list[Planned]], Planned],
+    max_buffers: int = MAX_BUFFERS,
 ) -> list[Planned]:
     """`plan` with every run of consecutive launches that `joins` accepts, from one that `starts` one, as
-    `merged` makes it (a run of one stays as it was)."""
+    `merged` makes it (a run of one stays as it was), each within `max_buffers` pointer arguments."""
+
+    def fits(run: list[Planned], planned: Planned) -> bool:
+        return len(member_buffers([m for ks, _ in [*run, planned] for m in ks])) <= max_buffers
+
     out: list[Planned] = []
     run: list[Planned] = []
     for planned in plan:
-        if run and joins(run, planned):
+        if run and joins(run, planned) and fits(run, planned):
             run.append(planned)
             continue
         if run:
@@ -61,11 +67,9 @@ def member_buffers(members: list[ir.Kernel]) -> tuple[str, ...]:
 
 def independent(k: ir.Kernel, members: list[ir.Kernel]) -> bool:
     """Whether `k` may run in one launch with `members`, in any order: it writes none of their outputs, reads
-    none, none of them reads its output, and the launch's pointers stay within MAX_BUFFERS."""
+    none, and none of them reads its output."""
     outs = {m.out for m in members}
-    if k.out in outs or ir.buffers_read(k) & outs or any(k.out in ir.buffers_read(m) for m in members):
-        return False
-    return len(member_buffers([*members, k])) <= MAX_BUFFERS
+    return not (k.out in outs or ir.buffers_read(k) & outs or any(k.out in ir.buffers_read(m) for m in members))
 
 
 def reads_at_own_position(k: ir.LoopKernel, buffer: str) -> bool:

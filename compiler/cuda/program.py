@@ -34,6 +34,7 @@ from luminal.compiler.cuda import (
 )
 from luminal.compiler.cuda.half_operands import tensor_core_type
 from luminal.compiler.cuda.launch import Launch, launches
+from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned
 from luminal.compiler.cuda.prelude import PRELUDE
 from luminal.compiler.gemm_plan import plan
 from luminal.view import dims_product
@@ -66,9 +67,14 @@ def planned_launches(p: ir.KernelProgram, at_load: bool = False) -> list[tuple[t
     kernels over the same elements into one "threads" launch (compiler/cuda/thread_batch.py). With `at_load`,
     the launches of the kernels run once when the program is loaded instead (compiler/derived_weights.py)."""
     chosen = [k for k in p.kernels if derived_weights.at_load(k, p.buffers) == at_load]
-    plan = [((k,), launch) for k in chosen for launch in kernel_launches(k, p)]
-    plan = warp_batch.merge_warps(gemv_batch.merge_gemvs(scatter_batch.merge_scatters(plan), p), p)
-    return thread_batch.merge_threads(plan)
+    return merged([((k,), launch) for k in chosen for launch in kernel_launches(k, p)], p)
+
+
+def merged(plan: list[Planned], p: ir.KernelProgram, max_buffers: int = MAX_BUFFERS) -> list[Planned]:
+    """`plan` (each launch with its one kernel) with its runs of scatters, GEMVs, warp kernels and thread kernels
+    merged, each merged launch within `max_buffers` pointer arguments (Metal's plan too: compiler/metal/)."""
+    plan = gemv_batch.merge_gemvs(scatter_batch.merge_scatters(plan, max_buffers), p, max_buffers)
+    return thread_batch.merge_threads(warp_batch.merge_warps(plan, p, max_buffers), max_buffers)
 
 
 def launched_together(p: ir.KernelProgram, planned: list | None = None) -> list[tuple[str, ...]]:
@@ -125,17 +131,20 @@ def program_source(p: ir.KernelProgram) -> str:
         if launch.call is not None:
             comment = f"/* {launch.kernel}: {launch.shape}, a library call the runtime issues"
         comment += ", once at load */" if once else " */"
-        if launch.shape == "scatters":
-            source = kernels.scatters_kernel(launch, list(members), p.buffers, symbols)
-        elif launch.shape == "warps":
-            source = kernels.warps_kernel(launch, list(members), p.buffers, symbols)
-        elif launch.shape == "threads":
-            source = kernels.threads_kernel(launch, list(members), p.buffers, symbols)
-        elif launch.shape == "gemvs":
-            segments = gemv_batch.segments(members)
-            grids = [kernel_launches(segment[0], p)[0].grid for segment in segments]
-            source = gemv.batch_source(launch, segments, grids, p.buffers, symbols)
-        else:
-            source = kernel_source(launch, members[0], p, symbols)
-        parts.append("\n".join([comment, *source]))
+        parts.append("\n".join([comment, *launch_source(launch, members, p, symbols)]))
     return "\n\n".join(parts) + "\n"
+
+
+def launch_source(launch: Launch, members: tuple[ir.Kernel, ...], p: ir.KernelProgram, symbols: list[str]) -> list[str]:
+    """The kernel of one launch of the plan, merged or not; its first line is its signature."""
+    if launch.shape == "scatters":
+        return kernels.scatters_kernel(launch, list(members), p.buffers, symbols)
+    if launch.shape == "warps":
+        return kernels.warps_kernel(launch, list(members), p.buffers, symbols)
+    if launch.shape == "threads":
+        return kernels.threads_kernel(launch, list(members), p.buffers, symbols)
+    if launch.shape == "gemvs":
+        segments = gemv_batch.segments(members)
+        grids = [kernel_launches(segment[0], p)[0].grid for segment in segments]
+        return gemv.batch_source(launch, segments, grids, p.buffers, symbols)
+    return kernel_source(launch, members[0], p, symbols)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from luminal.compiler import ir
 from luminal.compiler.cuda.launch import Launch
-from luminal.compiler.cuda.launch_runs import Planned, independent, merge_runs, on_one_grid
+from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, independent, merge_runs, on_one_grid
 
 
 def _in_place_scatter(k: ir.Kernel, launch: Launch) -> bool:
@@ -33,10 +33,10 @@ def _joins(run: list[Planned], planned: Planned) -> bool:
     return independent(k, members)
 
 
-def merge_scatters(plan: list[Planned]) -> list[Planned]:
+def merge_scatters(plan: list[Planned], max_buffers: int = MAX_BUFFERS) -> list[Planned]:
     """`plan` (each launch with the kernels it runs) with every run of mergeable scatters one launch."""
 
     def starts(planned: Planned) -> bool:
         return _in_place_scatter(planned[0][0], planned[1])
 
-    return merge_runs(plan, starts, _joins, lambda run: on_one_grid(run, "scatters"))
+    return merge_runs(plan, starts, _joins, lambda run: on_one_grid(run, "scatters"), max_buffers)

@@ -17,7 +17,7 @@ whatever a merged launch's members touch live over the whole run (compiler/memor
 from __future__ import annotations
 
 from luminal.compiler import ir
-from luminal.compiler.cuda.launch_runs import Planned, independent, merge_runs, on_one_grid
+from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned, independent, merge_runs, on_one_grid
 
 
 def _joins(run: list[Planned], planned: Planned) -> bool:
@@ -32,10 +32,10 @@ def _joins(run: list[Planned], planned: Planned) -> bool:
     return independent(k, members)
 
 
-def merge_threads(plan: list[Planned]) -> list[Planned]:
+def merge_threads(plan: list[Planned], max_buffers: int = MAX_BUFFERS) -> list[Planned]:
     """`plan` (each launch with the kernels it runs) with every run of mergeable thread kernels one launch."""
 
     def starts(planned: Planned) -> bool:
         return planned[1].shape == "thread" and isinstance(planned[0][0], ir.LoopKernel)
 
-    return merge_runs(plan, starts, _joins, lambda run: on_one_grid(run, "threads"))
+    return merge_runs(plan, starts, _joins, lambda run: on_one_grid(run, "threads"), max_buffers)

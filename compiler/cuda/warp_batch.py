@@ -19,7 +19,6 @@ from luminal.compiler import ir, memory
 from luminal.compiler.cuda.launch_runs import (
     MAX_BUFFERS,
     Planned,
-    member_buffers,
     merge_runs,
     on_one_grid,
     reads_at_own_position,
@@ -47,17 +46,19 @@ def _joins(run: list[Planned], planned: Planned, p: ir.KernelProgram, position: 
         if not _held_exactly(p.buffers[b]) or not reads_at_own_position(k, b):
             return False
     touched = {b for m in [*members, k] for b in ir.buffers_read(m) | {m.out} if b in spans}
-    if any(spans[b].last < position[k.name] for b in touched):
-        return False  # its memory may be another member's output
-    return len(member_buffers([*members, k])) <= MAX_BUFFERS
+    return all(spans[b].last >= position[k.name] for b in touched)  # or its memory may be another member's output
 
 
-def merge_warps(plan: list[Planned], p: ir.KernelProgram) -> list[Planned]:
-    """`plan` (each launch with the kernels it runs) with every run of mergeable warp kernels one launch."""
+def merge_warps(plan: list[Planned], p: ir.KernelProgram, max_buffers: int = MAX_BUFFERS) -> list[Planned]:
+    """`plan` (each launch with the kernels it runs) with every run of mergeable warp kernels one launch, of at
+    most `max_buffers` pointer arguments."""
     position = {k.name: j for j, k in enumerate(p.kernels)}
     spans = memory.lifetimes(p)
 
     def joins(run: list[Planned], planned: Planned) -> bool:
         return _joins(run, planned, p, position, spans)
 
-    return merge_runs(plan, lambda planned: planned[1].shape == "warp", joins, lambda run: on_one_grid(run, "warps"))
+    def merged(run: list[Planned]) -> Planned:
+        return on_one_grid(run, "warps")
+
+    return merge_runs(plan, lambda planned: planned[1].shape == "warp", joins, merged, max_buffers)

@@ -1,7 +1,8 @@
 """The whole MSL source of a kernel program.
 
 A Metal program runs the CUDA launch plan (compiler/cuda/launch.py: a launch is `grid` threadgroups of `block`
-threads, its buffers in order, output first) with the CUDA generator's kernel bodies; each kernel's signature is
+threads, its buffers in order, outputs first), merged launches included (consecutive GEMVs, scatters, warp and
+thread kernels: one dispatch each run), with the CUDA generator's kernel bodies; each kernel's signature is
 Metal's: the buffers as `[[buffer(j)]]` arguments in launch order, then the dims block `D` (`constant`) and the
 status flag, then the dispatch's indices. The runtime (runtime/metal/) binds them in that order, and encodes the
 kernels of derived buffers once at load (`load_plan`), the rest on every run (`launch_plan`). Deterministic,
@@ -16,15 +17,21 @@ import re
 from luminal.compiler import derived_weights, ir
 from luminal.compiler.cuda import program as cuda_program
 from luminal.compiler.cuda.launch import Launch, launches
+from luminal.compiler.cuda.launch_runs import Planned
 from luminal.compiler.dialects import CUDA, METAL
 from luminal.compiler.metal.prelude import PRELUDE
+
+# A dispatch's buffer arguments: the table's entries less the dims block and the status flag.
+MAX_BUFFERS = METAL.max_buffers - 2
 
 
 def launch_plan(p: ir.KernelProgram, at_load: bool = False) -> list[Launch]:
     """CUDA's launches (Metal dispatches threadgroups as CUDA launches blocks), without the tensor-core GEMMs
-    (`nvcuda::wmma` has no MSL spelling here: half GEMMs stay on the SIMT kernel). With `at_load`, those of the
-    kernels run once when the program is loaded instead (compiler/derived_weights.py)."""
-    return [launch for k, launch in _planned(p) if derived_weights.at_load(k, p.buffers) == at_load]
+    (`nvcuda::wmma` has no MSL spelling here: half GEMMs stay on the SIMT kernel) and without flash decoding's
+    arrival counters (its split and combine stay two dispatches), with CUDA's merges of consecutive scatters,
+    GEMVs, warp and thread kernels within MAX_BUFFERS. With `at_load`, those of the kernels run once when the
+    program is loaded instead (compiler/derived_weights.py)."""
+    return [launch for _, launch in planned_launches(p, at_load)]
 
 
 def load_plan(p: ir.KernelProgram) -> list[Launch]:
@@ -32,8 +39,17 @@ def load_plan(p: ir.KernelProgram) -> list[Launch]:
     return launch_plan(p, at_load=True)
 
 
-def _planned(p: ir.KernelProgram) -> list[tuple[ir.Kernel, Launch]]:
-    return [(k, launch) for k in p.kernels for launch in launches(k, ir.buffers_in_order(k))]
+def planned_launches(p: ir.KernelProgram, at_load: bool = False) -> list[Planned]:
+    """Each dispatch of a run (or, with `at_load`, of the load) with the kernels it runs."""
+    chosen = [k for k in p.kernels if derived_weights.at_load(k, p.buffers) == at_load]
+    plan = [((k,), launch) for k in chosen for launch in launches(k, ir.buffers_in_order(k))]
+    return cuda_program.merged(plan, p, MAX_BUFFERS)
+
+
+def launched_together(p: ir.KernelProgram) -> list[tuple[str, ...]]:
+    """The kernels (by name) of each dispatch that runs several: the memory plan keeps what they touch live over
+    the whole run (compiler/memory.py's `together`), as on CUDA."""
+    return [tuple(k.name for k in members) for members, _ in planned_launches(p) if len(members) > 1]
 
 
 class MetalUnsupported(ValueError):
@@ -41,20 +57,21 @@ class MetalUnsupported(ValueError):
 
 
 def signature(launch: Launch, buffers: dict[str, ir.Buffer]) -> str:
-    params = [METAL.buffer(j, buffers[name].dtype, f"_q{j}", j == 0) for j, name in enumerate(launch.buffers)]
+    written = range(launch.writes)  # a merged dispatch's members' outputs come first
+    params = [METAL.buffer(j, buffers[name].dtype, f"_q{j}", j in written) for j, name in enumerate(launch.buffers)]
     n = len(launch.buffers)
     params += [f"constant int64_t* D [[buffer({n})]]", f"device int* lm_status [[buffer({n + 1})]]"]
     params += [f"uint3 {name} [[{attribute}]]" for name, attribute in METAL.indices.items()]
     return f"{METAL.kernel} {launch.kernel}({', '.join(params)}) {{"
 
 
-def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: list[str]) -> list[str]:
-    if len(launch.buffers) + 2 > METAL.max_buffers:
+def kernel_source(launch: Launch, members: tuple[ir.Kernel, ...], p: ir.KernelProgram, symbols: list[str]) -> list[str]:
+    if len(launch.buffers) > MAX_BUFFERS:
         raise MetalUnsupported(
             f"kernel {launch.kernel} takes {len(launch.buffers)} buffers plus the dims and status: Metal binds at "
             f"most {METAL.max_buffers} buffer arguments per kernel"
         )
-    lines = cuda_program.kernel_source(launch, k, p, symbols)
+    lines = cuda_program.launch_source(launch, members, p, symbols)
     if not lines[0].startswith(CUDA.kernel):  # the shared body's first line is its CUDA signature
         raise AssertionError(f"kernel {launch.kernel}: unexpected first line {lines[0]!r}")
     head = [signature(launch, p.buffers)]
@@ -75,10 +92,12 @@ def refuse_what_msl_lacks(source: str) -> None:
 def program_source(p: ir.KernelProgram) -> str:
     symbols = sorted(p.symbols)
     parts = [PRELUDE]
-    for k, launch in _planned(p):
-        once = ", once at load" if derived_weights.at_load(k, p.buffers) else ""
-        comment = f"/* {launch.kernel}: {launch.shape}, {launch.grid} threadgroups of {launch.block} threads{once} */"
-        parts.append("\n".join([comment, *kernel_source(launch, k, p, symbols)]))
+    for at_load in (True, False):
+        once = ", once at load" if at_load else ""
+        for members, launch in planned_launches(p, at_load):
+            grid = f"{launch.grid} threadgroups of {launch.block} threads"
+            comment = f"/* {launch.kernel}: {launch.shape}, {grid}{once} */"
+            parts.append("\n".join([comment, *kernel_source(launch, members, p, symbols)]))
     source = "\n\n".join(parts) + "\n"
     refuse_what_msl_lacks(source)
     return source

@@ -31,7 +31,7 @@ import numpy as np
 from luminal.compiler import derived_weights, ir, prepack
 from luminal.compiler.cuda.launch import Launch
 from luminal.compiler.in_place import written_inputs
-from luminal.compiler.metal.program import launch_plan, load_plan
+from luminal.compiler.metal.program import launch_plan, launched_together, load_plan
 from luminal.graph import Graph
 from luminal.runtime.cuda import buckets
 from luminal.runtime.cuda.layout import Layout, launches_at, layout
@@ -57,8 +57,8 @@ def _checked(result: Any, what: str) -> Any:
 class Arena:
     """One shape bucket's allocation: every temp, output and input slot of the program at the bucket's dims."""
 
-    def __init__(self, api: Any, device: Any, program: ir.KernelProgram, env: Mapping[str, int]):
-        self.layout: Layout = layout(program, env)
+    def __init__(self, api: Any, device: Any, program: ir.KernelProgram, env: Mapping[str, int], together=()):
+        self.layout: Layout = layout(program, env, together)  # what a merged dispatch touches kept live over it
         self.buffer = device.newBufferWithLength_options_(max(self.layout.total, 1), api.MTLResourceStorageModeShared)
         self.bytes = host_bytes(self.buffer)
 
@@ -76,6 +76,7 @@ class MetalExecutable:
         self.lock = threading.Lock()  # one run at a time: the arenas and the status flag are shared
         self.symbols = sorted(program.symbols)
         self.plan, self.load = launch_plan(program), load_plan(program)
+        self.together = launched_together(program)
         self.device = api.MTLCreateSystemDefaultDevice()
         self.queue = self.device.newCommandQueue()
         self.pipelines = self._pipelines(source)
@@ -138,7 +139,7 @@ class MetalExecutable:
         sized = buckets.bucket(env, self.program.symbols)
         key = buckets.key(sized, self.symbols)
         if key not in self.arenas:
-            self.arenas[key] = Arena(self.api, self.device, self.program, sized)
+            self.arenas[key] = Arena(self.api, self.device, self.program, sized, self.together)
         return self.arenas[key]
 
     def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ threadgroup and thread positions. The rest is the CPU runtime's: buffer table, a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -20,7 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from luminal.compiler.metal.program import launch_plan, load_plan
+from luminal.compiler.metal.program import launch_plan, launched_together, load_plan
 from luminal.runtime.cpu import CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
 from luminal.runtime.cuda import shim as cuda_shim
@@ -75,12 +76,17 @@ def build_library(msl: str, driver: str) -> Path:
 def entries(program) -> str:
     """`lm_run` over the whole launch plan, `lm_prepare` over the load plan, and `lm_kernel_<name>(P, groups)`
     per launch of either (one dispatch alone, its arguments the pointers in P: what the stand-in Metal device in
-    the tests calls), over Metal's plans (CUDA's merges launches Metal keeps apart)."""
+    the tests calls), over Metal's plans (no tensor-core GEMMs, flash decoding's split and combine apart)."""
     plan, once = launch_plan(program), load_plan(program)
     return cuda_shim.driver(program, plan, once) + cuda_shim.kernel_entries(program, [*once, *plan])
 
 
 class MetalShimExecutable(CpuExecutable):
+    @functools.cached_property
+    def together(self) -> list[tuple[str, ...]]:
+        """The kernels of each merged dispatch: the arena keeps what they touch apart, as the device's does."""
+        return launched_together(self.program)
+
     def build(self, source: str) -> Path:
         return build_library(source, entries(self.program))
 
