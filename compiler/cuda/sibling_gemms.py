@@ -13,16 +13,23 @@ operand, contraction and output shape but for their one N axis, the last; the sa
 the accumulated value and weights along N alone (a bias, Qwen2's on q, k and v: also side by side, made at load);
 the same library choice; B read from weights alone, along N and K; none of them a program output or gathered
 from. Runs on the chosen program: the candidates were ranked one GEMM per weight.
+
+A member may read B from a copy of its weight (an element-wise kernel over weights alone: Metal's SIMT GEMM
+reads each weight transposed into [K, N]). The side-by-side weights then compute the copies' values from the
+weights themselves, in the layout the members read ([K, N], or [N, K] as a linear layer's weights lie), and
+the copies go: a Llama prefill on Metal has one derived buffer per layer's q, k and v, not three copies.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 from luminal.compiler import gemm_plan, ir
+from luminal.compiler.affine import affine
 from luminal.compiler.bounded_index import axes_extents, fold, fold_value
 from luminal.compiler.cuda.program import kernel_launches
-from luminal.compiler.fuse import gathered, substitute_indices
+from luminal.compiler.fuse import gathered, inline_value, substitute_indices
 from luminal.symbolic import Expr, const, var
 from luminal.view import dims_product, idx
 
@@ -34,9 +41,11 @@ CONTRACTED = "_r_merged"  # the members' contraction variable, in their B source
 class _Member:
     kernel: ir.LoopKernel
     casts: tuple  # the casts B's source goes through, innermost first
-    source: ir.Value  # B below those casts
+    source: ir.Value  # B below those casts, from weights alone
     columns: tuple  # the epilogue's loads of weights along N alone (a bias), in the epilogue's order
     width: int  # its N
+    copies: tuple  # the buffers B read, copies of weights, that `source` computes instead
+    n_last: bool  # B as the GEMM reads it is [K, N] (Metal's SIMT GEMM's transposed copies), else [N, K]
 
 
 def _below_casts(v: ir.Value) -> tuple[tuple, ir.Value]:
@@ -59,7 +68,29 @@ def _column_loads(epilogue: ir.Value, p: ir.KernelProgram, column: str) -> tuple
     return tuple(dict.fromkeys(loads))
 
 
-def _member(k: ir.Kernel, p: ir.KernelProgram, outputs: set[str]) -> tuple[tuple, _Member] | None:
+def _weight_copy(k: ir.Kernel | None, p: ir.KernelProgram) -> bool:
+    """Whether `k` computes each element from weights alone (a transposed copy that Metal's SIMT GEMM reads)."""
+    return ir.element_wise(k) and all(p.buffers[b].role == "weight" for b in ir.buffers_read(k))
+
+
+def _from_weights(source: ir.Value, p: ir.KernelProgram, producers: dict, extents: dict) -> tuple[ir.Value, tuple]:
+    """B's `source` computing the weight copies it reads from the weights, and those copies' buffers."""
+    copies = tuple(sorted({n.buffer for n in ir.walk(source) if isinstance(n, ir.Load)} - set(p.weights.values())))
+    for buf in copies:
+        if not _weight_copy(producers.get(buf), p):
+            return source, ()
+        source = fold_value(inline_value(producers[buf], source, extents, itertools.count()), extents)
+    return source, copies
+
+
+def _n_contiguous(source: ir.Value, column: str) -> bool:
+    """Whether B, as the GEMM reads it, holds consecutive columns at consecutive addresses ([K, N])."""
+    load = next((n for n in ir.walk(source) if isinstance(n, ir.Load)), None)
+    found = None if load is None else affine(load.index, [column, CONTRACTED])
+    return found is not None and found[1][column] == 1
+
+
+def _member(k: ir.Kernel, p: ir.KernelProgram, outputs: set[str], producers: dict) -> tuple[tuple, _Member] | None:
     """What `k` must share with the GEMMs it merges with, and `k` as a member; None where it merges with none."""
     if not isinstance(k, ir.LoopKernel) or k.out in outputs:
         return None
@@ -76,7 +107,9 @@ def _member(k: ir.Kernel, p: ir.KernelProgram, outputs: set[str]) -> tuple[tuple
         return None
     # Fusion names each contraction apart: the members' operands are compared under one name for theirs.
     contracted = {c.var: var(CONTRACTED, 0, c.extent.hi - 1)}
-    casts, source = _below_casts(substitute_indices(c.b, contracted))
+    casts, read_as = _below_casts(substitute_indices(c.b, contracted))
+    extents = {f"_i{last}": k.shape[last], CONTRACTED: c.extent}
+    source, copies = _from_weights(read_as, p, producers, extents)
     read = {n.buffer for n in ir.walk(source) if isinstance(n, (ir.Load, ir.GatherLoad))}
     if not read or any(p.buffers[b].role != "weight" for b in read):
         return None
@@ -86,8 +119,9 @@ def _member(k: ir.Kernel, p: ir.KernelProgram, outputs: set[str]) -> tuple[tuple
     placeholders = {load: ir.Load("", const(j), load.dtype) for j, load in enumerate(columns)}
     form = ir.rebuilt(plan.epilogue, lambda n: placeholders.get(n) if isinstance(n, ir.Load) else None)
     a = substitute_indices(c.a, contracted)
+    n_last = _n_contiguous(read_as, f"_i{last}")  # the side-by-side weights keep the layout the GEMM read
     key = (a, c.extent, k.shape[:-1], form, p.buffers[k.out].dtype, casts, source.dtype, p.library.get(k.name))
-    return key, _Member(k, casts, source, columns, int(k.shape[last].evaluate({})))
+    return (*key, n_last), _Member(k, casts, source, columns, int(k.shape[last].evaluate({})), copies, n_last)
 
 
 def _groups(p: ir.KernelProgram, known: dict[int, tuple]) -> list[list[_Member]]:
@@ -95,25 +129,31 @@ def _groups(p: ir.KernelProgram, known: dict[int, tuple]) -> list[list[_Member]]
     (a merge rewrites only the kernels it touches)."""
     outputs = {buf for buf, _ in p.outputs.values()}
     gathered_from = set().union(*(gathered(k) for k in p.kernels))
+    producers = {k.out: k for k in p.kernels}
     by_key: dict[tuple, list[_Member]] = {}
     for k in p.kernels:
         if known.get(id(k), (None,))[0] is not k:
-            known[id(k)] = (k, _member(k, p, outputs))
+            known[id(k)] = (k, _member(k, p, outputs, producers))
         found = known[id(k)][1]
         if found is not None and k.out not in gathered_from:
             by_key.setdefault(found[0], []).append(found[1])
     return [members for members in by_key.values() if len(members) > 1]
 
 
-def _side_by_side(name: str, pieces: list[ir.Value], members: list[_Member], along: tuple[str, int] | None):
+def _side_by_side(
+    name: str, pieces: list[ir.Value], members: list[_Member], along: tuple[str, int] | None, n_last: bool = False
+):
     """A kernel writing each member's piece (a value of its N variable, and of `along`'s variable when given)
-    side by side: [sum of N] or [sum of N, along's extent], row n holding the piece's value at column n."""
+    side by side: [sum of N] or [sum of N, along's extent], row n holding the piece's value at column n; with
+    `n_last`, [along's extent, sum of N]."""
     total = sum(m.width for m in members)
-    row = idx(0, total)
+    row = idx(1 if n_last else 0, total)
     shape = (const(total),) if along is None else (const(total), const(along[1]))
+    shape = shape[::-1] if n_last else shape
     body, offset = None, 0
     for m, piece in zip(members, pieces):
-        table = {f"_i{len(m.kernel.shape) - 1}": row - offset} | ({} if along is None else {along[0]: idx(1, along[1])})
+        at = {} if along is None else {along[0]: idx(0 if n_last else 1, along[1])}
+        table = {f"_i{len(m.kernel.shape) - 1}": row - offset} | at
         part = ir.Guard((row >= offset) & (row < offset + m.width), substitute_indices(piece, table), piece.dtype)
         body = part if body is None else ir.Apply("Add", (body, part), piece.dtype)
         offset += m.width
@@ -121,15 +161,16 @@ def _side_by_side(name: str, pieces: list[ir.Value], members: list[_Member], alo
     return ir.LoopKernel(name, name, shape, body), buffer
 
 
-def _merged(members: list[_Member], name: str, weights: ir.Buffer, columns: list[ir.Buffer], dtype):
-    """The first member over every member's columns: B read from the side-by-side weights, each column load of
-    its epilogue from its side-by-side columns."""
+def _merged(members: list[_Member], name: str, weights: ir.Buffer, columns: list[ir.Buffer], dtype, n_last: bool):
+    """The first member over every member's columns: B read from the side-by-side weights ([K, N] with
+    `n_last`, else [N, K]), each column load of its epilogue from its side-by-side columns."""
     first = members[0].kernel
     contract = gemm_plan.plan(first).contract
     last, total = len(first.shape) - 1, sum(m.width for m in members)
     n = idx(last, total)
     reduced = var(contract.var, 0, max(contract.extent.hi - 1, 0))
-    b: ir.Value = ir.Load(weights.name, n * contract.extent + reduced, weights.dtype)
+    at = reduced * total + n if n_last else n * contract.extent + reduced
+    b: ir.Value = ir.Load(weights.name, at, weights.dtype)
     for cast in members[0].casts:
         b = ir.Apply("Cast", (b,), cast)
     moved = {load: ir.Load(buf.name, n, load.dtype) for load, buf in zip(members[0].columns, columns)}
@@ -194,15 +235,15 @@ def merge_sibling_gemms(p: ir.KernelProgram) -> ir.KernelProgram:
 
 
 def _merge(p: ir.KernelProgram, members: list[_Member]) -> ir.KernelProgram | None:
-    first, names = members[0].kernel, {m.kernel.name for m in members}
+    first, names, n_last = members[0].kernel, {m.kernel.name for m in members}, members[0].n_last
     name = f"{first.name}_to_{members[-1].kernel.name}"
     contract = gemm_plan.plan(first).contract
     along = (CONTRACTED, int(contract.extent.evaluate({})))
-    made = [_side_by_side(f"{name}_weights", [m.source for m in members], members, along)]
+    made = [_side_by_side(f"{name}_weights", [m.source for m in members], members, along, n_last)]
     for j in range(len(members[0].columns)):
         made.append(_side_by_side(f"{name}_columns{j}", [m.columns[j] for m in members], members, None))
     weights, columns = made[0][1], [buffer for _, buffer in made[1:]]
-    gemm, out = _merged(members, name, weights, columns, p.buffers[first.out].dtype)
+    gemm, out = _merged(members, name, weights, columns, p.buffers[first.out].dtype, n_last)
     total, placed, offset = sum(m.width for m in members), {}, 0
     for m in members:
         placed[m.kernel.out] = (offset, m.width)  # where each member's output lies in the merged one's rows
@@ -216,7 +257,11 @@ def _merge(p: ir.KernelProgram, members: list[_Member]) -> ir.KernelProgram | No
             if moved is None:
                 return None
             kernels.append(moved)
-    buffers = {n: b for n, b in p.buffers.items() if n not in placed} | {b.name: b for _, b in made} | {out.name: out}
+    copies = {buf for m in members for buf in m.copies}  # what no kernel reads any more goes with the members
+    dead = copies - {b for k in kernels for b in ir.buffers_read(k)}
+    kernels = [k for k in kernels if k.out not in dead]
+    gone = placed.keys() | dead
+    buffers = {n: b for n, b in p.buffers.items() if n not in gone} | {b.name: b for _, b in made} | {out.name: out}
     library = {n: lib for n, lib in p.library.items() if n not in names}
     if first.name in p.library:
         library[gemm.name] = p.library[first.name]
