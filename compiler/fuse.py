@@ -23,6 +23,8 @@ from dataclasses import replace
 
 from luminal.compiler import ir
 from luminal.compiler.affine import affine
+from luminal.compiler.bounded_index import axes_extents, fold_value
+from luminal.compiler.hoist import invariant_reductions
 from luminal.compiler.settle import settle
 from luminal.symbolic import Expr, as_expr, var
 from luminal.view import ShapeTracker, contiguous_strides
@@ -249,6 +251,7 @@ def _read_by_contract(buffer: str, consumer: ir.LoopKernel) -> bool:
     )
 
 
+GPU_KINDS = ("cuda", "metal")  # targets whose kernels run CUDA's bodies (Metal's too): attention, row kernels
 MAX_TREE_NODES = 4096  # a fused body's nodes counted with repetition: what fusion and the code generators walk
 # An index expression's nodes counted with repetition. Reading through views whose sizes are symbolic (a
 # KV cache's position) leaves div/mod the simplifier cannot fold, and each inlining nests them once more:
@@ -309,7 +312,7 @@ def may_inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, target=None) ->
     if attends(producer) or producer.out in gathered(consumer):
         return False
     if attends(consumer):
-        gpu = getattr(target, "kind", None) in ("cuda", "metal")
+        gpu = getattr(target, "kind", None) in GPU_KINDS
         return gpu and not any(isinstance(n, (ir.Reduce, ir.Contract)) for n in ir.walk(producer.body))
     return not _read_by_contract(producer.out, consumer)
 
@@ -340,6 +343,25 @@ def reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bo
     return all(n.index == flat for n in loads)
 
 
+def repeats_reductions(producer: ir.LoopKernel, consumer: ir.LoopKernel, fused: ir.LoopKernel, costs, target) -> bool:
+    """Whether `fused` (the consumer computing the producer; `costs` the three kernels' estimates) does more
+    arithmetic than the two it replaces because of a reduction it reads: one read where it is not hoisted
+    (compiler/hoist.py) would run once per read. On a GPU target a kernel whose every reduction is hoisted out
+    of its innermost loop is a row kernel: each threadgroup computes the row's reductions once, and what its
+    threads then repeat per element (the rsqrt of a LayerNorm's variance) costs no read and no launch."""
+    if reads_reduction_once(producer, consumer) or costs[2].flops <= costs[0].flops + costs[1].flops:
+        return False
+    return not (getattr(target, "kind", None) in GPU_KINDS and _every_reduction_hoisted(fused))
+
+
+def _every_reduction_hoisted(k: ir.LoopKernel) -> bool:
+    if not k.shape:
+        return False
+    hoisted = invariant_reductions(k.body, f"_i{len(k.shape) - 1}", k.shape[-1])
+    inside = {id(n) for r in hoisted for n in ir.walk(r)}
+    return all(id(n) in inside for n in ir.walk(k.body) if isinstance(n, (ir.Reduce, ir.Contract)))
+
+
 def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int] | None = None) -> ir.KernelProgram:
     """Inline each temp kernel read by exactly one loop kernel (never through a gather) when it does not cost more.
 
@@ -353,6 +375,7 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
     kernels: list[ir.Kernel | None] = list(program.kernels)
     readers = readers_of(program)
     names = itertools.count(1000)
+    gpu = getattr(target, "kind", None) in GPU_KINDS
     for k in reversed(range(len(kernels))):
         producer = kernels[k]
         if not isinstance(producer, ir.LoopKernel) or producer.out in outputs:
@@ -364,13 +387,15 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
         if not may_inline(producer, consumer, target):
             continue
         fused = inline(producer, consumer, names)
+        if gpu:  # indices folded by the loops' extents first, so that a row's reductions are seen to be hoisted
+            fused = replace(fused, body=fold_value(fused.body, axes_extents(fused.shape)))
         if not within_limits(fused):
             continue
         costs = [estimate(k, program.buffers, target, env) for k in (producer, consumer, fused)]
         if costs[2].seconds > costs[0].seconds + costs[1].seconds:
             continue
-        if not reads_reduction_once(producer, consumer) and costs[2].flops > costs[0].flops + costs[1].flops:
-            continue  # a reduction read where it is not hoisted (compiler/hoist.py) would run once per read
+        if repeats_reductions(producer, consumer, fused, costs, target):
+            continue
         kernels[users[0]], kernels[k] = fused, None
         for name in ir.buffers_read(producer):  # what the producer read, its consumer now reads
             readers[name] = sorted({users[0] if r == k else r for r in readers[name]})
