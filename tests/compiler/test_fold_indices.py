@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import luminal as lm
+import luminal.compiler.fuse as fuse_module
 import luminal.compiler.program as program_module
 import luminal.functional as F
 from luminal.compiler import ir
@@ -61,11 +62,17 @@ def _feed() -> dict[str, np.ndarray]:
     return {"x": np.random.default_rng(0).standard_normal((2, 5, HIDDEN)).astype(np.float32)}
 
 
+def _without_folding(monkeypatch) -> None:
+    """Compiles from here on fold no index: not after fusion, nor (on a GPU target) as fusion costs a kernel."""
+    monkeypatch.setattr(program_module, "fold_indices", lambda p: p)
+    monkeypatch.setattr(fuse_module, "fold_value", lambda v, extents: v)
+
+
 @pytest.mark.parametrize("target", ["cpu", "h100", "m2"])
 def test_no_index_divides_by_the_sequence_length(target, monkeypatch):
     g = heads_merged()
     assert _divisions(lm.compile(g, target, cache=False).kernels) == 0
-    monkeypatch.setattr(program_module, "fold_indices", lambda p: p)
+    _without_folding(monkeypatch)
     assert _divisions(lm.compile(g, target, cache=False).kernels) > 0  # what the views alone leave
 
 
@@ -91,5 +98,5 @@ def test_a_llama_prefill_divides_by_no_launch_time_size(monkeypatch):
     g = bind_random(decoder_graphs(LlamaForCausalLM(config), max_batch=1, max_positions=32).prefill)
     left = [d for e in _indices(lm.compile(g, "h100", cache=False).kernels) for d in _divided(e)]
     assert left == []
-    monkeypatch.setattr(program_module, "fold_indices", lambda p: p)
+    _without_folding(monkeypatch)
     assert _divisions(lm.compile(g, "h100", cache=False).kernels) > 10
