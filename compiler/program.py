@@ -204,11 +204,10 @@ def kernel_program(
     # (compiler/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
     # source (compiler/cuda/read_past_casts.py), activations that hold half values are stored in their half type
     # (compiler/half_activations.py), and a flash-decoding attention has a scratch buffer.
-    # Metal runs CUDA's launch plan (compiler/metal/program.py), flash decoding's scratch included, with the same
-    # attention reads through the KV cache's concatenation, in-place scatters (the Metal runtime binds a donated
-    # MTLBuffer in place), half activations and GEMVs brought together; not the tensor cores' half operands.
+    # Metal runs CUDA's launch plan (compiler/metal/program.py) and these passes, but not the tensor cores' half
+    # operands or flash decoding's arrival counters.
     kind = get_target(target).kind
-    if kind == "cuda":  # the CUDA runtime binds a donated device array in place (runtime/cuda/executable.py)
+    if kind in ("cuda", "metal"):  # each runtime binds a donated device array or MTLBuffer in place
         from luminal.compiler.cuda.arrivals import add_arrival_counters
         from luminal.compiler.cuda.attention_layout import store_attentions_in_reader_layout
         from luminal.compiler.cuda.attention_reads import attend_through_concatenations
@@ -217,23 +216,16 @@ def kernel_program(
 
         # An attention reads a paged KV cache through its block table (no concatenation kernel), then the pools'
         # scatters write in place.
-        kernels = attend_through_concatenations(kernels, get_target(target))
-        kernels = read_past_casts(scatter_in_place(kernels, graph.donated))
+        kernels = scatter_in_place(attend_through_concatenations(kernels, get_target(target)), graph.donated)
+        if kind == "cuda":  # tensor cores (Metal's GEMMs are SIMT)
+            kernels = read_past_casts(kernels)
         if check_mode(activation_dtype) == "auto":
             kernels = store_half_activations(kernels)
         kernels = store_attentions_in_reader_layout(kernels)  # no transposing copy after a prefill's attention
-        kernels = add_arrival_counters(add_partials_buffers(kernels))  # flash decoding in one launch
+        kernels = add_partials_buffers(kernels)  # flash decoding's scratch
+        if kind == "cuda":  # flash decoding in one launch (no device-scope fence in the MSL Metal compiles)
+            kernels = add_arrival_counters(kernels)
         return bring_gemvs_together(kernels)  # then consecutive GEMVs are one launch (compiler/cuda/gemv_batch.py)
-    if kind == "metal":
-        from luminal.compiler.cuda.attention_layout import store_attentions_in_reader_layout
-        from luminal.compiler.cuda.attention_reads import attend_through_concatenations
-        from luminal.compiler.cuda.gemv_order import bring_gemvs_together
-
-        kernels = scatter_in_place(attend_through_concatenations(kernels, get_target(target)), graph.donated)
-        if check_mode(activation_dtype) == "auto":
-            kernels = store_half_activations(kernels)
-        kernels = add_partials_buffers(store_attentions_in_reader_layout(kernels))  # as CUDA's: a block per row
-        return bring_gemvs_together(kernels)
     if kind != "cpu":
         return kernels
     # A quantized matmul's zero points are subtracted where the integer GEMM packs (compiler/fuse_int_operands.py).
