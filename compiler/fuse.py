@@ -27,6 +27,7 @@ from luminal.compiler.bounded_index import axes_extents, fold_value
 from luminal.compiler.hoist import invariant_reductions
 from luminal.compiler.settle import settle
 from luminal.symbolic import Expr, as_expr, var
+from luminal.symbolic.expr import Substitution
 from luminal.view import ShapeTracker, contiguous_strides
 
 
@@ -141,31 +142,55 @@ def rename_reductions(v: ir.Value, names: Iterator[int]) -> ir.Value:
 
 def substitute_indices(v: ir.Value, table: dict[str, Expr]) -> ir.Value:
     """Substitute index variables throughout a value tree (loads, guards, iotas, extents, gathers)."""
-    if isinstance(v, ir.Load):
-        return replace(v, index=v.index.substitute(table))
-    if isinstance(v, ir.IndexValue):
-        return replace(v, expr=v.expr.substitute(table))
-    if isinstance(v, ir.Guard):
-        return replace(v, valid=v.valid.substitute(table), value=substitute_indices(v.value, table))
-    if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(substitute_indices(a, table) for a in v.args))
-    if isinstance(v, ir.Reduce):
-        inner = {k: e for k, e in table.items() if k != v.var}
-        return replace(v, extent=v.extent.substitute(inner), body=substitute_indices(v.body, inner))
-    if isinstance(v, ir.GatherLoad):
-        inner = {k: e for k, e in table.items() if k != "_g"}
-        return replace(
-            v,
-            at=substitute_indices(v.at, table),
-            index=v.index.substitute(inner),
-            valid=v.valid.substitute(inner),
-            limit=v.limit.substitute(inner),
-        )
-    if isinstance(v, ir.Contract):
-        inner = {k: e for k, e in table.items() if k != v.var}
-        a, b = substitute_indices(v.a, inner), substitute_indices(v.b, inner)
-        return replace(v, extent=v.extent.substitute(inner), a=a, b=b)
-    return v
+    return _IndexSubstitution(table).value(v)
+
+
+class _IndexSubstitution:
+    """`substitute_indices` by one table. A subtree that occurs more than once (one object read in several
+    places, as inlining leaves them) is substituted once, and so is each index expression the tree shares:
+    re-simplifying index expressions is most of the time fusion takes."""
+
+    def __init__(self, table: dict[str, Expr]):
+        self.table = table
+        self.expr = Substitution(table)
+        self.done: dict[int, ir.Value] = {}  # id of a node of the tree (alive while this is used) -> its result
+        self.under: dict[str, _IndexSubstitution] = {}
+
+    def bound(self, name: str) -> _IndexSubstitution:
+        """The substitution inside a binder of `name` (a reduction's or a gather's variable), which it leaves."""
+        if name not in self.table:
+            return self
+        if name not in self.under:
+            self.under[name] = _IndexSubstitution({k: e for k, e in self.table.items() if k != name})
+        return self.under[name]
+
+    def value(self, v: ir.Value) -> ir.Value:
+        out = self.done.get(id(v))
+        if out is None:
+            out = self.done[id(v)] = self._substituted(v)
+        return out
+
+    def _substituted(self, v: ir.Value) -> ir.Value:
+        sub = self.expr
+        if isinstance(v, ir.Load):
+            return replace(v, index=sub(v.index))
+        if isinstance(v, ir.IndexValue):
+            return replace(v, expr=sub(v.expr))
+        if isinstance(v, ir.Guard):
+            return replace(v, valid=sub(v.valid), value=self.value(v.value))
+        if isinstance(v, ir.Apply):
+            return replace(v, args=tuple(self.value(a) for a in v.args))
+        if isinstance(v, ir.Reduce):
+            inner = self.bound(v.var)
+            return replace(v, extent=inner.expr(v.extent), body=inner.value(v.body))
+        if isinstance(v, ir.GatherLoad):
+            inner = self.bound("_g").expr
+            at = self.value(v.at)
+            return replace(v, at=at, index=inner(v.index), valid=inner(v.valid), limit=inner(v.limit))
+        if isinstance(v, ir.Contract):
+            inner = self.bound(v.var)
+            return replace(v, extent=inner.expr(v.extent), a=inner.value(v.a), b=inner.value(v.b))
+        return v
 
 
 def _guarded_extents(valid: Expr, extents: dict[str, Expr]) -> dict[str, Expr]:

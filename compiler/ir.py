@@ -262,21 +262,16 @@ def rebuilt(v: Value, change) -> Value:
 
 
 def walk(v: Value):
-    """Every value node of an expression tree, parents first."""
-    yield v
-    if isinstance(v, Apply):
-        for a in v.args:
-            yield from walk(a)
-    elif isinstance(v, (Guard, Reduce)):
-        yield from walk(v.value if isinstance(v, Guard) else v.body)
-    elif isinstance(v, GatherLoad):
-        yield from walk(v.at)
-    elif isinstance(v, Contract):
-        yield from walk(v.a)
-        yield from walk(v.b)
-    elif isinstance(v, Attend):
-        for operand in (v.q, v.k, v.v, v.bias):
-            yield from walk(operand)
+    """Every value node of an expression tree, parents first (children in `children`'s order)."""
+    # A stack, not nested generators: `yield from` costs each node once per enclosing level, and fusion and
+    # the cost model walk deep trees millions of times in a compile.
+    stack = [v]
+    while stack:
+        node = stack.pop()
+        yield node
+        kids = children(node)
+        if kids:
+            stack.extend(reversed(kids))
 
 
 def element_wise(k: Kernel) -> bool:

@@ -181,9 +181,21 @@ def kernel_program(
     unsearched graph gets the policy alone. `stats` (when given) says what each did. `activation_dtype` is the
     compile option of that name.
     """
-    kernels, stats = lower(graph), {} if stats is None else stats
-    if searched:
-        marked = {buffer_name(n.id) for n in graph.nodes if isinstance(n.op, Inline)}
+    marked = chosen_fusions(graph) if searched else None
+    return fused_program(lower(graph), marked, graph.donated, target, {} if stats is None else stats, activation_dtype)
+
+
+def chosen_fusions(graph: Graph) -> frozenset[str]:
+    """The buffers a searched graph chose to compute in their readers (its Inline nodes)."""
+    return frozenset(buffer_name(n.id) for n in graph.nodes if isinstance(n.op, Inline))
+
+
+def fused_program(
+    kernels: ir.KernelProgram, marked: frozenset[str] | None, donated, target: str, stats: dict, activation_dtype: str
+) -> ir.KernelProgram:
+    """`kernel_program` after lowering: `marked` the chosen fusions (None: an unsearched graph), `donated` the
+    graph's donated outputs."""
+    if marked is not None:
         kernels = fuse_chosen(kernels, marked, get_target(target), stats=stats)
     before = len(kernels.kernels)
     kernels = fuse_single_consumers(kernels, get_target(target))
@@ -216,7 +228,7 @@ def kernel_program(
 
         # An attention reads a paged KV cache through its block table (no concatenation kernel), then the pools'
         # scatters write in place.
-        kernels = scatter_in_place(attend_through_concatenations(kernels, get_target(target)), graph.donated)
+        kernels = scatter_in_place(attend_through_concatenations(kernels, get_target(target)), donated)
         if kind == "cuda":  # tensor cores (Metal's GEMMs are SIMT)
             kernels = read_past_casts(kernels)
         if check_mode(activation_dtype) == "auto":
@@ -229,7 +241,7 @@ def kernel_program(
     if kind != "cpu":
         return kernels
     # A quantized matmul's zero points are subtracted where the integer GEMM packs (compiler/fuse_int_operands.py).
-    kernels = fuse_integer_operands(fuse_dequantised_weights(scatter_in_place(kernels, graph.donated)))
+    kernels = fuse_integer_operands(fuse_dequantised_weights(scatter_in_place(kernels, donated)))
     return add_packed_buffers(kernels)
 
 
@@ -278,17 +290,33 @@ def variants(name: str, kernels: ir.KernelProgram, target: str, gemm_library: st
     return [(f"{name}+cublas", library)] if gemm_library == "always" else [(name, kernels), (f"{name}+cublas", library)]
 
 
+def _snapshot(program: ir.KernelProgram) -> ir.KernelProgram:
+    """A copy of `program`'s tables (its kernels and buffers are immutable), for comparing it later."""
+    p = program
+    return ir.KernelProgram(dict(p.buffers), list(p.kernels), dict(p.inputs), dict(p.weights), dict(p.outputs),
+                            dict(p.symbols), dict(p.library))  # fmt: skip
+
+
 def select(
     candidates: Mapping[str, Graph], target: str, options: Mapping[str, Any]
 ) -> tuple[str, ir.KernelProgram, list[dict[str, Any]]]:
     """Compile every candidate, drop duplicates (same source), rank by the cost model, or by timing with
     profile=True on the target's runtime here (compiler/profile.py: a CUDA target on its GPU, or it raises)."""
     rows, programs, seen = [], {}, {}
+    built: list[tuple[tuple, tuple[ir.KernelProgram, dict[str, int]]]] = []
     for candidate, graph in candidates.items():
-        fusion: dict[str, int] = {}
-        searched = candidate != "unsearched"
-        activations = options.get("activation_dtype", "auto")
-        generated = kernel_program(graph, target, searched, stats=fusion, activation_dtype=activations)
+        lowered = lower(graph)
+        marked = chosen_fusions(graph) if candidate != "unsearched" else None
+        # Candidates that lower alike with the same fusions chosen (a search whose GEMM rules found nothing)
+        # share one run of the passes: they are most of a small graph's compile.
+        key = (_snapshot(lowered), marked, dict(graph.donated))
+        done = next((made for k, made in built if k == key), None)
+        if done is None:
+            fusion: dict[str, int] = {}
+            activations = options.get("activation_dtype", "auto")
+            done = fused_program(lowered, marked, graph.donated, target, fusion, activations), fusion
+            built.append((key, done))
+        generated, fusion = done[0], dict(done[1])
         for name, kernels in variants(candidate, generated, target, options.get("gemm_library", "auto")):
             source = codegen.program_source(kernels, target)
             estimated = estimate_program(kernels, target).seconds

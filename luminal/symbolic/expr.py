@@ -161,9 +161,7 @@ class Expr:
     # ---- evaluation ----------------------------------------------------------------------------------
     def substitute(self, mapping: dict[str, ExprLike]) -> Expr:
         """Replace variables by expressions (or ints) and re-simplify."""
-        table = {k: as_expr(v) for k, v in mapping.items()}
-        cache: dict[int, Expr] = {}
-        return _substitute(self, table, cache)
+        return Substitution(mapping)(self)
 
     def evaluate(self, env: dict[str, Any]) -> Any:
         """Value under `env` (names to ints, or to integer numpy arrays for a vectorised evaluation)."""
@@ -232,6 +230,18 @@ def as_dim(x: ExprLike) -> Dim:
     """The user-facing form of a dimension: a plain int when it is constant, else the expression."""
     e = as_expr(x)
     return e.args[0] if e.op == CONST else e
+
+
+class Substitution:
+    """One table of substitutions applied to many expressions: subexpressions they share are substituted and
+    re-simplified once. Shared means the same object, so every expression passed in must outlive it."""
+
+    def __init__(self, mapping: dict[str, ExprLike]):
+        self.table = {k: as_expr(v) for k, v in mapping.items()}
+        self._done: dict[int, Expr] = {}  # id of an expression passed in (or of a part of one) -> its result
+
+    def __call__(self, e: Expr) -> Expr:
+        return _substitute(e, self.table, self._done)
 
 
 def _substitute(e: Expr, table: dict[str, Expr], cache: dict[int, Expr]) -> Expr:
