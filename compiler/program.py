@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import fields
 from typing import Any, Mapping
 
 import numpy as np
@@ -191,7 +192,12 @@ def chosen_fusions(graph: Graph) -> frozenset[str]:
 
 
 def fused_program(
-    kernels: ir.KernelProgram, marked: frozenset[str] | None, donated, target: str, stats: dict, activation_dtype: str
+    kernels: ir.KernelProgram,
+    marked: frozenset[str] | None,
+    donated: Mapping[str, str],
+    target: str,
+    stats: dict,
+    activation_dtype: str,
 ) -> ir.KernelProgram:
     """`kernel_program` after lowering: `marked` the chosen fusions (None: an unsearched graph), `donated` the
     graph's donated outputs."""
@@ -292,9 +298,8 @@ def variants(name: str, kernels: ir.KernelProgram, target: str, gemm_library: st
 
 def _snapshot(program: ir.KernelProgram) -> ir.KernelProgram:
     """A copy of `program`'s tables (its kernels and buffers are immutable), for comparing it later."""
-    p = program
-    return ir.KernelProgram(dict(p.buffers), list(p.kernels), dict(p.inputs), dict(p.weights), dict(p.outputs),
-                            dict(p.symbols), dict(p.library))  # fmt: skip
+    tables = {f.name: getattr(program, f.name) for f in fields(program)}
+    return ir.KernelProgram(**{name: type(table)(table) for name, table in tables.items()})
 
 
 def select(
