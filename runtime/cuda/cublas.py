@@ -1,7 +1,9 @@
-"""The launch plan's "cublas" steps (compiler/cuda/library_gemm.py) issued through CuPy's cuBLAS bindings.
+"""The launch plan's "cublas" steps (compiler/cuda/library_gemm.py) issued through cuBLAS's C API
+(runtime/cuda/cublas_library.py: CuPy's own bindings rebind the stream at every call and refuse a capture).
 
-One cuBLAS handle per executable, bound to the executable's stream, so a step issued while that stream captures
-is recorded into the CUDA graph like a kernel; its own workspace, so cuBLAS allocates nothing during a capture.
+One cuBLAS handle per executable, bound once to the executable's stream, so a step issued while that stream
+captures is recorded into the CUDA graph like a kernel; then given its own workspace (binding a stream resets the
+workspace to cuBLAS's pool), so cuBLAS allocates nothing during a capture.
 Each step is one cublasGemmStridedBatchedEx: alpha 1 and beta 0 read from host memory when issued, products
 summed in fp32 (CUBLAS_COMPUTE_32F; float32 operands use TF32 tensor cores only when the load asks, tf32=True),
 the output written at its planned place in the arena. `cp` is the cupy module, passed in: nothing here imports
@@ -10,13 +12,13 @@ CuPy.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Mapping
 
 import numpy as np
 
 from luminal import dtypes as dt
 from luminal.compiler.cuda.library_gemm import LibraryGemm, Matrix
+from luminal.runtime.cuda import cublas_library
 
 OP_N, OP_T = 0, 1  # cublasOperation_t
 DATA_TYPE = {dt.float32: 0, dt.float16: 2, dt.bfloat16: 14}  # cudaDataType_t (library_types.h)
@@ -30,15 +32,9 @@ def evaluate(call: LibraryGemm, env: Mapping[str, int]) -> tuple[int, int, int]:
     return tuple(int(e.evaluate(dict(env))) for e in (call.m, call.n, call.batch))
 
 
-def bindings(cp: Any) -> Any:
-    """CuPy's cuBLAS module (cupy.cuda.cublas), imported on first use where cupy.cuda does not hold it yet."""
-    found = getattr(cp.cuda, "cublas", None)
-    return found if found is not None else importlib.import_module(f"{cp.__name__}.cuda.cublas")
-
-
 class CublasSteps:
     def __init__(self, cp: Any, stream: Any, *, tf32: bool = False):
-        self.cublas, self.stream, self.tf32 = bindings(cp), stream, tf32
+        self.cublas, self.stream, self.tf32 = cublas_library, stream, tf32
         self.handle = self.cublas.create()
         self.cublas.setStream(self.handle, stream.ptr)
         self.workspace = cp.cuda.alloc(WORKSPACE)
@@ -55,7 +51,6 @@ class CublasSteps:
         a, b, c = call.a, call.b, call.c
         compute = COMPUTE_32F_FAST_TF32 if self.tf32 and a.dtype == dt.float32 else COMPUTE_32F
         alpha, beta = self.scalars.ctypes.data, self.scalars.ctypes.data + self.scalars.itemsize
-        self.cublas.setStream(self.handle, self.stream.ptr)
         self.cublas.gemmStridedBatchedEx(
             self.handle, OP_T if a.transpose else OP_N, OP_T if b.transpose else OP_N, m, n, call.k,
             alpha, at(a), DATA_TYPE[a.dtype], a.ld, a.batch_stride,

@@ -12,14 +12,13 @@ so concurrent workers compiling the same program never read a half-written file.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import glob
 import hashlib
 import os
-import sys
 from functools import lru_cache
 from pathlib import Path
 
+from luminal.runtime.cuda import library_search
 from luminal.runtime.cuda.ptxas_report import KernelUsage, parse
 
 # --fmad=false: every op rounds as the reference interpreter does (the GEMM and attention kernels ask for their
@@ -48,35 +47,20 @@ class NvrtcError(RuntimeError):
 
 
 def _candidates() -> list[str]:
-    """Where libnvrtc may be, most specific first: the pip wheel, $CUDA_PATH, the usual toolkit folders."""
-    found = []
-    for root in sys.path:
-        for sub in ("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"):
-            found += sorted(glob.glob(os.path.join(root, sub, "libnvrtc.so*")), reverse=True)
-    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda", "/usr/local/cuda-*"):
-        if root:
-            found += sorted(glob.glob(os.path.join(root, "lib64", "libnvrtc.so*")), reverse=True)
-    name = ctypes.util.find_library("nvrtc")
-    return found + ([name] if name else [])
+    """Where libnvrtc may be: the pip wheel, $CUDA_PATH, the usual toolkit folders (not its builtins library)."""
+    found = library_search.candidates("nvrtc", ("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"))
+    return [path for path in found if "builtins" not in os.path.basename(path)]
 
 
 @lru_cache(maxsize=1)
 def library() -> ctypes.CDLL:
     """The loaded libnvrtc (raises NvrtcError naming where it looked)."""
     tried = _candidates()
-    for path in tried:
-        if "builtins" in os.path.basename(path):
-            continue
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
+    lib = library_search.first_loadable(tried)
+    if lib is not None:
         lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         return lib
-    raise NvrtcError(
-        "libnvrtc not found (pip install 'nvidia-cuda-nvrtc>=13,<14', or set CUDA_PATH to a CUDA toolkit); "
-        f"tried: {tried or 'nothing on sys.path, CUDA_PATH or /usr/local/cuda*'}"
-    )
+    raise NvrtcError(library_search.not_found("nvrtc", "nvidia-cuda-nvrtc>=13,<14", tried))
 
 
 def _check(result: int, what: str) -> None:

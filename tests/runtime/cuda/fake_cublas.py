@@ -1,9 +1,11 @@
-"""A stand-in for the few cupy.cuda.cublas calls the CUDA runtime makes (runtime/cuda/cublas.py), computing with
+"""A stand-in for cuBLAS's C API as the CUDA runtime calls it (runtime/cuda/cublas_library.py), computing with
 numpy on the fake device's host memory: create/destroy, setStream, setWorkspace and gemmStridedBatchedEx with
 cuBLAS's own column-major meaning. Its arguments are checked as cuBLAS checks them (a leading dimension too
 small, an unknown type or compute type is CUBLAS_STATUS_INVALID_VALUE there, an error here), alpha and beta are
 read from host memory when the call is issued, and the work runs on the stream the handle is bound to: recorded
-while that stream captures, so a graph replays it."""
+while that stream captures, so a graph replays it. As in cuBLAS, binding a stream resets the handle's workspace
+to cuBLAS's own pool, which allocates device memory when a GEMM needs it: so a GEMM captured on a handle without
+a workspace of its own is an error here (on a device it breaks the capture)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ TYPES = {0: np.dtype(np.float32), 2: np.dtype(np.float16), 14: np.dtype(ml_dtype
 COMPUTE = {68, 77}  # CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32
 _handles = itertools.count(1)
 streams: dict[int, int] = {}  # handle -> the stream pointer it issues on
+workspaces: dict[int, int] = {}  # handle -> its own workspace's pointer; 0: cuBLAS's pool
 calls: list[dict] = []  # every call issued (not replayed): what the tests look at
 
 
@@ -26,21 +29,23 @@ class CublasError(RuntimeError):
 
 def create() -> int:
     handle = next(_handles)
-    streams[handle] = 0
+    streams[handle], workspaces[handle] = 0, 0
     return handle
 
 
 def destroy(handle: int) -> None:
     streams.pop(handle)
+    workspaces.pop(handle)
 
 
-def setStream(handle: int, stream: int) -> None:  # noqa: N802 - CuPy's name
-    streams[handle] = stream
+def setStream(handle: int, stream: int) -> None:  # noqa: N802 - cuBLAS's name
+    streams[handle], workspaces[handle] = stream, 0
 
 
-def setWorkspace(handle: int, ptr: int, size: int) -> None:  # noqa: N802 - CuPy's name
+def setWorkspace(handle: int, ptr: int, size: int) -> None:  # noqa: N802 - cuBLAS's name
     if handle not in streams or size <= 0 or not ptr:
         raise CublasError("setWorkspace: a bad handle or workspace")
+    workspaces[handle] = ptr
 
 
 def _matrix(ptr: int, type_: int, rows: int, cols: int, ld: int, stride: int, batch: int, transpose: bool):
@@ -58,6 +63,10 @@ def gemmStridedBatchedEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, 
                          beta, C, Ctype, ldc, strideC, batchCount, computeType, algo) -> None:  # noqa: N803 # fmt: skip
     if handle not in streams:
         raise CublasError("gemmStridedBatchedEx: not a live handle")
+    from tests.runtime.cuda.fake_cupy import capturing  # here: fake_cupy imports this module
+
+    if capturing(streams[handle]) and not workspaces[handle]:
+        raise CublasError("gemmStridedBatchedEx captured on cuBLAS's own workspace pool, which allocates")
     a_rows = k if transa else m
     b_rows = n if transb else k
     checks = {

@@ -8,8 +8,9 @@ Only the signatures read in CuPy's source are mirrored: Module.load(bytes), Modu
 Function(grid, block, args, shared_mem=0, stream=None), Stream(non_blocking=...).begin_capture() / end_capture(),
 Graph.launch(stream=None), runtime.memsetAsync(ptr, value, size, stream), alloc(n) -> MemoryPointer (+ offset),
 ndarray(shape, dtype, memptr=...), .set(arr, stream=None), .get(stream=None), .data.ptr, Event().record(stream)
-/ .synchronize() and get_elapsed_time(start, end) in milliseconds (here the host clock's: work runs when issued);
-cuda.cublas is fake_cublas.py (numpy GEMMs on this memory, on the handle's stream).
+/ .synchronize() and get_elapsed_time(start, end) in milliseconds (here the host clock's: work runs when issued).
+cuBLAS is not CuPy's on this device either: the `fake_cublas_library` fixture (conftest.py) puts fake_cublas.py
+(numpy GEMMs on this memory, on the handle's stream) where the runtime looks for libcublas.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import numpy as np
 
 from luminal.runtime.cuda import shim
 from luminal.runtime.cuda.nvrtc import ELF_MAGIC
-from tests.runtime.cuda import fake_cublas
 
 int32, int64 = np.int32, np.int64
 _capturing: list[Stream] = []
@@ -215,6 +215,11 @@ def _elapsed_ms(start: Event, end: Event) -> float:
     return (end.at - start.at) * 1e3
 
 
+def capturing(stream: int) -> bool:
+    """Whether the stream whose pointer is `stream` is capturing."""
+    return any(s.ptr == stream for s in _capturing)
+
+
 def enqueue_on(stream: int, call) -> None:
     """Run `call` now, or record it while the stream whose pointer is `stream` captures."""
     target = next((s for s in _capturing if s.ptr == stream), None)
@@ -228,5 +233,5 @@ def _memset_async(ptr: int, value: int, size: int, stream: int) -> None:
 cuda = SimpleNamespace(
     Device=Device, Stream=Stream, alloc=alloc, runtime=SimpleNamespace(memsetAsync=_memset_async),
     Event=Event, get_elapsed_time=_elapsed_ms,
-    function=SimpleNamespace(Module=Module), cublas=fake_cublas,
+    function=SimpleNamespace(Module=Module),
 )  # fmt: skip

@@ -1,7 +1,7 @@
-"""cuBLAS steps on a real device (runtime/cuda/cublas.py through CuPy): every shape of call against the reference
-interpreter and torch.matmul, inside a captured CUDA graph and launched alone, across shape buckets, and a
-prefill-sized bf16 linear layer against torch.matmul and the generated tensor-core GEMM. Skipped where CuPy sees
-no device; torch's checks where torch has no CUDA."""
+"""cuBLAS steps on a real device (runtime/cuda/cublas.py, cuBLAS's C API on CuPy's memory and stream): every
+shape of call against the reference interpreter and torch.matmul, inside a captured CUDA graph and launched alone,
+across shape buckets, and a prefill-sized bf16 linear layer against torch.matmul and the generated tensor-core
+GEMM. Skipped where CuPy sees no device; torch's checks where torch has no CUDA."""
 
 import numpy as np
 import pytest

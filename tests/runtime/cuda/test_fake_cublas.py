@@ -1,5 +1,5 @@
 """The CUDA runtime's cuBLAS steps (runtime/cuda/cublas.py) on the fake device: the executable issues each "cublas"
-step through the stand-in for cupy.cuda.cublas (fake_cublas.py, numpy on the fake device's memory) on its own
+step through the stand-in for cuBLAS's C API (fake_cublas.py, numpy on the fake device's memory) on its own
 stream, so a CUDA graph captures it with the kernels; checked against the reference interpreter for every way a
 call is shaped (batched, transposed operands, half types, a float32 output from halves), at the bucket's dims
 and the live ones, beside generated kernels, and when profile=True times the candidates."""
@@ -23,7 +23,10 @@ from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.gemm_cases import GEMMS
 from tests.runtime.cuda import fake_cublas, fake_cupy
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)"),
+    pytest.mark.usefixtures("fake_cublas_library"),
+]
 
 
 def on_fake_device(program, **options) -> CudaExecutable:
@@ -96,6 +99,20 @@ def test_the_stand_in_checks_the_arguments_as_cublas_does():
         fake_cublas.gemmStridedBatchedEx(handle, 0, 0, 8, 8, 8, one.ctypes.data, a.data.ptr, 0, 4, 0, a.data.ptr, 0,
                                          8, 0, one.ctypes.data, a.data.ptr, 0, 8, 0, 1, COMPUTE_32F, -1)  # fmt: skip
     fake_cublas.destroy(handle)
+
+
+def test_the_stand_in_refuses_a_captured_call_on_cublas_own_workspace():
+    """cublasSetStream resets the handle's workspace to cuBLAS's pool, which allocates: the runtime binds the stream
+    once and then sets its own workspace, and issues no setStream between steps."""
+    g, feed = GEMMS["linear_bf16"]()  # rows: 37 (bucket 64)
+    exe = load(g)
+    exe.run(feed)  # captured on the executable's own workspace
+    fake_cublas.setStream(exe.cublas.handle, exe.stream.ptr)
+    few = {"x": feed["x"][:5]}  # bucket 8: captured anew
+    with pytest.raises(fake_cublas.CublasError, match="workspace pool"):
+        exe.run(few)
+    fake_cublas.setWorkspace(exe.cublas.handle, exe.cublas.workspace.ptr, 1)
+    assert_matches(exe.run(few), lm.run(g, few))
 
 
 def test_profile_times_the_cublas_candidate_like_the_others(monkeypatch):

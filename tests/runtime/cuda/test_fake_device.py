@@ -19,7 +19,10 @@ from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import CASES, MODELS, every_kind_symbolic
 from tests.runtime.cuda import fake_cupy
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)"),
+    pytest.mark.usefixtures("fake_cublas_library"),
+]
 
 
 def use_shim_for(program) -> None:

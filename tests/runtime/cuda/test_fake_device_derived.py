@@ -15,7 +15,10 @@ from tests.compiler.cuda.test_derived_weights import GRAPHS, feed
 from tests.runtime.cuda import fake_cupy
 from tests.runtime.cuda.test_fake_device import use_shim_for
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)"),
+    pytest.mark.usefixtures("fake_cublas_library"),
+]
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))

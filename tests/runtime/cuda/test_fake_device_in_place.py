@@ -16,7 +16,10 @@ from tests.compiler.test_in_place_scatter import SECOND_SRC, _expected, _expecte
 from tests.runtime.cuda import fake_cupy
 from tests.runtime.cuda.test_fake_device import load
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)"),
+    pytest.mark.usefixtures("fake_cublas_library"),
+]
 
 
 def _device_feed():

@@ -37,6 +37,7 @@ def on_the_fake_device(cp, graph, kernels, source):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.usefixtures("fake_cublas_library")
 def test_candidates_are_timed_with_cuda_events_and_the_fastest_kept(monkeypatch):
     monkeypatch.setattr(profile, "cuda_device", lambda target: fake_cupy)
     monkeypatch.setattr(profile, "load_on_cuda", on_the_fake_device)
