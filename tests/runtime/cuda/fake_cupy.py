@@ -9,8 +9,8 @@ Function(grid, block, args, shared_mem=0, stream=None), Stream(non_blocking=...)
 Graph.launch(stream=None), runtime.memsetAsync(ptr, value, size, stream), alloc(n) -> MemoryPointer (+ offset),
 ndarray(shape, dtype, memptr=...), .set(arr, stream=None), .get(stream=None), .data.ptr, Event().record(stream)
 / .synchronize() and get_elapsed_time(start, end) in milliseconds (here the host clock's: work runs when issued).
-cuBLAS is not CuPy's on this device either: the `fake_cublas_library` fixture (conftest.py) puts fake_cublas.py
-(numpy GEMMs on this memory, on the handle's stream) where the runtime looks for libcublas.
+The runtime calls cuBLAS's C API, not CuPy's cuBLAS module: the `fake_cublas_library` fixture (conftest.py) puts
+fake_cublas.py (numpy GEMMs on this memory, on the handle's stream) where the runtime looks for libcublas.
 """
 
 from __future__ import annotations
