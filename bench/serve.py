@@ -287,7 +287,8 @@ def main() -> None:
         anchors = [plain]
         if args.only in (None, "c"):  # the plain endpoint calling the real model's program
             minilm_port = free_port()
-            anchors.append(start_plain(minilm, minilm_port))
+            plain_minilm = start_plain(minilm, minilm_port)
+            anchors.append(plain_minilm)
         try:
             urls = {mode: url for mode, (_, url, _) in platforms.items()}
             plain_url = f"http://127.0.0.1:{plain_port}"
@@ -295,7 +296,7 @@ def main() -> None:
                 wait_for(f"{url}/v2/health/live", process)
             wait_for(f"{plain_url}/live", plain)
             if args.only in (None, "c"):
-                wait_for(f"http://127.0.0.1:{minilm_port}/live", anchors[1])
+                wait_for(f"http://127.0.0.1:{minilm_port}/live", plain_minilm)
             for mode, url in urls.items():
                 client = PlatformClient(url, key, timeout=600)
                 if args.only in (None, "a"):

@@ -1,8 +1,6 @@
 """cuBLAS's C API through ctypes (runtime/cuda/cublas_library.py): found where CuPy's CUDA wheels put it, every
 call typed, errors named. The calls themselves run on a device (test_device_cublas.py)."""
 
-import ctypes
-
 import pytest
 
 from luminal.runtime.cuda import cublas_library
@@ -16,11 +14,26 @@ def _loaded():
         pytest.skip(f"no libcublas here: {e}")
 
 
-def test_every_call_the_steps_make_is_found_and_typed():
-    lib = _loaded()
-    for symbol, argtypes in cublas_library.SIGNATURES.items():
-        function = getattr(lib, symbol)
-        assert function.argtypes == argtypes and function.restype is ctypes.c_int
+def test_every_call_the_steps_make_is_in_the_library():
+    lib = _loaded()  # loading looks up each symbol to type it: a missing one raises AttributeError there
+    assert all(hasattr(lib, symbol) for symbol in cublas_library.SIGNATURES)
+
+
+def test_each_wrapper_passes_as_many_arguments_as_its_signature_types(monkeypatch):
+    """ctypes checks the count only when called, which is on a device: count here what each wrapper passes."""
+    passed = {}
+
+    class Counting:
+        def __getattr__(self, symbol):
+            return lambda *args: passed.__setitem__(symbol, len(args)) or 0
+
+    monkeypatch.setattr(cublas_library, "load", Counting)
+    cublas_library.create()
+    cublas_library.destroy(1)
+    cublas_library.setStream(1, 2)
+    cublas_library.setWorkspace(1, 2, 3)
+    cublas_library.gemmStridedBatchedEx(*range(23))
+    assert passed == {symbol: len(types) for symbol, types in cublas_library.SIGNATURES.items()}
 
 
 def test_a_missing_library_is_unavailable_and_names_what_to_install(monkeypatch):
