@@ -1,7 +1,6 @@
 """bench/gpu_kernels.py --small: the decode step's launches by shape and ptxas's report per shape, no GPU needed."""
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu_kernels.py"
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="the register report needs nvcc")
+@pytest.mark.needs("nvcc")
 def test_decode_report_lists_launches_and_registers():
     cmd = [sys.executable, str(SCRIPT), "--small", "--only", "decode"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

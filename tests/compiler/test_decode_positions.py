@@ -1,7 +1,6 @@
 """A kernel's position decoded into its axes (compiler/gemm_operands.py `decode`): in 32-bit arithmetic where every
 position fits in 31 bits at the symbols' maxima, in 64-bit elsewhere, and the same indices either way."""
 
-import shutil
 import subprocess
 
 import numpy as np
@@ -23,7 +22,7 @@ def test_positions_that_fit_in_31_bits_divide_in_32():
     assert not any("uint32_t" in line for line in decode("lm_flat", WIDE_SHAPE, (0, 1, 2, 3)))
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("shape", [NARROW_SHAPE, WIDE_SHAPE], ids=["narrow", "wide"])
 def test_the_indices_are_the_row_major_ones(shape, tmp_path):
     axes = tuple(range(len(shape)))

@@ -2,8 +2,6 @@
 merged back (an attention's reads and its output before the next projection) are read without a division by the
 sequence length, on every target, and the results are unchanged."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -83,7 +81,7 @@ def test_the_cpu_program_matches_the_reference():
         np.testing.assert_allclose(got[name], want, rtol=2e-5, atol=2e-5, err_msg=name)
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 def test_the_cuda_program_matches_the_reference():
     g = heads_merged()
     assert_matches(ShimRuntime().load(lm.compile(g, "h100", cache=False)).run(_feed()), lm.run(g, _feed()))

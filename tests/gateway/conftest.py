@@ -3,7 +3,7 @@ real uvicorn server on a free port, and a tiny model file.
 
 PostgreSQL gets a fresh database per test run (dropped at the end) and a fresh schema per test; when the
 server at LUMINAL_TEST_POSTGRES_URL (default 127.0.0.1:5432, database `test`) is unreachable those cases skip
-with that reason."""
+with that reason (under CI they fail: tests/prerequisites.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from luminal.gateway.app import create_app
 from luminal.graph_file import graph_to_bytes
 from luminal.store.database import Database, migrate
 from luminal.store.settings import Settings
+from tests import prerequisites
 from tests.gateway.network_guard import no_network  # noqa: F401 - a fixture for the webhook tests
 
 ADMIN_URL = os.environ.get("LUMINAL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -55,7 +56,7 @@ def postgres_database():
 
         admin = psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=3)
     except Exception as e:  # any failure to reach the server means these cases cannot run here
-        pytest.skip(f"PostgreSQL is unreachable at {ADMIN_URL}: {e}")
+        prerequisites.unavailable("PostgreSQL", f"PostgreSQL is unreachable at {ADMIN_URL}: {e}")
     name = f"luminal_test_{uuid.uuid4().hex[:12]}"
     admin.execute(f'CREATE DATABASE "{name}"')
     base = ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
@@ -94,10 +95,21 @@ def db(database_url: str):
     database.dispose()
 
 
+# Compile jobs run in the gateway's own threads here: the default pool of spawned processes costs each test's
+# platform about 1.3 s to start its child and 0.4 s to stop it, and these tests are about the API, not where a
+# compile runs. The process pool is tested on its own (tests/scheduler/test_compile_jobs.py) and by every test that
+# runs `luminal serve` as a process (tests/cli/), which keeps the default.
+COMPILE_RUNNER = "thread"
+
+
 @pytest.fixture
 def settings(tmp_path: Path, database_url: str) -> Settings:
     return Settings(
-        data_dir=tmp_path / "data", database_url=database_url, bootstrap_key=BOOTSTRAP_KEY, max_upload_bytes=2**20
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        bootstrap_key=BOOTSTRAP_KEY,
+        max_upload_bytes=2**20,
+        compile_runner=COMPILE_RUNNER,
     )
 
 

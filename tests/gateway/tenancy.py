@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from luminal.store.settings import Settings
-from tests.gateway.conftest import BOOTSTRAP_KEY
+from tests.gateway.conftest import BOOTSTRAP_KEY, COMPILE_RUNNER
 
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
 
@@ -23,6 +23,7 @@ def settings_with_admin(tmp_path: Path, database_url: str, admin_token: str | No
         bootstrap_key=BOOTSTRAP_KEY,
         max_upload_bytes=2**20,
         admin_token=admin_token,
+        compile_runner=COMPILE_RUNNER,
     )
 
 

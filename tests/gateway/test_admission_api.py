@@ -9,13 +9,13 @@ import time
 import pytest
 
 from luminal.store.settings import Settings
-from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
+from tests.gateway.conftest import BOOTSTRAP_KEY, COMPILE_RUNNER, deploy_and_wait, upload
 
 
 @pytest.fixture
 def settings(tmp_path, database_url) -> Settings:
     return Settings(data_dir=tmp_path / "data", database_url=database_url, bootstrap_key=BOOTSTRAP_KEY,
-                    max_queue_depth=1)  # fmt: skip
+                    max_queue_depth=1, compile_runner=COMPILE_RUNNER)  # fmt: skip
 
 
 def infer_body(timeout_us: int | None = None) -> dict:

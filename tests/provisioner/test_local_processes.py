@@ -15,6 +15,7 @@ from luminal.provisioner.local_processes import _ProcessHandle
 from luminal.scheduler.registry import MemoryRegistry, WorkerInfo
 from luminal.store.clock import ManualClock
 from luminal.store.settings import Settings
+from tests import prerequisites
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 from tests.provisioner.test_provisioner import SPEC
 from tests.scheduler.queue_fixtures import REDIS_URL
@@ -32,7 +33,7 @@ def settings(tmp_path, database_url) -> Settings:
 
         redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
     except Exception as e:  # no Redis: this shape cannot run here
-        pytest.skip(f"Redis is unreachable at {REDIS_URL}: {e}")
+        prerequisites.unavailable("Redis", f"Redis is unreachable at {REDIS_URL}: {e}")
     namespace = f"lmtest{uuid.uuid4().hex[:10]}"
     yield Settings(data_dir=tmp_path / "data", database_url=database_url, bootstrap_key=BOOTSTRAP_KEY,
                    queue_url=REDIS_URL, queue_namespace=namespace, worker_backend="process")  # fmt: skip

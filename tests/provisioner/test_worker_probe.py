@@ -12,6 +12,7 @@ import pytest
 
 from luminal.provisioner.worker_probe import verdict
 from luminal.scheduler.registry import WorkerInfo, open_registry
+from tests import prerequisites
 from tests.scheduler.queue_fixtures import REDIS_URL
 
 INFO = WorkerInfo("luminal-worker-d3-abc", 3, pid=1, host="pod", device="h100", last_heartbeat=1000.0)
@@ -37,7 +38,7 @@ def test_the_probe_command_against_redis():
     try:
         redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
     except Exception as e:
-        pytest.skip(f"Redis is unreachable at {REDIS_URL}: {e}")
+        prerequisites.unavailable("Redis", f"Redis is unreachable at {REDIS_URL}: {e}")
     namespace = f"lmtest{uuid.uuid4().hex[:10]}"
     registry = open_registry(REDIS_URL, namespace)
     try:

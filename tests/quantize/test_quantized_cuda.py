@@ -1,8 +1,6 @@
 """A quantised (Q8_0) decode step compiled for h100: the generated CUDA compiles with nvcc for sm_90, computes what
 the reference interpreter does through the host shim, and its kernels read the int8 weights themselves."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -31,13 +29,13 @@ def test_the_kernels_read_int8_and_no_float_copy_is_made(step):
     assert "const int8_t*" in program.source
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="needs nvcc")
+@pytest.mark.needs("nvcc")
 def test_the_generated_cuda_compiles_for_sm_90(step):
     usages = nvcc.compile_cuda(step[1].source)
     assert {u.arch for u in usages} >= {"90"}
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 def test_the_generated_cuda_means_what_the_interpreter_computes(step):
     graph, program = step
     rng, past = np.random.default_rng(0), 5

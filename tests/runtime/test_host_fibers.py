@@ -5,14 +5,13 @@ the launch with an error instead of hanging."""
 
 import ctypes
 import platform
-import shutil
 
 import numpy as np
 import pytest
 
 from luminal.runtime.cuda import shim
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+pytestmark = pytest.mark.needs("g++")
 
 KERNELS = r"""
 // Each block sums its 256 values: a warp's lanes by shuffles, then the 8 warps' sums through shared memory.

@@ -246,9 +246,7 @@ def _start_redis(folder, port: int) -> subprocess.Popen:
             time.sleep(0.05)
 
 
-@pytest.mark.skipif(not any(os.access(os.path.join(p, "redis-server"), os.X_OK)
-                            for p in os.environ.get("PATH", "").split(os.pathsep)),
-                    reason="redis-server is not installed")  # fmt: skip
+@pytest.mark.needs("redis-server")
 def test_records_survive_a_redis_crash_with_aof_always(world, tmp_path):
     db, tenant_id, deployment_id = world
     port = _free_port()

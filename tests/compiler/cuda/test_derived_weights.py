@@ -3,8 +3,6 @@ that cuBLAS reads, and a half weight copied transposed for the SIMT GEMM. They a
 run's; the source says so; through the host shim (`lm_prepare`, then runs in either block order and at a
 bucket's grids) and through an artifact saved and read back, the outputs are the reference interpreter's."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -63,7 +61,7 @@ def test_the_weight_kernel_runs_at_load_not_in_a_run(compiled):
 RUNTIMES = {"plain": {}, "reversed": {"reversed_blocks": True}, "bucketed": {"buckets": True}}
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("runtime", RUNTIMES.values(), ids=RUNTIMES.keys())
 def test_matches_the_reference(compiled, runtime):
     g, prog = compiled
@@ -72,7 +70,7 @@ def test_matches_the_reference(compiled, runtime):
         assert_matches(loaded.run(feed(rows)), lm.run(g, feed(rows)))
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 def test_an_artifact_keeps_the_derived_buffers(compiled):
     g, prog = compiled
     back = load_program(program_to_bytes(prog), target="h100")
@@ -80,7 +78,7 @@ def test_an_artifact_keeps_the_derived_buffers(compiled):
     assert_matches(ShimRuntime().load(back).run(feed(5)), lm.run(g, feed(5)))
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+@pytest.mark.needs("nvcc")
 def test_compiles_without_spills(compiled):
     for u in nvcc.compile_cuda(compiled[1].source):
         assert u.spill_bytes == 0, f"{u.kernel} spills {u.spill_bytes} bytes on sm_{u.arch}"

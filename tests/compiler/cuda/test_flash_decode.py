@@ -3,8 +3,6 @@ queries over a key axis that may be long runs as key blocks whose last to finish
 launch, compiler/cuda/arrivals.py), and computes through the host shim what the reference interpreter computes,
 at an exact launch, at a shape bucket's grid, with the blocks run last first, and run after run."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -18,7 +16,7 @@ from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda import nvcc
 from tests.compiler.cuda.compare import assert_matches
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 
 
 def decode_attention(max_keys: int) -> lm.Graph:
@@ -94,7 +92,7 @@ def test_at_a_buckets_grid_matches_the_reference(long):
     assert_matches(ShimRuntime(buckets=True).load(program).run(feed(300)), lm.run(g, feed(300)))
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+@pytest.mark.needs("nvcc")
 def test_compiles_without_spills(long):
     _, program = long
     for u in nvcc.compile_cuda(program.source):

@@ -1,8 +1,6 @@
 """Kernels that are functions of their indices and read-only buffers alone (compiler/fuse_index.py) are computed
 by their readers on CUDA targets, and the result is unchanged."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -41,7 +39,7 @@ def test_the_tables_cost_no_launch_on_a_gpu_and_stay_kernels_on_the_cpu():
     assert len(lm.compile(g, "cpu", cache=False).kernels.kernels) > 2
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 def test_matches_the_reference():
     g = tables_read_twice()
     feed = {"x": np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)}
@@ -75,7 +73,7 @@ def test_no_kernel_only_copies_a_weight_or_transforms_an_input():
     assert len(read_only_copies(lm.compile(g, "cpu", cache=False))) >= 4 * BERT.num_hidden_layers
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 def test_the_bf16_encoder_matches_the_reference():
     g = bind_random(bert_graph(BERT, max_batch=2, max_seq=8))
     feed = _bert_feed()
@@ -100,7 +98,7 @@ def test_scatters_compute_their_slots():
     assert [launch.shape for launch in launch_plan(program.kernels)] == ["scatters"]
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 def test_scatters_computing_their_slots_match_the_reference():
     g = _pools_at_computed_slots()
     rng = np.random.default_rng(6)

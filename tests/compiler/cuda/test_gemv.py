@@ -1,8 +1,6 @@
 """The split-K GEMV (compiler/gemv_plan.py, compiler/cuda/gemv.py): which kernels take it and with what load
 width, and that what it computes through the host shim is what the reference interpreter computes."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -14,7 +12,7 @@ from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import GEMV_CASES, bind_random
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 
 # Elements per weight load: 16 bytes where alignment is proven, else 1.
 WIDTHS = {"gemv_bf16": 8, "gemv_f32": 4, "gemv_f16_odd_k": 1, "gemv_misaligned": 1, "gemv_int8": 16,

@@ -5,8 +5,6 @@ grid) every output is what the reference interpreter computes; GEMVs that read o
 than at their own positions, or whose output the memory plan may place over what another reads, keep their
 launches."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -21,7 +19,7 @@ from tests.compiler.cuda import nvcc
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import bind_random
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 K, WIDTHS = 64, {"q": 64, "k": 16, "v": 12}  # parts of 16, 4 and 3 blocks (4 outputs a block)
 
 
@@ -82,7 +80,7 @@ def test_matches_the_reference(projections, shim):
     _check(projections, shim)
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+@pytest.mark.needs("nvcc")
 def test_compiles_without_spills(projections):
     _, program, _ = projections
     usages = nvcc.compile_cuda(program.source)

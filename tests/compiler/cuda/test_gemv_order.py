@@ -3,8 +3,6 @@
 and the GEMVs after it move ahead of it instead; through the host shim the outputs are the reference
 interpreter's either way."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -50,7 +48,7 @@ def test_the_kernel_between_moves_only_when_independent(between):
     assert [m.out for m in merged] == [q, k, kernels.outputs["v"][0]]
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("between", ["independent", "reads_q"])
 def test_matches_the_reference(between):
     g = _layer(between)

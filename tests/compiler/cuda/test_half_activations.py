@@ -8,7 +8,6 @@ its sums run in other orders (and its attention is another kernel), so each of i
 few bf16 steps; the test asks for the logits within 3% of their largest magnitude.
 """
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from tests.compiler.cuda.graphs import bind_random
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))  # the bench's models and torch anchors
 from gpu_models import SMALL, as_numpy, llama_graphs, random_weights, shapes_of  # noqa: E402
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 
 
 def _temps(p: ir.KernelProgram) -> dict[str, lm.DType]:
@@ -153,7 +152,7 @@ def test_a_minilm_shaped_encoder_in_fp16():
     assert lm.float16 in _temps(program).values()
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="needs nvcc")
+@pytest.mark.needs("nvcc")
 def test_the_half_activation_programs_compile_for_sm80_and_sm90_without_spills():
     graphs = llama_graphs(SMALL)
     for graph in (graphs.prefill, _two_linears()):

@@ -3,7 +3,6 @@ arguments, when the roofline chooses the call, the "cublas" step in the source a
 meaning on the CPU through the host shim's stand-in (runtime/cuda/host_shim/lm_cublas.h) against the reference."""
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from tests.compiler.cuda.gemm_cases import GEMMS
 from tests.compiler.cuda.graphs import CASES, bind_random
 
 ROOT = Path(__file__).resolve().parents[3]
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 
 
 def with_cublas(case: str):

@@ -2,8 +2,6 @@
 meaning on the CPU through the host shim's wmma stand-in, and through the FMA path compiled for GPUs whose
 tensor cores lack the type (a T4 has no bf16 wmma)."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -17,7 +15,7 @@ from tests.compiler.cuda import nvcc
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import CASES, bind_random
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 
 
 def shapes(case: str) -> tuple[CompiledProgram, list[tuple[str, int]]]:
@@ -44,7 +42,7 @@ def test_the_path_each_architecture_compiles_matches_the_reference(arch):
     assert_matches(ShimRuntime(arch=arch).load(program).run(feed), lm.run(g, feed))
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+@pytest.mark.needs("nvcc")
 def test_a_bf16_tensor_core_gemm_compiles_for_a_t4_without_spills():
     program, _ = shapes("half_matmul")
     for usage in nvcc.compile_cuda(program.source, archs=("75",)):

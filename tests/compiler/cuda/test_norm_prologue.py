@@ -2,8 +2,6 @@
 epilogue of the GEMVs that make them (compiler/fuse_residual.py): which kernels fuse, and that the fused kernels
 compute through the host shim what the reference interpreter computes."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -17,7 +15,7 @@ from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import bind_random
 
 K, N = 512, 96  # K above the block size: each thread sums several squares before the fold
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 
 
 def _norm(kind: str, h: lm.Tensor, g: lm.Graph, name: str) -> lm.Tensor:

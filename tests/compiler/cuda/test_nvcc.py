@@ -9,7 +9,7 @@ from luminal.compiler.cuda.program import launch_plan, load_plan
 from tests.compiler.cuda import nvcc
 from tests.compiler.cuda.graphs import CASES, GEMV_CASES, MODELS
 
-pytestmark = pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+pytestmark = pytest.mark.needs("nvcc")
 
 
 @pytest.mark.parametrize("case", [*CASES, *GEMV_CASES, "encoder_block", "gpt2"])

@@ -2,8 +2,6 @@
 for h100: the attention reads the pools where they lie (no concatenation kernel, no cache-sized buffer), the
 pools' scatters write in place, and through the host shim it computes what the reference interpreter does."""
 
-import shutil
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -100,7 +98,7 @@ def test_no_kernel_names_two_reductions_alike(step):
         assert len(names) == len(set(names)), f"{k.name}: {sorted(names)}"
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("lengths", [[1], [300, 17, 40]], ids=["one", "three_rows_two_key_blocks"])
 def test_matches_the_reference(step, lengths):
     graph, program = step
@@ -111,7 +109,7 @@ def test_matches_the_reference(step, lengths):
     assert got[pool_name(0, "key")] is feed[pool_name(0, "key")]  # written where the caller holds it
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+@pytest.mark.needs("nvcc")
 def test_compiles_for_sm80_and_sm90_without_spills(step):
     _, program = step
     usages = nvcc.compile_cuda(program.source)

@@ -5,7 +5,6 @@ gate/up launches, the down projection's K = 8192) are the ones a GPU runs, and t
 reaches them."""
 
 import dataclasses
-import shutil
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from tests.compiler.cuda.compare import assert_matches
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))  # the bench's model sizes
 from gpu_models import FULL  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+pytestmark = pytest.mark.needs("g++")
 
 LAYERS = 2
 CONFIG = dataclasses.replace(FULL.llama, num_hidden_layers=LAYERS, vocab_size=256)

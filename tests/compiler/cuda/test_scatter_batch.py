@@ -2,8 +2,6 @@
 each; through the host shim (blocks in either order) the pools hold what the reference interpreter writes, in
 the caller's arrays; scatters that read one another's output, or scatter another shape, keep their launches."""
 
-import shutil
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -58,7 +56,7 @@ def test_the_pools_scatters_are_one_launch(pools):
     assert merged.writes == 2 and set(merged.buffers[:2]) == outs
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("reversed_blocks", [False, True])
 def test_matches_the_reference_in_the_callers_arrays(pools, reversed_blocks):
     g, program = pools
@@ -69,7 +67,7 @@ def test_matches_the_reference_in_the_callers_arrays(pools, reversed_blocks):
     assert got["key"] is feed["key"] and got["value"] is feed["value"]
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+@pytest.mark.needs("nvcc")
 def test_compiles_without_spills(pools):
     _, program = pools
     for u in nvcc.compile_cuda(program.source):

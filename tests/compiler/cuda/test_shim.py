@@ -2,8 +2,6 @@
 (the same source as C++20, every launch as the plan says, a block's threads as fibers with real barriers) and must
 compute what the reference interpreter computes."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -12,7 +10,7 @@ from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import CASES, MODELS
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+pytestmark = pytest.mark.needs("g++")
 
 
 def check(g: lm.Graph, feed: dict) -> None:

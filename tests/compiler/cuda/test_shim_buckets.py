@@ -2,8 +2,6 @@
 sized for them, while the dims block D holds the live dims. Run that way through the host shim, every kernel kind
 must compute exactly what an exact launch computes (compiler/cuda/kernels.py: blocks past the live grid return)."""
 
-import shutil
-
 import pytest
 
 import luminal as lm
@@ -13,7 +11,7 @@ from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import CASES, MODELS, every_kind_symbolic
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 
 
 def test_buckets_round_up_within_the_declared_range():

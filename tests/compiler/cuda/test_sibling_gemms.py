@@ -4,8 +4,6 @@ the host shim (tensor-core kernels or cuBLAS's stand-in; blocks in either order,
 are the reference interpreter's; biases are set side by side too. A GEMM whose output is the program's stays
 apart."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -86,7 +84,7 @@ def test_biases_are_side_by_side_too():
 RUNTIMES = {"plain": {}, "reversed": {"reversed_blocks": True}, "bucketed": {"buckets": True}}
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("case", [("auto", False), ("always", False), ("auto", True)], ids=["mma", "cublas", "bias"])
 @pytest.mark.parametrize("runtime", RUNTIMES.values(), ids=RUNTIMES.keys())
 def test_matches_the_reference(case, runtime):
@@ -97,13 +95,13 @@ def test_matches_the_reference(case, runtime):
         assert_matches(loaded.run(feed(rows)), lm.run(g, feed(rows)))
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+@pytest.mark.needs("nvcc")
 def test_compiles_without_spills():
     for u in nvcc.compile_cuda(compiled(projections()).source):
         assert u.spill_bytes == 0, f"{u.kernel} spills {u.spill_bytes} bytes on sm_{u.arch}"
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 def test_a_qwen2_shaped_prefill_merges_its_biased_projections_and_matches_the_reference():
     config = LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, qkv_bias=True, dtype=lm.bfloat16)  # fmt: skip

@@ -3,7 +3,6 @@ residual after each projection reads the stored LayerNorm output instead of reco
 statistics, so each LayerNorm is one row kernel (statistics and application) instead of a "warps" launch and a
 thread launch; through the host shim the outputs are the reference interpreter's."""
 
-import shutil
 from collections import Counter
 
 import numpy as np
@@ -52,7 +51,7 @@ def test_each_layer_norm_is_one_row_kernel(monkeypatch):
 RUNTIMES = {"plain": {}, "reversed": {"reversed_blocks": True}, "bucketed": {"buckets": True}}
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("runtime", RUNTIMES.values(), ids=RUNTIMES.keys())
 def test_matches_the_reference(runtime):
     g = bert()

@@ -4,8 +4,6 @@ concatenations in a decode step; a kernel that reads another's output, or runs o
 launch; the memory plan keeps what a merged launch touches apart; through the host shim (blocks in either order,
 at a bucket's grid) every output is what the reference interpreter computes."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -76,7 +74,7 @@ def test_only_independent_kernels_of_one_shape_merge():
     assert _merged(longer) == ["thread", "thread"]
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("reversed_blocks", [False, True])
 def test_merged_copies_match_the_reference(reversed_blocks):
     g = _copies()
@@ -100,7 +98,7 @@ def test_a_prefill_copies_each_layers_values_beside_its_keys_and_a_decode_step_c
     assert step.count(("threads", 2)) == LAYERS and ("thread", 1) not in step
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+@pytest.mark.needs("nvcc")
 def test_compiles_without_spills():
     for u in nvcc.compile_cuda(lm.compile(_copies(), "h100", cache=False).source):
         assert u.spill_bytes == 0, f"{u.kernel} spills {u.spill_bytes} bytes on sm_{u.arch}"

@@ -3,8 +3,6 @@ variance, both read by two kernels, are one "warps" launch whose warps compute t
 the mean they hold; a variance that reads another row's mean keeps its own launch; through the host shim (blocks
 in either order, at a bucket's grid) every output is what the reference interpreter computes."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -54,7 +52,7 @@ def test_the_mean_and_variance_are_one_launch_unless_another_rows_mean_is_read(c
         assert source.count("_q0[") == 1 and mean in source.split("_q0[lm_flat]")[1]
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("shim", ["blocks_in_order", "blocks_reversed", "bucket_grid"])
 def test_matches_the_reference(compiled, shim):
     _, g, program = compiled
@@ -63,7 +61,7 @@ def test_matches_the_reference(compiled, shim):
     assert_matches(runtime.load(program).run(feed), lm.run(g, feed))
 
 
-@pytest.mark.skipif(not nvcc.available(), reason="nvcc is not installed: no CUDA toolkit here")
+@pytest.mark.needs("nvcc")
 def test_compiles_without_spills(compiled):
     _, _, program = compiled
     for u in nvcc.compile_cuda(program.source):

@@ -3,8 +3,6 @@ the temporaries shrink to MSL `bfloat` / `half`, and the results do not change. 
 rounds there already) and the Metal shim runs the same sums in the same order as the reference interpreter, so
 its results equal the reference's bit for bit."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -13,7 +11,7 @@ from luminal.compiler import ir, memory
 from luminal.runtime.metal.shim import MetalShimRuntime
 from tests.compiler.metal.models import MODELS
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the Metal shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 HALF_MODELS = {"llama_prefill_bf16": lm.bfloat16, "llama_decode_fp16": lm.float16}
 
 

@@ -3,7 +3,6 @@ compiler/in_place.py), and through the Metal shim two steps write the caller's o
 come back, holding the new keys and values) and equal the reference interpreter's results bit for bit."""
 
 import copy
-import shutil
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from luminal.compiler.metal.program import launch_plan
 from luminal.runtime.metal.shim import MetalShimRuntime
 from tests.compiler.metal.models import paged_feed, paged_step
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the Metal shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 
 
 @pytest.fixture(scope="module")

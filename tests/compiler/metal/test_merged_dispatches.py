@@ -3,8 +3,6 @@ dispatches its GEMVs, scatters and attention as CUDA launches them, with no copy
 dispatch binds at most Metal's buffer arguments; the memory plan keeps what a merged dispatch touches apart;
 through the Metal shim the merged dispatches compute what the reference interpreter does."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -16,7 +14,7 @@ from luminal.runtime.metal.shim import MetalShimRuntime
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.metal.models import MODELS, paged_step
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the Metal shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 COPIES = 20  # independent copies: 40 buffers, more than one Metal dispatch binds
 
 

@@ -2,8 +2,6 @@
 C++ against the stand-in metal_stdlib (runtime/metal/host_shim/): the shapes of Metal's signatures and what the
 MSL lacks are checked in test_dialect.py, what the MSL computes in test_shim.py."""
 
-import shutil
-
 import pytest
 
 import luminal as lm
@@ -13,7 +11,7 @@ from tests.compiler.cuda.graphs import CASES
 from tests.compiler.cuda.graphs import MODELS as CUDA_MODELS
 from tests.compiler.metal.models import MODELS
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the stand-in header is compiled with g++")
+pytestmark = pytest.mark.needs("g++")
 # float64_values is left out: MSL has no double, and Metal refuses it by name (test_dialect.py).
 PROGRAMS = {**{k: v for k, v in CASES.items() if k != "float64_values"}, **CUDA_MODELS, **MODELS}
 

@@ -3,8 +3,6 @@ as C++20 against the stand-in metal_stdlib, a threadgroup's threads as fibers wi
 and compute what the reference interpreter computes: every kernel shape, half types, integer types, and the test
 models."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -14,7 +12,7 @@ from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import CASES, GEMV_CASES
 from tests.compiler.metal.models import MODELS
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the Metal shim needs g++ (C++20)")
+pytestmark = pytest.mark.needs("g++")
 # Every kernel shape (thread, warp, row, gemm, attention, copy + scatter), half and integer types; the cases left
 # out (elementwise, mlp) add no shape or type these lack; the GEMV runs where it reads int8 weights for a group
 # of rows per weight load.

@@ -3,8 +3,6 @@ GEMM over side-by-side weights computed from the weights themselves (compiler/cu
 copies go, the side-by-side weights keep the layout the GEMMs read ([K, N] or [N, K]) and are made at load, and
 through the Metal shim the outputs are the reference interpreter's."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -51,7 +49,7 @@ def test_the_key_and_value_gemms_are_one_over_side_by_side_weights_in_the_layout
     assert copies == [merged.name] and merged.out in readers  # no copy of the key's or value's weight is left
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the Metal shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.parametrize("k_major", [True, False], ids=["k_major", "n_major"])
 def test_matches_the_reference(k_major):
     g = projections(k_major)

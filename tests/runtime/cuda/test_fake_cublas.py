@@ -5,7 +5,6 @@ call is shaped (batched, transposed operands, half types, a float32 output from 
 and the live ones, beside generated kernels, and when profile=True times the candidates."""
 
 import ctypes
-import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -24,7 +23,7 @@ from tests.compiler.cuda.gemm_cases import GEMMS
 from tests.runtime.cuda import fake_cublas, fake_cupy
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)"),
+    pytest.mark.needs("g++"),
     pytest.mark.usefixtures("fake_cublas_library"),
 ]
 

@@ -3,7 +3,6 @@ memory is host memory and whose kernels run through the host shim (fake_cupy.py)
 only its execution is the shim's. What a GPU adds (the real CuPy calls) is tested by test_device.py."""
 
 import ctypes
-import shutil
 import sys
 
 import numpy as np
@@ -20,7 +19,7 @@ from tests.compiler.cuda.graphs import CASES, MODELS, every_kind_symbolic
 from tests.runtime.cuda import fake_cupy
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)"),
+    pytest.mark.needs("g++"),
     pytest.mark.usefixtures("fake_cublas_library"),
 ]
 

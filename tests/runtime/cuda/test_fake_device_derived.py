@@ -2,8 +2,6 @@
 plan runs once when the program is loaded, a weight that only it read is let go, and every run (one graph
 launch, or kernel by kernel) launches the run's plan alone and computes the reference's outputs."""
 
-import shutil
-
 import pytest
 
 import luminal as lm
@@ -16,7 +14,7 @@ from tests.runtime.cuda import fake_cupy
 from tests.runtime.cuda.test_fake_device import use_shim_for
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)"),
+    pytest.mark.needs("g++"),
     pytest.mark.usefixtures("fake_cublas_library"),
 ]
 

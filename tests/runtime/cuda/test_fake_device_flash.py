@@ -2,8 +2,6 @@
 at load beside the weights, left at zero by every run, so replays of one captured graph at other key counts
 compute what the reference interpreter does."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -13,7 +11,7 @@ from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.test_flash_decode import decode_attention, feed
 from tests.runtime.cuda.test_fake_device import load
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+pytestmark = pytest.mark.needs("g++")
 
 
 @pytest.mark.parametrize("graph", [True, False], ids=["graph", "launches"])

@@ -2,7 +2,6 @@
 pool has no copy kernel, a device pool is bound where the caller holds it and written there (the same array
 comes back), the graph is captured again only when the pool's pointer changes, and a host pool is copied in."""
 
-import shutil
 from dataclasses import replace
 
 import ml_dtypes
@@ -17,7 +16,7 @@ from tests.runtime.cuda import fake_cupy
 from tests.runtime.cuda.test_fake_device import load
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)"),
+    pytest.mark.needs("g++"),
     pytest.mark.usefixtures("fake_cublas_library"),
 ]
 

@@ -3,7 +3,6 @@ here on the fake device, fake_cupy.py); without such a GPU, a RuntimeUnavailable
 says the roofline ranks the candidates when profile is left off."""
 
 import ctypes
-import shutil
 import sys
 
 import numpy as np
@@ -36,7 +35,7 @@ def on_the_fake_device(cp, graph, kernels, source):
     return CudaExecutable(cp, graph, kernels, source, graph.weight_data)
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="the host shim needs g++ (C++20)")
+@pytest.mark.needs("g++")
 @pytest.mark.usefixtures("fake_cublas_library")
 def test_candidates_are_timed_with_cuda_events_and_the_fastest_kept(monkeypatch):
     monkeypatch.setattr(profile, "cuda_device", lambda target: fake_cupy)

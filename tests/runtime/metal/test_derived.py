@@ -4,8 +4,6 @@ not a run's, and the source says so; the runtime (through the stand-in Metal dev
 command buffer of their own, keeps their outputs resident and lets go of the weight no run reads; through the
 runtime and the Metal shim the outputs are the reference interpreter's."""
 
-import shutil
-
 import pytest
 
 import luminal as lm
@@ -17,7 +15,7 @@ from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.test_derived_weights import GRAPHS, feed
 from tests.runtime.metal import fake_metal
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the Metal shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 
 
 @pytest.fixture(scope="module", params=sorted(GRAPHS))

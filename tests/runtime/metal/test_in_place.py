@@ -3,8 +3,6 @@ the Metal shim): a pool given as a MetalArray is bound where the caller holds it
 launch), the scatter writes it there and the same MetalArray comes back; a numpy pool is copied in and left
 alone; the paged decode step's pools are written by two steps that equal the reference interpreter's."""
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -16,7 +14,7 @@ from tests.compiler.metal.models import paged_feed, paged_step
 from tests.compiler.test_in_place_scatter import SECOND_SRC, _expected, _expected_twice, _feed, _pool_graph
 from tests.runtime.metal import fake_metal
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the Metal shim needs g++ (C++20)")
+pytestmark = pytest.mark.needs("g++")
 
 
 def _load(graph: lm.Graph):

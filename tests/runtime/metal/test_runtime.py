@@ -4,7 +4,6 @@ stand-in for PyObjC's Metal module whose dispatches run the generated MSL throug
 and must compute what the reference interpreter computes."""
 
 import importlib.util
-import shutil
 import sys
 import types
 
@@ -21,7 +20,7 @@ from tests.compiler.cuda.graphs import CASES, MODELS
 from tests.compiler.metal.models import MODELS as METAL_MODELS
 from tests.runtime.metal import fake_metal
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the Metal shim needs g++ (C++20)")
+needs_gxx = pytest.mark.needs("g++")
 PROGRAMS = {**CASES, **MODELS, **METAL_MODELS}
 
 
