@@ -28,6 +28,7 @@ from luminal.compiler.cuda.launch import Launch
 from luminal.compiler.cuda.library_gemm import LibraryGemm
 from luminal.compiler.cuda.program import launch_plan, launched_together, load_plan
 from luminal.compiler.dialects import CUDA
+from luminal.runtime import precompiled_header
 from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
 from luminal.runtime.cuda import buckets
@@ -123,6 +124,11 @@ def compiler() -> str:
     return cxx
 
 
+def compile_flags(flags: list[str]) -> list[str]:
+    """A library build's flags less the link's (-shared): those a header precompiled for it is built with."""
+    return [f for f in flags if f != "-shared"]
+
+
 def header_files(folder: Path = SHIM) -> list[Path]:
     """The stand-in headers a shim build reads (what its cache key hashes): `folder`'s (the CUDA shim's, or the
     Metal shim's) and the fibers'."""
@@ -146,11 +152,13 @@ def build_library(
     if lib.exists():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
+    includes, pchs = ["-I", str(SHIM), "-I", str(FIBERS)], lib.parent / "pch"
+    pch = precompiled_header.folder(cxx, compile_flags(flags), SHIM / "cuda_shim.h", includes, headers, pchs)
+    includes = ["-I", str(pch), *includes] if pch else includes
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "program.cu", Path(tmp) / "program.so"
         src.write_text(source)
-        includes = ["-I", str(SHIM), "-I", str(FIBERS), "-include", "cuda_shim.h"]
-        cmd = [cxx, *flags, "-x", "c++", *includes, "-o", str(out), str(src)]
+        cmd = [cxx, *flags, "-x", "c++", *includes, "-include", "cuda_shim.h", "-o", str(out), str(src)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"the CUDA source did not compile through the host shim:\n{done.stderr[-4000:]}")

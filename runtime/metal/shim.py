@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from luminal.compiler.metal.program import launch_plan, launched_together, load_plan
+from luminal.runtime import precompiled_header
 from luminal.runtime.cpu import CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
 from luminal.runtime.cuda import shim as cuda_shim
@@ -39,11 +40,15 @@ def as_cpp(msl: str) -> str:
     return _KERNEL_SCOPE_THREADGROUP.sub(r"\1static ", msl)
 
 
-def _run_compiler(args: list[str], source: str, what: str) -> subprocess.CompletedProcess:
+INCLUDES = ["-I", str(HEADERS), "-I", str(cuda_shim.FIBERS)]
+
+
+def _run_compiler(args: list[str], source: str, what: str, first: list[str] = ()) -> subprocess.CompletedProcess:
+    """The compiler on `source` with `args`; `first`: include folders searched before the stand-in's."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "program.metal"
         src.write_text(source)
-        cmd = [cuda_shim.compiler(), *args, "-x", "c++", "-I", str(HEADERS), "-I", str(cuda_shim.FIBERS), str(src)]
+        cmd = [cuda_shim.compiler(), *args, "-x", "c++", *first, *INCLUDES, str(src)]
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
     if done.returncode != 0:
         raise RuntimeError(f"the MSL did not {what} against the stand-in metal_stdlib:\n{done.stderr[-4000:]}")
@@ -64,9 +69,12 @@ def build_library(msl: str, driver: str) -> Path:
     if lib.exists():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
+    # The MSL's first line includes <metal_stdlib>: GCC reads its precompiled form from the first include folder.
+    cxx, flags = cuda_shim.compiler(), cuda_shim.compile_flags(FLAGS)
+    pch = precompiled_header.folder(cxx, flags, HEADERS / "metal_stdlib", INCLUDES, headers, lib.parent / "pch")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "program.so"
-        _run_compiler([*FLAGS, "-o", str(out)], source, "build")
+        _run_compiler([*FLAGS, "-o", str(out)], source, "build", ["-I", str(pch)] if pch else [])
         staged = lib.with_suffix(f".{os.getpid()}.tmp")
         shutil.copyfile(out, staged)
         os.replace(staged, lib)
