@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test test-compiled test-cuda-shim test-metal-shim test-cuda run quickstart lint format bench bench-gpu gpu-wheels clean
+.PHONY: test test-fast test-compiled test-cuda-shim test-metal-shim test-cuda run quickstart lint format bench bench-gpu gpu-wheels clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -16,37 +16,45 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# The tests' compile caches (C libraries, CUBINs, programs) live in the checkout, so a fresh clone runs cold, as
+# CI does; reruns here are warm. One session runs everything, the op suite once per target among the rest
+# (tests/ops/conftest.py), so both workers stay busy to the end; worksteal hands a long test's neighbours on.
+PYTEST := LUMINAL_CACHE_DIR=$(CURDIR)/.cache $(PY) -m pytest
+WORKERS ?= 2
+
 test: $(STAMP)
+	$(PY) -m tests.prerequisites
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q -n 2 --durations=25 tests
-	$(MAKE) --no-print-directory test-compiled
-	$(MAKE) --no-print-directory test-cuda-shim
-	$(MAKE) --no-print-directory test-metal-shim
+	$(PYTEST) -q -n $(WORKERS) --dist worksteal --durations=25 tests
 
-# The op suite again through lm.compile(target="cpu"), against the same torch results: each test's checks
-# compile into one C program (tests/opcheck.py), a few minutes cold on 2 cores; .cache/ keeps reruns warm.
+# What to run between edits (a few minutes): lint, then every test but the op suite's compiled targets and the
+# tests marked slow (tests/conftest.py): `make test` runs those too.
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	LUMINAL_OPCHECK_TARGET=reference $(PYTEST) -q -n $(WORKERS) --dist worksteal -m "not slow" tests
+
+# The op suite on one compiled target alone, against the same torch results: generated C (`test-compiled`); the
+# CUDA compiled for h100 and run on the CPU through the host shim (runtime/cuda/shim.py), each program first
+# compiled by NVRTC for sm_80 and sm_90 with no kernel spilling registers (`test-cuda-shim`); the MSL compiled for
+# m2 and run through the Metal shim (runtime/metal/shim.py, `test-metal-shim`). `make test` runs all of them.
 test-compiled: $(STAMP)
-	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=cpu $(PY) -m pytest -q -n 2 tests/ops
+	LUMINAL_OPCHECK_TARGET=cpu $(PYTEST) -q -n $(WORKERS) --dist worksteal tests/ops
 
-# The op suite compiled for h100 and run on the CPU through the CUDA host shim (runtime/cuda/shim.py): what the
-# generated CUDA means, checked without a GPU, each program first compiled by NVRTC for sm_80 and sm_90 (about 10
-# minutes cold on 2 cores).
 test-cuda-shim: $(STAMP)
-	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=h100-shim $(PY) -m pytest -q -n 2 tests/ops
+	LUMINAL_OPCHECK_TARGET=h100-shim $(PYTEST) -q -n $(WORKERS) --dist worksteal tests/ops
 
-# The same for the MSL of the op suite compiled for m2, run on the CPU through the Metal shim (runtime/metal/shim.py)
-# (about 3 minutes cold).
 test-metal-shim: $(STAMP)
-	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=m2-shim $(PY) -m pytest -q -n 2 tests/ops
+	LUMINAL_OPCHECK_TARGET=m2-shim $(PYTEST) -q -n $(WORKERS) --dist worksteal tests/ops
 
 # On a machine with an NVIDIA GPU: the CUDA runtime's device tests, then the op suite compiled for h100 and run on
 # the GPU, against the same torch results. Not part of `make test` (it needs CuPy and a device; without them the
 # device tests skip and the op suite stops at RuntimeUnavailable).
 test-cuda: $(STAMP)
 	$(PY) -m pip install -q -e ".[cuda]"
-	LUMINAL_CACHE_DIR=.cache $(PY) -m pytest -q tests/runtime/cuda tests/compiler/cuda/test_target.py
-	LUMINAL_CACHE_DIR=.cache LUMINAL_OPCHECK_TARGET=h100 $(PY) -m pytest -q -n 2 tests/ops
+	$(PYTEST) -q tests/runtime/cuda tests/compiler/cuda/test_target.py
+	LUMINAL_OPCHECK_TARGET=h100 $(PYTEST) -q -n $(WORKERS) tests/ops
 
 run: $(STAMP)
 	$(PY) examples/platform_demo.py
@@ -75,4 +83,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .cache

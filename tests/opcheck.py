@@ -7,14 +7,15 @@ runs the op three ways against torch on the same random data: on plain inputs, o
 leading dim symbolic (`lm.sym`), bound only when the graph runs. `tests/op_coverage.py` lists every op
 name passed to `check` across the suite.
 
-With LUMINAL_OPCHECK_TARGET=cpu every variant runs through `lm.compile(g, target="cpu")` (generated C)
-instead of the reference interpreter, against the same torch results and tolerances; with h100-shim, through
-`lm.compile(g, target="h100")`, the generated CUDA run on the CPU by the host shim (runtime/cuda/shim.py) after
-NVRTC has compiled the same source for sm_80 and sm_90, as the runtime would on those GPUs, and ptxas reported
-no register spills in any kernel; with
-h100, the same program run on a real GPU by the CUDA runtime (runtime/cuda/: needs CuPy and a device); with
-m2-shim, through `lm.compile(g, target="m2")`, the generated MSL run on the CPU by the Metal shim
-(runtime/metal/shim.py).
+Each test of the op suite runs once per target (tests/ops/conftest.py), by default the four of `make test`:
+"reference", the interpreter; "cpu", every variant through `lm.compile(g, target="cpu")` (generated C);
+"h100-shim", through `lm.compile(g, target="h100")`, the generated CUDA run on the CPU by the host shim
+(runtime/cuda/shim.py) after NVRTC has compiled the same source for sm_80 and sm_90, as the runtime would on those
+GPUs, and ptxas reported no register spills in any kernel; "m2-shim", through `lm.compile(g, target="m2")`, the
+generated MSL run on the CPU by the Metal shim (runtime/metal/shim.py). LUMINAL_OPCHECK_TARGET (a comma list)
+picks others: "h100-shim-buckets" (grids and arena of the dims' shape bucket, as a CUDA graph launches) or "h100"
+(a real GPU through the CUDA runtime), and the compiled targets check against the same torch results and
+tolerances.
 """
 
 from __future__ import annotations
@@ -37,10 +38,23 @@ TOLERANCE = {  # (rtol, atol) by dtype: float32 to 1e-5, float64 to 1e-12, lower
     "bfloat16": (1e-2, 1e-2),
 }
 REDUCTION_RTOL = 1e-4
-# "cpu", "h100-shim", "h100-shim-buckets" (grids and arena of the dims' shape bucket, as a CUDA graph launches)
-# or "h100" (a real GPU through the CUDA runtime), or "m2-shim" (the MSL on the CPU): run compiled programs
-TARGET = os.environ.get("LUMINAL_OPCHECK_TARGET", "reference")
-COMPILED = TARGET in ("cpu", "h100-shim", "h100-shim-buckets", "h100", "m2-shim")
+DEFAULT_TARGETS = ("reference", "cpu", "h100-shim", "m2-shim")
+KNOWN_TARGETS = (*DEFAULT_TARGETS, "h100-shim-buckets", "h100")
+TARGET = "reference"  # the running test's target (tests/ops/conftest.py sets it)
+
+
+def targets() -> tuple[str, ...]:
+    """The targets each op test runs on: LUMINAL_OPCHECK_TARGET's (a comma list), else DEFAULT_TARGETS."""
+    chosen = tuple(t.strip() for t in os.environ.get("LUMINAL_OPCHECK_TARGET", "").split(",") if t.strip())
+    unknown = [t for t in chosen if t not in KNOWN_TARGETS]
+    if unknown:
+        raise ValueError(f"LUMINAL_OPCHECK_TARGET: unknown target(s) {unknown}; known: {', '.join(KNOWN_TARGETS)}")
+    return chosen or DEFAULT_TARGETS
+
+
+def compiled() -> bool:
+    """Whether the running test's checks run compiled programs (every target but the interpreter)."""
+    return TARGET != "reference"
 
 
 def run_compiled(g: lm.Graph, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -118,7 +132,7 @@ def _record(g: lm.Graph, prefix: str, lm_fn, arrays, decl_shapes, permuted: bool
 def _run_lm(lm_fn, arrays, decl_shapes, permuted: bool) -> list[np.ndarray]:
     g, feed = lm.Graph(), {}
     names = _record(g, "", lm_fn, arrays, decl_shapes, permuted, feed)
-    result = run_compiled(g, feed) if COMPILED else lm.run(g, feed)
+    result = run_compiled(g, feed) if compiled() else lm.run(g, feed)
     return [result[name] for name in names]
 
 
