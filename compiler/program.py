@@ -207,8 +207,11 @@ def fused_program(
     kernels = fuse_single_consumers(kernels, get_target(target))
     if get_target(target).kind in ("cuda", "metal"):
         # A LayerNorm's statistics then fuse into its application; and a launch or a dispatch costs more than
-        # recomputing a few sines where they are read.
-        kernels = fuse_single_consumers(read_stored_values(kernels), get_target(target))
+        # recomputing a few sines where they are read. Fusion runs again only where a reader changed: over the
+        # same kernels it is the same pass again (more than half of a small program's compile, fusing nothing).
+        reading = read_stored_values(kernels)
+        if reading.kernels != kernels.kernels:
+            kernels = fuse_single_consumers(reading, get_target(target))
         kernels = inline_index_functions(kernels, get_target(target))
     if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan and kernel bodies
         from luminal.compiler.cuda.norm_prologue import fuse_norms_into_gemvs
