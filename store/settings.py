@@ -97,9 +97,21 @@ class Settings(BaseSettings):
     worker_backend: str = Field(
         default="thread", pattern="^(thread|process|kubernetes|ec2)$", description="thread, process, kubernetes, ec2"
     )
-    # Workers on Kubernetes and EC2 run this image / install this package, then `worker_command` with the
-    # deployment id, a worker id and the GPU type appended (as `python -m luminal.scheduler.worker_process`).
-    worker_image: str = Field(default="ghcr.io/luminal-cloud/luminal:0.1.0", description="worker container image")
+    # Workers on Kubernetes run one of these images, then `worker_command` with the deployment id, a worker id and
+    # the GPU type appended (as `python -m luminal.scheduler.worker_process`): a CPU deployment's the platform's
+    # image (deploy/docker/platform.Dockerfile), a GPU deployment's the CUDA worker's (cuda-worker.Dockerfile).
+    # No image is published: the operator builds both, pushes them to a registry and names them here (the defaults
+    # are the tags those files build, which a local cluster can load without a registry).
+    worker_image: str = Field(
+        default="luminal-cloud:0.1.0",
+        description="image of CPU deployments' workers: deploy/docker/platform.Dockerfile, built and pushed by the "
+        "operator (none is published)",
+    )
+    gpu_worker_image: str = Field(
+        default="luminal-cloud-cuda-worker:0.1.0",
+        description="image of GPU deployments' workers: deploy/docker/cuda-worker.Dockerfile, built and pushed by "
+        "the operator (none is published)",
+    )
     worker_command: list[str] = Field(
         default=["python", "-m", "luminal.scheduler.worker_process"], min_length=1, description="worker argv prefix"
     )

@@ -9,6 +9,7 @@ tests/deploy/test_wheel_install.py, which builds and installs the wheel from the
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -90,3 +91,11 @@ def test_the_images_run_as_the_chart_and_the_kubernetes_backend_run_them():
     assert json.loads(_final(PLATFORM)["ENTRYPOINT"]) == ["luminal"]
     assert container["command"][0] == "python"
     assert "PATH=/opt/luminal/bin:$PATH" in _final(CUDA_WORKER)["ENV"]  # its venv's python, not Ubuntu's python3
+
+
+def test_their_build_commands_tag_the_images_the_platform_and_chart_default_to():
+    defaults = Settings()
+    for dockerfile, image in ((PLATFORM, defaults.worker_image), (CUDA_WORKER, defaults.gpu_worker_image)):
+        command = rf"docker build -f {dockerfile.relative_to(ROOT)} -t (\S+) \."
+        (tag,) = re.findall(command, dockerfile.read_text())
+        assert tag.rsplit("/", 1)[-1] == image  # under the operator's registry
