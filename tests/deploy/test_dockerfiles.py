@@ -99,3 +99,13 @@ def test_their_build_commands_tag_the_images_the_platform_and_chart_default_to()
         command = rf"docker build -f {dockerfile.relative_to(ROOT)} -t (\S+) \."
         (tag,) = re.findall(command, dockerfile.read_text())
         assert tag.rsplit("/", 1)[-1] == image  # under the operator's registry
+
+
+def test_each_image_installs_the_extras_its_roles_need():
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    # The chart's provisioner (kubernetes backend) and compile workers (Celery) run the platform's image; CuPy,
+    # NVRTC and cuBLAS (cuda) are what the CUDA worker's image is for.
+    for dockerfile, needed in ((PLATFORM, {"kubernetes", "celery"}), (CUDA_WORKER, {"cuda"})):
+        runs = " ".join(rest for keyword, rest in stages(dockerfile)[-1] if keyword == "RUN")
+        (extras,) = re.findall(r"luminal_cloud-\*\.whl\)\[([\w,]+)\]", runs)
+        assert needed <= set(extras.split(",")) <= declared, dockerfile.name
