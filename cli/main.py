@@ -1,6 +1,6 @@
 """The `luminal` command: `serve` runs the embedded platform; `deploy` uploads a model and waits for its compile;
-`login`, `models`, `deployments`, `keys`, `admin`, `predict`, `compile` and `compile-worker` are registered from
-their own modules.
+`login`, `models`, `deployments`, `keys`, `admin`, `predict`, `complete`, `chat`, `usage`, `compile` and
+`compile-worker` are registered from their own modules.
 
 Client commands read the server and key from --url / --api-key, else $LUMINAL_URL / $LUMINAL_API_KEY, else the
 config file `luminal login` writes (see cli/config.py). Errors print one line and exit with status 1.
