@@ -2,8 +2,6 @@
 distribution `luminal-cloud` with extras pyproject.toml declares, the repository itself (`-e '.[dev]'`), a local
 wheel, or a third-party package pyproject.toml depends on. (`luminal` on PyPI is another project: a hint
 `pip install 'luminal[cuda]'` installs the wrong thing.)
-
-README.md and docs/ are outside this scan for now: the documentation part of issue 42 rewrites them.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION = "luminal-cloud"
-SKIPPED = {"README.md", "docs", "build", "__pycache__"}  # and every dot-folder (.venv, .git, .cache) but .ci
+SKIPPED = {"build", "__pycache__"}  # and every dot-folder (.venv, .git, .cache) but .ci
 SCANNED_DOT_FOLDERS = {".ci"}
 TEXT_SUFFIXES = {".py", ".sh", ".md", ".toml", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".tpl", ".json", ".mako"}
 TEXT_NAMES = {"Makefile", "Dockerfile"}
