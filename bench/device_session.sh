@@ -20,7 +20,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 if [ -z "${SKIP_INSTALL:-}" ]; then # SKIP_INSTALL=1: luminal is installed already (a dry run in the venv)
     $PY -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
-        || { echo "pip install -e . failed: see install.log" | tee -a "$OUT/summary.txt"; exit 1; }
+        || { echo "installing luminal (pip install -e .) failed: see install.log" | tee -a "$OUT/summary.txt"; exit 1; }
 fi
 
 ENV_CHECK='

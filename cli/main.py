@@ -1,6 +1,6 @@
 """The `luminal` command: `serve` runs the embedded platform; `deploy` uploads a model and waits for its compile;
-`login`, `models`, `deployments`, `keys`, `admin`, `predict`, `compile` and `compile-worker` are registered from
-their own modules.
+`login`, `models`, `deployments`, `keys`, `admin`, `predict`, `complete`, `chat`, `usage`, `compile` and
+`compile-worker` are registered from their own modules.
 
 Client commands read the server and key from --url / --api-key, else $LUMINAL_URL / $LUMINAL_API_KEY, else the
 config file `luminal login` writes (see cli/config.py). Errors print one line and exit with status 1.
@@ -9,6 +9,7 @@ config file `luminal login` writes (see cli/config.py). Errors print one line an
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +22,7 @@ from luminal.cli.client import ClientError
 from luminal.cli.common import KeyOption, UrlOption, err, fail, out
 from luminal.cli.compile_worker import compile_worker
 from luminal.cli.config import connect
+from luminal.cli.curl_example import curl_command
 
 __all__ = ["KeyOption", "UrlOption", "app", "err", "fail", "main", "out"]  # other command modules import these
 
@@ -142,20 +144,12 @@ def deploy(
         out.print(f"Try: luminal complete {name} 'Hello' or luminal chat {name}", highlight=False, markup=False)
         return
     out.print(f"Endpoint: {endpoint}", highlight=False, soft_wrap=True)
-    example = {"inputs": [{"name": t["name"], "shape": t["shape"], "datatype": t["datatype"], "data": ["..."]}
-                          for t in version["inputs"]]}  # fmt: skip
-    out.print(
-        f"curl -H 'Authorization: Bearer $LUMINAL_API_KEY' {endpoint} -d '{_json(example)}'",
-        highlight=False,
-        soft_wrap=True,
-        markup=False,
-    )
-
-
-def _json(doc: object) -> str:
-    import json
-
-    return json.dumps(doc, separators=(",", ":"))
+    command = curl_command(endpoint, version["inputs"])
+    if command is None:  # inputs too large to spell out as JSON on one line: each from a .npy file instead
+        files = " ".join(f"--input {shlex.quote(t['name'] + '=' + t['name'] + '.npy')}" for t in version["inputs"])
+        command = f"luminal predict {shlex.quote(name)} --version {version['version']} {files}  # a .npy file per input"
+    # Printed as is (no markup, emoji codes or highlighting), so the line pastes into bash unchanged.
+    out.print(command, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 app.command()(login.login)

@@ -3,7 +3,7 @@
 After fusion a decode step's residual stream is never stored: each norm recomputes it from every sum that made
 it, `h = embed + o_1 + down_1 + ... `, in every later layer, and the o_proj and down_proj GEMVs store their raw
 dot products. That is cheap while a norm is its own kernel (a block per row), but a norm computed in the
-prologue of the GEMVs that read it (compiler/fuse_norm_gemv.py) would redo it in every block. So, on GPU
+prologue of the GEMVs that read it (compiler/cuda/norm_prologue.py) would redo it in every block. So, on GPU
 targets, each GEMV whose every reader reads it only inside one same element-wise expression (its value at the
 GEMV's output position, such as `h_prev + dot`, rounded as the graph rounds) computes that expression in its
 epilogue and stores it instead; the readers load it. A reader's expression found for each read by climbing from

@@ -2,10 +2,12 @@
 
 Stages: the deterministic passes (compiler/passes.py); the e-graph search (compiler/search/stage.py), which
 yields candidate graphs; for each candidate, lowering to the kernel IR (one kernel per compute node, views
-folded into loads) and fusion (compiler/fuse.py); selection of one candidate by the roofline cost model or,
-with profile=True, by timing (compiler/profile.py); C code generation. `LUMINAL_DEBUG=all` (or a comma list
-of stage names) prints each stage's graph; `program.report` holds the stages, e-graph sizes, what each rule
-set found, the candidates with their estimated (and measured) costs, and the choice.
+folded into loads) and fusion (as the search chose, compiler/fuse_chosen.py, then the single-consumer policy,
+compiler/fuse.py); selection of one candidate by the roofline cost model or, with profile=True, by timing
+(compiler/profile.py); code generation for the target's kind (compiler/codegen.py: C, CUDA C++ or MSL).
+`LUMINAL_DEBUG=all` (or a comma list of stage names) prints each stage's graph; `program.report` holds the
+stages, e-graph sizes, what each rule set found, the candidates with their estimated (and measured) costs, and
+the choice.
 """
 
 from __future__ import annotations

@@ -1,2 +1,3 @@
 """The provisioner: an autoscaler (target concurrency, scale to zero, cooldowns, tenant limits) and the backends
-that start and stop workers (threads in the gateway's process, or local processes)."""
+that start and stop workers (threads in the gateway's process, local processes, Kubernetes Deployments, EC2
+instances)."""

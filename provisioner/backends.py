@@ -1,6 +1,7 @@
-"""Where workers run, behind one interface: threads of this process (the embedded default, with the in-memory
-queue) or local worker processes (with a shared queue: Redis Streams). Kubernetes and cloud VMs come later as
-further backends of the same shape.
+"""Where workers run, behind one interface (`WorkerBackend`), and the backend of the embedded default: threads of
+this process, with the in-memory queue (`ThreadWorkers`). The other backends have the same shape, each in its own
+module, chosen by `LUMINAL_WORKER_BACKEND` (worker_backends.py): local worker processes (local_processes.py),
+Kubernetes Deployments (kubernetes_workers.py) and EC2 instances (ec2_workers.py), all on a shared queue (Redis).
 """
 
 from __future__ import annotations

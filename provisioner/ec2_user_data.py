@@ -1,9 +1,10 @@
-"""The user data an EC2 worker boots with: a shell script that installs the worker package in a virtual
-environment, writes the worker's environment from a Secrets Manager secret (with the instance profile's role, so
-no credential is in the user data, which is readable from the instance and through the EC2 API), and runs the
-worker as a systemd service under an unprivileged user of its own, which stops it with SIGTERM (the batch being
-executed finishes) and restarts it if it dies. The instance shuts down (and, started with that behaviour,
-terminates) if the installation fails, rather than idling as a billed instance without a worker.
+"""The user data an EC2 worker boots with: a shell script that installs the luminal-cloud wheel from
+`settings.ec2_worker_wheel_url` (with the `cuda` extra on a GPU instance) in a virtual environment, writes the
+worker's environment from a Secrets Manager secret (with the instance profile's role, so no credential is in the
+user data, which is readable from the instance and through the EC2 API), and runs the worker as a systemd service
+under an unprivileged user of its own, which stops it with SIGTERM (the batch being executed finishes) and
+restarts it if it dies. The instance shuts down (and, started with that behaviour, terminates) if the
+installation fails, rather than idling as a billed instance without a worker.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import re
 import shlex
 
+from luminal.provisioner.device_offer import CPU
 from luminal.store.settings import Settings
 
 # What may appear unquoted in the systemd unit's command line: ids, module paths, GPU types. Anything else in a
@@ -53,13 +55,17 @@ def user_data(settings: Settings, deployment_id: int, worker_id: str, gpu_type: 
         env_file=json.dumps(ENV_FILE),
     )  # fmt: skip
     stop_s = int(settings.execution_timeout_s) + 30
+    # No index has luminal-cloud: pip takes the wheel the operator built and put at that URL, with CuPy, NVRTC and
+    # cuBLAS for a GPU instance.
+    extra = "" if gpu_type == CPU else "[cuda]"
+    package = f"luminal-cloud{extra} @ {settings.ec2_worker_wheel_url}"
     return f"""#!/bin/bash
 # Luminal worker {worker_id} of deployment {deployment_id} ({gpu_type}).
 set -euo pipefail
 trap 'shutdown -h now' ERR
 mkdir -p /etc/luminal
 python3 -m venv {VENV}
-{VENV}/bin/pip install --quiet {shlex.quote(settings.ec2_worker_package)}
+{VENV}/bin/pip install --quiet {shlex.quote(package)}
 {VENV}/bin/python - <<'PY'
 {write_env}PY
 chmod 600 {ENV_FILE}

@@ -82,6 +82,11 @@ class Ec2Workers:
     ):
         if not settings.ec2_ami_id:
             raise ValueError("the ec2 worker backend needs an AMI: set LUMINAL_EC2_AMI_ID")
+        if not settings.ec2_worker_wheel_url:
+            raise ValueError(
+                "the ec2 worker backend needs the URL of the luminal-cloud wheel its instances install (built from "
+                "the repository: none is published): set LUMINAL_EC2_WORKER_WHEEL_URL"
+            )
         if client is None:
             import boto3
 

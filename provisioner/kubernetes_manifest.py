@@ -1,6 +1,7 @@
 """The worker Deployment of one deployment, as the Kubernetes API takes it (a plain dict, apps/v1).
 
-Its pods run `settings.worker_command DEPLOYMENT_ID POD_NAME GPU_TYPE` in `settings.worker_image`; their
+Its pods run `settings.worker_command DEPLOYMENT_ID POD_NAME GPU_TYPE` in `settings.worker_image` (a CPU
+deployment) or `settings.gpu_worker_image` (a GPU deployment: the image with CuPy, deploy/docker/); their
 database, queue and artifact URLs come from a Secret (`settings.kubernetes_worker_secret`), never from the
 Deployment itself, which anyone allowed to read Deployments can read.
 """
@@ -95,7 +96,7 @@ def _pod_spec(settings: Settings, spec: WorkerSpec) -> dict:
         resources = {"requests": {**resources["requests"], "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
     container = {
         "name": "worker",
-        "image": settings.worker_image,
+        "image": settings.gpu_worker_image if gpu else settings.worker_image,
         "command": list(settings.worker_command),
         "args": [str(spec.deployment_id), "$(POD_NAME)", spec.gpu_type],  # $(POD_NAME): the worker id
         "env": env,

@@ -1,7 +1,8 @@
 """Compiled programs as workers hold them: loaded once per artifact key, run one call at a time, and a run's
 failure sorted into the caller's fault (`InvalidInput`) or not.
 
-The gateway's direct backend and the scheduler's workers share this, so both answer a bad input alike.
+Thread workers and worker processes share this, so both answer a bad input alike; the language-model engines
+load their programs through `LoadedProgram` too.
 """
 
 from __future__ import annotations

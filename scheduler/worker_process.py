@@ -1,7 +1,8 @@
 """`python -m luminal.scheduler.worker_process DEPLOYMENT_ID WORKER_ID [DEVICE]`: one worker as its own process,
-started by the local provisioner on a device of the deployment's GPU type (DEVICE, "cpu" when omitted; its usage
-records bill that type). Settings come from the `LUMINAL_*` environment; SIGTERM stops it after the batch it
-is executing, and so does the death of the gateway that started it (LUMINAL_WORKER_PARENT_PID)."""
+on a device of the deployment's GPU type (DEVICE, "cpu" when omitted; its usage records bill that type). The
+local-process backend starts it, and so do Kubernetes pods and EC2 instances (`LUMINAL_WORKER_COMMAND`).
+Settings come from the `LUMINAL_*` environment; SIGTERM stops it after the batch it is executing, and so does the
+death of the local gateway that started it (LUMINAL_WORKER_PARENT_PID)."""
 
 from __future__ import annotations
 

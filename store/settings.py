@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -97,9 +98,21 @@ class Settings(BaseSettings):
     worker_backend: str = Field(
         default="thread", pattern="^(thread|process|kubernetes|ec2)$", description="thread, process, kubernetes, ec2"
     )
-    # Workers on Kubernetes and EC2 run this image / install this package, then `worker_command` with the
-    # deployment id, a worker id and the GPU type appended (as `python -m luminal.scheduler.worker_process`).
-    worker_image: str = Field(default="ghcr.io/luminal-cloud/luminal:0.1.0", description="worker container image")
+    # Workers on Kubernetes run one of these images, then `worker_command` with the deployment id, a worker id and
+    # the GPU type appended (as `python -m luminal.scheduler.worker_process`): a CPU deployment's the platform's
+    # image (deploy/docker/platform.Dockerfile), a GPU deployment's the CUDA worker's (cuda-worker.Dockerfile).
+    # No image is published: the operator builds both, pushes them to a registry and names them here (the defaults
+    # are the tags those files build, which a local cluster can load without a registry).
+    worker_image: str = Field(
+        default="luminal-cloud:0.1.0",
+        description="image of CPU deployments' workers: deploy/docker/platform.Dockerfile, built and pushed by the "
+        "operator (none is published)",
+    )
+    gpu_worker_image: str = Field(
+        default="luminal-cloud-cuda-worker:0.1.0",
+        description="image of GPU deployments' workers: deploy/docker/cuda-worker.Dockerfile, built and pushed by "
+        "the operator (none is published)",
+    )
     worker_command: list[str] = Field(
         default=["python", "-m", "luminal.scheduler.worker_process"], min_length=1, description="worker argv prefix"
     )
@@ -110,8 +123,9 @@ class Settings(BaseSettings):
     kubernetes_worker_secret: str = Field(default="luminal-worker-env", pattern=r"^[a-z0-9]([-a-z0-9.]{0,251})$")
     kubernetes_gpu_label: str = Field(default="luminal.dev/gpu-type", description="node label naming a GPU type")
     # EC2: the instance type started for each GPU type (a type missing here is refused, naming why), the AMI
-    # (one with Python 3.11+ and the NVIDIA driver), where the instances go, and the instance profile whose role
-    # reads the artifacts. Credentials and region come from the standard AWS settings (AWS_* variables).
+    # (one with Python 3.11+ and its venv module, the NVIDIA driver of CUDA 13 for GPU workers, gcc for CPU ones),
+    # where the instances go, and the instance profile whose role reads the artifacts. Credentials and region come
+    # from the standard AWS settings (AWS_* variables).
     ec2_instance_types: dict[str, str] = Field(
         default={
             "cpu": "c7i.2xlarge",
@@ -128,10 +142,17 @@ class Settings(BaseSettings):
     ec2_subnet_id: str = Field(default="", description="subnet of worker instances; empty: the default VPC's")
     ec2_security_group_ids: list[str] = Field(default=[], description="security groups of worker instances")
     ec2_instance_profile: str = Field(default="", description="IAM instance profile name of worker instances")
-    # What the user data installs (a pip requirement), and the Secrets Manager secret (a JSON object of LUMINAL_*
-    # variables: database, queue and artifact URLs) the instance reads with its profile's role at boot: user data
-    # is readable by anyone on the instance and by DescribeInstanceAttribute, so it carries no credential.
-    ec2_worker_package: str = Field(default="luminal-cloud[ec2]==0.1.0", description="pip requirement of the worker")
+    # What the user data installs: the luminal-cloud wheel built from this repository (`pip wheel --no-deps .`),
+    # at an http(s) URL the instances can read (a bucket's object, a presigned S3 URL, an internal file server);
+    # none is published on any index. GPU instances install it with the `cuda` extra. And the Secrets Manager
+    # secret (a JSON object of LUMINAL_* variables: database, queue and artifact URLs) the instance reads with its
+    # profile's role at boot: user data is readable by anyone on the instance and by DescribeInstanceAttribute, so
+    # it carries no credential.
+    ec2_worker_wheel_url: str = Field(
+        default="",
+        description="http(s) URL of the luminal-cloud wheel EC2 workers install, built by the operator (none is "
+        "published); required for the ec2 backend",
+    )
     ec2_worker_secret: str = Field(default="luminal/worker-env", description="Secrets Manager id of the worker env")
     # Autoscaling: requests (queued + executing) per replica before another starts; idle time before a
     # deployment with min_replicas 0 scales to zero; the cooldowns between scaling steps.
@@ -186,6 +207,17 @@ class Settings(BaseSettings):
     @classmethod
     def _artifact_url_is_known(cls, url: str) -> str:
         parse_artifact_url(url)  # raises ValueError naming what is wrong
+        return url
+
+    @field_validator("ec2_worker_wheel_url")
+    @classmethod
+    def _wheel_url_is_one(cls, url: str) -> str:
+        # The user data installs `luminal-cloud @ URL`: anything but a wheel's URL would fail on the instance, where
+        # nobody sees it, so it is refused here.
+        parts = urlsplit(url)
+        wheel = parts.scheme in ("http", "https") and parts.path.endswith(".whl") and not any(c.isspace() for c in url)
+        if url and not wheel:
+            raise ValueError(f"must be an http(s) URL of a .whl file, got {url[:200]!r}")
         return url
 
     @property

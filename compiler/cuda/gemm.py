@@ -5,7 +5,8 @@ registers. Per step of 16 along the contraction the block stages A's 64 x 16 and
 memory, evaluating each operand's expression (a load, or a fused producer, a gather, a guard) at the element's
 indices; elements past an edge are zero, so partial tiles need no other care. The epilogue (bias, activation,
 residual, casts) runs on each accumulated value before the store. Products accumulate with fmaf, as the C GEMM
-contracts to FMAs; tensor-core `mma` for half types is a later step.
+contracts to FMAs. Half-type GEMMs run on tensor cores instead (compiler/cuda/gemm_mma.py), staging their operands
+with this kernel's operand loop (compiler/cuda/mma_staging.py).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """`/v1/admin/tenants`: the operator's API, opened by the admin token (gateway/admin_auth.py), never a tenant's
 key. Create a tenant with its first key, list and get tenants, suspend and resume one, set its quotas.
 
-A suspension takes effect on this gateway at once (its key cache is cleared) and on other replicas within
-`metadata_cache_s`; the provisioner re-reads it at once, drains the tenant's deployments and scales them to zero.
+A suspension or quota change takes effect at once on every gateway: this one clears its caches and publishes the
+change on Redis, which clears the others' (gateway/metadata_changes.py). The provisioner, on whichever gateway holds
+the lease, re-reads it at once, drains a suspended tenant's deployments and scales them to zero.
 """
 
 from __future__ import annotations

@@ -22,7 +22,10 @@ from luminal.runtime.registry import RuntimeUnavailable
 def missing() -> str | None:
     """What this machine lacks to run CUDA programs (CuPy, a device, NVRTC), or None when it has all three."""
     if importlib.util.find_spec("cupy") is None:
-        return "CuPy is not installed (pip install 'luminal[cuda]': cupy-cuda13x and NVRTC, or luminal[cuda12])"
+        return (
+            "CuPy is not installed (pip install 'luminal-cloud[cuda]': cupy-cuda13x, NVRTC and cuBLAS; "
+            "'luminal-cloud[cuda12]' for a CUDA 12 driver)"
+        )
     try:
         import cupy
 

@@ -20,7 +20,7 @@ import numpy as np
 from luminal.runtime.reference import bound_weights
 from luminal.runtime.registry import RuntimeUnavailable
 
-INSTALL = "pip install 'luminal[metal]' (pyobjc-framework-Metal)"
+INSTALL = "pip install 'luminal-cloud[metal]' (pyobjc-framework-Metal)"
 
 
 def missing() -> str | None:

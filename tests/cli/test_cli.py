@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -43,7 +44,17 @@ def test_deploy_uploads_waits_and_prints_a_working_endpoint(server, model_file):
     assert result.exit_code == 0, result.output
     endpoint = re.search(r"Endpoint: (\S+)", result.stdout).group(1)
     assert endpoint == f"{server.url}/v2/models/tiny-model/versions/1/infer"
-    assert "curl -H 'Authorization: Bearer $LUMINAL_API_KEY'" in result.stdout
+    # The curl line as printed, pasted into bash with the key in the environment (a 401 if bash never expands it).
+    (curl,) = [line for line in result.stdout.splitlines() if line.startswith("curl ")]
+    env = {"PATH": os.environ["PATH"], "LUMINAL_API_KEY": BOOTSTRAP_KEY}  # no proxy variables: curl goes direct
+    pasted = subprocess.run(["bash", "-c", curl + " --silent --write-out '\\n%{http_code}'"], env=env,
+                            capture_output=True, text=True, timeout=30)  # fmt: skip
+    body, status = pasted.stdout.rsplit("\n", 1)
+    assert (pasted.returncode, status) == (0, "200"), (pasted, curl)
+    (output,) = json.loads(body)["outputs"]
+    assert (output["name"], output["shape"], output["datatype"]) == ("probs", [1, 3], "FP32")
+    want = lm.run(tiny_graph(), {"x": np.zeros((1, 4), np.float32)})["probs"].reshape(-1)
+    np.testing.assert_allclose(output["data"], want, rtol=1e-5)
     x = np.ones((2, 4), np.float32)
     body = {"inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32", "data": x.reshape(-1).tolist()}]}
     answer = server.client().post(endpoint, json=body).json()

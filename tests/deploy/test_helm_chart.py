@@ -6,6 +6,7 @@ OIP health routes, GPU requests and node selectors, RBAC for the provisioner's c
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ helm = pytest.importorskip("helm_python")
 yaml = pytest.importorskip("yaml")
 
 CHART = Path(__file__).parents[2] / "deploy" / "helm" / "luminal"
+# The chart's appVersion is the package's version: the image tags it defaults to are the ones built from this tree.
+VERSION = tomllib.loads((CHART.parents[2] / "pyproject.toml").read_text())["project"]["version"]
 VALUES_FILES = [None, *sorted((CHART / "ci").glob("*-values.yaml"))]
 NAMESPACE = "luminal-prod"
 
@@ -70,6 +73,10 @@ def test_defaults_gateway_probes_rbac_and_secrets():
     fields = {f"LUMINAL_{name.upper()}" for name in Settings.model_fields}
     assert {name for name in env if name.startswith("LUMINAL_")} <= fields
     assert gateway["spec"]["template"]["spec"]["serviceAccountName"] == "demo-luminal-provisioner"
+    # The images deploy/docker/ builds, under the tags the platform's own defaults name (none is published).
+    defaults = Settings()
+    assert container["image"] == env["LUMINAL_WORKER_IMAGE"] == defaults.worker_image == f"luminal-cloud:{VERSION}"
+    assert env["LUMINAL_GPU_WORKER_IMAGE"] == defaults.gpu_worker_image == f"luminal-cloud-cuda-worker:{VERSION}"
 
     role = find(documents, "Role", "demo-luminal-provisioner")
     verbs = {verb for rule in role["rules"] if "deployments" in rule["resources"] for verb in rule["verbs"]}
@@ -106,6 +113,7 @@ def test_gpu_worker_pools_request_their_gpu_on_their_nodes():
     assert container["command"] + container["args"] == [
         "python", "-m", "luminal.scheduler.worker_process", "3", "$(POD_NAME)", "h100"
     ]  # fmt: skip
+    assert container["image"] == f"luminal-cloud-cuda-worker:{VERSION}"  # the image with CuPy
     # Workers read the service URLs, never the gateway's keys.
     assert container["envFrom"] == [{"secretRef": {"name": "demo-luminal-services"}}]
     assert pod["automountServiceAccountToken"] is False
@@ -114,6 +122,7 @@ def test_gpu_worker_pools_request_their_gpu_on_their_nodes():
     assert l4["tolerations"][0]["key"] == "dedicated"
     cpu = find(documents, "Deployment", "demo-luminal-pool-cpu-d7")["spec"]["template"]["spec"]
     assert "nodeSelector" not in cpu and "nvidia.com/gpu" not in str(cpu["containers"][0]["resources"])
+    assert cpu["containers"][0]["image"] == f"luminal-cloud:{VERSION}"  # the platform's image runs CPU programs
 
 
 def test_external_services_and_keys_by_value():

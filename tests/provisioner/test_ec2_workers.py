@@ -8,10 +8,12 @@ import base64
 import dataclasses
 import json
 import re
+import shlex
 import subprocess
 import sys
 
 import pytest
+from packaging.requirements import Requirement
 
 from luminal.provisioner.ec2_user_data import user_data
 from luminal.provisioner.ec2_workers import Ec2Workers
@@ -25,6 +27,7 @@ pytest.importorskip("moto")
 
 H100 = dataclasses.replace(SPEC, deployment_id=11, gpu_type="h100")
 REGION = "us-east-1"
+WHEEL_URL = "https://artifacts.example.com/luminal_cloud-0.1.0-py3-none-any.whl?X-Amz-Signature=abc&X-Amz-Expires=3600"
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +59,7 @@ def ec2(endpoint):
 @pytest.fixture
 def settings(ec2) -> Settings:
     ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    return Settings(ec2_ami_id=ami, ec2_worker_secret="luminal/test-worker-env")
+    return Settings(ec2_ami_id=ami, ec2_worker_secret="luminal/test-worker-env", ec2_worker_wheel_url=WHEEL_URL)
 
 
 def test_workers_are_tagged_instances_of_their_gpu_type(ec2, settings):
@@ -113,9 +116,18 @@ def test_gpu_types_without_an_instance_type_are_refused(ec2, settings):
         backend.start(dataclasses.replace(H100, gpu_type="a100"))
     with pytest.raises(ValueError, match="LUMINAL_EC2_AMI_ID"):
         Ec2Workers(Settings(), MemoryRegistry(), ec2)
+    with pytest.raises(ValueError, match="LUMINAL_EC2_WORKER_WHEEL_URL"):  # none is published: no default
+        Ec2Workers(settings.model_copy(update={"ec2_worker_wheel_url": ""}), MemoryRegistry(), ec2)
 
 
-def test_user_data_is_valid_bash_without_credentials_and_refuses_odd_commands(settings):
+@pytest.fixture
+def offline_settings() -> Settings:
+    """For the user data alone, which reads no AMI from EC2 (moto's image list takes a second to read)."""
+    return Settings(ec2_ami_id="ami-12345678", ec2_worker_wheel_url=WHEEL_URL)
+
+
+def test_user_data_is_valid_bash_without_credentials_and_refuses_odd_commands(offline_settings):
+    settings = offline_settings
     script = user_data(settings, 11, "d11-abc", "h100", REGION)
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
     assert "TimeoutStopSec=330" in script and "Restart=on-failure" in script
@@ -123,6 +135,25 @@ def test_user_data_is_valid_bash_without_credentials_and_refuses_odd_commands(se
     odd = settings.model_copy(update={"worker_command": ["python", "-m", "x; curl evil|sh"]})
     with pytest.raises(ValueError, match="plain words"):
         user_data(odd, 11, "d11-abc", "h100", REGION)
+
+
+@pytest.mark.parametrize(("gpu_type", "extras"), [("h100", {"cuda"}), ("cpu", set())])
+def test_user_data_installs_the_operators_wheel_with_cuda_on_a_gpu(offline_settings, gpu_type, extras):
+    script = user_data(offline_settings, 11, "d11-abc", gpu_type, REGION)
+    (line,) = [line for line in script.splitlines() if " install " in line]
+    *command, package = shlex.split(line)  # what bash passes to pip, the URL's & and ? included
+    assert command == ["/opt/luminal/bin/pip", "install", "--quiet"]
+    requirement = Requirement(package)  # the parser pip itself uses
+    assert (requirement.name, requirement.extras, requirement.url) == ("luminal-cloud", extras, WHEEL_URL)
+
+
+@pytest.mark.parametrize(
+    "url", ["luminal-cloud==0.1.0", "s3://bucket/luminal_cloud-0.1.0-py3-none-any.whl", "https://x/luminal.tar.gz",
+            "https://x/a b.whl"],
+)  # fmt: skip
+def test_a_wheel_url_pip_cannot_install_is_refused_by_the_settings(url):
+    with pytest.raises(ValueError, match="http\\(s\\) URL of a .whl file"):
+        Settings(ec2_worker_wheel_url=url)
 
 
 def test_the_worker_environment_comes_from_the_secret(endpoint, settings, tmp_path):

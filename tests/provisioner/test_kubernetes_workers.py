@@ -30,7 +30,8 @@ def emulator():
 
 @pytest.fixture
 def settings() -> Settings:
-    return Settings(kubernetes_namespace=NAMESPACE, worker_image="registry.example/luminal:1.2")
+    return Settings(kubernetes_namespace=NAMESPACE, worker_image="registry.example/luminal-cloud:1.2",
+                    gpu_worker_image="registry.example/luminal-cloud-cuda-worker:1.2")  # fmt: skip
 
 
 @pytest.fixture
@@ -65,7 +66,12 @@ def report_ready(emulator, deployment_id: int, ready: int) -> None:
 
 def test_manifests_validate_for_every_gpu_type(settings):
     for gpu_type in settings.gpu_prices_per_second:
-        validate(worker_deployment(settings, dataclasses.replace(H100, gpu_type=gpu_type), 2))
+        manifest = worker_deployment(settings, dataclasses.replace(H100, gpu_type=gpu_type), 2)
+        validate(manifest)
+        (container,) = manifest["spec"]["template"]["spec"]["containers"]
+        # CPU deployments run in the platform's image, GPU ones in the CUDA worker's (deploy/docker/).
+        want = settings.worker_image if gpu_type == "cpu" else settings.gpu_worker_image
+        assert container["image"] == want, gpu_type
 
 
 def test_a_gpu_worker_deployment_requests_its_gpu_on_nodes_of_its_type(emulator, deployments, settings):
@@ -81,7 +87,7 @@ def test_a_gpu_worker_deployment_requests_its_gpu_on_nodes_of_its_type(emulator,
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert container["resources"]["requests"]["nvidia.com/gpu"] == "1"
     assert pod["nodeSelector"] == {"luminal.dev/gpu-type": "h100"}
-    assert container["image"] == "registry.example/luminal:1.2"
+    assert container["image"] == "registry.example/luminal-cloud-cuda-worker:1.2"  # the image with CuPy
     assert container["command"] + container["args"] == [
         "python", "-m", "luminal.scheduler.worker_process", "7", "$(POD_NAME)", "h100"
     ]  # fmt: skip

@@ -24,6 +24,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* The image of GPU deployments' workers: the platform's wheel with CuPy on CUDA. */}}
+{{- define "luminal.gpuWorkerImage" -}}
+{{ .Values.gpuWorkerImage.repository }}:{{ .Values.gpuWorkerImage.tag | default .Chart.AppVersion }}
+{{- end -}}
+
 {{/* The Secret of the shared service URLs: gateway and workers read it. */}}
 {{- define "luminal.servicesSecret" -}}
 {{- .Values.secrets.existingServicesSecret | default (printf "%s-services" (include "luminal.fullname" .)) -}}
