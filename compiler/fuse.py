@@ -25,7 +25,7 @@ from luminal.compiler import ir
 from luminal.compiler.affine import affine
 from luminal.compiler.bounded_index import axes_extents, fold_value
 from luminal.compiler.hoist import invariant_reductions
-from luminal.compiler.settle import settle
+from luminal.compiler.settle import is_zero, settle
 from luminal.symbolic import Expr, as_expr, var
 from luminal.symbolic.expr import Substitution
 from luminal.view import ShapeTracker, contiguous_strides
@@ -313,12 +313,38 @@ def _indexes(v: ir.Value) -> Iterator[Expr]:
             yield n.expr
 
 
-def _tree_within(v: ir.Value, limit: int) -> bool:
+def tree_within(v: ir.Value, limit: int = MAX_TREE_NODES) -> bool:
     """Whether the value tree has at most `limit` nodes, repeated subtrees counted each time. The cost model
     counts a repeated subtree once, and so does the C text (codegen_c binds it to a local), but the tree itself
     holds each copy (inlining substitutes the producer at every read): a chain of ops that each read their
     input twice would double it per link, and every pass over it with it."""
     return _within(v, ir.children, limit)
+
+
+def too_large_inlined(producer: ir.LoopKernel, consumer: ir.LoopKernel, limit: int = MAX_TREE_NODES) -> bool:
+    """Whether `inline(producer, consumer)` surely holds more than `limit` nodes, counted without building it.
+
+    Each load of the producer's buffer that inlining replaces becomes a copy of the producer's body, as large as
+    the body unless settling shrinks it, which only a guard decided at the read's index (or an `x + 0` it leaves)
+    does. For a body with neither, the count is exact; otherwise this says False and the caller builds and
+    counts. A consumer that reads a producer at a thousand offsets (a scan's doubling steps fused) is refused
+    here in one bounded walk instead of after a thousand substitutions."""
+    body = list(ir.walk(producer.body))
+    if any(isinstance(n, ir.Guard) or (isinstance(n, ir.Apply) and n.op == "Add" and any(map(is_zero, n.args)))
+           for n in body):  # fmt: skip
+        return False
+    stack, count = [consumer.body], 0
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ir.Load) and node.buffer == producer.out:
+            count += len(body)
+        else:
+            count += 1
+            # A Contract's operands are not inlined into (see _replace_loads): its loads stay loads.
+            stack.extend(ir.children(node))
+        if count > limit:
+            return True
+    return False
 
 
 def attends(kernel: ir.LoopKernel) -> bool:
@@ -345,12 +371,13 @@ def may_inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, target=None) ->
 def within_limits(fused: ir.LoopKernel) -> bool:
     """Whether a fused kernel holds at most one GEMM (whose epilogue is the rest of the kernel) and has bounded
     C text: its value tree and each of its index expressions."""
-    return len(contracts(fused.body)) <= 1 and value_within_limits(fused.body)
+    # The sizes first: counting stops at the limit, where finding the GEMMs walks the whole tree.
+    return value_within_limits(fused.body) and len(contracts(fused.body)) <= 1
 
 
 def value_within_limits(v: ir.Value) -> bool:
     """Whether a value tree and each of its index expressions are within fusion's size limits."""
-    if not _tree_within(v, MAX_TREE_NODES):
+    if not tree_within(v):
         return False
     return all(_within(e, _expr_children, MAX_INDEX_NODES) for e in set(_indexes(v)))
 
@@ -411,7 +438,11 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
         consumer = kernels[users[0]]
         if not may_inline(producer, consumer, target):
             continue
+        if too_large_inlined(producer, consumer):
+            continue
         fused = inline(producer, consumer, names)
+        if not tree_within(fused.body):  # too large, folded or not: folding indices keeps every node
+            continue
         if gpu:  # indices folded by the loops' extents first, so that a row's reductions are seen to be hoisted
             fused = replace(fused, body=fold_value(fused.body, axes_extents(fused.shape)))
         if not within_limits(fused):

@@ -24,6 +24,8 @@ from luminal.compiler.fuse import (
     inline,
     inline_value,
     may_inline,
+    too_large_inlined,
+    tree_within,
     value_within_limits,
     with_kernels,
     within_limits,
@@ -43,11 +45,13 @@ def _computing(producer: ir.LoopKernel, user: ir.Kernel, target, names) -> ir.Ke
     """`user` computing `producer` where it reads it, or None where it may not: a scatter computes it in its
     indices, its values and its destination (a paged step's slots and positions feed only scatters)."""
     if isinstance(user, ir.LoopKernel):
-        if not may_inline(producer, user, target):
+        if not may_inline(producer, user, target) or too_large_inlined(producer, user):
             return None
         fused = inline(producer, user, names)
         if within_limits(fused):
             return fused
+        if not tree_within(fused.body):  # folding indices keeps every node: too many stay too many
+            return None
         # Too large as written (a paged step's mask rows in its attention): its indices folded may fit. (After
         # fusion compiler/fold_indices.py folds every index where that removes a division by a symbol.)
         fused = replace(fused, body=fold_value(fused.body, axes_extents(fused.shape)))
