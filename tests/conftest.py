@@ -1,7 +1,8 @@
 """Test-suite settings: property tests are deterministic under `make test` (the same examples every run,
 so CI never flakes on a newly drawn case); `HYPOTHESIS_PROFILE=explore` draws fresh random examples.
 `@pytest.mark.needs("g++")` names a prerequisite a test cannot run without (tests/prerequisites.py): missing, the
-test skips saying how to get it, and under CI it fails."""
+test skips saying how to get it, and under CI it fails. The modules in SLOW are marked `slow`: `make test-fast`
+leaves them out, `make test` runs them."""
 
 import os
 
@@ -14,7 +15,44 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
+# The modules that take most of the suite's time outside the op suite (`make test --durations` lists them): the
+# platform under kills and load, model imports and generation, GPU programs built through the shims and nvcc.
+SLOW = (
+    "bench/test_gpu_bench_small.py", "bench/test_metal_kernels_small.py",
+    "cli/test_cli.py", "cli/test_llm_cli.py", "cli/test_llm_quantize_cli.py", "cli/test_predict_compile.py",
+    "cli/test_serve_killed_billing.py",
+    "compiler/cuda/test_attention_layout.py", "compiler/cuda/test_fuse_index.py",
+    "compiler/cuda/test_half_activations.py", "compiler/cuda/test_nvcc.py", "compiler/cuda/test_paged_decode.py",
+    "compiler/cuda/test_paged_decode_full_width.py",
+    "compiler/cuda/test_shim.py", "compiler/cuda/test_sibling_gemms.py", "compiler/cuda/test_stored_values.py",
+    "compiler/metal/test_half_activations.py", "compiler/metal/test_msl.py", "compiler/metal/test_shim.py",
+    "compiler/test_artifact.py", "compiler/test_compile_history.py", "compiler/test_cpu_runtime.py",
+    "compiler/test_egraph.py", "compiler/test_matmul.py",
+    "gateway/test_deployments_api.py", "gateway/test_inference_api.py", "gateway/test_openai_api.py",
+    "gateway/test_predictions.py", "gateway/test_scaling_api.py", "gateway/test_schemathesis.py",
+    "nn/test_generation.py", "nn/test_minilm.py", "nn/test_paged_chunk.py",
+    "onnx/test_dynamic_models.py", "onnx/test_node_cases.py", "onnx/test_quantized.py",
+    "provisioner/test_ec2_workers.py",
+    "quantize/test_quantized_cuda.py", "quantize/test_quantized_models.py",
+    "runtime/cuda/test_nvrtc.py",
+    "scaleout/test_scaleout_kills.py",
+    "scheduler/test_billing_under_kills.py", "scheduler/test_celery_compile.py", "scheduler/test_generation_engine.py",
+    "scheduler/test_queues.py",
+    "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py",
+    "deploy/test_wheel_install.py",
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(config, items):
+    root = config.rootpath / "tests"
+    slow = {root / name for name in SLOW}
+    for item in items:
+        if item.path in slow:
+            item.add_marker("slow")
+
+
 def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: left out of `make test-fast` (SLOW in tests/conftest.py)")
     names = ", ".join(prerequisites.PREREQUISITES)
     config.addinivalue_line("markers", f"needs(name): the test needs that prerequisite ({names})")
 
