@@ -199,8 +199,18 @@ ExprLike = Expr | int
 Dim = Expr | int
 
 
+_SMALL = {}  # the constants -256..256, made once: index arithmetic builds millions of them in a compile
+
+
 def const(value: int) -> Expr:
-    return Expr(CONST, (int(value),), int(value), int(value))
+    found = _SMALL.get(value) if type(value) is int else None
+    if found is not None:
+        return found
+    value = int(value)
+    return Expr(CONST, (value,), value, value)
+
+
+_SMALL.update({k: Expr(CONST, (k,), k, k) for k in range(-256, 257)})
 
 
 def var(name: str, lo: int = 0, hi: int = DEFAULT_MAX) -> Expr:
@@ -212,6 +222,8 @@ def var(name: str, lo: int = 0, hi: int = DEFAULT_MAX) -> Expr:
 def as_expr(x: ExprLike) -> Expr:
     if isinstance(x, Expr):
         return x
+    if type(x) is int:  # the common case, before the checks below
+        return const(x)
     if isinstance(x, bool):
         return const(int(x))
     try:
