@@ -31,9 +31,9 @@ def fold(e: Expr, extents: Mapping[str, Expr]) -> Expr:
     `extents`: each loop variable in scope ranges over [0, extent)."""
     if e.op in ("const", "var"):
         return e
-    ranges = _ranges(e)
+    ranges = e.variable_ranges()
     scope = {name: extents[name] for name, _, _ in ranges if name in extents}  # all that folding `e` reads
-    key = (e, tuple(sorted(scope.items())), tuple(sorted(ranges)))
+    key = (e, tuple(sorted(scope.items())), ranges)
     found = _FOLDED.get(key)
     if found is None:
         found = _fold(e, extents)
@@ -41,12 +41,6 @@ def fold(e: Expr, extents: Mapping[str, Expr]) -> Expr:
             _FOLDED.clear()
         _FOLDED[key] = found
     return found
-
-
-def _ranges(e: Expr) -> set[tuple[str, int, int]]:
-    if e.op == "var":
-        return {(e.args[0], e.lo, e.hi)}
-    return set().union(*(_ranges(a) for a in e.args if isinstance(a, Expr)))
 
 
 def _fold(e: Expr, extents: Mapping[str, Expr]) -> Expr:
@@ -178,30 +172,50 @@ def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
 
 def fold_value(v: ir.Value, extents: Mapping[str, Expr], fold_index=fold) -> ir.Value:
     """Every index expression of a value tree folded (by `fold_index`, `fold` unless given), with the variables
-    each node binds added in its scope."""
+    each node binds added in its scope. A subtree the tree holds in several places (inlining shares them) is
+    folded once per scope."""
+    return _ValueFolding(fold_index).value(v, extents)
 
-    def within(value: ir.Value, scope: Mapping[str, Expr]) -> ir.Value:
-        return fold_value(value, scope, fold_index)
 
-    if isinstance(v, ir.Load):
-        return replace(v, index=fold_index(v.index, extents))
-    if isinstance(v, ir.IndexValue):
-        return replace(v, expr=fold_index(v.expr, extents))
-    if isinstance(v, ir.Guard):
-        return replace(v, valid=fold_index(v.valid, extents), value=within(v.value, extents))
-    if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(within(a, extents) for a in v.args))
-    if isinstance(v, ir.GatherLoad):
-        return replace(v, at=within(v.at, extents))
-    if isinstance(v, ir.Reduce):
-        return replace(v, body=within(v.body, {**extents, v.var: v.extent}))
-    if isinstance(v, ir.Contract):
-        inner = {**extents, v.var: v.extent}
-        return replace(v, a=within(v.a, inner), b=within(v.b, inner))
-    if isinstance(v, ir.Attend):
-        inner = {**extents, v.s_var: v.s_extent, v.e_var: v.e_extent}
-        return replace(v, **{f: within(getattr(v, f), inner) for f in ("q", "k", "v", "bias")})
-    return v
+class _ValueFolding:
+    def __init__(self, fold_index):
+        self.fold_index = fold_index
+        self.done: dict[tuple[int, int], ir.Value] = {}  # (id of a node, id of its scope) -> folded
+        self.scopes: list[Mapping[str, Expr]] = []  # every scope made here, alive while their ids are keys
+
+    def value(self, v: ir.Value, extents: Mapping[str, Expr]) -> ir.Value:
+        key = (id(v), id(extents))
+        out = self.done.get(key)
+        if out is None:
+            out = self.done[key] = self._folded(v, extents)
+        return out
+
+    def scope(self, extents: Mapping[str, Expr], **bound: Expr) -> Mapping[str, Expr]:
+        inner = {**extents, **bound}
+        self.scopes.append(inner)
+        return inner
+
+    def _folded(self, v: ir.Value, extents: Mapping[str, Expr]) -> ir.Value:
+        fold_index, within = self.fold_index, self.value
+        if isinstance(v, ir.Load):
+            return replace(v, index=fold_index(v.index, extents))
+        if isinstance(v, ir.IndexValue):
+            return replace(v, expr=fold_index(v.expr, extents))
+        if isinstance(v, ir.Guard):
+            return replace(v, valid=fold_index(v.valid, extents), value=within(v.value, extents))
+        if isinstance(v, ir.Apply):
+            return replace(v, args=tuple(within(a, extents) for a in v.args))
+        if isinstance(v, ir.GatherLoad):
+            return replace(v, at=within(v.at, extents))
+        if isinstance(v, ir.Reduce):
+            return replace(v, body=within(v.body, self.scope(extents, **{v.var: v.extent})))
+        if isinstance(v, ir.Contract):
+            inner = self.scope(extents, **{v.var: v.extent})
+            return replace(v, a=within(v.a, inner), b=within(v.b, inner))
+        if isinstance(v, ir.Attend):
+            inner = self.scope(extents, **{v.s_var: v.s_extent, v.e_var: v.e_extent})
+            return replace(v, **{f: within(getattr(v, f), inner) for f in ("q", "k", "v", "bias")})
+        return v
 
 
 def axes_extents(shape) -> dict[str, Expr]:

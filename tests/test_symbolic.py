@@ -174,3 +174,30 @@ def test_expressions_stay_equal_after_pickling_into_another_process():
             [sys.executable, "-c", probe], input=pickle.dumps(e), capture_output=True, env={"PYTHONHASHSEED": seed}
         )
         assert done.stdout.split() == [b"True", b"True"], done.stderr.decode()
+
+
+def test_expressions_made_alike_are_one_object_and_results_follow_each_variables_range():
+    from luminal.symbolic import expr
+
+    narrow, wide = var("i", 0, 7), var("i", 0, 15)
+    assert (narrow * 4 + 3) is (narrow * 4 + 3)  # made once: the smart constructors remember by identity
+    assert narrow == wide and narrow is not wide  # equality ignores ranges; the made objects do not
+    # A remembered result never crosses to a variable of the same name with another range.
+    assert narrow % 8 is narrow and (wide % 8).op == "mod"
+    assert (wide % 8).op == "mod" and narrow % 8 is narrow
+    before = (wide * 3 + 5) // 2
+    expr.forget()  # the tables emptied: what is made again is a new object, equal to the old
+    again = (var("i", 0, 15) * 3 + 5) // 2
+    assert again == before and hash(again) == hash(before)
+    assert again.variable_ranges() == before.variable_ranges() == {("i", 0, 15)}
+
+
+def test_the_tables_are_emptied_when_full(monkeypatch):
+    from luminal.symbolic import expr
+
+    monkeypatch.setattr(expr, "TABLE_LIMIT", 1000)
+    expr.forget()
+    n = var("n", 1, 4096)
+    sums = [n * k + k for k in range(300, 3300)]  # constants past the small ones: each sum is several new objects
+    assert len(expr._MADE) <= 1000 and len(expr._RESULTS) <= 1000
+    assert sums[-1] == n * 3299 + 3299 and (sums[0] - n * 300) == 300

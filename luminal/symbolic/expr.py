@@ -39,7 +39,7 @@ class SymbolicError(ValueError):
 class Expr:
     """One node of a symbolic integer expression (use `sym()` and operators, not this constructor)."""
 
-    __slots__ = ("op", "args", "lo", "hi", "_hash", "_text")
+    __slots__ = ("op", "args", "lo", "hi", "_hash", "_text", "_ranges")
 
     def __init__(self, op: str, args: tuple, lo: int, hi: int):
         self.op = op
@@ -48,6 +48,7 @@ class Expr:
         self.hi = hi
         self._hash = hash((op, args)) if op != CONST else hash(args[0])
         self._text: str | None = None
+        self._ranges: frozenset[tuple[str, int, int]] | None = None
 
     # ---- identity -------------------------------------------------------------------------------------
     def __hash__(self) -> int:
@@ -61,9 +62,9 @@ class Expr:
         return self is other or (self._hash == other._hash and self.op == other.op and self.args == other.args)
 
     def __reduce__(self):
-        # Rebuilt through the constructor: the cached hash is of strings, which differ per process
-        # (PYTHONHASHSEED), so a pickled one would make equal expressions unequal in another process.
-        return (Expr, (self.op, self.args, self.lo, self.hi))
+        # Rebuilt through `make`: the cached hash is of strings, which differ per process (PYTHONHASHSEED), so
+        # a pickled one would make equal expressions unequal in another process.
+        return (make, (self.op, self.args, self.lo, self.hi))
 
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
@@ -91,14 +92,19 @@ class Expr:
 
     def symbols(self) -> set[str]:
         """Names of the variables this expression depends on."""
-        if self.op == VAR:
-            return {self.args[0]}
-        if self.op == CONST:
-            return set()
-        out: set[str] = set()
-        for a in self.args:
-            out |= a.symbols()
-        return out
+        return {name for name, _, _ in self.variable_ranges()}
+
+    def variable_ranges(self) -> frozenset[tuple[str, int, int]]:
+        """Each variable this expression depends on as (name, lo, hi): equality ignores the ranges, the
+        simplifier does not."""
+        if self._ranges is None:
+            if self.op == VAR:
+                self._ranges = frozenset({(self.args[0], self.lo, self.hi)})
+            elif self.op == CONST:
+                self._ranges = frozenset()
+            else:
+                self._ranges = frozenset().union(*(a.variable_ranges() for a in self.args))
+        return self._ranges
 
     # ---- operators (all canonicalising) --------------------------------------------------------------
     def __add__(self, o: ExprLike) -> Expr:
@@ -199,7 +205,33 @@ ExprLike = Expr | int
 Dim = Expr | int
 
 
-_SMALL = {}  # the constants -256..256, made once: index arithmetic builds millions of them in a compile
+# Every expression is made once (hash-consing): `make` returns the expression already made from the same operator,
+# the same argument objects and the same bounds. Expressions made alike are then one object, so the smart
+# constructors (simplify.py) remember their results by their arguments' identity: fusion re-simplifies the same
+# index arithmetic for every load it inlines, and this is most of a compile's time. The tables are emptied when
+# full (they hold what they index alive); equality stays structural, so an expression made before that still
+# compares equal to its twin made after.
+_MADE: dict[tuple, Expr] = {}
+_RESULTS: dict[tuple, tuple] = {}  # (constructor, id(a), id(b)) -> (a, b, result): simplify.py's memo
+TABLE_LIMIT = 100_000  # entries, each table (about 70 MB at most together)
+
+
+def make(op: str, args: tuple, lo: int, hi: int) -> Expr:
+    """The expression of operator `op` over `args` with bounds [lo, hi], made once while the table holds it."""
+    key = (op, lo, hi, *args) if op in (CONST, VAR) else (op, lo, hi, *map(id, args))
+    found = _MADE.get(key)
+    if found is None:
+        if len(_MADE) >= TABLE_LIMIT:
+            forget()
+        found = _MADE[key] = Expr(op, args, lo, hi)
+    return found
+
+
+def forget() -> None:
+    """Empty the tables of made expressions and remembered results (memory; nothing else depends on them)."""
+    _MADE.clear()
+    _RESULTS.clear()
+    _MADE.update(_SMALL_KEYS)
 
 
 def const(value: int) -> Expr:
@@ -207,16 +239,18 @@ def const(value: int) -> Expr:
     if found is not None:
         return found
     value = int(value)
-    return Expr(CONST, (value,), value, value)
+    return make(CONST, (value,), value, value)
 
 
-_SMALL.update({k: Expr(CONST, (k,), k, k) for k in range(-256, 257)})
+_SMALL = {k: Expr(CONST, (k,), k, k) for k in range(-256, 257)}  # index arithmetic builds millions of these
+_SMALL_KEYS = {(CONST, k, k, k): e for k, e in _SMALL.items()}
+_MADE.update(_SMALL_KEYS)
 
 
 def var(name: str, lo: int = 0, hi: int = DEFAULT_MAX) -> Expr:
     if lo > hi:
         raise SymbolicError(f"symbol {name!r} has an empty range [{lo}, {hi}]")
-    return Expr(VAR, (name,), lo, hi)
+    return make(VAR, (name,), lo, hi)
 
 
 def as_expr(x: ExprLike) -> Expr:

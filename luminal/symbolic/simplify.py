@@ -15,11 +15,31 @@ from __future__ import annotations
 
 from math import gcd
 
-from luminal.symbolic.expr import ADD, AND, CONST, DIV, LT, MAX, MIN, MOD, MUL, Expr, SymbolicError, const
+from luminal.symbolic import expr as E
+from luminal.symbolic.expr import ADD, AND, CONST, DIV, LT, MAX, MIN, MOD, MUL, Expr, SymbolicError, const, make
+
+_node = make
 
 
-def _node(op: str, args: tuple, lo: int, hi: int) -> Expr:
-    return Expr(op, args, lo, hi)
+def _remembered(constructor):
+    """`constructor(a, b)` computed once per pair of argument objects (expr.py's `make` makes equal expressions one
+    object), while the table holds the pair."""
+    tag = constructor.__name__
+
+    def remembered(a: Expr, b: Expr) -> Expr:
+        key = (tag, id(a), id(b))
+        hit = E._RESULTS.get(key)
+        if hit is not None and hit[0] is a and hit[1] is b:
+            return hit[2]
+        out = constructor(a, b)
+        if len(E._RESULTS) >= E.TABLE_LIMIT:
+            E.forget()
+        E._RESULTS[key] = (a, b, out)
+        return out
+
+    remembered.__name__ = remembered.__qualname__ = tag
+    remembered.__doc__ = constructor.__doc__
+    return remembered
 
 
 def _key(e: Expr) -> str:
@@ -90,6 +110,7 @@ def _collect(exprs) -> tuple[dict[Expr, int], int]:
 # ---- + and * -----------------------------------------------------------------------------------------
 
 
+@_remembered
 def add(a: Expr, b: Expr) -> Expr:
     terms, c = _collect((a, b))
     for rest, k in list(terms.items()):
@@ -104,6 +125,7 @@ def add(a: Expr, b: Expr) -> Expr:
     return _sum(terms, c)
 
 
+@_remembered
 def mul(a: Expr, b: Expr) -> Expr:
     if a.op == CONST and b.op == CONST:
         return const(a.args[0] * b.args[0])
@@ -171,6 +193,7 @@ def _div_bounds(a: Expr, d: Expr) -> tuple[int, int]:
     return -m, m
 
 
+@_remembered
 def floordiv(a: Expr, d: Expr) -> Expr:
     if d.op == CONST:
         dv = d.args[0]
@@ -221,6 +244,7 @@ def _reduced(t: Expr, dv: int) -> tuple[int, Expr | None]:
     return (k % dv if rest is None or k >= dv else k), rest
 
 
+@_remembered
 def mod(a: Expr, d: Expr) -> Expr:
     if d.op == CONST:
         dv = d.args[0]
@@ -271,6 +295,7 @@ def mod(a: Expr, d: Expr) -> Expr:
 # ---- min, max, comparisons ---------------------------------------------------------------------------
 
 
+@_remembered
 def smin(a: Expr, b: Expr) -> Expr:
     if a.hi <= b.lo:
         return a
@@ -282,6 +307,7 @@ def smin(a: Expr, b: Expr) -> Expr:
     return _node(MIN, (x, y), min(a.lo, b.lo), min(a.hi, b.hi))
 
 
+@_remembered
 def smax(a: Expr, b: Expr) -> Expr:
     if a.lo >= b.hi:
         return a
@@ -293,6 +319,7 @@ def smax(a: Expr, b: Expr) -> Expr:
     return _node(MAX, (x, y), max(a.lo, b.lo), max(a.hi, b.hi))
 
 
+@_remembered
 def lt(a: Expr, b: Expr) -> Expr:
     diff = add(a, mul(const(-1), b))
     if diff.hi < 0:
@@ -302,6 +329,7 @@ def lt(a: Expr, b: Expr) -> Expr:
     return _node(LT, (a, b), 0, 1)
 
 
+@_remembered
 def logical_and(a: Expr, b: Expr) -> Expr:
     """1 when both are non-zero, else 0."""
     for x, y in ((a, b), (b, a)):
