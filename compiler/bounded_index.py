@@ -45,6 +45,9 @@ def fold(e: Expr, extents: Mapping[str, Expr]) -> Expr:
 
 def _fold(e: Expr, extents: Mapping[str, Expr]) -> Expr:
     args = tuple(fold(a, extents) if isinstance(a, Expr) else a for a in e.args)
+    if e.op == "lt" and args[0].op == "var" and args[0].args[0] in extents:
+        if (args[1] - extents[args[0].args[0]]).lo >= 0:  # i < extent <= bound: a padded view's check inside
+            return as_expr(1)  # a loop that never reaches the padding
     if e.op in ("div", "mod"):
         split = _split(args[0], args[1], extents)
         if split is not None:
@@ -202,7 +205,8 @@ class _ValueFolding:
         if isinstance(v, ir.IndexValue):
             return replace(v, expr=fold_index(v.expr, extents))
         if isinstance(v, ir.Guard):
-            return replace(v, valid=fold_index(v.valid, extents), value=within(v.value, extents))
+            valid = fold_index(v.valid, extents)
+            return within(v.value, extents) if valid == 1 else replace(v, valid=valid, value=within(v.value, extents))
         if isinstance(v, ir.Apply):
             return replace(v, args=tuple(within(a, extents) for a in v.args))
         if isinstance(v, ir.GatherLoad):

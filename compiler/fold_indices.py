@@ -5,7 +5,9 @@ GEMM's output split into heads) and fusion's unflattening leave indices such as 
 which is 0 because `_i1 < seq`: the simplifier bounds variables by numbers only, so it keeps them. Each is an
 integer division by a value known only at launch, computed at every element (and, in a GEMM's operand, at
 every element of every tile). compiler/bounded_index.py folds them given the extents in scope. An index is
-replaced only where the folded one holds fewer such divisions: elsewhere folding may only rearrange it.
+replaced only where the folded one holds fewer such divisions (elsewhere folding may only rearrange it), or is
+a constant: a padded view's guard `i < n` in a loop that runs to n holds everywhere and is dropped, and the values
+it guarded are then computed once into locals (compiler/render.py binds none inside a guard).
 
 A GPU has no integer divider: each 64-bit division or modulo is a subroutine of dozens of instructions. The
 bench's prefill attention computed 41 of them (in its PTX), most per key read; folded, none, at a cost in
@@ -31,7 +33,7 @@ def symbolic_divisions(e: Expr) -> int:
 
 def _fewer_divisions(e: Expr, extents: Mapping[str, Expr]) -> Expr:
     folded = fold(e, extents)
-    return folded if symbolic_divisions(folded) < symbolic_divisions(e) else e
+    return folded if folded.is_const or symbolic_divisions(folded) < symbolic_divisions(e) else e
 
 
 def _folded(k: ir.Kernel) -> ir.Kernel:

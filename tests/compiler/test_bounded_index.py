@@ -65,3 +65,19 @@ def test_a_negative_term_that_the_others_make_up_for_folds():
     assert fold((within + 32) // (512 * seq), extents) == 0
     assert fold((within + 32) % (512 * seq), extents) == within + 32
     assert fold((within + 31) // (512 * seq), extents) == (within + 31) // (512 * seq)
+
+
+def test_a_guard_that_holds_in_every_step_of_its_loop_is_dropped_and_one_that_may_fail_is_kept():
+    from luminal import dtypes as dt
+    from luminal.compiler import ir
+    from luminal.compiler.bounded_index import axes_extents, fold_value
+
+    n = lm.sym("n", max=4096)
+    i = var("_i0", 0, 4095)
+    load = ir.Load("x", i * 20, dt.float32)
+    always = ir.Guard(i < n, load, dt.float32)  # a padded view's check in a loop that runs to n
+    assert fold(i < n, axes_extents((n, 20))) == 1
+    assert fold_value(always, axes_extents((n, 20))) == load
+    sometimes = ir.Guard(i < n - 1, load, dt.float32)  # the last step is padding
+    assert fold_value(sometimes, axes_extents((n, 20))) == sometimes
+    assert fold(i < n + 1, axes_extents((n + 2, 20))) == (i < n + 1)
