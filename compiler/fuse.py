@@ -213,6 +213,8 @@ def _guarded_extents(valid: Expr, extents: dict[str, Expr]) -> dict[str, Expr]:
 def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value, extents: dict[str, Expr]) -> ir.Value:
     """`v` with loads of the producer's buffer replaced by `body` (the producer's, renamed) at their indices.
     `extents`: the range of every loop variable in scope (the consumer's axes, enclosing reductions)."""
+    if producer.out not in ir.summary(v).buffers:
+        return v  # nothing to replace below: the subtree itself, not a copy of it
     if isinstance(v, ir.Load) and v.buffer == producer.out:
         # At a constant index (a row of a stack, an unrolled step) some of the producer's guards are decided.
         return settle(substitute_indices(body, unflatten(v.index, producer.shape, extents)))
@@ -261,16 +263,18 @@ def readers_of(program: ir.KernelProgram) -> dict[str, list[int]]:
 
 def gathered(kernel: ir.Kernel) -> set[str]:
     values = [kernel.body] if isinstance(kernel, ir.LoopKernel) else [kernel.dest, kernel.at, kernel.src]
-    return {n.buffer for v in values for n in ir.walk(v) if isinstance(n, ir.GatherLoad)}
+    return {n.buffer for v in values if ir.holds(v, ir.GatherLoad) for n in ir.walk(v) if isinstance(n, ir.GatherLoad)}
 
 
 def contracts(v: ir.Value) -> set[ir.Contract]:
     """The distinct Contracts in `v` (equal copies, from reading one GEMM element twice, count once)."""
+    if not ir.holds(v, ir.Contract):
+        return set()
     return {n for n in ir.walk(v) if isinstance(n, ir.Contract)}
 
 
 def _read_by_contract(buffer: str, consumer: ir.LoopKernel) -> bool:
-    return any(
+    return ir.holds(consumer.body, ir.Contract) and any(
         isinstance(n, ir.Contract) and any(isinstance(m, ir.Load) and m.buffer == buffer for m in ir.walk(n))
         for n in ir.walk(consumer.body)
     )
@@ -318,7 +322,7 @@ def tree_within(v: ir.Value, limit: int = MAX_TREE_NODES) -> bool:
     counts a repeated subtree once, and so does the C text (codegen_c binds it to a local), but the tree itself
     holds each copy (inlining substitutes the producer at every read): a chain of ops that each read their
     input twice would double it per link, and every pass over it with it."""
-    return _within(v, ir.children, limit)
+    return ir.summary(v).size <= limit
 
 
 def too_large_inlined(producer: ir.LoopKernel, consumer: ir.LoopKernel, limit: int = MAX_TREE_NODES) -> bool:
@@ -348,7 +352,7 @@ def too_large_inlined(producer: ir.LoopKernel, consumer: ir.LoopKernel, limit: i
 
 
 def attends(kernel: ir.LoopKernel) -> bool:
-    return any(isinstance(n, ir.Attend) for n in ir.walk(kernel.body))
+    return ir.holds(kernel.body, ir.Attend)
 
 
 def may_inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, target=None) -> bool:
@@ -364,7 +368,7 @@ def may_inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, target=None) ->
         return False
     if attends(consumer):
         gpu = getattr(target, "kind", None) in GPU_KINDS
-        return gpu and not any(isinstance(n, (ir.Reduce, ir.Contract)) for n in ir.walk(producer.body))
+        return gpu and not ir.holds(producer.body, ir.Reduce, ir.Contract)
     return not _read_by_contract(producer.out, consumer)
 
 
@@ -386,7 +390,7 @@ def reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bo
     """Whether each element of a reducing producer is read once, in place. Read otherwise (broadcast along a
     row) it is inlined only where the code generator hoists it out of the loop, so the fused kernel does no
     more arithmetic than the two it replaces."""
-    if not any(isinstance(n, (ir.Reduce, ir.Contract)) for n in ir.walk(producer.body)):
+    if not ir.holds(producer.body, ir.Reduce, ir.Contract):
         return True
     if consumer.shape != producer.shape:
         return False

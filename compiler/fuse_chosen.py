@@ -105,7 +105,7 @@ def _fused(
     if not fuse.may_inline(clone, reader, target):
         return None
     gemm = bool(fuse.contracts(clone.body))
-    if not alone and any(isinstance(n, (ir.Reduce, ir.Contract)) for n in ir.walk(clone.body)):
+    if not alone and ir.holds(clone.body, ir.Reduce, ir.Contract):
         return None
     fused = fuse.inline(clone, reader, names)
     if not fuse.within_limits(fused) or (gemm and codegen_gemm.plan(fused) is None):

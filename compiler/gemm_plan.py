@@ -89,7 +89,7 @@ def plan(kernel: ir.Kernel) -> GemmPlan | None:
 
 def roles(kernel: ir.Kernel) -> GemmPlan | None:
     """How `kernel` splits into a GEMM's operands and epilogue whatever its arithmetic, or None."""
-    if not isinstance(kernel, ir.LoopKernel):
+    if not isinstance(kernel, ir.LoopKernel) or not ir.holds(kernel.body, ir.Contract):
         return None
     if len({n for n in ir.walk(kernel.body) if isinstance(n, ir.Contract)}) != 1:
         return None

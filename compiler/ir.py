@@ -13,6 +13,7 @@ it); symbolic dims stay symbolic until the program runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from luminal.dtypes import DType
 from luminal.symbolic import Expr, as_expr
@@ -24,8 +25,8 @@ class Value:
     dtype: DType
 
     def __getstate__(self) -> dict:
-        # The cached hash stays behind: string hashes differ between processes.
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+        # The cached hash stays behind (string hashes differ between processes), and so does the summary.
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_summary")}
 
 
 def value_node(cls: type) -> type:
@@ -262,6 +263,52 @@ def rebuilt(v: Value, change) -> Value:
     return with_children(v, tuple(rebuilt(k, change) for k in kids)) if kids else v
 
 
+class Summary(NamedTuple):
+    """What a value tree holds, computed once per node (fusion asks the same trees again and again)."""
+
+    kinds: frozenset[type]  # the node types that occur in it
+    buffers: tuple[str, ...]  # the buffers it loads or gathers from, in `walk`'s order of first reading
+    size: int  # its nodes counted with repetition, as `walk` yields them
+
+
+_KINDS: dict[frozenset[type], frozenset[type]] = {}  # one object per set of kinds: most trees share a few
+
+
+def summary(v: Value) -> Summary:
+    """`v`'s Summary, kept on the node (values are immutable). Shared subtrees are summarised once, so this is
+    linear in the distinct nodes where a walk is linear in the nodes with repetition."""
+    done = v.__dict__.get("_summary")
+    if done is not None:
+        return done
+    stack: list[tuple[Value, bool]] = [(v, False)]
+    while stack:  # children before parents, without recursion: trees can be deeper than the stack allows
+        node, ready = stack.pop()
+        if "_summary" in node.__dict__:
+            continue
+        kids = children(node)
+        if kids and not ready:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids)
+            continue
+        kinds, size = {type(node)}, 1
+        found = [node.buffer] if isinstance(node, (Load, GatherLoad)) else []
+        for k in kids:
+            part = k.__dict__["_summary"]
+            kinds |= part.kinds
+            found.extend(part.buffers)
+            size += part.size
+        frozen = frozenset(kinds)
+        node_summary = Summary(_KINDS.setdefault(frozen, frozen), tuple(dict.fromkeys(found)), size)
+        object.__setattr__(node, "_summary", node_summary)
+    return v.__dict__["_summary"]
+
+
+def holds(v: Value, *kinds: type) -> bool:
+    """Whether any node of `v` is one of `kinds`."""
+    present = summary(v).kinds
+    return any(k in present for k in kinds)
+
+
 def walk(v: Value):
     """Every value node of an expression tree, parents first (children in `children`'s order)."""
     # A stack, not nested generators: `yield from` costs each node once per enclosing level, and fusion and
@@ -277,7 +324,7 @@ def walk(v: Value):
 
 def element_wise(k: Kernel) -> bool:
     """Whether `k` is a loop kernel whose every element is computed on its own (no reduction, GEMM or attention)."""
-    return isinstance(k, LoopKernel) and not any(isinstance(n, (Reduce, Contract, Attend)) for n in walk(k.body))
+    return isinstance(k, LoopKernel) and not holds(k.body, Reduce, Contract, Attend)
 
 
 def buffers_read(k: Kernel) -> set[str]:
@@ -288,8 +335,7 @@ def buffers_in_order(k: Kernel) -> list[str]:
     """The buffers a kernel reads, in the order its expressions first read them: the same computation over
     other buffers lists them in the same places, whatever their names."""
     values = [k.body] if isinstance(k, LoopKernel) else [k.dest, k.at, k.src]
-    found = [n.buffer for v in values for n in walk(v) if isinstance(n, (Load, GatherLoad))]
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(b for v in values for b in summary(v).buffers))
 
 
 def steps_per_element(v: Value) -> Expr:
