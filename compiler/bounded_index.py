@@ -205,8 +205,8 @@ class _ValueFolding:
         if isinstance(v, ir.IndexValue):
             return replace(v, expr=fold_index(v.expr, extents))
         if isinstance(v, ir.Guard):
-            valid = fold_index(v.valid, extents)
-            return within(v.value, extents) if valid == 1 else replace(v, valid=valid, value=within(v.value, extents))
+            valid, value = fold_index(v.valid, extents), within(v.value, extents)
+            return value if valid == 1 else replace(v, valid=valid, value=value)  # a guard that always holds goes
         if isinstance(v, ir.Apply):
             return replace(v, args=tuple(within(a, extents) for a in v.args))
         if isinstance(v, ir.GatherLoad):

@@ -4,7 +4,9 @@ where the remainder provably stays below it."""
 import itertools
 
 import luminal as lm
-from luminal.compiler.bounded_index import fold
+from luminal import dtypes as dt
+from luminal.compiler import ir
+from luminal.compiler.bounded_index import axes_extents, fold, fold_value
 from luminal.symbolic import var
 
 
@@ -68,10 +70,6 @@ def test_a_negative_term_that_the_others_make_up_for_folds():
 
 
 def test_a_guard_that_holds_in_every_step_of_its_loop_is_dropped_and_one_that_may_fail_is_kept():
-    from luminal import dtypes as dt
-    from luminal.compiler import ir
-    from luminal.compiler.bounded_index import axes_extents, fold_value
-
     n = lm.sym("n", max=4096)
     i = var("_i0", 0, 4095)
     load = ir.Load("x", i * 20, dt.float32)
