@@ -10,14 +10,14 @@ e-graph tenfold). So there are two layers:
   killed) and an address-space limit (RLIMIT_AS, so a runaway allocation fails inside the child instead
   of exhausting the machine). The child is a fresh interpreter (search/child.py): forking a process that
   already holds egglog's Rust threads is unsafe, and multiprocessing's spawn and forkserver re-run the
-  caller's main script, which a user's top-level `lm.compile(...)` would turn into a fork bomb.
+  caller's main script, which a user's top-level `lm.compile(...)` would turn into a fork bomb. Children
+  are kept warm from call to call (search/child_pool.py).
 """
 
 from __future__ import annotations
 
 import pickle
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -26,6 +26,7 @@ from typing import Any
 
 from egglog import EGraph, Ruleset
 
+from luminal.compiler.search import child_pool
 from luminal.compiler.search.encode import egraph_size
 
 
@@ -92,29 +93,28 @@ def run_isolated(fn: Callable, *args: Any, limits: Limits | None = None) -> Any:
     """`fn(*args)` in a child process under `limits`; its result (which must pickle) or a SearchError.
 
     `fn` must be importable by name (a module-level function): the child is a fresh interpreter
-    (search/child.py) that gets the parent's sys.path. The wall clock includes starting it (~1 s).
+    (search/child.py) that gets the parent's sys.path, kept warm for the next call (search/child_pool.py). The
+    wall clock includes starting it (~1 s) where no warm one is idle.
     """
     limits = limits or Limits()
-    payload = pickle.dumps((list(sys.path), pickle.dumps((fn, args, limits.memory_bytes))))
-    child = subprocess.Popen(
-        [sys.executable, "-m", "luminal.compiler.search.child"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        out, err = child.communicate(payload, timeout=limits.wall_s)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.communicate()
-        raise SearchTimeout(f"{_name(fn)} ran past its limit of {limits.wall_s:g} s and was killed") from None
-    if not out:
-        raise _death(fn, child.returncode, limits, err.decode(errors="replace")[-2000:])
-    kind, result = pickle.loads(out)
+    request = pickle.dumps((list(sys.path), pickle.dumps((fn, args, limits.memory_bytes))))
+    while True:
+        child = child_pool.take(limits.memory_bytes)
+        try:
+            reply = child.call(request, limits.wall_s)
+            break
+        except TimeoutError:
+            raise SearchTimeout(f"{_name(fn)} ran past its limit of {limits.wall_s:g} s and was killed") from None
+        except child_pool.ChildDied as died:
+            if not died.before_request:  # else a warm child that was leaving: the request goes to another
+                raise _death(fn, died.returncode, limits, died.stderr) from None
+    kind, result, address_space = pickle.loads(reply)
+    if kind == "oom":
+        child.kill()  # a MemoryError can leave any object half built
+        raise SearchOutOfMemory(f"{_name(fn)} ran out of its {limits.memory_bytes >> 20} MiB:\n{result}")
+    child_pool.give_back(child, address_space)
     if kind == "ok":
         return result
-    if kind == "oom":
-        raise SearchOutOfMemory(f"{_name(fn)} ran out of its {limits.memory_bytes >> 20} MiB:\n{result}")
     raise SearchError(f"{_name(fn)} failed in the child process:\n{result}")
 
 
