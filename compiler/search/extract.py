@@ -205,7 +205,9 @@ def extract_frozen(enc: Encoding, cost: Callable[[str, list], float] = unit_cost
     return _rebuild(enc, root, lambda cls: best[cls][-1])
 
 
-def extract_then_fuse(enc: Encoding, cost: Callable[[str, list], float], combine: Callable = sum) -> Graph:
+def extract_then_fuse(
+    enc: Encoding, cost: Callable[[str, list], float], combine: Callable = sum, choices: Any = None
+) -> Graph:
     """Extraction in two steps, as the rules run in two phases: first what each e-class computes, chosen with
     no `Inline` at all (MatMul or sum of products, Attention or the softmax spelled out, by the cost of each
     as stored kernels); then, with those choices fixed, which producers their readers compute (the e-nodes
@@ -214,8 +216,10 @@ def extract_then_fuse(enc: Encoding, cost: Callable[[str, list], float], combine
     In one step an Inline's saving (a store and a launch) would also decide between structurally different
     alternatives, while the kernel IR declines part of the fusion it assumes (a reduction read by several
     kernels): on a decoder step, spelled-out attention won on savings it never got.
+
+    `choices`: `frozen_choices(enc)` where the caller has it (search/saturated.py reads it once per e-graph).
     """
-    root, classes = frozen_choices(enc)
+    root, classes = choices or frozen_choices(enc)
     first = choose(classes, _without_inline(cost), combine)
     inlined = {cls: nodes[0][1][0].key for cls, nodes in classes.items() if nodes and nodes[0][0] == "Inline"}
 

@@ -22,8 +22,11 @@ and its candidates spliced in for every segment of its kind, so a 12-layer encod
 one layer.
 
 Large graphs are searched in a child process under a wall-clock and memory limit (search/runner.py), since
-egglog can neither be interrupted nor bounded in memory; the child receives the graph without its weight
-data and the parent binds the weights to what comes back.
+egglog can neither be interrupted nor bounded in memory. The search never sees weight data: the caller binds
+the weights to the candidates that come back.
+
+Encoding and the rules do not depend on the target, only extraction does: the saturated e-graph is kept
+(search/saturated.py), and a search of the same graph for another target only extracts.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 from egglog import ruleset
 
 from luminal.compiler.passes import eliminate_dead_code
-from luminal.compiler.search import rules_algebra, rules_attention, rules_fusion, rules_matmul, segments
+from luminal.compiler.search import rules_algebra, rules_attention, rules_fusion, rules_matmul, saturated, segments
 from luminal.compiler.search import terms as T
 from luminal.compiler.search.costs import roofline_cost
 from luminal.compiler.search.encode import encode, set_view_facts
@@ -52,7 +55,7 @@ PHASES = {
 }
 # Which constructors each phase's rules add, so the report can say what each one found.
 FINDS = {"algebra": (T.View,), "matmul": (T.MatMul,), "fusion": (T.Inline,)}
-ISOLATE_FROM_NODES = 400  # smaller graphs search in-process: a child costs ~1 s to start
+ISOLATE_FROM_NODES = 400  # smaller graphs search in-process: a child costs ~1 s to start, ~0.05 s when warm
 
 
 @dataclass(frozen=True)
@@ -129,13 +132,16 @@ def _segments_report(graph: Graph, cut: list, kinds: dict, found: dict[tuple, Se
 
 def _search_whole(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
     isolate = options.isolate if options.isolate is not None else len(graph.nodes) >= ISOLATE_FROM_NODES
-    if not isolate:
-        return _search(graph, target, options)
+    # The search never reads weight data, and an e-graph kept for the next search (search/saturated.py) must not
+    # keep it alive: the candidates get the graph's weights back here.
     bare = _without_weight_data(graph)
-    result = run_isolated(_search, bare, target, options, limits=options.limits)
+    if isolate:
+        result = run_isolated(_search, bare, target, options, limits=options.limits)
+    else:
+        result = _search(bare, target, options)
     for candidate in result.candidates.values():
         candidate.weight_data = {k: graph.weight_data[k] for k in candidate.weights if k in graph.weight_data}
-    result.report["isolated"] = True
+    result.report["isolated"] = isolate
     return result
 
 
@@ -147,6 +153,41 @@ def _without_weight_data(graph: Graph) -> Graph:
 
 
 def _search(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
+    key = saturated.key(graph, options.node_budget, options.max_iterations, options.deadline_s)
+    done = saturated.find(key)
+    seconds = {"encode": 0.0, "rules": 0.0}  # nothing to do where an earlier search saturated this graph
+    if done is None:
+        done = _saturate(graph, options)
+        saturated.keep(key, done)
+        seconds = done.seconds
+    extracting = time.perf_counter()
+    cost = roofline_cost(done.enc, get_target(target))
+    no_gemm = roofline_cost(done.enc, get_target(target), exclude=("MatMul",))
+    candidates = {
+        "search": extract_then_fuse(done.enc, cost, longest_path, done.choices()),
+        "search-no-gemm": extract_then_fuse(done.enc, no_gemm, longest_path, done.choices()),
+    }
+    runs = done.runs
+    report = {
+        "graph_nodes": len(graph.nodes),
+        # e-nodes before the first iteration and after each, through the phases
+        "egraph_nodes": runs[0].sizes + [n for run in runs[1:] for n in run.sizes[1:]],
+        "iterations": sum(run.iterations for run in runs),
+        "stop": next((run.stop for run in runs if run.stop != "saturated"), "saturated"),
+        # What each rule set found: the e-nodes of the constructors only its rules make.
+        "rulesets": {
+            **{name: {str(c): done.sizes.get(c, 0) for c in found} for name, found in FINDS.items()},
+            "attention": {str(T.Attention): done.attention},
+        },
+        "isolated": False,
+        # Timings sit under "seconds", which artifacts leave out (they would break determinism).
+        "seconds": {**seconds, "extract": time.perf_counter() - extracting},
+    }
+    return SearchResult(candidates, report)
+
+
+def _saturate(graph: Graph, options: SearchOptions) -> saturated.Saturated:
+    """`graph` encoded and every phase's rules run on it, each until it saturates or a limit stops it."""
     start = time.perf_counter()
     enc = encode(graph)
     attention = rules_attention.add_alternatives(enc)
@@ -159,25 +200,4 @@ def _search(graph: Graph, target: str, options: SearchOptions) -> SearchResult:
         runs.append(run_bounded(enc.egraph, rules, options.node_budget, options.max_iterations, budget_left))
     searched = time.perf_counter()
     sizes = dict(enc.egraph.all_function_sizes())
-    cost = roofline_cost(enc, get_target(target))
-    no_gemm = roofline_cost(enc, get_target(target), exclude=("MatMul",))
-    candidates = {
-        "search": extract_then_fuse(enc, cost, longest_path),
-        "search-no-gemm": extract_then_fuse(enc, no_gemm, longest_path),
-    }
-    report = {
-        "graph_nodes": len(graph.nodes),
-        # e-nodes before the first iteration and after each, through the phases
-        "egraph_nodes": runs[0].sizes + [n for run in runs[1:] for n in run.sizes[1:]],
-        "iterations": sum(run.iterations for run in runs),
-        "stop": next((run.stop for run in runs if run.stop != "saturated"), "saturated"),
-        # What each rule set found: the e-nodes of the constructors only its rules make.
-        "rulesets": {
-            **{name: {str(c): sizes.get(c, 0) for c in found} for name, found in FINDS.items()},
-            "attention": {str(T.Attention): attention},
-        },
-        "isolated": False,
-        # Timings sit under "seconds", which artifacts leave out (they would break determinism).
-        "seconds": {"encode": encoded - start, "rules": searched - encoded, "extract": time.perf_counter() - searched},
-    }
-    return SearchResult(candidates, report)
+    return saturated.Saturated(enc, attention, runs, sizes, {"encode": encoded - start, "rules": searched - encoded})
