@@ -8,8 +8,6 @@ with that reason (under CI they fail: tests/prerequisites.py)."""
 from __future__ import annotations
 
 import os
-import socket
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -18,7 +16,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 
 import luminal as lm
 from luminal.gateway.app import create_app
@@ -27,6 +24,7 @@ from luminal.store.database import Database, migrate
 from luminal.store.settings import Settings
 from tests import prerequisites
 from tests.gateway.network_guard import no_network  # noqa: F401 - a fixture for the webhook tests
+from tests.gateway.threaded_server import ThreadedServer, free_port
 
 ADMIN_URL = os.environ.get("LUMINAL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 BOOTSTRAP_KEY = "lm_test-bootstrap-key-0123456789abcdef"
@@ -128,30 +126,17 @@ class RunningServer:
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server(settings: Settings):
     """The gateway under uvicorn in a thread, on a free port; stopped (and its compile jobs drained) after."""
     app = create_app(settings)
-    port = _free_port()
-    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not uv.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the gateway did not start")
-        time.sleep(0.02)
+    port = free_port()
+    uv = ThreadedServer(app, port)
+    uv.start()
     try:
         yield RunningServer(f"http://127.0.0.1:{port}", f"127.0.0.1:{port}", app)
     finally:
-        uv.should_exit = True
-        thread.join(timeout=30)
+        uv.stop()
 
 
 def upload(client: httpx.Client, name: str, data: bytes) -> httpx.Response:
@@ -162,10 +147,11 @@ def deploy_and_wait(client: httpx.Client, name: str, timeout: float = 120, **set
     created = client.post("/v1/deployments", json={"model": name, **settings})
     assert created.status_code == 202, created.text
     deployment = created.json()
-    deadline = time.monotonic() + timeout
+    deadline, pause = time.monotonic() + timeout, 0.01
     while deployment["status"] == "compiling":
         assert time.monotonic() < deadline, "the compile did not finish"
-        time.sleep(0.1)
+        time.sleep(pause)  # a cached compile is ready within tens of milliseconds; a cold one takes seconds
+        pause = min(pause * 2, 0.1)
         deployment = client.get(f"/v1/deployments/{deployment['id']}").json()
     return deployment
 

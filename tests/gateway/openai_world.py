@@ -4,23 +4,21 @@ and tokenizer that are the reference."""
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import openai
 import torch
-import uvicorn
 
 from luminal.gateway.app import create_app
 from luminal.llm_package import build_package, save_package
 from luminal.store import deployments
 from luminal.store.settings import Settings
 from luminal.store.tenants import tenant_for_key
-from tests.gateway.conftest import BOOTSTRAP_KEY, _free_port, deploy_and_wait, upload
+from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 from tests.gateway.tenancy import ADMIN_TOKEN
+from tests.gateway.threaded_server import ThreadedServer, free_port
 from tests.llm_folders import hf_folder, hf_tokenizer
 
 MAX_BATCH, POSITIONS = 16, 96
@@ -69,13 +67,9 @@ def start_world(tmp: Path):
     settings = Settings(data_dir=tmp / "data", database_url=f"sqlite:///{tmp / 'meta.db'}",
                         bootstrap_key=BOOTSTRAP_KEY, compile_runner="thread", admin_token=ADMIN_TOKEN)  # fmt: skip
     app = create_app(settings)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "the gateway did not start"
-        time.sleep(0.02)
+    port = free_port()
+    server = ThreadedServer(app, port)
+    server.start()
     url = f"http://127.0.0.1:{port}"
     models = {}
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}, timeout=60) as http:
@@ -86,8 +80,4 @@ def start_world(tmp: Path):
             assert upload(http, f"tiny-{kind}", (folder / "model.lpkg").read_bytes()).status_code == 201
             assert deploy_and_wait(http, f"tiny-{kind}", gpu_type="cpu", **SETTINGS[kind])["status"] == "ready"
 
-    def stop() -> None:
-        server.should_exit = True
-        thread.join(timeout=30)
-
-    return World(url, app, models, hf_tokenizer(tmp / "llama")), stop
+    return World(url, app, models, hf_tokenizer(tmp / "llama")), server.stop

@@ -86,7 +86,9 @@ def test_disconnect_stops_the_sequence_and_frees_its_blocks(world):
 
 def test_a_long_prompt_is_prefilled_in_chunks_between_running_streams_steps(world):
     engine = world.engine("tiny-llama")
-    shorts = [("the quick", 40), ("hello world", 40)]
+    # Long enough that the first short still runs through the long prompt's chunks even when the second one's
+    # request reaches the engine dozens of steps later (a loaded machine).
+    shorts = [("the quick", 90), ("hello world", 90)]
     long = (" ".join(WORDS), 8)
     assert len(world.tokenizer(long[0])["input_ids"]) > 3 * 8
     singles = []
