@@ -15,6 +15,7 @@ import ctypes
 import glob
 import hashlib
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def compile_with_report(
 @lru_cache(maxsize=1)
 def include_flags() -> tuple[str, ...]:
     """-I flags for the CUDA headers the source includes (cuda_fp16.h, cuda_bf16.h): the headers this NVRTC
-    bundles, extracted once into the cache (NVRTC 13.1+), else a toolkit's include folder where there is one."""
+    bundles, extracted once into the cache (NVRTC 13.1+), else the first folder `header_folders` finds."""
     lib = library()
     if hasattr(lib, "nvrtcInstallBundledHeaders"):
         path = cache_dir().parent / f"nvrtc-headers-{version_text()}"
@@ -136,8 +137,27 @@ def include_flags() -> tuple[str, ...]:
         if lib.nvrtcInstallBundledHeaders(str(path).encode(), 0, ctypes.byref(error)) != 0:
             raise NvrtcError(f"NVRTC could not extract its bundled headers into {path}: {error.value}")
         return (f"-I{path}",)
-    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), *sorted(glob.glob("/usr/local/cuda*"))]
-    return tuple(f"-I{r}/include" for r in roots if r and os.path.exists(os.path.join(r, "include", "cuda_fp16.h")))
+    return tuple(f"-I{folder}" for folder in header_folders()[:1])
+
+
+def header_folders() -> list[str]:
+    """Folders that hold cuda_fp16.h, searched as CuPy searches: cuda.pathfinder where it is installed (NVIDIA's
+    wheels, conda, CUDA_PATH / CUDA_HOME), then the toolkit the environment names, the NVIDIA wheels on sys.path
+    (nvidia/cu13/include, nvidia/cuda_runtime/include) and /usr/local/cuda*."""
+    found: list[str | None] = []
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        found.append(find_nvidia_header_directory("cudart"))
+    except Exception:  # not installed, or too old to know the CUDA runtime's headers
+        pass
+    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")]
+    found += [os.path.join(r, "include") for r in roots if r]
+    for entry in sys.path:
+        found += sorted(glob.glob(os.path.join(entry or ".", "nvidia", "*", "include")))
+    found += [os.path.join(r, "include") for r in sorted(glob.glob("/usr/local/cuda*"))]
+    with_headers = [f for f in found if f and os.path.isfile(os.path.join(f, "cuda_fp16.h"))]
+    return list(dict.fromkeys(with_headers))
 
 
 def cache_dir() -> Path:

@@ -107,3 +107,19 @@ def test_a_missing_library_names_what_to_install(monkeypatch):
             nvrtc.library()
     finally:
         nvrtc.library.cache_clear()
+
+
+def test_header_folders_are_found_in_nvidia_wheels_and_the_toolkit_the_environment_names(tmp_path, monkeypatch):
+    wheel = tmp_path / "site" / "nvidia" / "cu13" / "include"
+    toolkit = tmp_path / "toolkit" / "include"
+    empty = tmp_path / "site" / "nvidia" / "cublas" / "include"  # a wheel without the runtime's headers
+    for folder in (wheel, toolkit, empty):
+        folder.mkdir(parents=True)
+    for folder in (wheel, toolkit):
+        (folder / "cuda_fp16.h").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "toolkit"))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    found = nvrtc.header_folders()
+    assert str(toolkit) in found and str(wheel) in found and str(empty) not in found
+    assert found.index(str(toolkit)) < found.index(str(wheel))  # the toolkit the environment names comes first
