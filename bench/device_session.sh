@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # The GPU programme on the lent GPU machine, run from the repository root by the device tool's `run`:
-#   bash bench/device_session.sh [env] [tests] [platform] [opcheck] [bench]      (no stage named: all five)
-# Installs the carried wheels (.whl/, from bench/build_wheels.sh) and luminal itself (editable, as here, so
-# the compiler version matches programs precompiled here), then runs each named stage under its own timeout,
-# writing one log per stage and summary.txt under $OUT. bench reads .programs/ when it was carried (written
-# here by `bench/gpu.py --precompile .programs`), and compiles on the device otherwise. See bench/gpu_runbook.md.
+#   bash bench/device_session.sh [env] [tests] [bench] [opcheck] [platform]      (no stage named: all five)
+# In that order, the cheapest and most telling first: what the machine has; the tests that need a GPU (stopping at
+# the first failure, its traceback short); bench/gpu.py without torch.compile (TORCH_COMPILE=1 adds it); the op
+# suite through the CUDA runtime; the platform last. Installs the carried wheels (.whl/, from
+# bench/build_wheels.sh) and luminal itself (editable, as here, so the compiler version matches programs compiled
+# here; where the system Python refuses that (PEP 668), into a venv that sees the system's packages), then runs
+# each named stage under its own timeout, writing one log per stage and summary.txt under $OUT. Programs come
+# compiled from here when carried: the compile cache .device-cache/ (the op suite's and the device tests'
+# programs) and the bench's .programs/. See bench/gpu_runbook.md.
 set -u
 OUT=${OUT:-/tmp/luminal-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 LUMINAL_CACHE_DIR=/tmp/luminal-cache
+[ -d .device-cache ] && export LUMINAL_CACHE_DIR=$PWD/.device-cache # programs compiled here: egglog idles there
 PY=${PY:-python3}
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(env tests platform opcheck bench)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(env tests bench opcheck platform)
 
 if ls .whl/*.whl >/dev/null 2>&1; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -19,20 +24,16 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     export PYTHONPATH=/tmp/site
 fi
 if [ -z "${SKIP_INSTALL:-}" ]; then # SKIP_INSTALL=1: luminal is installed already (a dry run in the venv)
-    $PY -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
-        || { echo "installing luminal (pip install -e .) failed: see install.log" | tee -a "$OUT/summary.txt"; exit 1; }
+    install="pip install -q --no-index --no-deps --no-build-isolation -e ."
+    if ! $PY -m $install >"$OUT/install.log" 2>&1; then
+        installed=false
+        if grep -q externally-managed "$OUT/install.log"; then # PEP 668: a venv over the system's packages
+            $PY -m venv --system-site-packages /tmp/luminal-venv >>"$OUT/install.log" 2>&1 \
+                && PY=/tmp/luminal-venv/bin/python && $PY -m $install >>"$OUT/install.log" 2>&1 && installed=true
+        fi
+        $installed || { echo "installing luminal ($install) failed: see install.log" | tee -a "$OUT/summary.txt"; exit 1; }
+    fi
 fi
-
-ENV_CHECK='
-import importlib.util
-import cupy, ml_dtypes, numpy, torch
-import luminal.compiler
-from luminal.runtime.cuda import missing
-print("torch", torch.__version__, torch.cuda.get_device_name(), "| cupy", cupy.__version__, "| numpy", numpy.__version__)
-egglog = "egglog found" if importlib.util.find_spec("egglog") else "no egglog: nothing can compile here"
-print("ml_dtypes", ml_dtypes.__version__, "|", egglog, "| compiler", luminal.compiler.COMPILER_VERSION)
-print("luminal CUDA runtime:", missing() or "CuPy sees a device")
-'
 
 # The device call's own limit is 600 s: every stage is cut to what is left of BUDGET (from the script's start),
 # so a slow stage costs its own log's end, never the summary or the other stages' logs.
@@ -54,33 +55,35 @@ stage() {
     echo "$name: exit $rc in $((SECONDS - start)) s (limit $seconds s)" | tee -a "$OUT/summary.txt"
 }
 
+# The tests that need a CUDA device; the rest of the CUDA tests run on any CPU machine, in `make test`.
+DEVICE_TESTS=(tests/runtime/cuda/test_device.py tests/runtime/cuda/test_device_cublas.py
+    tests/runtime/cuda/test_device_derived.py tests/runtime/cuda/test_cublas_library.py
+    tests/compiler/cuda/test_target.py)
+
 for s in "${STAGES[@]}"; do
     case $s in
-    env) # what the machine has, and whether luminal's CUDA runtime sees the device
+    env) # GPU, driver, CuPy, NVRTC and the headers it compiles against, libcublas, numpy, ml_dtypes, torch
         nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
-        stage env 60 $PY -c "$ENV_CHECK"
+        stage env 60 $PY bench/device_env.py
         ;;
-    tests) # the CUDA runtime's own tests and the compiler's CUDA tests (nvcc, host shim), on the GPU
-        dirs=$(ls -d tests/runtime/cuda tests/compiler/cuda 2>/dev/null)
-        if [ -z "$dirs" ]; then # never an empty list: pytest would run the whole suite
-            echo "tests: neither tests/runtime/cuda nor tests/compiler/cuda exists" | tee -a "$OUT/summary.txt"
-        else
-            stage tests "${TESTS_TIMEOUT:-240}" $PY -m pytest -q -n 8 -rs $dirs
-        fi
-        ;;
-    platform) # `luminal serve`, `luminal deploy --gpu TYPE`, Triton client requests, billing: as processes, on the GPU
-        stage platform "${PLATFORM_TIMEOUT:-120}" $PY -m pytest -q -rs tests/cli/test_platform_processes.py
-        ;;
-    opcheck) # the op suite compiled for h100 and run by the CUDA runtime, against torch
-        stage opcheck "${OPCHECK_TIMEOUT:-300}" env LUMINAL_OPCHECK_TARGET=h100 $PY -m pytest -q -n 12 tests/ops
+    tests) # the CUDA runtime's device tests, up to the first failure
+        stage tests "${TESTS_TIMEOUT:-180}" $PY -m pytest -x --tb=short -ra -q "${DEVICE_TESTS[@]}"
         ;;
     bench)
-        programs=()
-        [ -d .programs ] && programs=(--programs .programs)
-        stage gpu_bench "${BENCH_TIMEOUT:-540}" $PY bench/gpu.py "${programs[@]}" ${BENCH_ARGS:-}
+        args=()
+        [ -d .programs ] && args+=(--programs .programs)
+        [ -z "${TORCH_COMPILE:-}" ] && args+=(--no-torch-compile) # its builds would take minutes of device time
+        stage gpu_bench "${BENCH_TIMEOUT:-300}" $PY bench/gpu.py "${args[@]}" ${BENCH_ARGS:-}
+        ;;
+    opcheck) # the op suite compiled for h100 and run by the CUDA runtime, against torch
+        stage opcheck "${OPCHECK_TIMEOUT:-240}" env LUMINAL_OPCHECK_TARGET=h100 \
+            $PY -m pytest -x --tb=short -q -n "${OPCHECK_WORKERS:-12}" tests/ops
+        ;;
+    platform) # `luminal serve`, `luminal deploy --gpu TYPE`, Triton client requests, billing: as processes, on the GPU
+        stage platform "${PLATFORM_TIMEOUT:-120}" $PY -m pytest -x --tb=short -ra -q tests/cli/test_platform_processes.py
         ;;
     *)
-        echo "unknown stage $s (env, tests, platform, opcheck, bench)" | tee -a "$OUT/summary.txt"
+        echo "unknown stage $s (env, tests, bench, opcheck, platform)" | tee -a "$OUT/summary.txt"
         ;;
     esac
 done
