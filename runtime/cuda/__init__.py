@@ -47,10 +47,11 @@ class CudaRuntime:
     name = "cuda"
 
     def load(self, program: Any, weights: Mapping[str, np.ndarray] | None = None, *, graphs: bool = True,
-             tf32: bool = False):  # fmt: skip
+             tf32: bool = False, debug: bool | None = None):  # fmt: skip
         """`graphs=False` launches every kernel one by one instead of one captured graph per shape bucket (the
         default for `run`; each run can still choose with `run(..., graph=...)`); `tf32=True` lets the cuBLAS
-        steps round float32 operands to TF32."""
+        steps round float32 operands to TF32; `debug=True` (default: LUMINAL_CUDA_SYNC=1) waits for each kernel
+        and names the one that faulted."""
         reason = missing()
         if reason is not None:
             raise RuntimeUnavailable(f"cannot run the {getattr(program, 'target', 'cuda')} program here: {reason}")
@@ -60,4 +61,5 @@ class CudaRuntime:
 
         graph = program.graph
         weights = bound_weights(graph, weights)
-        return CudaExecutable(cupy, graph, program.kernels, program.source, weights, graphs=graphs, tf32=tf32)
+        return CudaExecutable(cupy, graph, program.kernels, program.source, weights, graphs=graphs, tf32=tf32,
+                              debug=debug)  # fmt: skip

@@ -284,6 +284,8 @@ class CudaExecutable:
         flat = array.reshape(-1).view(kind)
         if flat.data.ptr != array.data.ptr:
             raise ValueError(f"donated input {self.in_place[buf]!r} must be a contiguous device array")
+        if flat.data.ptr % ALIGNMENT:  # written in place, so never a copy: the kernels' vector loads need the base
+            raise ValueError(f"donated input {self.in_place[buf]!r} must start at a {ALIGNMENT}-byte aligned address")
         return flat
 
     def _outputs(self, arena: DeviceArena, env: Mapping[str, int], on_device: bool, given: Mapping[str, Any],

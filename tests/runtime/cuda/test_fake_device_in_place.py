@@ -110,6 +110,16 @@ def test_a_donated_pool_that_is_not_contiguous_is_refused_by_name():
         exe.run({**on_device, "pool": strided})
 
 
+def test_a_donated_pool_at_an_unaligned_address_is_refused_by_name():
+    exe = load(_pool_graph())
+    feed, on_device = _device_feed()
+    flat = feed["pool"].reshape(-1)
+    padded = fake_cupy.asarray(np.concatenate([flat[:1], flat]))
+    shifted = fake_cupy.ndarray(feed["pool"].shape, flat.dtype, memptr=padded.data + flat.itemsize)
+    with pytest.raises(ValueError, match="'pool' must start at a 16-byte aligned address"):
+        exe.run({**on_device, "pool": shifted})
+
+
 def test_two_paged_decode_steps_write_the_device_pools_and_match_the_reference():
     """The paged step as the engine runs it: pools on the device, each step's returned pools fed to the next;
     the attention reads them through the block table, the scatters write them, nothing copies them."""
