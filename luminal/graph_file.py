@@ -93,10 +93,16 @@ def graph_to_bytes(graph: Graph) -> bytes:
     return buf.getvalue()
 
 
+def structure_digest(graph: Graph) -> Any:
+    """A sha256 (hashlib object, open for more) of `graph`'s structure alone: what its `.lgraph` holds but the
+    weights' bytes."""
+    return hashlib.sha256(dump_json(encode_graph(graph, check=False)))
+
+
 def graph_fingerprint(graph: Graph) -> str:
     """sha256 of what a `.lgraph` of `graph` holds (its structure and every weight's bytes), without building the
     file: the compile cache's key for a graph (a third of the time of hashing the file's bytes)."""
-    digest = hashlib.sha256(dump_json(encode_graph(graph, check=False)))
+    digest = structure_digest(graph)
     for part in _safetensors_parts(graph):
         digest.update(part)
     return digest.hexdigest()

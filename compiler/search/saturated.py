@@ -9,7 +9,6 @@ them the same way.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Any
 from luminal.compiler.search.encode import Encoding
 from luminal.compiler.search.extract import frozen_choices
 from luminal.graph import Graph
-from luminal.graph_json import dump_json, encode_graph
+from luminal.graph_file import structure_digest
 
 KEEP = 2  # a graph's segments of two kinds, compiled for one target after another
 KEEP_NODES = 30_000  # about 80 MB of e-graph at ~2.7 KB per e-node: larger ones are searched again
@@ -53,7 +52,7 @@ def _kept() -> OrderedDict[str, Saturated]:
 
 def key(graph: Graph, *limits: Any) -> str:
     """The graph's structure (weight data aside) and the limits its rules run under."""
-    digest = hashlib.sha256(dump_json(encode_graph(graph, check=False)))
+    digest = structure_digest(graph)
     digest.update(repr(limits).encode())
     return digest.hexdigest()
 
