@@ -1,6 +1,7 @@
 """The paged chunk graph: a prompt fed in chunks through block pools gives, at each chunk's last position, the
 logits of a full transformers forward pass, and leaves in the pools the keys and values a decode step then
-reads (reference interpreter and compiled on the CPU; GPT-2 and a grouped-query Llama)."""
+reads (reference interpreter and compiled on the CPU; GPT-2, a grouped-query Llama, and sliding windows: Mistral's
+on every layer, Qwen2's on some)."""
 
 import numpy as np
 import pytest
@@ -17,6 +18,14 @@ MODELS = {
     "gpt2": (GPT2LMHeadModel, transformers.GPT2Config(vocab_size=40, n_positions=64, n_embd=24, n_layer=2, n_head=3)),
     "llama": (LlamaForCausalLM, transformers.LlamaConfig(vocab_size=40, hidden_size=24, intermediate_size=36,
               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, rope_theta=100.0)),
+    # Sliding windows shorter than a block and than a chunk, so windows start mid-block and inside the chunk.
+    "mistral_window_3": (LlamaForCausalLM, transformers.MistralConfig(vocab_size=40, hidden_size=24,
+              intermediate_size=36, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              rope_theta=100.0, sliding_window=3)),
+    # Layer 0 attends fully, layer 1 through a window of 5: two masks in one graph.
+    "qwen2_full_then_window_5": (LlamaForCausalLM, transformers.Qwen2Config(vocab_size=40, hidden_size=24,
+              intermediate_size=36, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              rope_theta=100.0, use_sliding_window=True, sliding_window=5, max_window_layers=1)),
 }  # fmt: skip
 SIZE = 4  # positions per block: small, so chunks start and end inside blocks
 

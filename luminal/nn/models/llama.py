@@ -123,16 +123,18 @@ class LlamaModel(Module):
         attention_mask: Tensor | None = None,
         past: list[KVCache] | None = None,
         position_ids: Tensor | None = None,
+        key_positions: Tensor | None = None,
     ) -> tuple[Tensor, list[KVCache]]:
         start = past_length(past)
         positions = step_positions(input_ids, start) if position_ids is None else position_ids
         rotary = self.rotary(positions, self.config.dtype)  # cos/sin in float32, rounded as Hugging Face does
         masks: dict[int | None, Tensor] = {}  # one mask per distinct window, shared by the layers using it
+        by_position = None if key_positions is None else (positions, key_positions)
         x, caches = self.embed_tokens(input_ids), []
         for k, layer in enumerate(self.layers):
             window = self.config.windows[k] if self.config.windows else None
             if window not in masks:
-                masks[window] = step_mask(input_ids, start, attention_mask, window)
+                masks[window] = step_mask(input_ids, start, attention_mask, window, by_position)
             x, cache = layer(x, rotary, masks[window], past[k] if past else None)
             caches.append(cache)
         return self.norm(x), caches
@@ -142,7 +144,8 @@ class LlamaForCausalLM(Module):
     """input_ids [batch, seq] -> (logits [batch, seq, vocab], per-layer (keys, values) [batch, kv_heads, past +
     seq, head_dim]). past: the caches of earlier positions; attention_mask: [batch, past + seq], 1 = token;
     position_ids [batch, seq]: the rotary positions (default past, past + 1, ...; left-padded rows count from
-    their first token).
+    their first token); key_positions [batch, past + seq]: every key's position, which the sliding windows
+    measure from position_ids by (default: a key's index; a paged cache's keys are not in position order).
     With tie_word_embeddings the head reads model.embed_tokens.weight and no lm_head.weight is declared.
     quantize="int8": the projections (and an untied head) hold Q8_0 weights (luminal/nn/quantized.py)."""
 
@@ -160,8 +163,9 @@ class LlamaForCausalLM(Module):
         attention_mask: Tensor | None = None,
         past: list[KVCache] | None = None,
         position_ids: Tensor | None = None,
+        key_positions: Tensor | None = None,
     ) -> tuple[Tensor, list[KVCache]]:
-        hidden, caches = self.model(input_ids, attention_mask, past, position_ids)
+        hidden, caches = self.model(input_ids, attention_mask, past, position_ids, key_positions)
         if self.config.tie_word_embeddings:
             return self.model.embed_tokens.attend(hidden), caches
         return self.lm_head(hidden), caches

@@ -13,7 +13,11 @@ that honour it write the caller's array in place and hand that array back.
 
 Attention reads each row's keys as a gather by block table, [batch, kv_heads, row_blocks * block_size, dim],
 masked past the row's length, followed by the step's own key (the model appends it as it appends to any cache).
-Key order does not matter to attention once positions are rotated in, so keys need not be contiguous.
+Key order does not matter to attention once positions are rotated in, so keys need not be contiguous. A
+sliding window does need positions: the step's key sits at index row_blocks * block_size but position length, so
+for windowed models (Mistral; Qwen2's sliding layers) the graph hands the model every key's position as well,
+and each window is measured between the queries' and the keys' positions (decoding.step_mask). Graphs of models
+without windows are built as before.
 
 The chunk graph (`paged_chunk_graph`, for prefilling a prompt a chunk at a time) is the same graph with `chunk`
 new tokens per row instead of one: input_ids and slots are [batch, chunk], the tokens sit at positions length,
@@ -72,8 +76,6 @@ def paged_chunk_graph(
 
 def _paged_graph(model: Module, tokens: Dim, max_batch: int, max_positions: int, block_size: int) -> lm.Graph:
     """`tokens` new tokens per row over block pools: 1 for the decode step, a symbol for a prefill chunk."""
-    if any(w is not None for w in getattr(model.config, "windows", ())):
-        raise NotImplementedError("paged decoding: sliding-window attention is not built (its mask needs positions)")
     layers, kv_heads, head_dim = cache_layout(model)
     dtype = getattr(model.config, "dtype", lm.float32)
     g = lm.Graph()
@@ -91,7 +93,11 @@ def _paged_graph(model: Module, tokens: Dim, max_batch: int, max_positions: int,
     reads = _past_index(table, batch, row_blocks, kv_heads, block_size, head_dim)
     caches = [(prim.gather(key, reads), prim.gather(value, reads)) for key, value in pools]
     mask = _mask(lengths, batch, past, tokens)
-    logits, grown = model(ids, mask, caches, _positions(lengths, batch, tokens))
+    positions = _positions(lengths, batch, tokens)
+    if any(w is not None for w in getattr(model.config, "windows", ())):  # windows measure by position
+        logits, grown = model(ids, mask, caches, positions, _key_positions(positions, batch, past))
+    else:
+        logits, grown = model(ids, mask, caches, positions)
     logits[:, -1].output("logits")
     writes = _write_index(slots, batch, tokens, kv_heads, block_size, head_dim)
     for k, ((key, value), (new_key, new_value)) in enumerate(zip(pools, grown)):
@@ -107,6 +113,13 @@ def _positions(lengths: Tensor, batch: Dim, tokens: Dim) -> Tensor:
         return lengths
     offset = prim.iota(lengths.graph, idx(1, tokens), (batch, tokens))
     return prim.broadcast_to(lengths, (batch, tokens)) + offset
+
+
+def _key_positions(positions: Tensor, batch: Dim, past: Dim) -> Tensor:
+    """int64 [batch, past + tokens]: the position of every key attention reads: a gathered slot's is its index
+    (those past the row's length are masked), a new key's is its token's."""
+    cached = prim.iota(positions.graph, idx(1, past), (batch, past))
+    return cat([cached, positions], dim=1)
 
 
 def _past_index(table: Tensor, batch: Dim, row_blocks: Dim, heads: int, size: int, dim: int) -> Tensor:
