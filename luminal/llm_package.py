@@ -96,8 +96,8 @@ def build_package(
 ) -> LLMPackage:
     """Build the prefill and decode graphs of a Hugging Face folder and bind its checkpoint to them; with
     quantize="int8" the projections' weights are quantised to Q8_0 here, so the package carries int8 weights.
-    The paged step (KV blocks of `block_size` positions) and chunk graphs are built too, except for sliding-window
-    models."""
+    The paged step (KV blocks of `block_size` positions) and chunk graphs are built too, for every model
+    (sliding windows included)."""
     folder = Path(folder)
     check_quantize(quantize)
     if not (folder / TOKENIZER).exists():
@@ -110,11 +110,8 @@ def build_package(
     if quantize is not None:
         weights = quantize_checkpoint(model, weights)
     graphs.bind(weights)
-    try:
-        paged = paged_step_graph(model, max_batch, limit, block_size).bind(weights)
-        chunk = paged_chunk_graph(model, max_batch, limit, block_size).bind(weights)
-    except NotImplementedError:  # served with the concatenating step
-        paged = chunk = None
+    paged = paged_step_graph(model, max_batch, limit, block_size).bind(weights)
+    chunk = paged_chunk_graph(model, max_batch, limit, block_size).bind(weights)
     missing = graphs.prefill.unbound_weights()
     if missing:
         raise GraphError(f"{len(missing)} weight(s) not in the checkpoint, e.g. {missing[:5]}")
@@ -131,7 +128,7 @@ def build_package(
         optional.get(GENERATION_CONFIG, {}),
         quantize,
         paged,
-        block_size if paged is not None else None,
+        block_size,
         chunk,
     )
 

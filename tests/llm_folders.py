@@ -1,6 +1,6 @@
-"""Tiny Hugging Face model folders for the LLM tests: random-weight Llama and GPT-2 built with transformers from a
-config, a byte-level BPE tokenizer trained here with `tokenizers`, a chat template and a generation config, saved
-as `save_pretrained` saves them. Nothing is downloaded."""
+"""Tiny Hugging Face model folders for the LLM tests: random-weight Llama, GPT-2, and sliding-window Mistral and
+Qwen2 built with transformers from a config, a byte-level BPE tokenizer trained here with `tokenizers`, a chat
+template and a generation config, saved as `save_pretrained` saves them. Nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -34,6 +34,17 @@ LLAMA = dict(
     num_key_value_heads=2, rope_theta=100.0, max_position_embeddings=128, bos_token_id=0, eos_token_id=1,
 )  # fmt: skip
 GPT2 = dict(vocab_size=VOCAB, n_positions=128, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=1)
+WINDOW = 5  # the windowed kinds' sliding window: shorter than the test prompts, so it decides what a query sees
+CONFIGS = {
+    "llama": (transformers.LlamaConfig, LLAMA),
+    "gpt2": (transformers.GPT2Config, GPT2),
+    "mistral": (transformers.MistralConfig, dict(LLAMA, sliding_window=WINDOW)),  # a window on every layer
+    # Layer 0 attends fully, layer 1 through the window.
+    "qwen2": (
+        transformers.Qwen2Config,
+        dict(LLAMA, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1),
+    ),
+}
 
 
 def train_tokenizer() -> Tokenizer:
@@ -48,15 +59,13 @@ def train_tokenizer() -> Tokenizer:
 
 
 def hf_folder(folder: Path, kind: str = "llama", seed: int = 0, scale: float = 0.5) -> transformers.PreTrainedModel:
-    """Write a tiny `kind` ("llama" or "gpt2") model folder; returns the transformers model (eval mode).
+    """Write a tiny `kind` (a key of CONFIGS) model folder; returns the transformers model (eval mode).
 
     Weights are N(0, scale) rather than the 0.02 init, so the logits are far from ties and greedy decoding is
     the same in float32 whichever order the sums are taken in."""
     torch.manual_seed(seed)
-    if kind == "llama":
-        config = transformers.LlamaConfig(**LLAMA)
-    else:
-        config = transformers.GPT2Config(**GPT2)
+    config_class, fields = CONFIGS[kind]
+    config = config_class(**fields)
     config._attn_implementation = "eager"
     model = transformers.AutoModelForCausalLM.from_config(config)
     gen = torch.Generator().manual_seed(seed)
