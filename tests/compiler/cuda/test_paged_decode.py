@@ -1,6 +1,9 @@
 """The paged decode step (KV block pools read through block tables, luminal/nn/models/paged_decoding.py) compiled
 for h100: the attention reads the pools where they lie (no concatenation kernel, no cache-sized buffer), the
-pools' scatters write in place, and through the host shim it computes what the reference interpreter does."""
+pools' scatters write in place, and through the host shim it computes what the reference interpreter does; with a
+sliding window on a layer too."""
+
+from dataclasses import replace
 
 import ml_dtypes
 import numpy as np
@@ -20,10 +23,15 @@ from tests.compiler.cuda.test_decode import CONFIG, LAYERS
 POOL_BLOCKS = 64
 
 
-@pytest.fixture(scope="module")
-def step():
+# Full attention, and Qwen2's mix: layer 0 full, layer 1 through a window of 100 keys (shorter than the 300-key
+# row below, and starting inside a block), measured by position.
+CONFIGS = {"full": CONFIG, "windowed": replace(CONFIG, windows=(None, 100))}
+
+
+@pytest.fixture(scope="module", params=CONFIGS)
+def step(request):
     # up to 2048 positions: the attention runs as flash decoding
-    graph = bind_random(paged_step_graph(LlamaForCausalLM(CONFIG), max_batch=4, max_positions=2048))
+    graph = bind_random(paged_step_graph(LlamaForCausalLM(CONFIGS[request.param]), max_batch=4, max_positions=2048))
     return graph, lm.compile(graph, "h100", cache=False)
 
 
