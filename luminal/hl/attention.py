@@ -139,16 +139,35 @@ def rotary_cos_sin(
 
     inv_freq[j] = theta^(-2j / dim) for j < dim / 2; angle = position * inv_freq, repeated for both halves.
     """
-    from luminal.hl import elementwise as E
-
     if dim % 2:
         raise ShapeError(f"rotary_cos_sin: dim must be even, got {dim}")
-    half = dim // 2
-    j = prim.cast(prim.iota(positions.graph, idx(0, dim) % half, (dim,)), dt.float32)  # [0..half, 0..half]
-    inv_freq = prim.exp2(E.mul(j, -2.0 * math.log2(theta) / dim))  # theta^(-2j/dim) = 2^(-2j log2(theta) / dim)
+    inv_freq = rotary_inv_freq(rotary_frequency_index(positions.graph, dim), theta)
+    return rotary_tables(positions, inv_freq, dtype)
+
+
+def rotary_frequency_index(graph, dim: int) -> Tensor:
+    """float32 [dim]: the frequency j each feature turns at, 0 .. dim/2 - 1 for both halves (rotate_half's layout)."""
+    return prim.cast(prim.iota(graph, idx(0, dim) % (dim // 2), (dim,)), dt.float32)
+
+
+def rotary_inv_freq(j: Tensor, theta: float) -> Tensor:
+    """RoPE's default inverse frequencies theta^(-2j / dim) of a `rotary_frequency_index` j [dim]."""
+    from luminal.hl import elementwise as E
+
+    dim = j.shape[-1]
+    return prim.exp2(E.mul(j, -2.0 * math.log2(theta) / dim))  # theta^(-2j/dim) = 2^(-2j log2(theta) / dim)
+
+
+def rotary_tables(positions: Tensor, inv_freq: Tensor, dtype: Any = dt.float32, scale: float = 1.0):
+    """(cos, sin) [..., dim] of angle = position * inv_freq, in float32 then cast to `dtype`; inv_freq [dim], or
+    [..., 1, dim] with a frequency per row. `scale` multiplies both before the cast (YaRN's attention factor)."""
+    from luminal.hl import elementwise as E
+
     pos = prim.cast(positions, dt.float32)
     angles = E.mul(pos.with_view(pos.st.reshape((*pos.shape, 1))), inv_freq)
-    return prim.cast(E.cos(angles), dtype), prim.cast(prim.sin(angles), dtype)
+    if scale == 1.0:
+        return prim.cast(E.cos(angles), dtype), prim.cast(prim.sin(angles), dtype)
+    return prim.cast(E.mul(E.cos(angles), scale), dtype), prim.cast(E.mul(prim.sin(angles), scale), dtype)
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
@@ -168,5 +187,8 @@ __all__ = [
     "rotate_half",
     "apply_rotary_emb",
     "rotary_cos_sin",
+    "rotary_frequency_index",
+    "rotary_inv_freq",
+    "rotary_tables",
     "dropout",
 ]

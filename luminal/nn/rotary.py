@@ -1,32 +1,80 @@
-"""Rotary position embeddings (RoPE) as Hugging Face's Llama family applies them (the "default" rope type).
+"""Rotary position embeddings (RoPE) as Hugging Face's Llama family applies them, with its rope scaling types.
 
 inv_freq[j] = theta^(-2j / rotary_dim); each head's first rotary_dim features are rotated by
-position * inv_freq with the rotate_half layout (the two halves of the rotated part pair up).
+position * inv_freq with the rotate_half layout (the two halves of the rotated part pair up). A scaled type
+(luminal/nn/rope_scaling.py) multiplies inv_freq per frequency, in the graph from the frequency index j, so that
+no table of constants enters it: linear, llama3 and yarn by factors fixed when the model is built, dynamic by one
+computed from each row's largest position.
 """
 
 from __future__ import annotations
 
+import math
+
 from luminal import dtypes as dt
 from luminal import functional as F
+from luminal.hl import prim
 from luminal.nn.module import Module
+from luminal.nn.rope_scaling import RopeScaling
 from luminal.tensor import Tensor
+from luminal.view import idx
 
 
 class RotaryEmbedding(Module):
     """Computes (cos, sin) [batch, 1, seq, rotary_dim] for integer positions [batch, seq]; no parameters."""
 
-    def __init__(self, rotary_dim: int, theta: float = 10000.0) -> None:
+    def __init__(self, rotary_dim: int, theta: float = 10000.0, scaling: RopeScaling | None = None) -> None:
         super().__init__()
         if rotary_dim % 2:
             raise ValueError(f"RotaryEmbedding: rotary_dim must be even, got {rotary_dim}")
+        self.scaling = scaling or RopeScaling()
+        if self.scaling.rope_type == "dynamic" and rotary_dim <= 2:  # its base's exponent is dim / (dim - 2)
+            raise ValueError(f"RotaryEmbedding: dynamic rope scaling needs rotary_dim above 2, got {rotary_dim}")
         self.rotary_dim, self.theta = rotary_dim, theta
 
     def forward(self, positions: Tensor, dtype=dt.float32) -> tuple[Tensor, Tensor]:
-        cos, sin = F.rotary_cos_sin(positions, self.rotary_dim, self.theta, dtype)
+        if self.scaling.rope_type == "default":
+            cos, sin = F.rotary_cos_sin(positions, self.rotary_dim, self.theta, dtype)
+        else:
+            inv_freq = self._scaled_inv_freq(positions)
+            cos, sin = F.rotary_tables(positions, inv_freq, dtype, self.scaling.attention_factor)
         return cos.unsqueeze(-3), sin.unsqueeze(-3)  # a heads axis to broadcast over
 
+    def _scaled_inv_freq(self, positions: Tensor) -> Tensor:
+        """inv_freq [dim], or [..., 1, dim] for dynamic: the default frequencies times each type's multiplier."""
+        s, dim = self.scaling, self.rotary_dim
+        j = F.rotary_frequency_index(positions.graph, dim)
+        inv_freq = F.rotary_inv_freq(j, self.theta)
+        if s.rope_type == "dynamic":  # (theta * stretch^(dim/(dim-2)))^(-2j/dim) = inv_freq * stretch^(-2j/(dim-2))
+            exponent = F.log2(_ntk_stretch(positions, s)).unsqueeze(-1) * (j * (-2.0 / (dim - 2)))
+            return inv_freq * prim.exp2(exponent)
+        # Each type keeps a share `kept` of a frequency unscaled and divides the rest by factor.
+        if s.rope_type == "linear":
+            kept = prim.full_like(j, 0.0)
+        elif s.rope_type == "llama3":
+            a, b = s.llama3_bands(dim, self.theta)
+            k = idx(0, dim) % (dim // 2)
+            below_a = prim.cast(prim.iota(j.graph, k < a, (dim,), dt.int32), dt.float32)
+            blended = prim.cast(prim.iota(j.graph, (k < b) & (k >= a), (dim,), dt.int32), dt.float32)
+            span = s.high_freq_factor - s.low_freq_factor  # s = (original / wavelength - low) / span
+            smooth = inv_freq * (s.original_max_positions / (2 * math.pi * span)) - s.low_freq_factor / span
+            kept = below_a + blended * smooth
+        else:  # yarn: 1 - ramp, the ramp rising from 0 at dim `low` to 1 at `high`
+            low, high = s.yarn_ramp(dim, self.theta)
+            kept = 1.0 - F.clamp((j - low) * (1.0 / (high - low)), 0.0, 1.0)
+        return inv_freq * (kept * (1.0 - 1.0 / s.factor) + 1.0 / s.factor)
+
     def extra_repr(self) -> str:
-        return f"rotary_dim={self.rotary_dim}, theta={self.theta}"
+        scaled = "" if self.scaling.rope_type == "default" else f", scaling={self.scaling}"
+        return f"rotary_dim={self.rotary_dim}, theta={self.theta}{scaled}"
+
+
+def _ntk_stretch(positions: Tensor, s: RopeScaling) -> Tensor:
+    """float32 [..., 1]: dynamic NTK's factor * L / M - (factor - 1) = 1 + factor * (L - M) / M per row, with
+    L = max(the row's largest position + 1, M): 1 (the default frequencies) until the row outgrows M."""
+    largest = F.amax(prim.cast(positions, dt.float32), -1, keepdim=True)
+    length = F.maximum(largest + 1.0, float(s.original_max_positions))
+    return (length - float(s.original_max_positions)) * (s.factor / s.original_max_positions) + 1.0
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:

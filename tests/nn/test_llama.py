@@ -1,5 +1,6 @@
 """Llama-family decoders from Hugging Face configs against transformers' models with the same random weights:
-Llama (GQA, rope theta, attention biases), Qwen2 (q/k/v biases, tied embeddings), Mistral (sliding window)."""
+Llama (GQA, rope theta, attention biases), Qwen2 (q/k/v biases, tied embeddings), Mistral (sliding window), and
+the rope scaling types on prompts longer than the context they stretch from."""
 
 import pytest
 import torch
@@ -17,6 +18,21 @@ CASES = {
     "qwen2-tied": (transformers.Qwen2Config, dict(num_key_value_heads=1, tie_word_embeddings=True, rope_theta=1e6)),
     "mistral-window": (transformers.MistralConfig, dict(sliding_window=3)),
 }
+
+
+# Rope scaling, each from an original context of 8 positions (dynamic's max_position_embeddings) under a 20-token
+# prompt; head_dim 16 gives 8 frequencies, so llama3's three bands and yarn's ramp each hold some.
+SCALED = {
+    "llama3-tied": dict(head_dim=16, tie_word_embeddings=True, rope_parameters=dict(rope_type="llama3", rope_theta=1e4,
+                        factor=8.0, low_freq_factor=0.1, high_freq_factor=1.2, original_max_position_embeddings=8)),
+    "linear": dict(rope_parameters=dict(rope_type="linear", rope_theta=100.0, factor=4.0)),
+    "dynamic": dict(head_dim=16, max_position_embeddings=8, rope_parameters=dict(rope_type="dynamic", factor=3.0)),
+    "yarn": dict(head_dim=16, rope_parameters=dict(rope_type="yarn", rope_theta=100.0, factor=4.0, beta_fast=2.0,
+                 beta_slow=0.05, original_max_position_embeddings=8)),
+    "yarn-untruncated-mscale": dict(head_dim=16, rope_parameters=dict(rope_type="yarn", rope_theta=100.0, factor=4.0,
+                                    beta_fast=2.0, beta_slow=0.05, original_max_position_embeddings=8, truncate=False,
+                                    mscale=1.0, mscale_all_dim=0.5)),
+}  # fmt: skip
 
 
 def _run(config, ids, mask):
@@ -42,6 +58,65 @@ def test_logits_match_hugging_face(case):
     assert max_error(lm.run(g, feed)["logits"], want) < 1e-4
 
 
+@pytest.mark.parametrize("seq", [20, 6], ids=["past-the-context", "within-it"])
+@pytest.mark.parametrize("case", SCALED)
+def test_scaled_rope_logits_match_hugging_face(case, seq):
+    hf_config = transformers.LlamaConfig(**{**BASE, **SCALED[case]})
+    hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, hf_config)
+    ids, mask = token_batch(40, 2, seq, pad_tail=2)
+    g, feed = _run(hf_config.to_dict(), ids, mask)
+    g.bind(weights)
+    with torch.no_grad():
+        want = hf(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
+        plain = transformers.LlamaConfig(**{**BASE, **SCALED[case], "rope_parameters": None})
+        unscaled = tiny_model(transformers.AutoModelForCausalLM.from_config, plain)[0](torch.from_numpy(ids)).logits
+    assert max_error(lm.run(g, feed)["logits"], want) < 1e-4
+    if case != "dynamic" or seq > 8:  # the scaling changes the logits (dynamic's only past its context)
+        assert max_error(unscaled.numpy(), want) > 1e-2
+
+
+def test_scaled_rope_cases_reach_every_band():
+    """The cases above exercise llama3's three bands and a yarn ramp across several frequencies."""
+    llama3 = LlamaConfig.from_hf(transformers.LlamaConfig(**{**BASE, **SCALED["llama3-tied"]}).to_dict())
+    assert 0 < llama3.rope.llama3_bands(16, 1e4)[0] < llama3.rope.llama3_bands(16, 1e4)[1] < 8
+    yarn = LlamaConfig.from_hf(transformers.LlamaConfig(**{**BASE, **SCALED["yarn"]}).to_dict())
+    low, high = yarn.rope.yarn_ramp(16, 100.0)
+    assert low <= 1 and high - low >= 3 and yarn.rope.attention_factor > 1
+
+
+def test_rope_scaling_reads_both_spellings():
+    """transformers 4's rope_scaling (with "type" and a top-level rope_theta) reads as 5's rope_parameters."""
+    for case in ("llama3-tied", "linear", "dynamic", "yarn"):
+        new = transformers.LlamaConfig(**{**BASE, **SCALED[case]}).to_dict()
+        rope = dict(new["rope_parameters"])
+        old = {**new, "rope_parameters": None, "rope_theta": rope.pop("rope_theta"), "rope_scaling": rope}
+        rope["type"] = rope.pop("rope_type")
+        assert (
+            LlamaConfig.from_hf(old) == LlamaConfig.from_hf(new)
+            and LlamaConfig.from_hf(new).rope.rope_type != "default"
+        )
+    null_factor = {**BASE, "rope_scaling": {"rope_type": "yarn", "factor": None, "original_max_position_embeddings": 8}}
+    assert LlamaConfig.from_hf(null_factor).rope.factor == 4.0  # transformers: max_position_embeddings / original
+
+
+@pytest.mark.parametrize(
+    "rope, error, field",
+    [
+        ({"rope_type": "longrope", "factor": 4.0}, NotImplementedError, "rope_type 'longrope'"),
+        ({"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0}, ValueError, "'factor'.*None"),
+        ({"rope_type": "linear", "factor": "4"}, ValueError, "'factor'.*'4'"),
+        ({"type": "dynamic"}, ValueError, "'factor'"),
+        ({"rope_type": "yarn", "original_max_position_embeddings": 8}, ValueError, "'factor'"),
+        ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0}, ValueError,
+         "low_freq_factor 4.0"),
+        ({"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5}, ValueError, "partial_rotary_factor"),
+    ],
+)  # fmt: skip
+def test_unservable_rope_configs_are_refused_by_name(rope, error, field):
+    with pytest.raises(error, match=field):
+        LlamaConfig.from_hf({**BASE, "rope_scaling": rope})
+
+
 def test_config_reading():
     qwen = LlamaConfig.from_hf(transformers.Qwen2Config(**BASE, tie_word_embeddings=True).to_dict())
     assert (qwen.qkv_bias, qwen.out_bias, qwen.tie_word_embeddings, qwen.kv_heads) == (True, False, True, 2)
@@ -49,8 +124,8 @@ def test_config_reading():
     assert mistral.windows == (5, 5)
     old_style = LlamaConfig.from_hf({**BASE, "model_type": "llama", "rope_theta": 123.0, "rope_scaling": None})
     assert old_style.rope_theta == 123.0 and old_style.head_size == 6
-    with pytest.raises(NotImplementedError, match="rope type"):
-        LlamaConfig.from_hf({**BASE, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
+    with pytest.raises(NotImplementedError, match="rope_type"):
+        LlamaConfig.from_hf({**BASE, "rope_scaling": {"rope_type": "su", "factor": 4.0}})
     names = set(LlamaForCausalLM(qwen).parameter_shapes())
     assert "lm_head.weight" not in names and "model.layers.1.self_attn.q_proj.bias" in names
     assert "model.layers.1.self_attn.o_proj.bias" not in names

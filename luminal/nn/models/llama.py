@@ -3,9 +3,10 @@ data): RMSNorm pre-norm blocks, grouped-query attention with rotary positions, S
 and a KV cache. Module paths are the checkpoint's: model.embed_tokens, model.layers.0.self_attn.q_proj, ...,
 model.norm, lm_head.
 
-What the config decides: kv heads (GQA), head_dim, rope theta, rms eps, tied embeddings, biases (Llama's
-attention_bias on all four projections, Qwen2's on q/k/v only), and sliding-window layers (Mistral's window
-on every layer, Qwen2's on the layers its layer_types name).
+What the config decides: kv heads (GQA), head_dim, rope theta and rope scaling (linear, dynamic, llama3 as
+Llama 3.1+ has, yarn; luminal/nn/rope_scaling.py), rms eps, tied embeddings, biases (Llama's attention_bias on all
+four projections, Qwen2's on q/k/v only), and sliding-window layers (Mistral's window on every layer, Qwen2's on
+the layers its layer_types name).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from luminal.nn.models.decoding import past_length, step_mask, step_positions
 from luminal.nn.module import Module, ModuleList
 from luminal.nn.normalization import RMSNorm
 from luminal.nn.quantized import quantize_modules
+from luminal.nn.rope_scaling import RopeScaling
 from luminal.nn.rotary import RotaryEmbedding
 from luminal.nn.transformer import DecoderLayer
 from luminal.tensor import Tensor
@@ -38,6 +40,7 @@ class LlamaConfig:
     hidden_act: str = "silu"
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
+    rope: RopeScaling = RopeScaling()  # how positions stretch past the trained context (default: not at all)
     tie_word_embeddings: bool = False
     qkv_bias: bool = False
     out_bias: bool = False
@@ -55,8 +58,6 @@ class LlamaConfig:
         if kind not in ("llama", "mistral", "qwen2"):
             raise NotImplementedError(f"Llama family: model_type {kind!r} is not built (llama, mistral, qwen2)")
         rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}  # transformers 5 / 4 spellings
-        if rope.get("rope_type", rope.get("type", "default")) != "default":
-            raise NotImplementedError(f"rope type {rope.get('rope_type', rope.get('type'))!r}: only 'default'")
         theta = rope.get("rope_theta", raw.get("rope_theta", 10000.0))
         layers = raw.get("num_hidden_layers", 32)
         if kind == "qwen2":  # q/k/v carry biases, o_proj does not
@@ -64,7 +65,8 @@ class LlamaConfig:
         else:
             biases = dict(qkv_bias=bool(raw.get("attention_bias")), out_bias=bool(raw.get("attention_bias")))
         windows = _windows(kind, raw, layers)
-        return pick(cls, raw, rope_theta=float(theta), windows=windows, dtype=dt.float32, **biases)
+        scaling = RopeScaling.from_hf(raw)
+        return pick(cls, raw, rope_theta=float(theta), rope=scaling, windows=windows, dtype=dt.float32, **biases)
 
     @property
     def kv_heads(self) -> int:
@@ -115,7 +117,7 @@ class LlamaModel(Module):
             ]
         )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=cfg.dtype)
-        self.rotary = RotaryEmbedding(cfg.head_size, cfg.rope_theta)
+        self.rotary = RotaryEmbedding(cfg.head_size, cfg.rope_theta, cfg.rope)
 
     def forward(
         self,

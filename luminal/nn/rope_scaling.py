@@ -1,0 +1,144 @@
+"""Rope scaling: how Hugging Face's Llama family stretches RoPE past the context a model was trained on, read
+from a config's rope_parameters (transformers 5) or rope_scaling (transformers 4).
+
+Every type rescales the default inverse frequencies inv[j] = theta^(-2j / dim); what it keeps unscaled differs:
+  linear   all of them divided by factor (positions divided by factor)
+  llama3   (Llama 3.1+) per band of wavelength 2 pi / inv[j], against original = original_max_position_embeddings:
+           shorter than original / high_freq_factor kept, longer than original / low_freq_factor divided by
+           factor, in between a blend whose weight on the kept frequency, s, rises linearly in original / wavelength
+  yarn     a blend over a ramp of j between the dims that turn beta_fast and beta_slow times over the original
+           context: below it kept, above it divided by factor; cos and sin are also scaled by attention_factor
+  dynamic  (NTK) the base grows with the sequence: theta * (factor * L / M - (factor - 1))^(dim / (dim - 2)),
+           L = max(largest position + 1, M), M = max_position_embeddings; L is only known when the graph runs
+A config this cannot serve is refused, naming the field: an unknown rope type (NotImplementedError), a missing or
+malformed number (ValueError).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+TYPES = ("default", "linear", "dynamic", "llama3", "yarn")
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    rope_type: str = "default"
+    factor: float = 1.0
+    # The context the scaling stretches from: llama3's and yarn's original_max_position_embeddings, dynamic's
+    # max_position_embeddings (beyond it the base grows).
+    original_max_positions: int = 0
+    low_freq_factor: float = 1.0  # llama3
+    high_freq_factor: float = 4.0  # llama3
+    beta_fast: float = 32.0  # yarn: rotations over the original context above which a dim is kept
+    beta_slow: float = 1.0  # yarn: rotations below which a dim is fully interpolated
+    truncate: bool = True  # yarn: round the ramp's ends outwards to whole dims
+    attention_factor: float = 1.0  # yarn: cos and sin are multiplied by it
+
+    @classmethod
+    def from_hf(cls, raw: dict[str, Any]) -> RopeScaling:
+        """The rope scaling of a Hugging Face config dict (either spelling); RopeScaling() for the default."""
+        rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind not in TYPES:
+            raise NotImplementedError(f"rope_type {kind!r} is not built ({', '.join(TYPES)})")
+        if kind == "default":
+            return cls()
+        if float(rope.get("partial_rotary_factor") or 1.0) != 1.0:  # Llama rotates whole heads
+            raise ValueError(
+                f"rope_type {kind!r}: partial_rotary_factor {rope['partial_rotary_factor']!r} is not built"
+            )
+        if kind == "yarn":
+            return _yarn(raw, rope)
+        factor = _number(rope, "factor", kind)
+        if kind == "linear":
+            return cls(kind, factor)
+        if kind == "dynamic":
+            return cls(kind, factor, _positive_int(raw, "max_position_embeddings", kind))
+        low, high = _number(rope, "low_freq_factor", kind), _number(rope, "high_freq_factor", kind)
+        if not 0 < low < high:
+            raise ValueError(
+                f"rope_type 'llama3': low_freq_factor {low} must be above 0 and below high_freq_factor {high}"
+            )
+        return cls(kind, factor, _original_positions(raw, rope, kind), low, high)
+
+    def llama3_bands(self, dim: int, theta: float) -> tuple[int, int]:
+        """(a, b): frequencies j < a are kept, j >= b divided by factor, a <= j < b blended. Decided on the
+        float32 frequencies transformers computes, so a band edge falls where it does there."""
+        wavelength = 2 * math.pi / default_inv_freq(dim, theta).astype(np.float64)  # grows with j
+        kept = wavelength < self.original_max_positions / self.high_freq_factor
+        divided = wavelength > self.original_max_positions / self.low_freq_factor
+        return int(kept.sum()), dim // 2 - int(divided.sum())
+
+    def yarn_ramp(self, dim: int, theta: float) -> tuple[float, float]:
+        """(low, high): the blend's weight on the divided frequency rises linearly in j from 0 at low to 1 at high."""
+
+        def dim_turning(rotations: float) -> float:  # the j whose frequency turns `rotations` times over the context
+            return dim * math.log(self.original_max_positions / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+        low, high = dim_turning(self.beta_fast), dim_turning(self.beta_slow)
+        if self.truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        return low, high + 0.001 if low == high else high  # an empty ramp would divide by zero
+
+
+def default_inv_freq(dim: int, theta: float) -> np.ndarray:
+    """float32 [dim / 2]: theta^(-2j / dim), computed in float32 as transformers does."""
+    return (1.0 / np.power(np.float32(theta), np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim))).astype(
+        np.float32
+    )
+
+
+def _yarn(raw: dict[str, Any], rope: dict[str, Any]) -> RopeScaling:
+    original = _original_positions(raw, rope, "yarn")
+    if "factor" not in rope:
+        raise ValueError("rope_type 'yarn' needs rope_parameters['factor'] (null: max_position_embeddings / original)")
+    numbers = dict(rope)
+    if numbers["factor"] is None:  # transformers' reading of null: the ratio of the two contexts
+        numbers["factor"] = _positive_int(raw, "max_position_embeddings", "yarn") / original
+    factor = _number(numbers, "factor", "yarn")
+    if numbers.get("attention_factor") is None:
+        mscale, mscale_all_dim = rope.get("mscale"), rope.get("mscale_all_dim")
+        both = mscale and mscale_all_dim
+        numbers["attention_factor"] = (
+            _mscale(factor, mscale) / _mscale(factor, mscale_all_dim) if both else _mscale(factor, 1)
+        )
+    numbers["beta_fast"], numbers["beta_slow"] = rope.get("beta_fast") or 32, rope.get("beta_slow") or 1  # 0: default
+    beta_fast, beta_slow, attention = (
+        _number(numbers, k, "yarn") for k in ("beta_fast", "beta_slow", "attention_factor")
+    )
+    truncate = bool(rope.get("truncate", True))
+    return RopeScaling("yarn", factor, original, beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate,
+                       attention_factor=attention)  # fmt: skip
+
+
+def _mscale(factor: float, mscale: float) -> float:
+    """YaRN's attention temperature, 0.1 * mscale * ln(factor) + 1 (1 when not stretched)."""
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _original_positions(raw: dict[str, Any], rope: dict[str, Any], kind: str) -> int:
+    """transformers' order: a top-level original_max_position_embeddings, the rope dict's, max_position_embeddings."""
+    for where, key in ((raw, "original_max_position_embeddings"), (rope, "original_max_position_embeddings")):
+        if where.get(key) is not None:
+            return _positive_int(where, key, kind)
+    return _positive_int(raw, "max_position_embeddings", kind)
+
+
+def _number(where: dict[str, Any], key: str, kind: str) -> float:
+    value = where.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"rope_type {kind!r} needs rope_parameters[{key!r}], a number above 0; got {value!r}")
+    return float(value)
+
+
+def _positive_int(where: dict[str, Any], key: str, kind: str) -> int:
+    value = where.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"rope_type {kind!r} needs {key}, a positive integer; got {value!r}")
+    return value
