@@ -1,5 +1,6 @@
 """KV-cache decoding: the prefill + decode-step graphs' greedy tokens equal transformers' generate(), and each
-step's logits equal a full forward pass over the sequence so far (GPT-2 and a grouped-query Llama)."""
+step's logits equal a full forward pass over the sequence so far (GPT-2 and a grouped-query Llama), or with rope
+scaling generate()'s own logits."""
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from luminal.nn.models.generation import allowed_probabilities, decoder_graphs, 
 from luminal.nn.models.gpt2 import GPT2LMHeadModel
 from luminal.nn.models.llama import LlamaForCausalLM
 from tests.nn.hf import max_error, tiny_model, token_batch
+from tests.nn.rope_cases import scaled_llama
 
 MODELS = {
     "gpt2": (GPT2LMHeadModel, transformers.GPT2Config(vocab_size=40, n_positions=32, n_embd=24, n_layer=2, n_head=3)),
@@ -76,6 +78,25 @@ def test_left_padded_batch_generates_as_hugging_face(name):
     np.testing.assert_array_equal(got, want.numpy())
     for k, logits in enumerate(steps):  # the greedy tokens alone would hardly notice shifted positions
         assert max_error(logits, full[:, prompt.shape[1] - 1 + k]) < 1e-4
+
+
+@pytest.mark.parametrize("case", ["llama3-tied", "dynamic", "yarn"])
+def test_scaled_rope_greedy_generation_matches_hugging_face(case):
+    """A 12-token prompt over a context of 8 and 6 new tokens; dynamic's base grows with every step, as
+    transformers' does, so each step is compared with generate()'s own logits, not a full forward pass."""
+    config = scaled_llama(case, eos_token_id=None)  # every row runs every step, as greedy_generate's do
+    hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, config)
+    graphs = decoder_graphs(LlamaForCausalLM(config.to_dict()), max_positions=32).bind(weights)
+    prompt, _ = token_batch(40, 2, 12, seed=5)
+    steps = []
+    got = greedy_generate(graphs, prompt, 6, run=lambda g, f: _kept(steps, g, f))
+    with torch.no_grad():
+        want = hf.generate(torch.from_numpy(prompt), max_new_tokens=6, do_sample=False, pad_token_id=0,
+                           attention_mask=torch.ones(prompt.shape, dtype=torch.int64), return_dict_in_generate=True,
+                           output_logits=True)  # fmt: skip
+    np.testing.assert_array_equal(got, want.sequences.numpy())
+    for logits, expected in zip(steps, want.logits, strict=True):
+        assert max_error(logits, expected.numpy()) < 1e-4
 
 
 def _kept(steps, graph, feed):

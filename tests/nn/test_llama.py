@@ -9,6 +9,7 @@ import transformers
 import luminal as lm
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
 from tests.nn.hf import max_error, tiny_model, token_batch
+from tests.nn.rope_cases import SCALED, scaled_llama
 
 BASE = dict(vocab_size=40, hidden_size=24, intermediate_size=36, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=32)  # fmt: skip
@@ -18,21 +19,6 @@ CASES = {
     "qwen2-tied": (transformers.Qwen2Config, dict(num_key_value_heads=1, tie_word_embeddings=True, rope_theta=1e6)),
     "mistral-window": (transformers.MistralConfig, dict(sliding_window=3)),
 }
-
-
-# Rope scaling, each from an original context of 8 positions (dynamic's max_position_embeddings) under a 20-token
-# prompt; head_dim 16 gives 8 frequencies, so llama3's three bands and yarn's ramp each hold some.
-SCALED = {
-    "llama3-tied": dict(head_dim=16, tie_word_embeddings=True, rope_parameters=dict(rope_type="llama3", rope_theta=1e4,
-                        factor=8.0, low_freq_factor=0.1, high_freq_factor=1.2, original_max_position_embeddings=8)),
-    "linear": dict(rope_parameters=dict(rope_type="linear", rope_theta=100.0, factor=4.0)),
-    "dynamic": dict(head_dim=16, max_position_embeddings=8, rope_parameters=dict(rope_type="dynamic", factor=3.0)),
-    "yarn": dict(head_dim=16, rope_parameters=dict(rope_type="yarn", rope_theta=100.0, factor=4.0, beta_fast=2.0,
-                 beta_slow=0.05, original_max_position_embeddings=8)),
-    "yarn-untruncated-mscale": dict(head_dim=16, rope_parameters=dict(rope_type="yarn", rope_theta=100.0, factor=4.0,
-                                    beta_fast=2.0, beta_slow=0.05, original_max_position_embeddings=8, truncate=False,
-                                    mscale=1.0, mscale_all_dim=0.5)),
-}  # fmt: skip
 
 
 def _run(config, ids, mask):
@@ -61,14 +47,14 @@ def test_logits_match_hugging_face(case):
 @pytest.mark.parametrize("seq", [20, 6], ids=["past-the-context", "within-it"])
 @pytest.mark.parametrize("case", SCALED)
 def test_scaled_rope_logits_match_hugging_face(case, seq):
-    hf_config = transformers.LlamaConfig(**{**BASE, **SCALED[case]})
+    hf_config = scaled_llama(case)
     hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, hf_config)
     ids, mask = token_batch(40, 2, seq, pad_tail=2)
     g, feed = _run(hf_config.to_dict(), ids, mask)
     g.bind(weights)
     with torch.no_grad():
         want = hf(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
-        plain = transformers.LlamaConfig(**{**BASE, **SCALED[case], "rope_parameters": None})
+        plain = scaled_llama(case, rope_parameters=None)
         unscaled = tiny_model(transformers.AutoModelForCausalLM.from_config, plain)[0](torch.from_numpy(ids)).logits
     assert max_error(lm.run(g, feed)["logits"], want) < 1e-4
     if case != "dynamic" or seq > 8:  # the scaling changes the logits (dynamic's only past its context)
@@ -77,9 +63,9 @@ def test_scaled_rope_logits_match_hugging_face(case, seq):
 
 def test_scaled_rope_cases_reach_every_band():
     """The cases above exercise llama3's three bands and a yarn ramp across several frequencies."""
-    llama3 = LlamaConfig.from_hf(transformers.LlamaConfig(**{**BASE, **SCALED["llama3-tied"]}).to_dict())
+    llama3 = LlamaConfig.from_hf(scaled_llama("llama3-tied").to_dict())
     assert 0 < llama3.rope.llama3_bands(16, 1e4)[0] < llama3.rope.llama3_bands(16, 1e4)[1] < 8
-    yarn = LlamaConfig.from_hf(transformers.LlamaConfig(**{**BASE, **SCALED["yarn"]}).to_dict())
+    yarn = LlamaConfig.from_hf(scaled_llama("yarn").to_dict())
     low, high = yarn.rope.yarn_ramp(16, 100.0)
     assert low <= 1 and high - low >= 3 and yarn.rope.attention_factor > 1
 
@@ -87,7 +73,7 @@ def test_scaled_rope_cases_reach_every_band():
 def test_rope_scaling_reads_both_spellings():
     """transformers 4's rope_scaling (with "type" and a top-level rope_theta) reads as 5's rope_parameters."""
     for case in ("llama3-tied", "linear", "dynamic", "yarn"):
-        new = transformers.LlamaConfig(**{**BASE, **SCALED[case]}).to_dict()
+        new = scaled_llama(case).to_dict()
         rope = dict(new["rope_parameters"])
         old = {**new, "rope_parameters": None, "rope_theta": rope.pop("rope_theta"), "rope_scaling": rope}
         rope["type"] = rope.pop("rope_type")

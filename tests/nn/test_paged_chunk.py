@@ -1,7 +1,8 @@
 """The paged chunk graph: a prompt fed in chunks through block pools gives, at each chunk's last position, the
 logits of a full transformers forward pass, and leaves in the pools the keys and values a decode step then
 reads (reference interpreter and compiled on the CPU; GPT-2, a grouped-query Llama, and sliding windows: Mistral's
-on every layer, Qwen2's on some)."""
+on every layer, Qwen2's on some); with rope scaling, each chunk's and step's logits equal transformers' fed the
+same pieces through its cache."""
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from luminal.nn.models.gpt2 import GPT2LMHeadModel
 from luminal.nn.models.llama import LlamaForCausalLM
 from luminal.nn.models.paged_decoding import paged_chunk_graph, paged_step_graph, pool_name
 from tests.nn.hf import max_error, tiny_model
+from tests.nn.rope_cases import scaled_llama
 
 MODELS = {
     "gpt2": (GPT2LMHeadModel, transformers.GPT2Config(vocab_size=40, n_positions=64, n_embd=24, n_layer=2, n_head=3)),
@@ -43,8 +45,8 @@ def _feed(tokens, length, table, pools):
     }
 
 
-def _chunked_logits(chunk_run, step_run, layers, kv_heads, head_dim, prompt, chunks, next_token):
-    """Feed `prompt` in `chunks` (lengths), then one decode step of `next_token`: the logits after each."""
+def _chunked_logits(chunk_run, step_run, layers, kv_heads, head_dim, prompt, chunks, next_tokens):
+    """Feed `prompt` in `chunks` (lengths), then a decode step of each of `next_tokens`: the logits after each."""
     table = [5, 2, 7, 0, 3, 1, 6, 4]  # out of order: the pools are read through the table
     shape = (8, kv_heads, SIZE, head_dim)
     pools = {pool_name(k, p): np.zeros(shape, np.float32) for k in range(layers) for p in ("key", "value")}
@@ -54,8 +56,21 @@ def _chunked_logits(chunk_run, step_run, layers, kv_heads, head_dim, prompt, chu
         pools = {name: out[name] for name in pools}
         got.append(out["logits"][0])
         length += n
-    out = step_run(_feed([next_token], length, table, pools))
-    return got + [out["logits"][0]]
+    for token in next_tokens:
+        out = step_run(_feed([token], length, table, pools))
+        pools = {name: out[name] for name in pools}
+        got.append(out["logits"][0])
+        length += 1
+    return got
+
+
+def _runs(model, weights, compiled):
+    """(the chunk graph, a run of it, a run of the step graph): interpreted, or compiled for the CPU."""
+    chunk = paged_chunk_graph(model, max_batch=2, max_positions=32, block_size=SIZE, max_chunk=32).bind(weights)
+    step = paged_step_graph(model, max_batch=2, max_positions=32, block_size=SIZE).bind(weights)
+    if compiled:
+        return chunk, *(lm.compile(g, target="cpu", cache=False).run for g in (chunk, step))
+    return chunk, *(lambda feed, g=g: lm.run(g, feed) for g in (chunk, step))
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["reference", "cpu"])
@@ -63,17 +78,11 @@ def _chunked_logits(chunk_run, step_run, layers, kv_heads, head_dim, prompt, chu
 def test_chunks_then_a_step_match_a_full_forward_pass(name, compiled):
     ours, config = MODELS[name]
     hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, config)
-    model = ours(config.to_dict())
-    chunk = paged_chunk_graph(model, max_batch=2, max_positions=32, block_size=SIZE, max_chunk=16).bind(weights)
-    step = paged_step_graph(model, max_batch=2, max_positions=32, block_size=SIZE).bind(weights)
-    if compiled:
-        chunk_run, step_run = (lm.compile(g, target="cpu", cache=False).run for g in (chunk, step))
-    else:
-        chunk_run, step_run = (lambda feed, g=g: lm.run(g, feed) for g in (chunk, step))
+    chunk, chunk_run, step_run = _runs(ours(config.to_dict()), weights, compiled)
     tokens = np.random.default_rng(1).integers(0, 40, 20).tolist()
     chunks = [6, 1, 9, 3]  # a chunk ending mid-block, one token, one crossing two block edges
     pool = chunk.nodes[chunk.inputs[pool_name(0, "key")]].shape
-    got = _chunked_logits(chunk_run, step_run, 2, pool[1], pool[3], tokens[:19], chunks, tokens[19])
+    got = _chunked_logits(chunk_run, step_run, 2, pool[1], pool[3], tokens[:19], chunks, tokens[19:])
     with torch.no_grad():
         full = hf(torch.tensor([tokens])).logits[0].numpy()
     ends = np.cumsum(chunks) - 1
@@ -102,3 +111,42 @@ def test_chunk_rows_of_one_length_run_together():
     with torch.no_grad():
         for r, row in enumerate((a, b)):
             assert max_error(out["logits"][r], hf(torch.tensor([row])).logits[0, -1].numpy()) < 1e-4
+
+
+def _fed_in_pieces(hf, tokens, pieces):
+    """transformers' last-position logits after each piece (lengths) of `tokens`, fed through one cache: its
+    dynamic rope recomputes inv_freq at each call from the largest position so far."""
+    cache, got, start = transformers.DynamicCache(config=hf.config), [], 0
+    with torch.no_grad():
+        for n in pieces:
+            logits = hf(torch.tensor([tokens[start : start + n]]), cache=cache, use_cache=True).logits
+            got.append(logits[0, -1].numpy())
+            start += n
+    return got
+
+
+@pytest.mark.parametrize(
+    "case, chunks, compiled",
+    [
+        ("llama3-tied", [6, 5, 9], False),
+        ("yarn", [6, 5, 9], False),
+        ("dynamic", [20], False),  # the whole prompt as one chunk, as generate() prefills it
+        ("dynamic", [6, 5, 9], False),  # within the context, then past it: a base per chunk
+        ("dynamic", [6, 5, 9], True),
+    ],
+)
+def test_scaled_rope_chunks_and_steps_match_hugging_face(case, chunks, compiled):
+    """A 20-token prompt in chunks through block pools over a context of 8, then 3 decode steps."""
+    config = scaled_llama(case)
+    hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, config)
+    _, chunk_run, step_run = _runs(LlamaForCausalLM(config.to_dict()), weights, compiled)
+    tokens = np.random.default_rng(3).integers(0, 40, 23).tolist()
+    got = _chunked_logits(chunk_run, step_run, 2, 2, 16, tokens[:20], chunks, tokens[20:])
+    want = _fed_in_pieces(hf, tokens, [*chunks, 1, 1, 1])
+    for k, (logits, expected) in enumerate(zip(got, want, strict=True)):
+        assert max_error(logits, expected) < 1e-4, k
+    if case != "dynamic":  # a fixed scaling: the same as one full forward pass
+        with torch.no_grad():
+            full = hf(torch.tensor([tokens])).logits[0].numpy()
+        for logits, position in zip(got, [*np.cumsum(chunks) - 1, 20, 21, 22], strict=True):
+            assert max_error(logits, full[position]) < 1e-4, position
