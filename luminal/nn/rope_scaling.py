@@ -10,6 +10,15 @@ Every type rescales the default inverse frequencies inv[j] = theta^(-2j / dim); 
            context: below it kept, above it divided by factor; cos and sin are also scaled by attention_factor
   dynamic  (NTK) the base grows with the sequence: theta * (factor * L / M - (factor - 1))^(dim / (dim - 2)),
            L = max(largest position + 1, M), M = max_position_embeddings; L is only known when the graph runs
+Dynamic's L is each row's largest position in the call (luminal/nn/rotary.py). transformers recomputes inv_freq
+whenever a call's sequence outgrows the last, so a prompt in one call and each decode step after it match it, as
+do chunks matched by transformers fed the same chunks. What differs, being stateful or batch-wide there:
+  - transformers takes L over the whole batch: left-padded rows of different lengths in one call each get here
+    what they get from transformers alone (a request's rotation cannot depend on its batch-mates);
+  - a prompt prefilled in several chunks (the serving engine's chunk graph) rotates each chunk's keys with that
+    chunk's L, not the whole prompt's as transformers' one-call prefill does (only once past M);
+  - transformers keeps a grown inv_freq across calls until a sequence shorter than M resets it, so a later call
+    that is shorter yet still past M reuses the earlier L there; here every call uses its own.
 A config this cannot serve is refused, naming the field: an unknown rope type (NotImplementedError), a missing or
 malformed number (ValueError).
 """

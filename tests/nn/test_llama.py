@@ -7,6 +7,7 @@ import torch
 import transformers
 
 import luminal as lm
+from luminal.nn.models.generation import positions_of
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
 from tests.nn.hf import max_error, tiny_model, token_batch
 from tests.nn.rope_cases import SCALED, scaled_llama
@@ -59,6 +60,25 @@ def test_scaled_rope_logits_match_hugging_face(case, seq):
     assert max_error(lm.run(g, feed)["logits"], want) < 1e-4
     if case != "dynamic" or seq > 8:  # the scaling changes the logits (dynamic's only past its context)
         assert max_error(unscaled.numpy(), want) > 1e-2
+
+
+def test_dynamic_rope_stretches_each_row_by_its_own_length():
+    """Left-padded rows of 20 and 12 tokens over a context of 8: each row's logits are those transformers gives it
+    alone (a fresh model: its inv_freq is stateful), not the batch's, whose base grows with the longest row."""
+    config = scaled_llama("dynamic")
+    ids, mask = token_batch(40, 2, 20, seed=1)
+    mask[1, :8], ids[1, :8] = 0, 0
+    g = lm.Graph()
+    shape = (lm.sym("batch"), lm.sym("seq", max=32))
+    inputs = [g.input(name, shape, lm.int64) for name in ("input_ids", "attention_mask", "position_ids")]
+    LlamaForCausalLM(config.to_dict())(inputs[0], inputs[1], None, inputs[2])[0].output("logits")
+    got = lm.run(g.bind(tiny_model(transformers.AutoModelForCausalLM.from_config, config)[1]),
+                 {"input_ids": ids, "attention_mask": mask, "position_ids": positions_of(mask)})["logits"]  # fmt: skip
+    with torch.no_grad():
+        for row, start in ((0, 0), (1, 8)):
+            hf = tiny_model(transformers.AutoModelForCausalLM.from_config, config)[0]
+            alone = hf(torch.from_numpy(ids[row : row + 1, start:])).logits[0].numpy()
+            assert max_error(got[row, start:], alone) < 1e-4, row
 
 
 def test_scaled_rope_cases_reach_every_band():
