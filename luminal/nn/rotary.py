@@ -48,15 +48,15 @@ class RotaryEmbedding(Module):
         if s.rope_type == "dynamic":  # (theta * stretch^(dim/(dim-2)))^(-2j/dim) = inv_freq * stretch^(-2j/(dim-2))
             exponent = F.log2(_ntk_stretch(positions, s)).unsqueeze(-1) * (j * (-2.0 / (dim - 2)))
             return inv_freq * prim.exp2(exponent)
-        # Each type keeps a share `kept` of a frequency unscaled and divides the rest by factor.
         if s.rope_type == "linear":
-            kept = prim.full_like(j, 0.0)
-        elif s.rope_type == "llama3":
+            return inv_freq * (1.0 / s.factor)
+        # llama3 and yarn keep a share `kept` of each frequency unscaled and divide the rest by factor.
+        if s.rope_type == "llama3":
             a, b = s.llama3_bands(dim, self.theta)
             k = idx(0, dim) % (dim // 2)
             below_a = prim.cast(prim.iota(j.graph, k < a, (dim,), dt.int32), dt.float32)
             blended = prim.cast(prim.iota(j.graph, (k < b) & (k >= a), (dim,), dt.int32), dt.float32)
-            span = s.high_freq_factor - s.low_freq_factor  # s = (original / wavelength - low) / span
+            span = s.high_freq_factor - s.low_freq_factor  # smooth = (original / wavelength - low) / span
             smooth = inv_freq * (s.original_max_positions / (2 * math.pi * span)) - s.low_freq_factor / span
             kept = below_a + blended * smooth
         else:  # yarn: 1 - ramp, the ramp rising from 0 at dim `low` to 1 at `high`
