@@ -1,5 +1,6 @@
 """Grouped-query self-attention with Llama's parameter names (q_proj, k_proj, v_proj, o_proj), rotary
-positions and an optional KV cache.
+positions, an optional KV cache, and Qwen3's optional RMSNorm over each head's queries and keys (q_norm,
+k_norm, weights [head_dim]), applied after the projections and before the rotation.
 
 num_kv_heads divides num_heads; query head h reads kv head h // (num_heads / num_kv_heads) (multi-query
 when num_kv_heads == 1, plain multi-head when equal). With a cache, the keys and values of earlier positions
@@ -16,6 +17,7 @@ from luminal import functional as F
 from luminal.nn.attention import merge_heads, split_heads
 from luminal.nn.linear import Linear
 from luminal.nn.module import Module
+from luminal.nn.normalization import RMSNorm
 from luminal.nn.rotary import apply_rotary
 from luminal.tensor import Tensor
 
@@ -32,6 +34,7 @@ class GroupedQueryAttention(Module):
         qkv_bias: bool = False,
         out_bias: bool = False,
         dtype: Any = dt.float32,
+        qk_norm_eps: float | None = None,  # None: no q/k norm (Llama); Qwen3 passes its rms_norm_eps
     ) -> None:
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -43,6 +46,10 @@ class GroupedQueryAttention(Module):
         self.k_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias, dtype)
         self.v_proj = Linear(hidden_size, num_kv_heads * head_dim, qkv_bias, dtype)
         self.o_proj = Linear(num_heads * head_dim, hidden_size, out_bias, dtype)
+        self.q_norm = self.k_norm = None
+        if qk_norm_eps is not None:  # declared only when used: models without it keep their graphs unchanged
+            self.q_norm = RMSNorm(head_dim, qk_norm_eps, dtype=dtype)
+            self.k_norm = RMSNorm(head_dim, qk_norm_eps, dtype=dtype)
 
     def forward(
         self,
@@ -59,6 +66,8 @@ class GroupedQueryAttention(Module):
         q = split_heads(self.q_proj(x), self.num_heads)
         k = split_heads(self.k_proj(x), self.num_kv_heads)
         v = split_heads(self.v_proj(x), self.num_kv_heads)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if rotary is not None:
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         if past is not None:

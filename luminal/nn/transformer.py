@@ -1,5 +1,6 @@
 """Transformer blocks: torch.nn.TransformerEncoderLayer (post- or pre-norm, torch's names) and the pre-norm
-decoder block of the Llama family (RMSNorm, grouped-query attention with RoPE and a KV cache, SwiGLU)."""
+decoder block of the Llama family (RMSNorm, grouped-query attention with RoPE and a KV cache, SwiGLU, and
+Qwen3's per-head q/k norm)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ class TransformerEncoderLayer(Module):
 
 
 class DecoderLayer(Module):
-    """x += self_attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) — Llama, Mistral, Qwen2.
+    """x += self_attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) — Llama, Mistral, Qwen2, Qwen3.
 
     Parameter names are Hugging Face's for those models (self_attn.q_proj, mlp.gate_proj, ...).
     """
@@ -78,11 +79,12 @@ class DecoderLayer(Module):
         mlp_bias: bool = False,
         act: str = "silu",
         dtype: Any = dt.float32,
+        qk_norm: bool = False,  # Qwen3: self_attn.q_norm / k_norm, RMSNorms over each head's features
     ) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(hidden_size, rms_norm_eps, dtype=dtype)
         self.self_attn = GroupedQueryAttention(
-            hidden_size, num_heads, num_kv_heads, head_dim, qkv_bias, out_bias, dtype
+            hidden_size, num_heads, num_kv_heads, head_dim, qkv_bias, out_bias, dtype, rms_norm_eps if qk_norm else None
         )
         self.post_attention_layernorm = RMSNorm(hidden_size, rms_norm_eps, dtype=dtype)
         self.mlp = SwiGLU(hidden_size, intermediate_size, mlp_bias, act, dtype)

@@ -1,5 +1,6 @@
 """Llama-family decoders from Hugging Face configs against transformers' models with the same random weights:
-Llama (GQA, rope theta, attention biases), Qwen2 (q/k/v biases, tied embeddings), Mistral (sliding window), and
+Llama (GQA, rope theta, attention biases), Qwen2 (q/k/v biases, tied embeddings), Mistral (sliding window),
+Qwen3 (per-head q/k norms, head_dim apart from hidden / heads, biases and sliding layers; float and int8), and
 the rope scaling types on prompts longer than the context they stretch from."""
 
 import pytest
@@ -9,6 +10,7 @@ import transformers
 import luminal as lm
 from luminal.nn.models.generation import positions_of
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
+from luminal.nn.quantized import quantize_checkpoint
 from tests.nn.hf import max_error, tiny_model, token_batch
 from tests.nn.rope_cases import SCALED, scaled_llama
 
@@ -19,7 +21,10 @@ CASES = {
     "llama-mha-head-dim": (transformers.LlamaConfig, dict(num_key_value_heads=4, head_dim=8)),
     "qwen2-tied": (transformers.Qwen2Config, dict(num_key_value_heads=1, tie_word_embeddings=True, rope_theta=1e6)),
     "mistral-window": (transformers.MistralConfig, dict(sliding_window=3)),
-}
+    "qwen3-head-dim-tied": (transformers.Qwen3Config, dict(head_dim=8, tie_word_embeddings=True)),
+    "qwen3-bias-window": (transformers.Qwen3Config, dict(head_dim=6, attention_bias=True, use_sliding_window=True,
+                          sliding_window=3, max_window_layers=1)),
+}  # fmt: skip
 
 
 def _run(config, ids, mask):
@@ -135,3 +140,36 @@ def test_config_reading():
     names = set(LlamaForCausalLM(qwen).parameter_shapes())
     assert "lm_head.weight" not in names and "model.layers.1.self_attn.q_proj.bias" in names
     assert "model.layers.1.self_attn.o_proj.bias" not in names
+
+
+def test_qwen3_config_reading():
+    qwen3 = LlamaConfig.from_hf(transformers.Qwen3Config(**BASE, attention_bias=True).to_dict())
+    assert (qwen3.qk_norm, qwen3.qkv_bias, qwen3.out_bias, qwen3.head_size) == (True, True, True, 128)
+    assert qwen3.windows == (None, None)  # Qwen3Config's sliding_window is ignored without use_sliding_window
+    raw = {**BASE, "model_type": "qwen3", "sliding_window": 4, "use_sliding_window": True}
+    assert LlamaConfig.from_hf(raw).head_size == 128  # no head_dim in config.json: Qwen3Config's default
+    assert LlamaConfig.from_hf(raw).windows == (None, None)  # max_window_layers defaults to 28
+    assert LlamaConfig.from_hf({**raw, "layer_types": ["full_attention", "sliding_attention"]}).windows == (None, 4)
+    assert not LlamaConfig.from_hf({**BASE, "model_type": "qwen2"}).qk_norm
+    names = set(LlamaForCausalLM(qwen3).parameter_shapes())
+    assert {"model.layers.1.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight"} <= names
+
+
+def test_qwen3_int8_quantises_the_projections_and_keeps_the_norms_float():
+    hf_config = transformers.Qwen3Config(**{**BASE, "hidden_size": 32, "head_dim": 16})  # widths multiples of 32
+    hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, hf_config)
+    ids, mask = token_batch(40, 2, 7)
+    g = lm.Graph()
+    inputs = g.input("input_ids", ids.shape, lm.int64), g.input("attention_mask", ids.shape, lm.int64)
+    model = LlamaForCausalLM(hf_config.to_dict(), quantize="int8")
+    model(*inputs)[0].output("logits")
+    g.bind(quantize_checkpoint(model, weights))
+    dtypes = {name: g.nodes[i].dtype for name, i in g.weights.items()}
+    assert dtypes["model.layers.0.self_attn.q_proj.weight"] == lm.int8
+    assert dtypes["model.layers.0.self_attn.q_norm.weight"] == dtypes["model.layers.0.self_attn.k_norm.weight"]
+    assert dtypes["model.layers.0.self_attn.k_norm.weight"] == lm.float32
+    with torch.no_grad():
+        want = hf(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
+    # Q8_0 rounds each weight by at most half its block's scale: a few percent of the largest logit, as the
+    # float-against-int8 models test states (tests/quantize/test_quantized_models.py).
+    assert max_error(lm.run(g, {"input_ids": ids, "attention_mask": mask})["logits"], want) < 0.03 * abs(want).max()

@@ -1,7 +1,7 @@
-"""Llama-family decoders (Hugging Face's LlamaForCausalLM, and Mistral / Qwen2 configs, which differ only in
-data): RMSNorm pre-norm blocks, grouped-query attention with rotary positions, SwiGLU, an optional tied head,
-and a KV cache. Module paths are the checkpoint's: model.embed_tokens, model.layers.0.self_attn.q_proj, ...,
-model.norm, lm_head.
+"""Llama-family decoders (Hugging Face's LlamaForCausalLM, and Mistral / Qwen2 / Qwen3 configs, which differ
+only in data; Qwen3 adds an RMSNorm over each head's queries and keys, self_attn.q_norm / k_norm): RMSNorm
+pre-norm blocks, grouped-query attention with rotary positions, SwiGLU, an optional tied head, and a KV cache.
+Module paths are the checkpoint's: model.embed_tokens, model.layers.0.self_attn.q_proj, ..., model.norm, lm_head.
 
 What the config decides: kv heads (GQA), head_dim, rope theta and rope scaling (linear, dynamic, llama3 as
 Llama 3.1+ has, yarn; luminal/nn/rope_scaling.py), rms eps, tied embeddings, biases (Llama's attention_bias on all
@@ -45,6 +45,7 @@ class LlamaConfig:
     qkv_bias: bool = False
     out_bias: bool = False
     mlp_bias: bool = False
+    qk_norm: bool = False  # Qwen3: queries and keys are RMS-normed per head before the rotation
     # Per layer, the sliding window (keys a query may see, itself included) or None for full attention.
     windows: tuple[int | None, ...] = field(default=())
     # Parameters' and activations' dtype (torch's model.to(torch.bfloat16)). from_hf keeps float32: loading
@@ -55,8 +56,8 @@ class LlamaConfig:
     def from_hf(cls, config: Any) -> LlamaConfig:
         raw = load_config(config)
         kind = raw.get("model_type", "llama")
-        if kind not in ("llama", "mistral", "qwen2"):
-            raise NotImplementedError(f"Llama family: model_type {kind!r} is not built (llama, mistral, qwen2)")
+        if kind not in ("llama", "mistral", "qwen2", "qwen3"):
+            raise NotImplementedError(f"Llama family: model_type {kind!r} is not built (llama, mistral, qwen2, qwen3)")
         rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}  # transformers 5 / 4 spellings
         theta = rope.get("rope_theta", raw.get("rope_theta", 10000.0))
         layers = raw.get("num_hidden_layers", 32)
@@ -64,6 +65,8 @@ class LlamaConfig:
             biases = dict(qkv_bias=True, out_bias=False)
         else:
             biases = dict(qkv_bias=bool(raw.get("attention_bias")), out_bias=bool(raw.get("attention_bias")))
+        if kind == "qwen3":  # the q/k norms; a config without head_dim means Qwen3Config's 128, not hidden / heads
+            raw = {"head_dim": 128, **raw, "qk_norm": True}
         windows = _windows(kind, raw, layers)
         scaling = RopeScaling.from_hf(raw)
         return pick(cls, raw, rope_theta=float(theta), rope=scaling, windows=windows, dtype=dt.float32, **biases)
@@ -83,10 +86,10 @@ def _windows(kind: str, raw: dict, layers: int) -> tuple[int | None, ...]:
         return (None,) * layers
     if kind == "mistral":
         return (window,) * layers
-    if kind == "qwen2" and not raw.get("use_sliding_window", False):
+    if not raw.get("use_sliding_window", False):  # Qwen2 and Qwen3 ignore the window unless this is set
         return (None,) * layers
-    types = raw.get("layer_types") or [  # Qwen2's default: the layers from max_window_layers on slide
-        "sliding_attention" if k >= raw.get("max_window_layers", layers) else "full_attention" for k in range(layers)
+    types = raw.get("layer_types") or [  # Qwen2's and Qwen3's default: the layers from max_window_layers on slide
+        "sliding_attention" if k >= raw.get("max_window_layers", 28) else "full_attention" for k in range(layers)
     ]
     return tuple(window if t == "sliding_attention" else None for t in types)
 
@@ -112,6 +115,7 @@ class LlamaModel(Module):
                     cfg.mlp_bias,
                     cfg.hidden_act,
                     cfg.dtype,
+                    cfg.qk_norm,
                 )
                 for _ in range(cfg.num_hidden_layers)
             ]
