@@ -1,6 +1,7 @@
 """KV-cache decoding: the prefill + decode-step graphs' greedy tokens equal transformers' generate(), and each
-step's logits equal a full forward pass over the sequence so far (GPT-2 and a grouped-query Llama), or with rope
-scaling generate()'s own logits."""
+step's logits equal a full forward pass over the sequence so far (GPT-2, a grouped-query Llama, and a Qwen3 with
+its q/k norms, a head_dim apart from hidden / heads, tied embeddings and a sliding window on its second layer), or
+with rope scaling generate()'s own logits."""
 
 import numpy as np
 import pytest
@@ -18,6 +19,9 @@ MODELS = {
     "gpt2": (GPT2LMHeadModel, transformers.GPT2Config(vocab_size=40, n_positions=32, n_embd=24, n_layer=2, n_head=3)),
     "llama": (LlamaForCausalLM, transformers.LlamaConfig(vocab_size=40, hidden_size=24, intermediate_size=36,
               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, rope_theta=100.0)),
+    "qwen3": (LlamaForCausalLM, transformers.Qwen3Config(vocab_size=40, hidden_size=24, intermediate_size=36,
+              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8, rope_theta=100.0,
+              tie_word_embeddings=True, use_sliding_window=True, sliding_window=3, max_window_layers=1)),
 }  # fmt: skip
 NEW_TOKENS = 4
 

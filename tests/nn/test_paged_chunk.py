@@ -1,8 +1,8 @@
 """The paged chunk graph: a prompt fed in chunks through block pools gives, at each chunk's last position, the
 logits of a full transformers forward pass, and leaves in the pools the keys and values a decode step then
 reads (reference interpreter and compiled on the CPU; GPT-2, a grouped-query Llama, and sliding windows: Mistral's
-on every layer, Qwen2's on some); with rope scaling, each chunk's and step's logits equal transformers' fed the
-same pieces through its cache."""
+on every layer, Qwen2's on some; Qwen3's q/k norms with its biases and a window); with rope scaling, each chunk's
+and step's logits equal transformers' fed the same pieces through its cache."""
 
 import numpy as np
 import pytest
@@ -28,6 +28,10 @@ MODELS = {
     "qwen2_full_then_window_5": (LlamaForCausalLM, transformers.Qwen2Config(vocab_size=40, hidden_size=24,
               intermediate_size=36, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
               rope_theta=100.0, use_sliding_window=True, sliding_window=5, max_window_layers=1)),
+    # Per-head q/k norms, head_dim 8 (not 24 / 4), biases on all four projections, layer 1 windowed as above.
+    "qwen3_head_dim_8_window_5": (LlamaForCausalLM, transformers.Qwen3Config(vocab_size=40, hidden_size=24,
+              intermediate_size=36, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+              attention_bias=True, rope_theta=100.0, use_sliding_window=True, sliding_window=5, max_window_layers=1)),
 }  # fmt: skip
 SIZE = 4  # positions per block: small, so chunks start and end inside blocks
 

@@ -25,6 +25,7 @@ CAUSAL_LMS = {
     "llama": LlamaForCausalLM,
     "mistral": LlamaForCausalLM,
     "qwen2": LlamaForCausalLM,
+    "qwen3": LlamaForCausalLM,
 }
 
 
