@@ -1,6 +1,7 @@
-"""Tiny Hugging Face model folders for the LLM tests: random-weight Llama, GPT-2, and sliding-window Mistral and
-Qwen2 built with transformers from a config, a byte-level BPE tokenizer trained here with `tokenizers`, a chat
-template and a generation config, saved as `save_pretrained` saves them. Nothing is downloaded."""
+"""Tiny Hugging Face model folders for the LLM tests: random-weight Llama, GPT-2, sliding-window Mistral and
+Qwen2, and a Qwen3 (q/k norms, tied embeddings, a sliding layer) built with transformers from a config, a
+byte-level BPE tokenizer trained here with `tokenizers`, a chat template and a generation config, saved as
+`save_pretrained` saves them. Nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -43,6 +44,18 @@ CONFIGS = {
     "qwen2": (
         transformers.Qwen2Config,
         dict(LLAMA, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1),
+    ),
+    # As Qwen2's, plus per-head q/k norms, a head_dim that is not hidden / heads, and the head tied to the embedding.
+    "qwen3": (
+        transformers.Qwen3Config,
+        dict(
+            LLAMA,
+            head_dim=16,
+            tie_word_embeddings=True,
+            use_sliding_window=True,
+            sliding_window=WINDOW,
+            max_window_layers=1,
+        ),
     ),
 }
 
