@@ -65,11 +65,13 @@ def scaled_dot_product_attention(
     is_causal: bool = False,
     scale: float | None = None,
     enable_gqa: bool = False,
+    softcap: float | None = None,
 ) -> Tensor:
     """softmax(q k^T * scale + mask) v over [..., heads, L, E] x [..., kv heads, S, E] x [..., kv heads, S, Ev].
 
     A bool mask is True where attention is allowed; a float mask is added to the scores. Rows with nothing to
-    attend give zeros, as torch does.
+    attend give zeros, as torch does. `softcap` (not torch's: Gemma 2's attention logit soft-capping) squashes
+    the scaled scores to softcap * tanh(scores / softcap) before the mask is added.
     """
     from luminal.hl import elementwise as E
     from luminal.hl.linalg import matmul
@@ -102,6 +104,8 @@ def scaled_dot_product_attention(
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale  # needs a concrete head dim
     k_t = key.with_view(key.st.permute([*range(key.ndim - 2), key.ndim - 1, key.ndim - 2]))
     scores = E.mul(matmul(query, k_t), scale)  # [..., L, S]
+    if softcap is not None:
+        scores = E.mul(E.tanh(E.mul(scores, 1.0 / softcap)), softcap)
     if is_causal:
         attn_mask = causal_mask(query.graph, query.shape[-2], key.shape[-2])
     if attn_mask is not None:
