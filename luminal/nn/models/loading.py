@@ -15,12 +15,15 @@ from luminal.graph import GraphError
 from luminal.nn.models.bert import bert_graph
 from luminal.nn.models.checkpoint import align_names, read_checkpoint, widen_to_float32
 from luminal.nn.models.config import load_config, sequence_pads
+from luminal.nn.models.gemma import GemmaForCausalLM
 from luminal.nn.models.gpt2 import GPT2LMHeadModel
 from luminal.nn.models.llama import LlamaForCausalLM
 from luminal.nn.models.sentence import sentence_graph
 from luminal.nn.module import Module
 
 CAUSAL_LMS = {
+    "gemma2": GemmaForCausalLM,
+    "gemma3_text": GemmaForCausalLM,
     "gpt2": GPT2LMHeadModel,
     "llama": LlamaForCausalLM,
     "mistral": LlamaForCausalLM,
