@@ -74,6 +74,7 @@ def scaled_dot_product_attention(
     the scaled scores to softcap * tanh(scores / softcap) before the mask is added.
     """
     from luminal.hl import elementwise as E
+    from luminal.hl.activation import soft_cap
     from luminal.hl.linalg import matmul
 
     if dropout_p > 0.0:
@@ -105,7 +106,7 @@ def scaled_dot_product_attention(
     k_t = key.with_view(key.st.permute([*range(key.ndim - 2), key.ndim - 1, key.ndim - 2]))
     scores = E.mul(matmul(query, k_t), scale)  # [..., L, S]
     if softcap is not None:
-        scores = E.mul(E.tanh(E.mul(scores, 1.0 / softcap)), softcap)
+        scores = soft_cap(scores, softcap)
     if is_causal:
         attn_mask = causal_mask(query.graph, query.shape[-2], key.shape[-2])
     if attn_mask is not None:

@@ -64,6 +64,11 @@ def test_activations(dtype):
     check("threshold", lambda x: TF.threshold(x, 0.5, -2.0), lambda x: F.threshold(x, 0.5, -2.0), **kw)
 
 
+def test_soft_cap():
+    """cap tanh(x / cap), computed through a sigmoid: within float32 rounding of the cap, saturating past it."""
+    check("soft_cap", lambda x: torch.tanh(x / 3.0) * 3.0, lambda x: F.soft_cap(x, 3.0), [(6, 9)], low=-20, high=20)
+
+
 @pytest.mark.parametrize("name,torch_fn,lm_fn", ACTIVATIONS, ids=IDS)
 def test_special_values(name, torch_fn, lm_fn):
     x = SPECIAL

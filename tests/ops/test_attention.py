@@ -223,3 +223,16 @@ def test_errors():
         lm_sdpa(q, g.input("k3", (1, 4, 3, 8), dtype="float16"), q)
     with pytest.raises(lm.ShapeError, match="rotate_half: the last dim must be even"):
         F.rotate_half(g.input("odd", (2, 5)))
+
+
+def test_sdpa_soft_capped_scores():
+    """Gemma 2's attention: the scaled scores capped at 1.5 (well inside their range here), then the mask."""
+
+    def capped(q, k, v, m):  # Hugging Face's eager Gemma 2 attention, written in torch
+        scores = torch.tanh(q @ k.transpose(-1, -2) * 0.7 / 1.5) * 1.5
+        return torch.softmax(scores.masked_fill(~m, -torch.inf), -1) @ v
+
+    mask = np.tril(np.ones((5, 6), bool), 1)
+    inputs = [*_data(QKV, seed=3), mask]
+    check("sdpa_softcap", capped, lambda q, k, v, m: lm_sdpa(q, k, v, m, scale=0.7, softcap=1.5), inputs=inputs,
+          reduction=True)  # fmt: skip

@@ -84,5 +84,5 @@ class GemmaForCausalLM(Module):
         logits = self.model.embed_tokens.attend(hidden) if tied else self.lm_head(hidden)
         cap = self.config.final_logit_softcapping
         if cap is not None:  # cap * tanh(logits / cap): every logit within (-cap, cap)
-            logits = F.tanh(logits * (1.0 / cap)) * cap
+            logits = F.soft_cap(logits, cap)
         return logits, caches
