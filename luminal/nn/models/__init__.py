@@ -1,6 +1,8 @@
 """Whole models built from Hugging Face configs, with weights under Hugging Face names."""
 
 from luminal.nn.models.bert import BertConfig, BertModel, bert_graph
+from luminal.nn.models.gemma import GemmaForCausalLM, GemmaModel
+from luminal.nn.models.gemma_config import GemmaConfig
 from luminal.nn.models.generation import DecoderGraphs, decoder_graphs, greedy_generate
 from luminal.nn.models.gpt2 import GPT2Config, GPT2LMHeadModel, GPT2Model
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM, LlamaModel
@@ -12,6 +14,9 @@ __all__ = [
     "BertModel",
     "DecoderGraphs",
     "GPT2Config",
+    "GemmaConfig",
+    "GemmaForCausalLM",
+    "GemmaModel",
     "GPT2LMHeadModel",
     "GPT2Model",
     "LlamaConfig",
