@@ -1,8 +1,8 @@
 """The paged chunk graph: a prompt fed in chunks through block pools gives, at each chunk's last position, the
 logits of a full transformers forward pass, and leaves in the pools the keys and values a decode step then
 reads (reference interpreter and compiled on the CPU; GPT-2, a grouped-query Llama, and sliding windows: Mistral's
-on every layer, Qwen2's on some; Qwen3's q/k norms with its biases and a window); with rope scaling, each chunk's
-and step's logits equal transformers' fed the same pieces through its cache."""
+on every layer, Qwen2's, Gemma 2's and Gemma 3's on some; Qwen3's q/k norms with its biases and a window); with
+rope scaling, each chunk's and step's logits equal transformers' fed the same pieces through its cache."""
 
 import numpy as np
 import pytest
@@ -10,6 +10,7 @@ import torch
 import transformers
 
 import luminal as lm
+from luminal.nn.models.gemma import GemmaForCausalLM
 from luminal.nn.models.gpt2 import GPT2LMHeadModel
 from luminal.nn.models.llama import LlamaForCausalLM
 from luminal.nn.models.paged_decoding import paged_chunk_graph, paged_step_graph, pool_name
@@ -32,6 +33,16 @@ MODELS = {
     "qwen3_head_dim_8_window_5": (LlamaForCausalLM, transformers.Qwen3Config(vocab_size=40, hidden_size=24,
               intermediate_size=36, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
               attention_bias=True, rope_theta=100.0, use_sliding_window=True, sliding_window=5, max_window_layers=1)),
+    # Sliding then global layers, soft-capped (Gemma 2); Gemma 3's q/k norms and a rope per layer kind.
+    "gemma2_window_3": (GemmaForCausalLM, transformers.Gemma2Config(vocab_size=40, hidden_size=24,
+              intermediate_size=36, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+              query_pre_attn_scalar=10, rope_theta=100.0, sliding_window=3, attn_logit_softcapping=2.0,
+              final_logit_softcapping=10.0)),
+    "gemma3_window_3": (GemmaForCausalLM, transformers.Gemma3TextConfig(vocab_size=40, hidden_size=24,
+              intermediate_size=36, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+              query_pre_attn_scalar=10, sliding_window=3, sliding_window_pattern=2, rope_parameters={
+                  "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000.0},
+                  "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}})),
 }  # fmt: skip
 SIZE = 4  # positions per block: small, so chunks start and end inside blocks
 
