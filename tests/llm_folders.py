@@ -1,6 +1,6 @@
-"""Tiny Hugging Face model folders for the LLM tests: random-weight Llama, GPT-2, sliding-window Mistral and
-Qwen2, and a Qwen3 (q/k norms, tied embeddings, a sliding layer) built with transformers from a config, a
-byte-level BPE tokenizer trained here with `tokenizers`, a chat template and a generation config, saved as
+"""Tiny Hugging Face model folders for the LLM tests: random-weight Llama, GPT-2, sliding-window Mistral, Qwen2,
+Gemma 2 and Gemma 3 (text), and a Qwen3 (q/k norms, tied embeddings, a sliding layer) built with transformers from a
+config, a byte-level BPE tokenizer trained here with `tokenizers`, a chat template and a generation config, saved as
 `save_pretrained` saves them. Nothing is downloaded."""
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ LLAMA = dict(
 )  # fmt: skip
 GPT2 = dict(vocab_size=VOCAB, n_positions=128, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=1)
 WINDOW = 5  # the windowed kinds' sliding window: shorter than the test prompts, so it decides what a query sees
+# Gemma's head_dim and query_pre_attn_scalar set apart from hidden / heads; both kinds slide on layer 0 only.
+GEMMA = dict(LLAMA, head_dim=16, query_pre_attn_scalar=12, sliding_window=WINDOW, final_logit_softcapping=20.0)
 CONFIGS = {
     "llama": (transformers.LlamaConfig, LLAMA),
     "gpt2": (transformers.GPT2Config, GPT2),
@@ -55,6 +57,18 @@ CONFIGS = {
             use_sliding_window=True,
             sliding_window=WINDOW,
             max_window_layers=1,
+        ),
+    ),
+    "gemma2": (transformers.Gemma2Config, dict(GEMMA, attn_logit_softcapping=10.0)),
+    # Given in transformers 4's words (rope_scaling: the global layer's; rope_local_base_freq: the sliding one's),
+    # saved in 5's (rope_parameters per layer type).
+    "gemma3": (
+        transformers.Gemma3TextConfig,
+        dict(
+            GEMMA,
+            sliding_window_pattern=2,
+            rope_local_base_freq=50.0,
+            rope_scaling={"rope_type": "linear", "factor": 2.0},
         ),
     ),
 }
