@@ -1,6 +1,7 @@
 """KV-cache decoding: the prefill + decode-step graphs' greedy tokens equal transformers' generate(), and each
-step's logits equal a full forward pass over the sequence so far (GPT-2, a grouped-query Llama, and a Qwen3 with
-its q/k norms, a head_dim apart from hidden / heads, tied embeddings and a sliding window on its second layer), or
+step's logits equal a full forward pass over the sequence so far (GPT-2, a grouped-query Llama, Gemma 2 and 3, and
+a Qwen3 with its q/k norms, a head_dim apart from hidden / heads, tied embeddings and a sliding window on its second
+layer), or
 with rope scaling generate()'s own logits."""
 
 import numpy as np
@@ -9,11 +10,13 @@ import torch
 import transformers
 
 import luminal as lm
+from luminal.nn.models.gemma import GemmaForCausalLM
 from luminal.nn.models.generation import allowed_probabilities, decoder_graphs, greedy_generate, sample_generate
 from luminal.nn.models.gpt2 import GPT2LMHeadModel
 from luminal.nn.models.llama import LlamaForCausalLM
 from tests.nn.hf import max_error, tiny_model, token_batch
 from tests.nn.rope_cases import scaled_llama
+from tests.nn.test_gemma import CASES as GEMMA
 
 MODELS = {
     "gpt2": (GPT2LMHeadModel, transformers.GPT2Config(vocab_size=40, n_positions=32, n_embd=24, n_layer=2, n_head=3)),
@@ -22,6 +25,9 @@ MODELS = {
     "qwen3": (LlamaForCausalLM, transformers.Qwen3Config(vocab_size=40, hidden_size=24, intermediate_size=36,
               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8, rope_theta=100.0,
               tie_word_embeddings=True, use_sliding_window=True, sliding_window=3, max_window_layers=1)),
+    # Windows of 3 (shorter than the prompts), soft-caps; no end token, so that generate() runs every step.
+    "gemma2": (GemmaForCausalLM, GEMMA["gemma2"](eos_token_id=None)),
+    "gemma3": (GemmaForCausalLM, GEMMA["gemma3"](eos_token_id=None)),
 }  # fmt: skip
 NEW_TOKENS = 4
 
