@@ -1,8 +1,7 @@
 """KV-cache decoding: the prefill + decode-step graphs' greedy tokens equal transformers' generate(), and each
 step's logits equal a full forward pass over the sequence so far (GPT-2, a grouped-query Llama, Gemma 2 and 3, and
 a Qwen3 with its q/k norms, a head_dim apart from hidden / heads, tied embeddings and a sliding window on its second
-layer), or
-with rope scaling generate()'s own logits."""
+layer), or with rope scaling generate()'s own logits."""
 
 import numpy as np
 import pytest
