@@ -10,6 +10,9 @@ Every type rescales the default inverse frequencies inv[j] = theta^(-2j / dim); 
            context: below it kept, above it divided by factor; cos and sin are also scaled by attention_factor
   dynamic  (NTK) the base grows with the sequence: theta * (factor * L / M - (factor - 1))^(dim / (dim - 2)),
            L = max(largest position + 1, M), M = max_position_embeddings; L is only known when the graph runs
+  longrope (Phi-3 "128k") each frequency divided by its own factor: short_factor[j] while L <= original, else
+           long_factor[j], L = largest position + 1; cos and sin are scaled by attention_factor, by default
+           sqrt(1 + ln(factor) / ln(original)), factor = max_position_embeddings / original unless given
 Dynamic's L is each row's largest position in the call (luminal/nn/rotary.py). transformers recomputes inv_freq
 whenever a call's sequence outgrows the last, so a prompt in one call and each decode step after it match it, as
 do chunks matched by transformers fed the same chunks. What differs, being stateful or batch-wide there:
@@ -19,6 +22,12 @@ do chunks matched by transformers fed the same chunks. What differs, being state
     chunk's L, not the whole prompt's as transformers' one-call prefill does (only once past M);
   - transformers keeps a grown inv_freq across calls until a sequence shorter than M resets it, so a later call
     that is shorter yet still past M reuses the earlier L there; here every call uses its own.
+Longrope's choice between its two lists follows the same per-row, per-call rule (L the row's largest position
++ 1 in the call); transformers takes it per call over the whole batch, so the first two points above hold for it
+as well (a chunk of a long prompt that ends within the original context divides by short_factor, where
+transformers' one-call prefill divides the whole prompt by long_factor). And where a sequence outgrows the
+original context while decoding, transformers' Phi-3 generate() drops its cache and prefills the whole sequence
+again with long_factor; here the keys already cached keep the rotation they were written with.
 A config this cannot serve is refused, naming the field: an unknown rope type (NotImplementedError), a missing or
 malformed number (ValueError).
 """
@@ -31,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-TYPES = ("default", "linear", "dynamic", "llama3", "yarn")
+TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "longrope")
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,10 @@ class RopeScaling:
     beta_fast: float = 32.0  # yarn: rotations over the original context above which a dim is kept
     beta_slow: float = 1.0  # yarn: rotations below which a dim is fully interpolated
     truncate: bool = True  # yarn: round the ramp's ends outwards to whole dims
-    attention_factor: float = 1.0  # yarn: cos and sin are multiplied by it
+    attention_factor: float = 1.0  # yarn and longrope: cos and sin are multiplied by it
+    # longrope: what each frequency j is divided by, while a row stays within the original context / past it
+    short_factor: tuple[float, ...] = ()
+    long_factor: tuple[float, ...] = ()
 
     @classmethod
     def from_hf(cls, raw: dict[str, Any]) -> RopeScaling:
@@ -57,12 +69,10 @@ class RopeScaling:
             raise NotImplementedError(f"rope_type {kind!r} is not built ({', '.join(TYPES)})")
         if kind == "default":
             return cls()
-        if float(rope.get("partial_rotary_factor") or 1.0) != 1.0:  # Llama rotates whole heads
-            raise ValueError(
-                f"rope_type {kind!r}: partial_rotary_factor {rope['partial_rotary_factor']!r} is not built"
-            )
         if kind == "yarn":
             return _yarn(raw, rope)
+        if kind == "longrope":
+            return _longrope(raw, rope)
         factor = _number(rope, "factor", kind)
         if kind == "linear":
             return cls(kind, factor)
@@ -124,6 +134,32 @@ def _yarn(raw: dict[str, Any], rope: dict[str, Any]) -> RopeScaling:
     truncate = bool(rope.get("truncate", True))
     return RopeScaling("yarn", factor, original, beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate,
                        attention_factor=attention)  # fmt: skip
+
+
+def _longrope(raw: dict[str, Any], rope: dict[str, Any]) -> RopeScaling:
+    original = _original_positions(raw, rope, "longrope")
+    lists = [_factor_list(rope, key) for key in ("short_factor", "long_factor")]
+    numbers = dict(rope)
+    if numbers.get("factor") is None:  # transformers' default: the ratio of the two contexts
+        numbers["factor"] = _positive_int(raw, "max_position_embeddings", "longrope") / original
+    factor = _number(numbers, "factor", "longrope")
+    if numbers.get("attention_factor") is None:  # LongRoPE's suggestion; 1 when nothing is stretched
+        numbers["attention_factor"] = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+    attention = _number(numbers, "attention_factor", "longrope")
+    return RopeScaling("longrope", factor, original, attention_factor=attention, short_factor=lists[0],
+                       long_factor=lists[1])  # fmt: skip
+
+
+def _factor_list(rope: dict[str, Any], key: str) -> tuple[float, ...]:
+    """A longrope list: numbers above 0 (each divides a frequency); its length is checked against the rotary dim
+    where that is known (RotaryEmbedding)."""
+    value = rope.get(key)
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(f"rope_type 'longrope' needs rope_parameters[{key!r}], a list of numbers; got {value!r}")
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+            raise ValueError(f"rope_type 'longrope': rope_parameters[{key!r}] holds {x!r}, not a number above 0")
+    return tuple(float(x) for x in value)
 
 
 def _mscale(factor: float, mscale: float) -> float:

@@ -1,6 +1,6 @@
 """Transformer blocks: torch.nn.TransformerEncoderLayer (post- or pre-norm, torch's names) and the pre-norm
-decoder block of the Llama family (RMSNorm, grouped-query attention with RoPE and a KV cache, SwiGLU, and
-Qwen3's per-head q/k norm)."""
+decoder block of the Llama family (RMSNorm, grouped-query attention with RoPE and a KV cache, SwiGLU,
+Qwen3's per-head q/k norm, and Phi-3's fused projections)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from luminal.nn.activation import activation_fn
 from luminal.nn.attention import MultiheadAttention
 from luminal.nn.grouped_attention import GroupedQueryAttention, KVCache
 from luminal.nn.linear import Linear
-from luminal.nn.mlp import SwiGLU
+from luminal.nn.mlp import FusedSwiGLU, SwiGLU
 from luminal.nn.module import Module
 from luminal.nn.normalization import LayerNorm, RMSNorm
 from luminal.tensor import Tensor
@@ -61,9 +61,11 @@ class TransformerEncoderLayer(Module):
 
 
 class DecoderLayer(Module):
-    """x += self_attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) — Llama, Mistral, Qwen2, Qwen3.
+    """x += self_attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) — Llama, Mistral, Qwen2, Qwen3,
+    Phi-3.
 
-    Parameter names are Hugging Face's for those models (self_attn.q_proj, mlp.gate_proj, ...).
+    Parameter names are Hugging Face's for those models (self_attn.q_proj, mlp.gate_proj, ...; with `fused`,
+    Phi-3's self_attn.qkv_proj and mlp.gate_up_proj).
     """
 
     def __init__(
@@ -80,14 +82,28 @@ class DecoderLayer(Module):
         act: str = "silu",
         dtype: Any = dt.float32,
         qk_norm: bool = False,  # Qwen3: self_attn.q_norm / k_norm, RMSNorms over each head's features
+        fused: bool = False,  # Phi-3: q/k/v in one projection, gate/up in another
     ) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(hidden_size, rms_norm_eps, dtype=dtype)
         self.self_attn = GroupedQueryAttention(
-            hidden_size, num_heads, num_kv_heads, head_dim, qkv_bias, out_bias, dtype, rms_norm_eps if qk_norm else None
+            hidden_size,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            qkv_bias,
+            out_bias,
+            dtype,
+            rms_norm_eps if qk_norm else None,
+            fused,
         )
         self.post_attention_layernorm = RMSNorm(hidden_size, rms_norm_eps, dtype=dtype)
-        self.mlp = SwiGLU(hidden_size, intermediate_size, mlp_bias, act, dtype)
+        if fused:
+            if mlp_bias:
+                raise ValueError("DecoderLayer: fused gate_up_proj has no bias (Phi-3's has none)")
+            self.mlp = FusedSwiGLU(hidden_size, intermediate_size, act, dtype)
+        else:
+            self.mlp = SwiGLU(hidden_size, intermediate_size, mlp_bias, act, dtype)
 
     def forward(
         self,

@@ -1,7 +1,7 @@
 """KV-cache decoding: the prefill + decode-step graphs' greedy tokens equal transformers' generate(), and each
 step's logits equal a full forward pass over the sequence so far (GPT-2, a grouped-query Llama, Gemma 2 and 3, and
 a Qwen3 with its q/k norms, a head_dim apart from hidden / heads, tied embeddings and a sliding window on its second
-layer), or with rope scaling generate()'s own logits."""
+layer), or with rope scaling (Phi-3's longrope among it) generate()'s own logits."""
 
 import numpy as np
 import pytest
@@ -14,7 +14,7 @@ from luminal.nn.models.generation import allowed_probabilities, decoder_graphs, 
 from luminal.nn.models.gpt2 import GPT2LMHeadModel
 from luminal.nn.models.llama import LlamaForCausalLM
 from tests.nn.hf import max_error, tiny_model, token_batch
-from tests.nn.rope_cases import scaled_llama
+from tests.nn.rope_cases import phi3_longrope, scaled_llama
 from tests.nn.test_gemma import CASES as GEMMA
 
 MODELS = {
@@ -89,11 +89,12 @@ def test_left_padded_batch_generates_as_hugging_face(name):
         assert max_error(logits, full[:, prompt.shape[1] - 1 + k]) < 1e-4
 
 
-@pytest.mark.parametrize("case", ["llama3-tied", "dynamic", "yarn"])
+@pytest.mark.parametrize("case", ["llama3-tied", "dynamic", "yarn", "phi3-longrope"])
 def test_scaled_rope_greedy_generation_matches_hugging_face(case):
     """A 12-token prompt over a context of 8 and 6 new tokens; dynamic's base grows with every step, as
     transformers' does, so each step is compared with generate()'s own logits, not a full forward pass."""
-    config = scaled_llama(case, eos_token_id=None)  # every row runs every step, as greedy_generate's do
+    # eos None: every row runs every step, as greedy_generate's do
+    config = phi3_longrope(eos_token_id=None) if case == "phi3-longrope" else scaled_llama(case, eos_token_id=None)
     hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, config)
     graphs = decoder_graphs(LlamaForCausalLM(config.to_dict()), max_positions=32).bind(weights)
     prompt, _ = token_batch(40, 2, 12, seed=5)

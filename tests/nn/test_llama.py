@@ -113,7 +113,7 @@ def test_rope_scaling_reads_both_spellings():
 @pytest.mark.parametrize(
     "rope, error, field",
     [
-        ({"rope_type": "longrope", "factor": 4.0}, NotImplementedError, "rope_type 'longrope'"),
+        ({"rope_type": "longrope", "short_factor": [1.0] * 3}, ValueError, "'long_factor'"),
         ({"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0}, ValueError, "'factor'.*None"),
         ({"rope_type": "linear", "factor": "4"}, ValueError, "'factor'.*'4'"),
         ({"type": "dynamic"}, ValueError, "'factor'"),

@@ -1,8 +1,9 @@
 """The paged chunk graph: a prompt fed in chunks through block pools gives, at each chunk's last position, the
 logits of a full transformers forward pass, and leaves in the pools the keys and values a decode step then
 reads (reference interpreter and compiled on the CPU; GPT-2, a grouped-query Llama, and sliding windows: Mistral's
-on every layer, Qwen2's, Gemma 2's and Gemma 3's on some; Qwen3's q/k norms with its biases and a window); with
-rope scaling, each chunk's and step's logits equal transformers' fed the same pieces through its cache."""
+on every layer, Qwen2's, Gemma 2's and Gemma 3's on some; Qwen3's q/k norms with its biases and a window; Phi-3's
+fused projections with a partial rotation and a window); with rope scaling (Phi-3's longrope among them), each
+chunk's and step's logits equal transformers' fed the same pieces through its cache."""
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from luminal.nn.models.gpt2 import GPT2LMHeadModel
 from luminal.nn.models.llama import LlamaForCausalLM
 from luminal.nn.models.paged_decoding import paged_chunk_graph, paged_step_graph, pool_name
 from tests.nn.hf import max_error, tiny_model
-from tests.nn.rope_cases import scaled_llama
+from tests.nn.rope_cases import PHI3, phi3_longrope, scaled_llama
 
 MODELS = {
     "gpt2": (GPT2LMHeadModel, transformers.GPT2Config(vocab_size=40, n_positions=64, n_embd=24, n_layer=2, n_head=3)),
@@ -43,6 +44,9 @@ MODELS = {
               query_pre_attn_scalar=10, sliding_window=3, sliding_window_pattern=2, rope_parameters={
                   "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000.0},
                   "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}})),
+    # Fused qkv_proj and gate_up_proj, 12 of 16 features rotated, a window of 3 on every layer.
+    "phi3_partial_window_3": (LlamaForCausalLM, transformers.Phi3Config(**{**PHI3, "rope_parameters": None},
+              rope_theta=100.0, sliding_window=3)),
 }  # fmt: skip
 SIZE = 4  # positions per block: small, so chunks start and end inside blocks
 
@@ -148,11 +152,13 @@ def _fed_in_pieces(hf, tokens, pieces):
         ("dynamic", [20], False),  # the whole prompt as one chunk, as generate() prefills it
         ("dynamic", [6, 5, 9], False),  # within the context, then past it: a base per chunk
         ("dynamic", [6, 5, 9], True),
+        ("phi3-longrope", [20], False),
+        ("phi3-longrope", [6, 5, 9], True),  # short factors within the context, then long ones
     ],
 )
 def test_scaled_rope_chunks_and_steps_match_hugging_face(case, chunks, compiled):
     """A 20-token prompt in chunks through block pools over a context of 8, then 3 decode steps."""
-    config = scaled_llama(case)
+    config = phi3_longrope() if case == "phi3-longrope" else scaled_llama(case)
     hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, config)
     _, chunk_run, step_run = _runs(LlamaForCausalLM(config.to_dict()), weights, compiled)
     tokens = np.random.default_rng(3).integers(0, 40, 23).tolist()
@@ -160,7 +166,8 @@ def test_scaled_rope_chunks_and_steps_match_hugging_face(case, chunks, compiled)
     want = _fed_in_pieces(hf, tokens, [*chunks, 1, 1, 1])
     for k, (logits, expected) in enumerate(zip(got, want, strict=True)):
         assert max_error(logits, expected) < 1e-4, k
-    if case != "dynamic":  # a fixed scaling: the same as one full forward pass
+    if case != "dynamic" and (case != "phi3-longrope" or chunks[0] > 8):  # fixed for the whole prompt: the same as
+        # one full forward pass (longrope's first chunk within the context divides by short_factor, the full pass not)
         with torch.no_grad():
             full = hf(torch.tensor([tokens])).logits[0].numpy()
         for logits, position in zip(got, [*np.cumsum(chunks) - 1, 20, 21, 22], strict=True):

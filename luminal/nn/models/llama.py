@@ -1,12 +1,13 @@
-"""Llama-family decoders (Hugging Face's LlamaForCausalLM, and Mistral / Qwen2 / Qwen3 configs, which differ
-only in data; Qwen3 adds an RMSNorm over each head's queries and keys, self_attn.q_norm / k_norm): RMSNorm
+"""Llama-family decoders (Hugging Face's LlamaForCausalLM, and Mistral / Qwen2 / Qwen3 / Phi-3 configs, which differ
+only in data; Qwen3 adds an RMSNorm over each head's queries and keys, self_attn.q_norm / k_norm; Phi-3 fuses
+the projections, self_attn.qkv_proj and mlp.gate_up_proj, and may rotate part of each head: phi3.py): RMSNorm
 pre-norm blocks, grouped-query attention with rotary positions, SwiGLU, an optional tied head, and a KV cache.
 Module paths are the checkpoint's: model.embed_tokens, model.layers.0.self_attn.q_proj, ..., model.norm, lm_head.
 
 What the config decides: kv heads (GQA), head_dim, rope theta and rope scaling (linear, dynamic, llama3 as
-Llama 3.1+ has, yarn; luminal/nn/rope_scaling.py), rms eps, tied embeddings, biases (Llama's attention_bias on all
-four projections, Qwen2's on q/k/v only), and sliding-window layers (Mistral's window on every layer, Qwen2's on
-the layers its layer_types name).
+Llama 3.1+ has, yarn, longrope as Phi-3 has; luminal/nn/rope_scaling.py), rms eps, tied embeddings, biases
+(Llama's attention_bias on all four projections, Qwen2's on q/k/v only), and sliding-window layers (Mistral's and
+Phi-3's window on every layer, Qwen2's on the layers its layer_types name).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from luminal.nn.grouped_attention import KVCache
 from luminal.nn.linear import Embedding, Linear
 from luminal.nn.models.config import load_config, pick
 from luminal.nn.models.decoding import past_length, step_mask, step_positions
+from luminal.nn.models.phi3 import phi3_as_llama
 from luminal.nn.module import Module, ModuleList
 from luminal.nn.normalization import RMSNorm
 from luminal.nn.quantized import quantize_modules
@@ -26,6 +28,8 @@ from luminal.nn.rope_scaling import RopeScaling
 from luminal.nn.rotary import RotaryEmbedding
 from luminal.nn.transformer import DecoderLayer
 from luminal.tensor import Tensor
+
+KINDS = ("llama", "mistral", "qwen2", "qwen3", "phi3")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,8 @@ class LlamaConfig:
     out_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False  # Qwen3: queries and keys are RMS-normed per head before the rotation
+    fused_projections: bool = False  # Phi-3: q/k/v in one weight (qkv_proj), gate/up in another (gate_up_proj)
+    partial_rotary_factor: float = 1.0  # Phi-3: the share of each head's features rotated (the first ones)
     # Per layer, the sliding window (keys a query may see, itself included) or None for full attention.
     windows: tuple[int | None, ...] = field(default=())
     # Parameters' and activations' dtype (torch's model.to(torch.bfloat16)). from_hf keeps float32: loading
@@ -56,8 +62,10 @@ class LlamaConfig:
     def from_hf(cls, config: Any) -> LlamaConfig:
         raw = load_config(config)
         kind = raw.get("model_type", "llama")
-        if kind not in ("llama", "mistral", "qwen2", "qwen3"):
-            raise NotImplementedError(f"Llama family: model_type {kind!r} is not built (llama, mistral, qwen2, qwen3)")
+        if kind not in KINDS:
+            raise NotImplementedError(f"Llama family: model_type {kind!r} is not built ({', '.join(KINDS)})")
+        if kind == "phi3":
+            raw = phi3_as_llama(raw)
         rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}  # transformers 5 / 4 spellings
         theta = rope.get("rope_theta", raw.get("rope_theta", 10000.0))
         layers = raw.get("num_hidden_layers", 32)
@@ -69,7 +77,10 @@ class LlamaConfig:
             raw = {"head_dim": 128, **raw, "qk_norm": True}
         windows = _windows(kind, raw, layers)
         scaling = RopeScaling.from_hf(raw)
-        return pick(cls, raw, rope_theta=float(theta), rope=scaling, windows=windows, dtype=dt.float32, **biases)
+        phi3 = dict(fused_projections=kind == "phi3", partial_rotary_factor=_partial_rotary_factor(kind, rope))
+        return pick(
+            cls, raw, rope_theta=float(theta), rope=scaling, windows=windows, dtype=dt.float32, **biases, **phi3
+        )
 
     @property
     def kv_heads(self) -> int:
@@ -79,12 +90,32 @@ class LlamaConfig:
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads if self.head_dim is None else self.head_dim
 
+    @property
+    def rotary_size(self) -> int:
+        """The features of each head that are rotated, the first ones (transformers' int(head_dim * factor))."""
+        return int(self.head_size * self.partial_rotary_factor)
+
+
+def _partial_rotary_factor(kind: str, rope: dict) -> float:
+    """Phi-3's share of each head that is rotated. The other kinds rotate whole heads: with a scaled rope a
+    factor below 1 is refused (its frequencies would be those of a shorter dim), a default rope ignores it."""
+    value = rope.get("partial_rotary_factor")
+    factor = 1.0 if value is None else value
+    if kind == "phi3":
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+            raise ValueError(f"phi3: partial_rotary_factor must be a number in (0, 1]; got {value!r}")
+        return float(factor)
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type != "default" and float(factor) != 1.0:
+        raise ValueError(f"rope_type {rope_type!r}: partial_rotary_factor {value!r} is not built")
+    return 1.0
+
 
 def _windows(kind: str, raw: dict, layers: int) -> tuple[int | None, ...]:
     window = raw.get("sliding_window")
     if kind == "llama" or window is None:
         return (None,) * layers
-    if kind == "mistral":
+    if kind in ("mistral", "phi3"):
         return (window,) * layers
     if not raw.get("use_sliding_window", False):  # Qwen2 and Qwen3 ignore the window unless this is set
         return (None,) * layers
@@ -116,12 +147,13 @@ class LlamaModel(Module):
                     cfg.hidden_act,
                     cfg.dtype,
                     cfg.qk_norm,
+                    cfg.fused_projections,
                 )
                 for _ in range(cfg.num_hidden_layers)
             ]
         )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=cfg.dtype)
-        self.rotary = RotaryEmbedding(cfg.head_size, cfg.rope_theta, cfg.rope)
+        self.rotary = RotaryEmbedding(cfg.rotary_size, cfg.rope_theta, cfg.rope)
 
     def forward(
         self,

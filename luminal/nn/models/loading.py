@@ -29,6 +29,7 @@ CAUSAL_LMS = {
     "mistral": LlamaForCausalLM,
     "qwen2": LlamaForCausalLM,
     "qwen3": LlamaForCausalLM,
+    "phi3": LlamaForCausalLM,
 }
 
 
