@@ -3,7 +3,7 @@
     python examples/hf_to_lgraph.py path/to/all-MiniLM-L6-v2 minilm.lgraph --max-seq 256
     python examples/hf_to_lgraph.py path/to/tiny-llama llama.lgraph --max-batch 8
 
-BERT, GPT-2, Llama / Mistral / Qwen2 / Qwen3 and Gemma 2 / Gemma 3 (text) folders are read by config.json's
+BERT, GPT-2, Llama / Mistral / Qwen2 / Qwen3 / Phi-3 and Gemma 2 / Gemma 3 (text) folders are read by config.json's
 model_type; a sentence-transformers folder (with modules.json) becomes a sentence-embedding graph. Token ids are the
 graph's inputs: tokenize on the client side. Every one of these models masks padded positions, so the file declares
 its sequence dims paddable (`luminal/padding.py`) and a deployment batches requests of different lengths.

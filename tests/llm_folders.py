@@ -1,6 +1,7 @@
 """Tiny Hugging Face model folders for the LLM tests: random-weight Llama, GPT-2, sliding-window Mistral, Qwen2,
-Gemma 2 and Gemma 3 (text), and a Qwen3 (q/k norms, tied embeddings, a sliding layer) built with transformers from a
-config, a byte-level BPE tokenizer trained here with `tokenizers`, a chat template and a generation config, saved as
+Gemma 2 and Gemma 3 (text), a Qwen3 (q/k norms, tied embeddings, a sliding layer) and a Phi-3 (fused projections,
+partial rotary, longrope, a window) built with transformers from a config, a byte-level BPE tokenizer trained here
+with `tokenizers`, a chat template and a generation config, saved as
 `save_pretrained` saves them. Nothing is downloaded."""
 
 from __future__ import annotations
@@ -69,6 +70,27 @@ CONFIGS = {
             sliding_window_pattern=2,
             rope_local_base_freq=50.0,
             rope_scaling={"rope_type": "linear", "factor": 2.0},
+        ),
+    ),
+    # Fused qkv_proj / gate_up_proj, 12 of each head's 16 features rotated, a window on every layer, and longrope
+    # from an original context of 4: shorter than a prefill chunk of 5, so every chunk and step of a longer prompt
+    # divides by long_factor, as transformers' generate() does for the whole of it (rope_scaling.py says why a
+    # chunk within the original context would not).
+    "phi3": (
+        transformers.Phi3Config,
+        dict(
+            LLAMA,
+            hidden_size=64,
+            partial_rotary_factor=0.75,
+            sliding_window=WINDOW,
+            original_max_position_embeddings=4,
+            pad_token_id=0,
+            rope_parameters=dict(
+                rope_type="longrope",
+                rope_theta=100.0,
+                short_factor=[1.0, 1.1, 1.3, 1.6, 2.2, 2.9],
+                long_factor=[1.05, 1.8, 3.3, 7.1, 13.0, 29.5],
+            ),
         ),
     ),
 }
