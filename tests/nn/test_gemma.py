@@ -110,7 +110,7 @@ def test_config_reading():
     assert (defaults.attn_logit_softcapping, defaults.final_logit_softcapping) == (50.0, 30.0)
 
 
-LONGROPE = {"full_attention": {"rope_type": "longrope", "factor": 2.0}}
+UNBUILT_ROPE = {"full_attention": {"rope_type": "proportional", "factor": 2.0}}
 
 
 @pytest.mark.parametrize(
@@ -123,11 +123,11 @@ LONGROPE = {"full_attention": {"rope_type": "longrope", "factor": 2.0}}
         ("gemma2", "layer_types", ["full_attention"], ValueError),
         ("gemma3", "sliding_window", None, ValueError),
         ("gemma3", "rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}, ValueError),
-        ("gemma3", "rope_parameters", LONGROPE, NotImplementedError),
+        ("gemma3", "rope_parameters", UNBUILT_ROPE, NotImplementedError),
         ("gemma2", "hidden_activation", "gelu_foo", ValueError),
     ],
 )
 def test_unservable_configs_are_refused_by_name(case, field, value, error):
     raw = {**CASES[case]().to_dict(), field: value}
-    with pytest.raises(error, match="rope_type 'longrope'" if value is LONGROPE else field):
+    with pytest.raises(error, match="rope_type 'proportional'" if value is UNBUILT_ROPE else field):
         GemmaForCausalLM(raw)
