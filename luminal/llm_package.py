@@ -30,6 +30,7 @@ from luminal.graph_file import WEIGHTS, _bind, _safetensors_parts, read_safetens
 from luminal.graph_json import GraphFileError, decode_graph, dump_json, encode_graph, parse_json, signature
 from luminal.nn.models.checkpoint import align_names, read_checkpoint, widen_to_float32
 from luminal.nn.models.config import load_config
+from luminal.nn.models.expert_checkpoint import stack_experts
 from luminal.nn.models.generation import DecoderGraphs, decoder_graphs
 from luminal.nn.models.loading import causal_lm, max_positions
 from luminal.nn.models.paged_decoding import DEFAULT_BLOCK_SIZE, paged_chunk_graph, paged_step_graph, pool_name
@@ -106,7 +107,7 @@ def build_package(
     limit = positions or min(max_positions(raw), DEFAULT_MAX_POSITIONS)
     model = causal_lm(raw, quantize)
     graphs = decoder_graphs(model, max_batch=max_batch, max_positions=limit, padded=True)
-    weights = align_names(list(graphs.prefill.weights), widen_to_float32(read_checkpoint(folder)))
+    weights = align_names(list(graphs.prefill.weights), stack_experts(widen_to_float32(read_checkpoint(folder))))
     if quantize is not None:
         weights = quantize_checkpoint(model, weights)
     graphs.bind(weights)

@@ -62,7 +62,7 @@ class TransformerEncoderLayer(Module):
 
 class DecoderLayer(Module):
     """x += self_attn(input_layernorm(x)); x += mlp(post_attention_layernorm(x)) — Llama, Mistral, Qwen2, Qwen3,
-    Phi-3.
+    Phi-3, Mixtral and Qwen3-MoE (whose mlp is a mixture of experts where the layer is sparse).
 
     Parameter names are Hugging Face's for those models (self_attn.q_proj, mlp.gate_proj, ...; with `fused`,
     Phi-3's self_attn.qkv_proj and mlp.gate_up_proj).
@@ -83,6 +83,7 @@ class DecoderLayer(Module):
         dtype: Any = dt.float32,
         qk_norm: bool = False,  # Qwen3: self_attn.q_norm / k_norm, RMSNorms over each head's features
         fused: bool = False,  # Phi-3: q/k/v in one projection, gate/up in another
+        mlp: Module | None = None,  # the feed-forward in the SwiGLU's place (a mixture of experts: luminal/nn/moe.py)
     ) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(hidden_size, rms_norm_eps, dtype=dtype)
@@ -98,7 +99,9 @@ class DecoderLayer(Module):
             fused,
         )
         self.post_attention_layernorm = RMSNorm(hidden_size, rms_norm_eps, dtype=dtype)
-        if fused:
+        if mlp is not None:
+            self.mlp = mlp
+        elif fused:
             if mlp_bias:
                 raise ValueError("DecoderLayer: fused gate_up_proj has no bias (Phi-3's has none)")
             self.mlp = FusedSwiGLU(hidden_size, intermediate_size, act, dtype)

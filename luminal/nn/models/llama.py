@@ -1,13 +1,14 @@
 """Llama-family decoders (Hugging Face's LlamaForCausalLM, and Mistral / Qwen2 / Qwen3 / Phi-3 configs, which differ
 only in data; Qwen3 adds an RMSNorm over each head's queries and keys, self_attn.q_norm / k_norm; Phi-3 fuses
-the projections, self_attn.qkv_proj and mlp.gate_up_proj, and may rotate part of each head: phi3.py): RMSNorm
+the projections, self_attn.qkv_proj and mlp.gate_up_proj, and may rotate part of each head: phi3.py; Mixtral and
+Qwen3-MoE replace the SwiGLU of some or all layers by a sparse mixture of experts, luminal/nn/moe.py): RMSNorm
 pre-norm blocks, grouped-query attention with rotary positions, SwiGLU, an optional tied head, and a KV cache.
 Module paths are the checkpoint's: model.embed_tokens, model.layers.0.self_attn.q_proj, ..., model.norm, lm_head.
 
 What the config decides: kv heads (GQA), head_dim, rope theta and rope scaling (linear, dynamic, llama3 as
 Llama 3.1+ has, yarn, longrope as Phi-3 has; luminal/nn/rope_scaling.py), rms eps, tied embeddings, biases
-(Llama's attention_bias on all four projections, Qwen2's on q/k/v only), and sliding-window layers (Mistral's and
-Phi-3's window on every layer, Qwen2's on the layers its layer_types name).
+(Llama's attention_bias on all four projections, Qwen2's on q/k/v only), and sliding-window layers (Mistral's,
+Phi-3's, Mixtral's and Qwen3-MoE's window on every layer, Qwen2's on the layers its layer_types name).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from luminal.nn.grouped_attention import KVCache
 from luminal.nn.linear import Embedding, Linear
 from luminal.nn.models.config import load_config, pick
 from luminal.nn.models.decoding import past_length, step_mask, step_positions
+from luminal.nn.models.moe_config import MoeConfig
 from luminal.nn.models.phi3 import phi3_as_llama
 from luminal.nn.module import Module, ModuleList
+from luminal.nn.moe import SparseMoeBlock
 from luminal.nn.normalization import RMSNorm
 from luminal.nn.quantized import quantize_modules
 from luminal.nn.rope_scaling import RopeScaling
@@ -29,7 +32,7 @@ from luminal.nn.rotary import RotaryEmbedding
 from luminal.nn.transformer import DecoderLayer
 from luminal.tensor import Tensor
 
-KINDS = ("llama", "mistral", "qwen2", "qwen3", "phi3")
+KINDS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "qwen3_moe")  # the model_types built here
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class LlamaConfig:
     partial_rotary_factor: float = 1.0  # Phi-3: the share of each head's features rotated (the first ones)
     # Per layer, the sliding window (keys a query may see, itself included) or None for full attention.
     windows: tuple[int | None, ...] = field(default=())
+    moe: MoeConfig | None = None  # Mixtral, Qwen3-MoE: the layers whose feed-forward is a mixture of experts
     # Parameters' and activations' dtype (torch's model.to(torch.bfloat16)). from_hf keeps float32: loading
     # widens half checkpoints to float32 (checkpoint.widen_to_float32), whatever the config's torch_dtype says.
     dtype: dt.DType = dt.float32
@@ -75,11 +79,22 @@ class LlamaConfig:
             biases = dict(qkv_bias=bool(raw.get("attention_bias")), out_bias=bool(raw.get("attention_bias")))
         if kind == "qwen3":  # the q/k norms; a config without head_dim means Qwen3Config's 128, not hidden / heads
             raw = {"head_dim": 128, **raw, "qk_norm": True}
+        if kind == "qwen3_moe":  # the same norms; its head_dim defaults to hidden / heads
+            raw = {**raw, "qk_norm": True}
+        moe = MoeConfig.from_hf(kind, raw, layers)
         windows = _windows(kind, raw, layers)
         scaling = RopeScaling.from_hf(raw)
         phi3 = dict(fused_projections=kind == "phi3", partial_rotary_factor=_partial_rotary_factor(kind, rope))
         return pick(
-            cls, raw, rope_theta=float(theta), rope=scaling, windows=windows, dtype=dt.float32, **biases, **phi3
+            cls,
+            raw,
+            rope_theta=float(theta),
+            rope=scaling,
+            windows=windows,
+            dtype=dt.float32,
+            moe=moe,
+            **biases,
+            **phi3,
         )
 
     @property
@@ -115,14 +130,26 @@ def _windows(kind: str, raw: dict, layers: int) -> tuple[int | None, ...]:
     window = raw.get("sliding_window")
     if kind == "llama" or window is None:
         return (None,) * layers
-    if kind in ("mistral", "phi3"):
+    if kind in ("mistral", "phi3", "mixtral"):
         return (window,) * layers
-    if not raw.get("use_sliding_window", False):  # Qwen2 and Qwen3 ignore the window unless this is set
+    if not raw.get("use_sliding_window", False):  # the Qwens ignore the window unless this is set
         return (None,) * layers
+    if kind == "qwen3_moe":  # no layer_types: every layer slides
+        return (window,) * layers
     types = raw.get("layer_types") or [  # Qwen2's and Qwen3's default: the layers from max_window_layers on slide
         "sliding_attention" if k >= raw.get("max_window_layers", 28) else "full_attention" for k in range(layers)
     ]
     return tuple(window if t == "sliding_attention" else None for t in types)
+
+
+def _sparse_mlp(cfg: LlamaConfig, layer: int) -> SparseMoeBlock | None:
+    """The layer's mixture of experts, or None where the layer keeps the dense SwiGLU."""
+    moe = cfg.moe
+    if moe is None or layer not in moe.sparse_layers:
+        return None
+    return SparseMoeBlock(
+        cfg.hidden_size, moe.intermediate_size, moe.experts, moe.top_k, moe.renormalize, cfg.hidden_act, cfg.dtype
+    )
 
 
 class LlamaModel(Module):
@@ -148,8 +175,9 @@ class LlamaModel(Module):
                     cfg.dtype,
                     cfg.qk_norm,
                     cfg.fused_projections,
+                    _sparse_mlp(cfg, k),
                 )
-                for _ in range(cfg.num_hidden_layers)
+                for k in range(cfg.num_hidden_layers)
             ]
         )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype=cfg.dtype)
@@ -185,11 +213,17 @@ class LlamaForCausalLM(Module):
     their first token); key_positions [batch, past + seq]: every key's position, which the sliding windows
     measure from position_ids by (default: a key's index; a paged cache's keys are not in position order).
     With tie_word_embeddings the head reads model.embed_tokens.weight and no lm_head.weight is declared.
-    quantize="int8": the projections (and an untied head) hold Q8_0 weights (luminal/nn/quantized.py)."""
+    quantize="int8": the projections (and an untied head) hold Q8_0 weights (luminal/nn/quantized.py); refused for
+    mixtures of experts, whose stacked experts have no Q8_0 form yet."""
 
     def __init__(self, config: Any, quantize: str | None = None) -> None:
         super().__init__()
         self.config = cfg = config if isinstance(config, LlamaConfig) else LlamaConfig.from_hf(config)
+        if quantize is not None and cfg.moe is not None:  # experts' stacks are not Linears: they would stay float
+            raise NotImplementedError(
+                f"quantize={quantize!r}: the experts' stacked weights (mlp.experts.gate_up_proj, down_proj) have no "
+                "Q8_0 form yet; serve mixtures of experts in float32"
+            )
         self.model = LlamaModel(cfg)
         if not cfg.tie_word_embeddings:
             self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False, dtype=cfg.dtype)

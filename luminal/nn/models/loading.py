@@ -15,6 +15,7 @@ from luminal.graph import GraphError
 from luminal.nn.models.bert import bert_graph
 from luminal.nn.models.checkpoint import align_names, read_checkpoint, widen_to_float32
 from luminal.nn.models.config import load_config, sequence_pads
+from luminal.nn.models.expert_checkpoint import stack_experts
 from luminal.nn.models.gemma import GemmaForCausalLM
 from luminal.nn.models.gpt2 import GPT2LMHeadModel
 from luminal.nn.models.llama import LlamaForCausalLM
@@ -30,6 +31,8 @@ CAUSAL_LMS = {
     "qwen2": LlamaForCausalLM,
     "qwen3": LlamaForCausalLM,
     "phi3": LlamaForCausalLM,
+    "mixtral": LlamaForCausalLM,
+    "qwen3_moe": LlamaForCausalLM,
 }
 
 
@@ -72,7 +75,7 @@ def graph_from_folder(folder: str | Path, max_batch: int = 64, max_seq: int | No
     if (folder / "modules.json").exists():
         return sentence_graph(folder, max_batch, max_seq)
     g = model_graph(folder / "config.json", max_batch, max_seq)
-    g.bind(align_names(list(g.weights), widen_to_float32(read_checkpoint(folder))))
+    g.bind(align_names(list(g.weights), stack_experts(widen_to_float32(read_checkpoint(folder)))))
     missing = g.unbound_weights()
     if missing:
         raise GraphError(f"{len(missing)} weight(s) not in the checkpoint, e.g. {missing[:5]}")
