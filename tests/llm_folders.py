@@ -1,6 +1,7 @@
 """Tiny Hugging Face model folders for the LLM tests: random-weight Llama, GPT-2, sliding-window Mistral, Qwen2,
-Gemma 2 and Gemma 3 (text), a Qwen3 (q/k norms, tied embeddings, a sliding layer) and a Phi-3 (fused projections,
-partial rotary, longrope, a window) built with transformers from a config, a byte-level BPE tokenizer trained here
+Gemma 2 and Gemma 3 (text), a Qwen3 (q/k norms, tied embeddings, a sliding layer), a Phi-3 (fused projections,
+partial rotary, longrope, a window), and the mixtures of experts Mixtral and Qwen3-MoE (saved with each expert
+apart, as published checkpoints are) built with transformers from a config, a byte-level BPE tokenizer trained here
 with `tokenizers`, a chat template and a generation config, saved as
 `save_pretrained` saves them. Nothing is downloaded."""
 
@@ -91,6 +92,22 @@ CONFIGS = {
                 short_factor=[1.0, 1.1, 1.3, 1.6, 2.2, 2.9],
                 long_factor=[1.05, 1.8, 3.3, 7.1, 13.0, 29.5],
             ),
+        ),
+    ),
+    # Mixtures of experts: Mixtral's 4 experts, 2 per token, on every layer with the window on every layer;
+    # Qwen3-MoE's q/k norms, a dense layer 0 and renormalised top-2 of 4 on layer 1, windowed throughout.
+    "mixtral": (transformers.MixtralConfig, dict(LLAMA, num_local_experts=4, sliding_window=WINDOW)),
+    "qwen3_moe": (
+        transformers.Qwen3MoeConfig,
+        dict(
+            LLAMA,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=24,
+            norm_topk_prob=True,
+            mlp_only_layers=[0],
+            use_sliding_window=True,
+            sliding_window=WINDOW,
         ),
     ),
 }

@@ -2,8 +2,9 @@
 logits of a full transformers forward pass, and leaves in the pools the keys and values a decode step then
 reads (reference interpreter and compiled on the CPU; GPT-2, a grouped-query Llama, and sliding windows: Mistral's
 on every layer, Qwen2's, Gemma 2's and Gemma 3's on some; Qwen3's q/k norms with its biases and a window; Phi-3's
-fused projections with a partial rotation and a window); with rope scaling (Phi-3's longrope among them), each
-chunk's and step's logits equal transformers' fed the same pieces through its cache."""
+fused projections with a partial rotation and a window; Mixtral's experts routed per chunk token); with rope scaling
+(Phi-3's longrope among them), each chunk's and step's logits equal transformers' fed the same pieces through its
+cache."""
 
 import numpy as np
 import pytest
@@ -47,6 +48,10 @@ MODELS = {
     # Fused qkv_proj and gate_up_proj, 12 of 16 features rotated, a window of 3 on every layer.
     "phi3_partial_window_3": (LlamaForCausalLM, transformers.Phi3Config(**{**PHI3, "rope_parameters": None},
               rope_theta=100.0, sliding_window=3)),
+    # A mixture of experts on both layers (4 experts, 2 per token, routed per chunk token) and Mixtral's window.
+    "mixtral_window_5": (LlamaForCausalLM, transformers.MixtralConfig(vocab_size=40, hidden_size=24,
+              intermediate_size=20, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              rope_theta=100.0, num_local_experts=4, num_experts_per_tok=2, sliding_window=5)),
 }  # fmt: skip
 SIZE = 4  # positions per block: small, so chunks start and end inside blocks
 

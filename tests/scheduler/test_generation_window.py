@@ -1,8 +1,8 @@
 """Sliding-window models (Mistral's and Phi-3's window on every layer; Qwen2's, Qwen3's, Gemma 2's and Gemma 3's on
-some; Qwen3 with its q/k norms and tied head; Phi-3 with its fused projections, partial rotary and longrope) are
-packaged with the paged step and chunk graphs and served through them: prompts longer than the window (and Phi-3's
-original context), prefilled in chunks that cross blocks and sharing a prefix's blocks, each complete as
-transformers' generate() does alone."""
+some; Qwen3 with its q/k norms and tied head; Phi-3 with its fused projections, partial rotary and longrope; the
+mixtures of experts Mixtral and Qwen3-MoE, windowed on every layer) are packaged with the paged step and chunk
+graphs and served through them: prompts longer than the window (and Phi-3's original context), prefilled in chunks
+that cross blocks and sharing a prefix's blocks, each complete as transformers' generate() does alone."""
 
 import asyncio
 
@@ -17,7 +17,9 @@ from tests.llm_folders import WINDOW, greedy_answer, hf_folder
 BLOCK = 4  # positions per block: smaller than the window, so windows span blocks and start inside them
 
 
-@pytest.fixture(scope="module", params=["mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"])
+@pytest.fixture(
+    scope="module", params=["mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "mixtral", "qwen3_moe"]
+)
 def windowed(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
     hf = hf_folder(folder, request.param)
