@@ -18,6 +18,8 @@ from fastapi import Request
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
+from luminal.embedding_package import is_embedding_package
+from luminal.embedding_package import load_package as load_embedding_package
 from luminal.gateway.errors import ApiError
 from luminal.gateway.request_body import declared_length
 from luminal.graph_file import load_graph
@@ -30,6 +32,7 @@ from luminal.store.models import UploadedGraph
 from luminal.store.tables import ModelVersion, Tenant
 
 LLM_KIND = "llm"  # a model version's signature["kind"] when the upload was an LLM package
+EMBEDDING_KIND = "embedding"  # ... an embedding package (its signature also says "max_seq_length")
 WRITE_BATCH = 4 << 20  # bytes gathered before one disk write (the server hands us ~64 KiB pieces)
 
 
@@ -71,10 +74,15 @@ async def spool_upload(request: Request, spool_dir: Path, max_bytes: int) -> Spo
 
 def inspect_graph(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The graph's signature and symbol ranges; raises GraphFileError (a 400) for any defect of the file.
-    An LLM package is described by its prefill graph, its signature marked with kind "llm"."""
+    An LLM package is described by its prefill graph, its signature marked with kind "llm"; an embedding package
+    by its graph, marked with kind "embedding" and its max_seq_length."""
     if is_llm_package(path):
         graph = load_package(path).graphs.prefill
         return {**signature(graph), "kind": LLM_KIND}, symbol_table(graph)
+    if is_embedding_package(path):
+        package = load_embedding_package(path)
+        facts = {"kind": EMBEDDING_KIND, "max_seq_length": package.max_seq_length}
+        return {**signature(package.graph), **facts}, symbol_table(package.graph)
     graph = load_graph(path)
     return signature(graph), symbol_table(graph)
 

@@ -22,6 +22,7 @@ from typing import Protocol
 
 import luminal as lm
 from luminal.compiler.artifact import save_program
+from luminal.embedding_package import is_embedding_package, load_package
 from luminal.llm_package import is_llm_package
 from luminal.scheduler.compile_outcome import record_outcome
 from luminal.scheduler.generation.language_model import compile_package
@@ -72,9 +73,12 @@ def compile_deployment(db: Database, artifacts: ArtifactStore, deployment_id: in
 
 def _compile_file(source: Path, target: str, out: Path) -> None:
     """A `.lgraph` becomes one `.lprog`; an LLM package becomes an `.llmprog` (its prefill and step programs, and
-    their weights once)."""
+    their weights once); an embedding package's graph becomes an `.lprog` (its tokenizer stays with the upload,
+    where the gateway reads it)."""
     if is_llm_package(source):
         compile_package(source, target, out)
+    elif is_embedding_package(source):
+        save_program(lm.compile(load_package(source).graph, target=target), out)
     else:
         save_program(lm.compile(lm.load(source), target=target), out)
 
