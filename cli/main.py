@@ -23,6 +23,7 @@ from luminal.cli.common import KeyOption, UrlOption, err, fail, out
 from luminal.cli.compile_worker import compile_worker
 from luminal.cli.config import connect
 from luminal.cli.curl_example import curl_command
+from luminal.cli.embedding import embedding_package_file, is_embedding_folder
 
 __all__ = ["KeyOption", "UrlOption", "app", "err", "fail", "main", "out"]  # other command modules import these
 
@@ -71,7 +72,10 @@ def _default_name(path: Path) -> str:
 
 @app.command()
 def deploy(
-    file: Annotated[Path, typer.Argument(help="the .lgraph file, or a Hugging Face language-model folder")],
+    file: Annotated[
+        Path,
+        typer.Argument(help="a .lgraph file, or a Hugging Face LLM or sentence-transformers folder"),
+    ],
     url: UrlOption = None,
     api_key: KeyOption = None,
     name: Annotated[str | None, typer.Option(help="model name (default: the file's name)")] = None,
@@ -105,9 +109,16 @@ def deploy(
             fail(f"--quantize: {e}")
         if folder is None:
             fail("--quantize applies to a Hugging Face language-model folder, not to a graph file")
-    if folder is not None:  # a language model: its prefill and decode graphs are built here, uploaded as one file
-        name = name or _default_name(folder.with_name(folder.name + ".lpkg"))  # "Llama-3.2-1B" keeps its dots
-        file = llm.llm_package_file(folder, max_batch_size, quantize)
+    embedding = folder is not None and is_embedding_folder(folder)
+    if embedding and quantize is not None:
+        fail("--quantize applies to a language model, not to a sentence-transformers folder")
+    if folder is not None:  # built here, uploaded as one file: a language model's prefill and decode graphs, or
+        # a sentence-transformers model's graph; each with its tokenizer
+        name = name or _default_name(folder.with_name(folder.name + ".pkg"))  # "Llama-3.2-1B" keeps its dots
+        if embedding:
+            file = embedding_package_file(folder, max_batch_size)
+        else:
+            file = llm.llm_package_file(folder, max_batch_size, quantize)
     if not file.is_file():
         fail(f"{file}: no such file")
     name = name or _default_name(file)
@@ -120,7 +131,7 @@ def deploy(
                 version = client.upload_model(file, name, lambda n: progress.advance(task, n))
             spec = dict(model=name, version=version["version"], gpu_type=gpu, max_batch_size=max_batch_size)
             spec |= dict(max_queue_delay_ms=max_delay_ms, min_replicas=min_replicas, max_replicas=max_replicas)
-            if folder is not None:  # settings of the generation engine, which only a language model has
+            if folder is not None and not embedding:  # settings of the generation engine (language models only)
                 spec |= dict(prefill_chunk=prefill_chunk, max_waiting=max_waiting)
             deployment = client.create_deployment(**spec)
             with err.status(f"compiling {name} version {version['version']}"):
@@ -139,6 +150,10 @@ def deploy(
         )
     endpoint = client.url + deployment["endpoint"]
     out.print(f"Deployed {name} version {version['version']} (deployment {deployment['id']}).", highlight=False)
+    if embedding:
+        out.print(f"OpenAI-compatible API: {client.url}/openai/v1/embeddings (model {name!r})", highlight=False,
+                  soft_wrap=True)  # fmt: skip
+        return
     if folder is not None:
         out.print(f"OpenAI-compatible API: {client.url}/openai/v1 (model {name!r})", highlight=False, soft_wrap=True)
         out.print(f"Try: luminal complete {name} 'Hello' or luminal chat {name}", highlight=False, markup=False)

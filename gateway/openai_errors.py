@@ -25,6 +25,7 @@ from luminal.compiler.artifact_json import ArtifactError
 from luminal.gateway.errors import ApiError
 from luminal.scheduler.generation.chat_template import ChatTemplateError
 from luminal.scheduler.generation.engine import EngineBusy, PromptTooLong
+from luminal.scheduler.queues.base import QueueFull
 from luminal.store.errors import NotFound, QuotaExceeded
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def as_openai_error(e: Exception) -> OpenAIError | None:
         return OpenAIError(400, str(e), "messages", "context_length_exceeded")
     if isinstance(e, ChatTemplateError):
         return OpenAIError(400, str(e), "messages")
-    if isinstance(e, EngineBusy | QuotaExceeded):
+    if isinstance(e, EngineBusy | QuotaExceeded | QueueFull):
         retry = str(max(1, math.ceil(getattr(e, "retry_after_s", 1))))
         return OpenAIError(429, str(e), None, None, {"Retry-After": retry})
     if isinstance(e, HTTPException):

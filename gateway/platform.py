@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from luminal.gateway.embedding_tokenizers import EmbeddingTokenizers
 from luminal.gateway.generation_metrics import GenerationMetrics
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.metadata_changes import MetadataChanges, NoMetadataChanges
@@ -60,6 +61,8 @@ class Platform:
     # Language models served in this process (the OpenAI-compatible API), started on first use.
     generation: Engines = field(init=False)
     generation_metrics: GenerationMetrics = field(init=False)
+    # Embedding models' tokenizers (the embeddings route tokenizes; the workers run token ids).
+    embedding_tokenizers: EmbeddingTokenizers = field(init=False)
 
     # The hot path's lookups: API key -> tenant, and (tenant, model, version) -> its ready deployment.
     tenants: TtlCache[Tenant] = field(init=False)
@@ -74,6 +77,7 @@ class Platform:
         ledger = self.ledger or SqlUsageLedger(self.db, self.settings.gpu_prices_per_second)
         self.generation = Engines(self.artifacts.local_path, SequenceBilling(ledger), compute=self.compute)
         self.generation_metrics = GenerationMetrics(self.metrics.registry, self.generation)
+        self.embedding_tokenizers = EmbeddingTokenizers(self.artifacts.local_path)
         owner = None if self.heartbeat is None else self.heartbeat.replica_id
         self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks, owner)
 

@@ -56,6 +56,7 @@ def _resolve(db: Database, tenant: Tenant, name: str, version: str | None) -> di
             "status": row.status,
             "error": row.error,
             "program_key": row.program_key,
+            "graph_key": mv.artifact_key,  # the upload: an embedding package's tokenizer is read from it
             "gpu_type": row.gpu_type,
             "max_batch_size": row.max_batch_size,
             "max_queue_delay_ms": row.max_queue_delay_ms,
@@ -154,7 +155,13 @@ async def prepare(
     except TensorError:
         metrics.record_failure(labels, INVALID)
         raise
-    ref = DeploymentRef(
+    ref = deployment_ref(tenant, d)
+    return PreparedInference(name, d, labels, parsed, ref, _queued_request(ref, parsed))
+
+
+def deployment_ref(tenant: Tenant, d: dict[str, Any]) -> DeploymentRef:
+    """What the backend needs of a resolved deployment `d`."""
+    return DeploymentRef(
         deployment_id=d["id"],
         tenant_id=tenant.id,
         program_key=d["program_key"],
@@ -162,7 +169,6 @@ async def prepare(
         max_batch_size=d["max_batch_size"],
         max_queue_delay_ms=d["max_queue_delay_ms"],
     )
-    return PreparedInference(name, d, labels, parsed, ref, _queued_request(ref, parsed))
 
 
 async def answer_inference(request: Request, name: str, version: str | None, tenant: Tenant) -> Response:

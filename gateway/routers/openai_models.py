@@ -1,4 +1,4 @@
-"""`GET /openai/v1/models`: the caller's ready language-model deployments, as OpenAI lists models."""
+"""`GET /openai/v1/models`: the caller's ready language-model and embedding deployments, as OpenAI lists models."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.dependencies import DatabaseDep, TenantDep
 from luminal.gateway.openai_errors import OpenAIRoute
-from luminal.gateway.uploads import LLM_KIND
+from luminal.gateway.uploads import EMBEDDING_KIND, LLM_KIND
 from luminal.store import deployments as deployment_store
 from luminal.store.database import Database
 from luminal.store.tables import Tenant
 
 router = APIRouter(route_class=OpenAIRoute)
+OPENAI_KINDS = (LLM_KIND, EMBEDDING_KIND)  # what the OpenAI-compatible routes serve (other models: /v2/models)
 
 
 def _models(db: Database, tenant: Tenant) -> list[dict[str, Any]]:
@@ -23,7 +24,7 @@ def _models(db: Database, tenant: Tenant) -> list[dict[str, Any]]:
         names = {}
         for d in rows:
             version = d.model_version
-            if d.status == deployment_store.READY and version.signature.get("kind") == LLM_KIND:
+            if d.status == deployment_store.READY and version.signature.get("kind") in OPENAI_KINDS:
                 names.setdefault(version.model.name, int(d.created_at.timestamp()))
         return [{"id": n, "object": "model", "created": c, "owned_by": tenant.name} for n, c in sorted(names.items())]
 
