@@ -41,6 +41,7 @@ NAMING = {
     ("POST", "/v1/predictions"): {"model": "{name}", **BODY},
     ("POST", "/openai/v1/completions"): {"model": "{name}", "prompt": "hi", "max_tokens": 2},
     ("POST", "/openai/v1/chat/completions"): {"model": "{name}", "messages": [{"role": "user", "content": "hi"}]},
+    ("POST", "/openai/v1/embeddings"): {"model": "{name}", "input": "hi"},
 }
 # Listings and reports, with the query that aims them at the first tenant's deployment where they take one.
 LISTING = {
