@@ -63,3 +63,26 @@ def _within(queries: Tensor, keys: Tensor, window: int) -> Tensor:
     """bool [batch, 1, seq, keys]: the query at position p sees the key at position q when p - q < window."""
     (b, s), n = queries.shape, keys.shape[1]
     return queries.reshape(b, 1, s, 1) - keys.reshape(b, 1, 1, n) < window
+
+
+class WindowMasks:
+    """A step's masks by sliding window (None: full attention), each made when a layer first asks for it and shared
+    by the layers with that window. key_positions [batch, past + seq]: every key's position, which the windows
+    are measured by (a paged cache's keys are not in position order); None: by index."""
+
+    def __init__(
+        self,
+        input_ids: Tensor,
+        past: Dim,
+        attention_mask: Tensor | None,
+        positions: Tensor,
+        key_positions: Tensor | None = None,
+    ) -> None:
+        self.input_ids, self.past, self.attention_mask = input_ids, past, attention_mask
+        self.by_position = None if key_positions is None else (positions, key_positions)
+        self._made: dict[int | None, Tensor] = {}
+
+    def __call__(self, window: int | None) -> Tensor:
+        if window not in self._made:
+            self._made[window] = step_mask(self.input_ids, self.past, self.attention_mask, window, self.by_position)
+        return self._made[window]

@@ -15,7 +15,7 @@ import numpy as np
 from luminal import functional as F
 from luminal.nn.grouped_attention import KVCache
 from luminal.nn.linear import Embedding, Linear
-from luminal.nn.models.decoding import past_length, step_mask, step_positions
+from luminal.nn.models.decoding import WindowMasks, past_length, step_positions
 from luminal.nn.models.gemma_config import GemmaConfig, Rope
 from luminal.nn.models.gemma_layers import GemmaDecoderLayer, GemmaRMSNorm
 from luminal.nn.module import Module, ModuleList
@@ -48,17 +48,14 @@ class GemmaModel(Module):
         cfg = self.config
         start = past_length(past)
         positions = step_positions(input_ids, start) if position_ids is None else position_ids
-        by_position = None if key_positions is None else (positions, key_positions)
         rotaries: dict[Rope, tuple[Tensor, Tensor]] = {}  # per layer kind, shared by the layers of that kind
-        masks: dict[int | None, Tensor] = {}
+        masks = WindowMasks(input_ids, start, attention_mask, positions, key_positions)
         x, caches = self.embed_tokens(input_ids) * self.normalizer, []
         for k, layer in enumerate(self.layers):
             rope, window = cfg.rope_of(k), cfg.windows[k]
             if rope not in rotaries:
                 rotaries[rope] = RotaryEmbedding(cfg.head_dim, rope.theta, rope.scaling)(positions, cfg.dtype)
-            if window not in masks:
-                masks[window] = step_mask(input_ids, start, attention_mask, window, by_position)
-            x, cache = layer(x, rotaries[rope], masks[window], past[k] if past else None)
+            x, cache = layer(x, rotaries[rope], masks(window), past[k] if past else None)
             caches.append(cache)
         return self.norm(x), caches
 

@@ -20,7 +20,7 @@ from luminal import dtypes as dt
 from luminal.nn.grouped_attention import KVCache
 from luminal.nn.linear import Embedding, Linear
 from luminal.nn.models.config import load_config, pick
-from luminal.nn.models.decoding import past_length, step_mask, step_positions
+from luminal.nn.models.decoding import WindowMasks, past_length, step_positions
 from luminal.nn.models.moe_config import MoeConfig
 from luminal.nn.models.phi3 import phi3_as_llama
 from luminal.nn.module import Module, ModuleList
@@ -194,14 +194,11 @@ class LlamaModel(Module):
         start = past_length(past)
         positions = step_positions(input_ids, start) if position_ids is None else position_ids
         rotary = self.rotary(positions, self.config.dtype)  # cos/sin in float32, rounded as Hugging Face does
-        masks: dict[int | None, Tensor] = {}  # one mask per distinct window, shared by the layers using it
-        by_position = None if key_positions is None else (positions, key_positions)
+        masks = WindowMasks(input_ids, start, attention_mask, positions, key_positions)
         x, caches = self.embed_tokens(input_ids), []
         for k, layer in enumerate(self.layers):
             window = self.config.windows[k] if self.config.windows else None
-            if window not in masks:
-                masks[window] = step_mask(input_ids, start, attention_mask, window, by_position)
-            x, cache = layer(x, rotary, masks[window], past[k] if past else None)
+            x, cache = layer(x, rotary, masks(window), past[k] if past else None)
             caches.append(cache)
         return self.norm(x), caches
 
