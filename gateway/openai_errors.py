@@ -25,6 +25,7 @@ from luminal.compiler.artifact_json import ArtifactError
 from luminal.gateway.errors import ApiError
 from luminal.scheduler.generation.chat_template import ChatTemplateError
 from luminal.scheduler.generation.engine import EngineBusy, PromptTooLong
+from luminal.scheduler.generation.grammar import GrammarError
 from luminal.scheduler.queues.base import QueueFull
 from luminal.store.errors import NotFound, QuotaExceeded
 
@@ -73,6 +74,8 @@ def as_openai_error(e: Exception) -> OpenAIError | None:
         return _validation(e)
     if isinstance(e, PromptTooLong):
         return OpenAIError(400, str(e), "messages", "context_length_exceeded")
+    if isinstance(e, GrammarError):
+        return OpenAIError(400, f"response_format: {e}", "response_format")
     if isinstance(e, ChatTemplateError):
         return OpenAIError(400, str(e), "messages")
     if isinstance(e, EngineBusy | QuotaExceeded | QueueFull):

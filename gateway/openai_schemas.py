@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
 
+from luminal.gateway.openai_response_format import LogitBias, ResponseFormat
 from luminal.scheduler.work import effective_priority
 
 MAX_STOPS = 4  # OpenAI's limit on stop sequences
@@ -57,6 +58,8 @@ class SamplingFields(SchedulingFields):
     stream_options: StreamOptions | None = None
     presence_penalty: Literal[0] | None = None  # penalties are not applied: only their neutral value is accepted
     frequency_penalty: Literal[0] | None = None
+    response_format: ResponseFormat | None = None  # checked further (the schema compiled) by openai_response_format
+    logit_bias: LogitBias | None = None
 
     def stops(self) -> tuple[str, ...]:
         if self.stop is None:

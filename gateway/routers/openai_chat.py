@@ -13,6 +13,7 @@ from luminal.gateway.dependencies import PlatformDep, TenantDep
 from luminal.gateway.openai_errors import OpenAIRoute, arrival_of
 from luminal.gateway.openai_generation import Answer, language_model, sampling_params
 from luminal.gateway.openai_logprobs import ChatLogprobs
+from luminal.gateway.openai_response_format import shaped
 from luminal.gateway.openai_schemas import ChatCompletionCreate
 from luminal.gateway.request_body import read_json_model
 
@@ -35,6 +36,7 @@ async def create_chat_completion(request: Request, tenant: TenantDep, platform: 
     # A template is user-supplied code (sandboxed): render it off the event loop.
     ids = await run_in_threadpool(engine.model.codec.chat_prompt, messages, body.add_generation_prompt)
     params = sampling_params(body, body.token_limit(), ids, engine.model.max_positions)
+    params = await shaped(params, body, engine.model.codec)
     first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
     logprobs = None if params.logprobs is None else ChatLogprobs(engine.model.codec)
     started = served.start(ids, params, body, arrival_of(request))

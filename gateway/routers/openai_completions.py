@@ -11,6 +11,7 @@ from luminal.gateway.dependencies import PlatformDep, TenantDep
 from luminal.gateway.openai_errors import OpenAIRoute, arrival_of
 from luminal.gateway.openai_generation import Answer, check_token_ids, language_model, sampling_params
 from luminal.gateway.openai_logprobs import CompletionLogprobs
+from luminal.gateway.openai_response_format import shaped
 from luminal.gateway.openai_schemas import CompletionCreate
 from luminal.gateway.request_body import read_json_model
 
@@ -31,6 +32,7 @@ async def create_completion(request: Request, tenant: TenantDep, platform: Platf
     ids = engine.model.codec.encode(prompt) if isinstance(prompt, str) else prompt
     check_token_ids(engine.model.codec, ids, "prompt")
     params = sampling_params(body, body.max_tokens, ids, engine.model.max_positions)
+    params = await shaped(params, body, engine.model.codec)
     logprobs = None if params.logprobs is None else CompletionLogprobs(engine.model.codec)
     started = served.start(ids, params, body, arrival_of(request))
     answer = Answer(body.model, started, "cmpl", "text_completion", _choice, logprobs=logprobs)

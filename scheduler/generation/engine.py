@@ -107,7 +107,8 @@ class GenerationEngine:
         except PoolTooSmall as e:
             raise PromptTooLong(f"{e}: ask for fewer tokens") from None
         codec = self.model.codec
-        stream = TokenStream(Sequence(prompt, params, codec.decode, codec.eos_token_ids), loop, account)
+        sequence = Sequence(prompt, params, codec.decode, codec.eos_token_ids, grammars=codec.grammars)
+        stream = TokenStream(sequence, loop, account)
         stream.on_cancel = self._changed
         with self._wake:
             self.waiting.add(stream, priority, timeout_s, waited_s)

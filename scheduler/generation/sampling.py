@@ -11,6 +11,7 @@ import numpy as np
 from luminal.nn.models.generation import allowed_probabilities
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit on top_logprobs
+MAX_LOGIT_BIAS, LOGIT_BIAS_RANGE = 300, 100.0  # OpenAI's limits: at most 300 tokens, each biased within +-100
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,11 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()  # tokens that end the sequence besides the model's end-of-sequence
     ignore_eos: bool = False
     logprobs: int | None = None  # None: none computed; n: each token's logprob and the n most likely alternatives
+    # Plain data, so the parameters cross a process boundary as JSON: the canonical text of a grammar the text must
+    # follow (grammar.grammar_request; compiled where the sequence is made), and (token, bias) pairs added to the
+    # logits before the choice.
+    response_format: str | None = None
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -36,6 +42,14 @@ class SamplingParams:
             raise ValueError(f"top_k must be -1 (off), 0 (off) or positive, got {self.top_k}")
         if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
             raise ValueError(f"logprobs must lie in [0, {MAX_TOP_LOGPROBS}], got {self.logprobs}")
+        # JSON gives lists back: kept as tuples so the parameters stay hashable and equal to the originals.
+        object.__setattr__(self, "logit_bias", tuple((int(t), float(b)) for t, b in self.logit_bias))
+        if len(self.logit_bias) > MAX_LOGIT_BIAS:
+            raise ValueError(f"logit_bias may name at most {MAX_LOGIT_BIAS} tokens, got {len(self.logit_bias)}")
+        for token, bias in self.logit_bias:
+            if token < 0 or not -LOGIT_BIAS_RANGE <= bias <= LOGIT_BIAS_RANGE:
+                limit = f"[-{LOGIT_BIAS_RANGE:g}, {LOGIT_BIAS_RANGE:g}]"
+                raise ValueError(f"logit_bias {token}: {bias} needs a token id >= 0 and a bias in {limit}")
 
 
 class Sampler:

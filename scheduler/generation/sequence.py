@@ -4,7 +4,9 @@ Text leaves as it becomes final. The generated tokens' text is what decoding the
 split characters across tokens, so decoding token by token would emit broken UTF-8), computed incrementally, a
 few tokens per new one (detokenizer.py); text that could still turn into a stop string, or that ends in an
 incomplete character, is held back until it cannot. A stop string ends the text just before it (OpenAI's rule:
-the stop sequence is not returned).
+the stop sequence is not returned). A sequence with a grammar (`params.response_format`) gets its matcher from
+`grammars` (the model's compiler, which caches each grammar by its text) as it is made; each token it takes
+advances the matcher, and the sequence ends ("stop") the token its grammar is complete.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from luminal.scheduler.generation.detokenizer import REPLACEMENT, IncrementalText
-from luminal.scheduler.generation.sampling import Sampler, SamplingParams
+from luminal.scheduler.generation.grammar import GrammarError, Grammars
+from luminal.scheduler.generation.logit_shaping import sampler_for
+from luminal.scheduler.generation.sampling import SamplingParams
 
 LENGTH, STOP = "length", "stop"  # OpenAI's finish reasons
 
@@ -27,9 +31,15 @@ class Sequence:
     tokens: list[int] = field(default_factory=list)
     text: str = ""  # the final text emitted so far
     finish_reason: str | None = None
+    grammars: Grammars | None = None  # needed when params.response_format is set
 
     def __post_init__(self) -> None:
-        self.sampler = Sampler(self.params)
+        self.constraint = None
+        if self.params.response_format is not None:
+            if self.grammars is None:
+                raise GrammarError("a response_format needs the model's grammar compiler")
+            self.constraint = self.grammars.constraint(self.params.response_format)
+        self.sampler = sampler_for(self.params, self.constraint)
         self.detokenizer = IncrementalText(self.decode)
         self._ends = frozenset(self.params.stop_token_ids) | (
             frozenset() if self.params.ignore_eos else self.eos_token_ids
@@ -48,7 +58,7 @@ class Sequence:
             return self._emit(self._cut_at_stop(body)[0])
         body = self.detokenizer.update(self.tokens)
         body, stopped = self._cut_at_stop(body)
-        if stopped:
+        if stopped or (self.constraint is not None and self.constraint.advance(token)):
             self.finish_reason = STOP
             return self._emit(body)
         if len(self.tokens) >= self.params.max_tokens:

@@ -4,11 +4,13 @@ tokens named by tokenizer_config.json, and the end-of-sequence ids generate() st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from tokenizers import Tokenizer
 
 from luminal.scheduler.generation.chat_template import ChatTemplateError, render_chat
+from luminal.scheduler.generation.grammar import Grammars
 
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
 
@@ -55,6 +57,11 @@ class TextCodec:
         if not eos and "eos_token" in special and tokenizer.token_to_id(special["eos_token"]) is not None:
             eos = [tokenizer.token_to_id(special["eos_token"])]
         return cls(tokenizer, special, template if isinstance(template, str) else None, frozenset(eos))
+
+    @cached_property
+    def grammars(self) -> Grammars:
+        """This tokenizer's grammar compiler (response_format), shared by every sequence of the model."""
+        return Grammars(self.tokenizer, self.eos_token_ids)
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids

@@ -62,8 +62,8 @@ class World:
         return out[0, len(prompt_ids) :].tolist()
 
 
-def start_world(tmp: Path):
-    """(World, stop) with both models deployed."""
+def start_world(tmp: Path, kinds: tuple[str, ...] = ("llama", "gpt2")):
+    """(World, stop) with the models of `kinds` deployed (both unless told)."""
     settings = Settings(data_dir=tmp / "data", database_url=f"sqlite:///{tmp / 'meta.db'}",
                         bootstrap_key=BOOTSTRAP_KEY, compile_runner="thread", admin_token=ADMIN_TOKEN)  # fmt: skip
     app = create_app(settings)
@@ -73,11 +73,11 @@ def start_world(tmp: Path):
     url = f"http://127.0.0.1:{port}"
     models = {}
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}, timeout=60) as http:
-        for kind in ("llama", "gpt2"):
+        for kind in kinds:
             folder = tmp / kind
             models[f"tiny-{kind}"] = hf_folder(folder, kind)
             save_package(build_package(folder, MAX_BATCH, POSITIONS), folder / "model.lpkg")
             assert upload(http, f"tiny-{kind}", (folder / "model.lpkg").read_bytes()).status_code == 201
             assert deploy_and_wait(http, f"tiny-{kind}", gpu_type="cpu", **SETTINGS[kind])["status"] == "ready"
 
-    return World(url, app, models, hf_tokenizer(tmp / "llama")), server.stop
+    return World(url, app, models, hf_tokenizer(tmp / kinds[0])), server.stop

@@ -1,0 +1,112 @@
+"""Constrained decoding without a model: sequences driven by random logits under a JSON schema write JSON that
+validates (greedy and sampled) and end the token their grammar completes; unsupported schema keywords are refused
+by name; logit_bias shifts the choice; sampling parameters survive a JSON round trip (as they will cross to a
+worker process); a sequence with neither keeps the plain sampler."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+
+from luminal.scheduler.generation.grammar import JSON_OBJECT, JSON_SCHEMA, GrammarError, grammar_request
+from luminal.scheduler.generation.logit_shaping import ShapedSampler
+from luminal.scheduler.generation.sampling import Sampler, SamplingParams
+from luminal.scheduler.generation.sequence import STOP, Sequence
+from luminal.scheduler.generation.tokenizer import TextCodec
+from tests.json_schemas import PERSON
+from tests.llm_folders import EOS, train_tokenizer
+
+# PERSON with an array of short strings.
+SCHEMA = {
+    **PERSON,
+    "properties": {
+        **PERSON["properties"],
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2},
+    },
+    "required": [*PERSON["required"], "tags"],
+}
+
+
+@pytest.fixture(scope="module")
+def codec() -> TextCodec:
+    tokenizer = train_tokenizer()
+    return TextCodec(tokenizer, {"eos_token": EOS}, None, frozenset({tokenizer.token_to_id(EOS)}))
+
+
+def _run(codec: TextCodec, params: SamplingParams, seed: int) -> Sequence:
+    """The sequence driven to its end by random logits (a model that knows nothing of JSON)."""
+    seq = Sequence([0], params, codec.decode, codec.eos_token_ids, grammars=codec.grammars)
+    rng = np.random.default_rng(seed)
+    vocab = codec.tokenizer.get_vocab_size()
+    while not seq.finished:
+        seq.add(seq.sampler.choose(rng.normal(scale=3.0, size=vocab).astype(np.float32)))
+    return seq
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_logits_under_a_schema_write_valid_json(codec, temperature, seed):
+    params = SamplingParams(200, temperature, seed=seed, response_format=grammar_request(JSON_SCHEMA, SCHEMA))
+    seq = _run(codec, params, seed)
+    assert seq.finish_reason == STOP and len(seq.tokens) < 200  # ended by the grammar, not by max_tokens
+    answer = json.loads(seq.text)
+    jsonschema.validate(answer, SCHEMA)
+    assert list(answer) == list(SCHEMA["properties"])  # in the schema's order
+    unconstrained = _run(codec, dataclasses.replace(params, response_format=None, max_tokens=len(seq.tokens)), seed)
+    with pytest.raises(json.JSONDecodeError):  # the same logits without the grammar are not JSON
+        json.loads(unconstrained.text)
+
+
+def test_json_object_and_the_stop_string_together(codec):
+    """A stop string cuts a constrained answer as it cuts a free one: just before the stop string."""
+    params = SamplingParams(200, 0.0, response_format=grammar_request(JSON_OBJECT))
+    answers = {seed: _run(codec, params, seed).text for seed in range(10)}
+    seed, whole = next((seed, text) for seed, text in answers.items() if ":" in text)  # not every one is "{}"
+    assert isinstance(json.loads(whole), dict)
+    cut = _run(codec, dataclasses.replace(params, stop=(":",)), seed)
+    assert cut.finish_reason == STOP and cut.text == whole[: whole.index(":")]
+
+
+@pytest.mark.parametrize(
+    ("schema", "named"),
+    [
+        ({"type": "array", "uniqueItems": True}, "uniqueItems"),
+        ({"type": "object", "not": {"type": "string"}}, "not"),
+        ({"type": "string", "format": "no-such-format"}, "no-such-format"),
+        ({"type": "no-such-type"}, "no-such-type"),
+    ],
+)
+def test_an_unenforceable_schema_is_refused_by_name(codec, schema, named):
+    with pytest.raises(GrammarError, match=named):
+        codec.grammars.check(grammar_request(JSON_SCHEMA, schema))
+
+
+def test_logit_bias_moves_the_greedy_choice():
+    logits = np.array([0.0, 5.0, 4.0, 1.0], np.float32)
+    assert Sampler(SamplingParams(4, 0.0)).choose(logits) == 1
+    biased = ShapedSampler(SamplingParams(4, 0.0, logit_bias=((1, -100.0), (3, 3.5))), None)
+    assert biased.choose(logits) == 3  # 1 pushed out, 3 lifted past 2
+
+
+def test_sampling_params_round_trip_through_json():
+    params = SamplingParams(9, 0.5, response_format=grammar_request(JSON_SCHEMA, SCHEMA), logit_bias=((3, 1.5),))
+    again = SamplingParams(**json.loads(json.dumps(dataclasses.asdict(params))))
+    assert (again.response_format, again.logit_bias) == (params.response_format, params.logit_bias)
+    assert again.logit_bias == ((3, 1.5),)  # pairs again, not JSON's lists
+
+
+@pytest.mark.parametrize(
+    "bias", [((0, 100.5),), ((-1, 1.0),), tuple((t, 1.0) for t in range(301)), ((2, float("nan")),)]
+)
+def test_bad_logit_bias_is_refused(bias):
+    with pytest.raises(ValueError, match="logit_bias"):
+        SamplingParams(4, logit_bias=bias)
+
+
+def test_a_plain_sequence_keeps_the_plain_sampler(codec):
+    seq = Sequence([0], SamplingParams(4), codec.decode, grammars=codec.grammars)
+    assert type(seq.sampler) is Sampler and seq.constraint is None
