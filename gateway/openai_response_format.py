@@ -80,9 +80,10 @@ def _bias_pairs(logit_bias: dict[str, float] | None, vocab: int) -> tuple[tuple[
 async def shaped(params: SamplingParams, body: Any, codec: TextCodec) -> SamplingParams:
     """`params` with the request's grammar and logit bias, both checked (a 400 naming what is wrong). The grammar
     is compiled here, off the event loop (a model's first one also indexes its vocabulary), so the engine's own
-    compile of the same text is a cache hit."""
+    compile of the same text is a cache hit. A grammar compiled before skips the thread hop: concurrent requests
+    with one schema reach the engine together and share a prefill, as free ones do."""
     grammar = _grammar_text(body.response_format)
-    if grammar is not None:  # GrammarError leaves as a 400 naming response_format (openai_errors.py)
-        await run_in_threadpool(codec.grammars.check, grammar)
+    if grammar is not None and not codec.grammars.compiled(grammar):
+        await run_in_threadpool(codec.grammars.check, grammar)  # GrammarError: a 400 (openai_errors.py)
     bias = _bias_pairs(body.logit_bias, codec.tokenizer.get_vocab_size())
     return replace(params, response_format=grammar, logit_bias=bias)

@@ -104,6 +104,11 @@ class Grammars:
         self._compiled: OrderedDict[str, llguidance.LLMatcher] = OrderedDict()
         self._lock = threading.Lock()  # the gateway checks and the engine compiles from different threads
 
+    def compiled(self, request: str) -> bool:
+        """Whether `request` is compiled already (checking it again costs nothing)."""
+        with self._lock:
+            return request in self._compiled
+
     def check(self, request: str) -> None:
         """Raises GrammarError naming what the engine cannot enforce; compiles and caches the grammar otherwise."""
         self._compile(request)
