@@ -61,6 +61,17 @@ def test_random_logits_under_a_schema_write_valid_json(codec, temperature, seed)
         json.loads(unconstrained.text)
 
 
+def test_no_bias_lets_a_forbidden_token_through(codec):
+    """+100 on tokens the grammar never allows where they would be chosen: the mask still wins."""
+    lifted = tuple((codec.tokenizer.token_to_id(t), 100.0) for t in ("x", "Ġthe", "}"))
+    params = SamplingParams(200, 0.0, response_format=grammar_request(JSON_SCHEMA, SCHEMA), logit_bias=lifted)
+    seq = _run(codec, params, 3)
+    assert seq.finish_reason == STOP
+    answer = json.loads(seq.text)
+    jsonschema.validate(answer, SCHEMA)
+    assert answer["name"] and set(answer["name"]) <= set("x the}")  # where the grammar allows them, they win
+
+
 def test_json_object_and_the_stop_string_together(codec):
     """A stop string cuts a constrained answer as it cuts a free one: just before the stop string."""
     params = SamplingParams(200, 0.0, response_format=grammar_request(JSON_OBJECT))
