@@ -10,8 +10,8 @@ so a constrained answer runs its whole max_tokens as the free one does. Gateway,
 process (uvicorn in a thread), as `luminal serve` runs gateway and engine together.
 Printed: the median over repeats of the aggregate decode rate (tokens after each stream's first, over the time
 from the first stream's first token to the last token) and of the tokens per CPU second this process spent (which
-other work on a shared machine disturbs far less than wall time), each with the ratio schema / free; CPU model
-and load.
+other work on a shared machine disturbs less than wall time), each with the ratio schema / free, and the median
+of the ratios within each repeat ("paired": its two runs saw the same background load); CPU model and load.
 
 `python bench/structured_decode.py [--hidden N] [--layers N] [--vocab N] [--new-tokens N] [--repeats N]`
 """
@@ -142,7 +142,7 @@ def main() -> None:
         print(f"CPU: {cpu_model()} ({os.cpu_count()} cores); load average {os.getloadavg()}")
         print(f"Llama hidden {args.hidden}, {args.layers} layers, vocabulary {args.vocab}; {args.new_tokens} tokens "
               f"per stream; median of {args.repeats} repeats")  # fmt: skip
-        print(f"{'streams':>8}{'free tok/s':>12}{'schema tok/s':>14}{'ratio':>7}"
+        print(f"{'streams':>8}{'free tok/s':>12}{'schema tok/s':>14}{'ratio':>7}{'paired':>8}"
               f"{'free tok/cpu-s':>16}{'schema tok/cpu-s':>18}{'ratio':>7}")  # fmt: skip
         for streams in STREAMS:
             asyncio.run(decode_rate(url, streams, 8, True))  # warm: the schema compiled, the engine running
@@ -153,7 +153,9 @@ def main() -> None:
             (free, free_cpu), (schema, schema_cpu) = (
                 [statistics.median(r[i] for r in runs[c]) for i in (0, 1)] for c in (False, True)
             )
-            print(f"{streams:>8}{free:>12.1f}{schema:>14.1f}{schema / free:>7.2f}"
+            # The ratio within each repeat (its two runs saw the same background load), then their median.
+            paired = statistics.median(s[0] / f[0] for f, s in zip(runs[False], runs[True], strict=True))
+            print(f"{streams:>8}{free:>12.1f}{schema:>14.1f}{schema / free:>7.2f}{paired:>8.2f}"
                   f"{free_cpu:>16.1f}{schema_cpu:>18.1f}{schema_cpu / free_cpu:>7.2f}")  # fmt: skip
         print(f"load average after: {os.getloadavg()}")
     finally:

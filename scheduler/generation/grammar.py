@@ -78,9 +78,10 @@ class TokenConstraint:
         """A bool mask over `width` logits: True where the token keeps the text inside the grammar. Tokens past
         the tokenizer's vocabulary (a model's padded embedding rows) are never allowed."""
         llguidance.numpy.fill_next_token_bitmask(self._matcher, self._bits, 0)
-        mask = np.unpackbits(self._bits[0].view(np.uint8), bitorder="little")[: min(width, self._vocab)]
-        allowed = np.zeros(width, bool)
-        allowed[: mask.size] = mask
+        known = min(width, self._vocab)
+        allowed = np.unpackbits(self._bits[0].view(np.uint8), count=known, bitorder="little").view(bool)
+        if known < width:
+            allowed = np.concatenate([allowed, np.zeros(width - known, bool)])
         if not allowed.any():  # only after an error (a token forced past the mask): let the sequence end
             allowed[[t for t in self._eos if t < width]] = True
         return allowed

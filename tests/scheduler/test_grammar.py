@@ -121,3 +121,13 @@ def test_bad_logit_bias_is_refused(bias):
 def test_a_plain_sequence_keeps_the_plain_sampler(codec):
     seq = Sequence([0], SamplingParams(4), codec.decode, grammars=codec.grammars)
     assert type(seq.sampler) is Sampler and seq.constraint is None
+
+
+def test_logits_wider_than_the_vocabulary_never_allow_the_extra_rows(codec):
+    """A model whose head is padded past the tokenizer (as many are, to a multiple of 64) gets no token the
+    tokenizer lacks."""
+    vocab = codec.tokenizer.get_vocab_size()
+    constraint = codec.grammars.constraint(grammar_request(JSON_OBJECT))
+    wide, exact = constraint.allowed(vocab + 8), constraint.allowed(vocab)
+    assert wide.shape == (vocab + 8,) and not wide[vocab:].any()
+    assert (wide[:vocab] == exact).all() and exact.sum() == 1  # "{" alone may start an object
