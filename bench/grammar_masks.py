@@ -4,8 +4,12 @@ BPE trained by tests/llm_folders.py) and a realistic schema (nested object, enum
 pattern). Each engine walks the same valid answer token by token: compute the mask for the next token, check the
 answer's token is allowed, accept it. Printed: median and 90th-percentile mask time per token, the grammar's
 compile time, CPU model and load. An engine that is not installed is skipped (only llguidance is a dependency).
+The row "luminal" is what a constrained sequence pays per token here: its sampler's whole shaping (the mask
+unpacked, forbidden logits set to -inf, the greedy choice) and the matcher's advance, in CPU time of the thread.
+`--vocab N` (N > 320) trains a byte-level BPE of N tokens on the standard library's sources instead, for a
+vocabulary nearer a real model's.
 
-`python bench/grammar_masks.py [--repeats N]`
+`python bench/grammar_masks.py [--repeats N] [--vocab N]`
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import platform
 import statistics
 import sys
+import sysconfig
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +28,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.llm_folders import EOS, train_tokenizer  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+
+from luminal.scheduler.generation.grammar import JSON_SCHEMA, grammar_request  # noqa: E402
+from luminal.scheduler.generation.sampling import SamplingParams  # noqa: E402
+from luminal.scheduler.generation.sequence import Sequence  # noqa: E402
+from luminal.scheduler.generation.tokenizer import TextCodec  # noqa: E402
+from tests.llm_folders import BOS, EOS, train_tokenizer  # noqa: E402
 
 SCHEMA = {
     "type": "object",
@@ -62,6 +73,18 @@ def cpu_model() -> str:
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"
+
+
+def stdlib_tokenizer(vocab: int) -> Tokenizer:
+    """Byte-level BPE of `vocab` tokens over the standard library's sources (text that is on every machine)."""
+    sources = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:400]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=[BOS, EOS], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+    tokenizer.train_from_iterator((p.read_text(errors="replace") for p in sources), trainer)
+    return tokenizer
 
 
 def byte_decoder() -> dict[str, int]:
@@ -140,7 +163,7 @@ def outlines_walk(tokenizer, tokens: list[int], vocab: int, eos: int) -> tuple[f
     to_byte = byte_decoder()
     words: dict[bytes, list[int]] = {}
     for text, token in tokenizer.get_vocab().items():
-        if token != eos and not tokenizer.id_to_token(token).startswith("<"):
+        if token not in (eos, tokenizer.token_to_id(BOS)):  # the special tokens are no text
             words.setdefault(bytes(to_byte[c] for c in text), []).append(token)
     start = time.perf_counter()
     index = Index(build_regex_from_schema(json.dumps(SCHEMA)), Vocabulary(eos, words))
@@ -159,14 +182,45 @@ def outlines_walk(tokenizer, tokens: list[int], vocab: int, eos: int) -> tuple[f
     return compile_s, run
 
 
-ENGINES = {"llguidance": llguidance_walk, "xgrammar": xgrammar_walk, "outlines-core": outlines_walk}
+def luminal_walk(tokenizer, tokens: list[int], vocab: int, eos: int) -> tuple[float, Callable[[], list[float]]]:
+    """A Sequence's own path: the logits are a one-hot row on the answer's token, so the greedy choice follows it."""
+    codec = TextCodec(tokenizer, {}, None, frozenset({eos}))
+    request = grammar_request(JSON_SCHEMA, SCHEMA)
+    start = time.perf_counter()
+    codec.grammars.check(request)
+    compile_s = time.perf_counter() - start
+
+    def run() -> list[float]:
+        params = SamplingParams(len(tokens) + 1, 0.0, response_format=request)
+        seq = Sequence([0], params, codec.decode, codec.eos_token_ids, grammars=codec.grammars)
+        times = []
+        for token in tokens:
+            logits = np.zeros(vocab, np.float32)
+            logits[token] = 1.0
+            start = time.thread_time()
+            chosen = seq.sampler.choose(logits)
+            seq.constraint.advance(chosen)
+            times.append(time.thread_time() - start)
+            assert chosen == token, f"token {token} refused by the grammar"
+        return times
+
+    return compile_s, run
+
+
+ENGINES = {
+    "llguidance": llguidance_walk,
+    "xgrammar": xgrammar_walk,
+    "outlines-core": outlines_walk,
+    "luminal": luminal_walk,
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--vocab", type=int, default=320)
     args = parser.parse_args()
-    tokenizer = train_tokenizer()
+    tokenizer = train_tokenizer() if args.vocab <= 320 else stdlib_tokenizer(args.vocab)
     vocab, eos = tokenizer.get_vocab_size(), tokenizer.token_to_id(EOS)
     # The answer as a model writes it token by token: the tokenizer's own split of the compact JSON text.
     tokens = tokenizer.encode(json.dumps(ANSWER, separators=(",", ":"))).ids

@@ -7,7 +7,8 @@ The model is a random-weight Llama (default hidden 256, 4 layers) with a byte-le
 the Python standard library's sources (default 8192 tokens: a vocabulary with words, quotes and braces, so the
 mask walks a realistic token trie). The schema asks for an object holding an array of at least 1000 short strings,
 so a constrained answer runs its whole max_tokens as the free one does. Gateway, engine and client run in this
-process (uvicorn in a thread), as `luminal serve` runs gateway and engine together.
+process (uvicorn in a thread), as `luminal serve` runs gateway and engine together; the program's steps run on one
+OpenMP thread unless OMP_NUM_THREADS says otherwise.
 Printed: the median over repeats of the aggregate decode rate (tokens after each stream's first, over the time
 from the first stream's first token to the last token) and of the tokens per CPU second this process spent (which
 other work on a shared machine disturbs less than wall time), each with the ratio schema / free, and the median
@@ -24,20 +25,22 @@ import json
 import os
 import statistics
 import sys
-import sysconfig
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The compiled CPU programs' OpenMP threads spin at their barriers: on a machine shared with other work a spinning
+# thread waits for a descheduled one and a step's time swings by several times. One thread per step keeps the two
+# kinds of run comparable (set OMP_NUM_THREADS to change it).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 import openai  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from grammar_masks import cpu_model  # noqa: E402
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+from grammar_masks import cpu_model, stdlib_tokenizer  # noqa: E402
 
 from luminal.gateway.app import create_app  # noqa: E402
 from luminal.llm_package import build_package, save_package  # noqa: E402
@@ -56,20 +59,8 @@ RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "items", "sche
 PROMPTS = ["def main(", "import os", "the result is", "class Parser:"]
 
 
-def train_tokenizer(vocab: int) -> Tokenizer:
-    """Byte-level BPE over the standard library's sources (text that is on every machine)."""
-    sources = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:400]
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=[BOS, EOS], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
-    tokenizer.train_from_iterator((p.read_text(errors="replace") for p in sources), trainer)
-    return tokenizer
-
-
 def write_folder(folder: Path, args: argparse.Namespace) -> None:
-    tokenizer = train_tokenizer(args.vocab)
+    tokenizer = stdlib_tokenizer(args.vocab)
     config = transformers.LlamaConfig(
         vocab_size=tokenizer.get_vocab_size(), hidden_size=args.hidden, intermediate_size=args.hidden * 8 // 3,
         num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=2,
@@ -139,7 +130,8 @@ def main() -> None:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}, timeout=300) as http:
             assert upload(http, "bench", (folder / "model.lpkg").read_bytes()).status_code == 201
             assert deploy_and_wait(http, "bench", timeout=600, gpu_type="cpu")["status"] == "ready"
-        print(f"CPU: {cpu_model()} ({os.cpu_count()} cores); load average {os.getloadavg()}")
+        print(f"CPU: {cpu_model()} ({os.cpu_count()} cores, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}); "
+              f"load average {os.getloadavg()}")  # fmt: skip
         print(f"Llama hidden {args.hidden}, {args.layers} layers, vocabulary {args.vocab}; {args.new_tokens} tokens "
               f"per stream; median of {args.repeats} repeats")  # fmt: skip
         print(f"{'streams':>8}{'free tok/s':>12}{'schema tok/s':>14}{'ratio':>7}{'paired':>8}"
