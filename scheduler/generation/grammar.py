@@ -141,5 +141,8 @@ class Grammars:
         with self._lock:
             if self._tokenizer is None:
                 eos = self._eos or None  # llguidance picks the tokenizer's own when none is named
-                self._tokenizer = llguidance.LLTokenizer(self._tokenizer_json, n_vocab=self._vocab, eos_token=eos)
+                try:
+                    self._tokenizer = llguidance.LLTokenizer(self._tokenizer_json, n_vocab=self._vocab, eos_token=eos)
+                except Exception as e:  # a tokenizer llguidance cannot read: the model serves free text only
+                    raise GrammarError(f"this model's tokenizer cannot be constrained ({e})") from None
             return self._tokenizer

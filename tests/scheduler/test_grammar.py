@@ -12,7 +12,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from luminal.scheduler.generation.grammar import JSON_OBJECT, JSON_SCHEMA, GrammarError, grammar_request
+from luminal.scheduler.generation.grammar import JSON_OBJECT, JSON_SCHEMA, GrammarError, Grammars, grammar_request
 from luminal.scheduler.generation.logit_shaping import ShapedSampler
 from luminal.scheduler.generation.sampling import Sampler, SamplingParams
 from luminal.scheduler.generation.sequence import STOP, Sequence
@@ -131,3 +131,18 @@ def test_logits_wider_than_the_vocabulary_never_allow_the_extra_rows(codec):
     wide, exact = constraint.allowed(vocab + 8), constraint.allowed(vocab)
     assert wide.shape == (vocab + 8,) and not wide[vocab:].any()
     assert (wide[:vocab] == exact).all() and exact.sum() == 1  # "{" alone may start an object
+
+
+def test_a_tokenizer_the_engine_cannot_read_is_a_grammar_error():
+    """Refused as a GrammarError (a 400 at the API), not an internal error."""
+
+    class Unreadable:
+        def get_vocab_size(self) -> int:
+            return 4
+
+        def to_str(self) -> str:
+            return '{"model": "not a tokenizer"}'
+
+    grammars = Grammars(Unreadable(), frozenset({1}))
+    with pytest.raises(GrammarError, match="tokenizer cannot be constrained"):
+        grammars.check(grammar_request(JSON_OBJECT))
