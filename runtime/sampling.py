@@ -109,8 +109,11 @@ def logprobs_row(logits: np.ndarray, token: int, top: int) -> tuple[float, list[
 
 
 def choose_rows(logits: np.ndarray, rows: list[RowSampling], bias: np.ndarray | None = None,
-                allowed: np.ndarray | None = None) -> Chosen:  # fmt: skip
-    """Every row's choice, laid out as the device sampler returns it."""
+                allowed: np.ndarray | None = None, logits_rows: list[int] | None = None) -> Chosen:  # fmt: skip
+    """Every row's choice (row r from logits row `logits_rows[r]`, default r), laid out as the device sampler
+    returns it."""
+    if logits_rows is not None:
+        logits = np.asarray(logits)[list(logits_rows)]
     capacity = max([1, *(r.logprobs for r in rows)])
     chosen = Chosen(np.full(len(rows), -1, np.int64), np.zeros(len(rows), np.float32),
                     np.zeros((len(rows), capacity), np.int64), np.zeros((len(rows), capacity), np.float32))  # fmt: skip

@@ -39,20 +39,23 @@ class CudaSampler:
         self.nothing = cp.zeros(1, np.int64)  # stands for an absent bias or bitmask (the kernel never reads it)
         self.bytes_in = self.bytes_out = 0  # host -> device and device -> host bytes over every call
 
-    def choose(self, logits: Any, rows: Sequence[RowSampling], bias: Any = None, allowed: Any = None) -> Chosen:
-        """Each row's token from `logits` [rows, vocab] (a device array; a host one is copied over first), under
-        its RowSampling; `bias` float32 [rows, vocab] is added first, and `allowed` (uint32 bitmask words
-        [rows, ceil(vocab / 32)], runtime/sampling.pack_allowed) leaves only its tokens; either may be host or
-        device arrays. Only the outputs the rows asked for are copied back."""
+    def choose(self, logits: Any, rows: Sequence[RowSampling], bias: Any = None, allowed: Any = None,
+               logits_rows: Sequence[int] | None = None) -> Chosen:  # fmt: skip
+        """Each row's token from `logits` [n, vocab] (a device array; a host one is copied over first), row r from
+        logits row `logits_rows[r]` (default: r), under its RowSampling; `bias` float32 [rows, vocab] is added
+        first, and `allowed` (uint32 bitmask words [rows, ceil(vocab / 32)], runtime/sampling.pack_allowed) leaves
+        only its tokens; either may be host or device arrays. Only the outputs the rows asked for come back."""
         cp = self.cp
         logits = self._float32(self._on_device(logits))
-        count, vocab = logits.shape
-        if len(rows) != count:
-            raise ValueError(f"{count} rows of logits but {len(rows)} rows of sampling parameters")
+        count, vocab = len(rows), logits.shape[1]
+        sources = list(range(count)) if logits_rows is None else list(logits_rows)
+        if len(sources) != count or not all(0 <= s < logits.shape[0] for s in sources):
+            raise ValueError(f"{len(rows)} rows of sampling parameters for logits rows {sources[:8]} of "
+                             f"{logits.shape[0]}")  # fmt: skip
         capacity = max([1, *(r.logprobs for r in rows)])
         floats = np.array([[r.temperature, r.top_p] for r in rows], np.float32)
         keys = np.array([r.key & MASK64 for r in rows], np.uint64).view(np.int64)
-        ints = np.array([[r.top_k, 0, r.counter, r.logprobs] for r in rows], np.int64)
+        ints = np.array([[r.top_k, 0, r.counter, r.logprobs, s] for r, s in zip(rows, sources)], np.int64)
         ints[:, 1] = keys
         dims = np.array([vocab, vocab, capacity, bias is not None, allowed is not None], np.int64)
         extras = [self._on_device(x) if x is not None else self.nothing for x in (bias, allowed)]

@@ -124,7 +124,8 @@ __device__ float lm_kept(const lm_row& row, float temperature, float top, uint32
 }
 
 // D: vocab, logits row stride, top capacity (columns of top_ids), has bias, has allowed bitmask.
-// row_ints [rows, 4]: top_k (0: off), key, counter, logprobs (-1: none). row_floats [rows, 2]: temperature, top_p.
+// row_ints [rows, 5]: top_k (0: off), key, counter, logprobs (-1: none), the row of `logits` it reads (so a batch's
+// rows are chosen from without gathering them). row_floats [rows, 2]: temperature, top_p.
 extern "C" __global__ void __launch_bounds__(LM_SAMPLE_THREADS)
     lm_sample_rows(int64_t* tokens, float* chosen_logprobs, int64_t* top_ids, float* top_logprobs,
                    const float* logits, const float* row_floats, const int64_t* row_ints, const float* bias,
@@ -133,10 +134,10 @@ extern "C" __global__ void __launch_bounds__(LM_SAMPLE_THREADS)
   __shared__ int64_t lm_indices[LM_SAMPLE_THREADS];
   const int64_t r = blockIdx.x, vocab = D[0], capacity = D[2];
   const int64_t words = (vocab + 31) / 32;
-  const lm_row row = {logits + r * D[1], D[3] ? bias + r * vocab : nullptr, D[4] ? allowed + r * words : nullptr, vocab};
+  const lm_row row = {logits + row_ints[5 * r + 4] * D[1], D[3] ? bias + r * vocab : nullptr, D[4] ? allowed + r * words : nullptr, vocab};
   const float temperature = row_floats[2 * r], top_p = row_floats[2 * r + 1];
-  const int64_t top_k = row_ints[4 * r], key = row_ints[4 * r + 1], counter = row_ints[4 * r + 2];
-  const int64_t asked = row_ints[4 * r + 3];
+  const int64_t top_k = row_ints[5 * r], key = row_ints[5 * r + 1], counter = row_ints[5 * r + 2];
+  const int64_t asked = row_ints[5 * r + 3];
   float best_v = 0.0f;
   int64_t best_i = LM_NO_TOKEN;
   int64_t token;

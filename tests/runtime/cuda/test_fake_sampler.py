@@ -63,14 +63,26 @@ def test_only_token_ids_come_back_unless_logprobs_are_asked(sampler):
     before_in, before_out = sampler.bytes_in, sampler.bytes_out
     sampler.choose(logits, [RowSampling(1.0, key=k) for k in range(4)])
     assert sampler.bytes_out - before_out == 4 * 8  # four int64 token ids
-    assert sampler.bytes_in - before_in == 4 * (2 * 4 + 4 * 8) + 5 * 8  # each row's parameters, the dims
+    assert sampler.bytes_in - before_in == 4 * (2 * 4 + 5 * 8) + 5 * 8  # each row's parameters, the dims
     sampler.choose(np.repeat(ROW[None], 4, axis=0), [RowSampling(0.0)] * 4)  # host logits are copied over
     assert sampler.bytes_in - before_in > 4 * VOCAB * 4
 
 
 def test_mismatched_rows_are_refused_by_name(sampler):
-    with pytest.raises(ValueError, match="2 rows of logits but 1 rows of sampling parameters"):
-        sampler.choose(fake_cupy.asarray(np.repeat(ROW[None], 2, axis=0)), [RowSampling(0.0)])
+    with pytest.raises(ValueError, match=r"1 rows of sampling parameters for logits rows \[0, 1\] of 2"):
+        sampler.choose(fake_cupy.asarray(np.repeat(ROW[None], 2, axis=0)), [RowSampling(0.0)], logits_rows=[0, 1])
+    with pytest.raises(ValueError, match=r"for logits rows \[2\] of 2"):
+        sampler.choose(fake_cupy.asarray(np.repeat(ROW[None], 2, axis=0)), [RowSampling(0.0)], logits_rows=[2])
+
+
+def test_rows_are_chosen_from_the_logits_rows_they_name(sampler):
+    logits = np.random.default_rng(3).normal(size=(4, VOCAB)).astype(np.float32)
+    rows = [RowSampling(0.0), RowSampling(1.0, key=2, counter=1, logprobs=2)]
+    got = sampler.choose(fake_cupy.asarray(logits), rows, logits_rows=[3, 1])
+    want = choose_rows(logits, rows, logits_rows=[3, 1])
+    np.testing.assert_array_equal(got.tokens, want.tokens)
+    assert got.tokens[0] == np.argmax(logits[3])
+    np.testing.assert_array_equal(got.top_ids[1], want.top_ids[1])
 
 
 @pytest.mark.needs("nvcc")

@@ -1,0 +1,104 @@
+"""Choosing the next token of each sequence from a program's logits, where the logits are.
+
+`HostChooser`: numpy logits, each row chosen by its sequence's Sampler (sampling.py) and its log-probabilities
+computed on the host (logprobs.py): the CPU path. `DeviceChooser`: logits on a CUDA device, every row chosen by
+the device sampler in one launch (runtime/cuda/sampler.py; its meaning: luminal/runtime/sampling.py); only token
+ids, and the log-probabilities of rows that ask, come back. A seeded sequence's draws there come from a counter-based
+generator keyed by its seed and the token's index, not from the host's numpy stream: the same seed gives other
+tokens on a CUDA worker than on a CPU one. Rows for which `needs_host_logits` says so (a per-sequence rule the
+device sampler cannot apply) are chosen on the host from their logits copied back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Sequence as Rows
+from typing import Any
+
+import numpy as np
+
+from luminal.runtime.cuda.sampler import CudaSampler
+from luminal.runtime.sampling import Chosen, RowSampling
+from luminal.scheduler.generation.logprobs import TokenLogprob, token_logprob
+from luminal.scheduler.generation.memory_space import DeviceMemory, HostMemory
+from luminal.scheduler.generation.sequence import Sequence
+
+Choice = tuple[int, TokenLogprob | None]
+
+
+class HostChooser:
+    def choose(self, sequences: Rows[Sequence], logits: np.ndarray, rows: Rows[int] | None = None) -> list[Choice]:
+        """Sequence i's token from logits row `rows[i]` (default i) of [n, vocab]."""
+        logits = np.asarray(logits)
+        choices = []
+        for seq, r in zip(sequences, range(len(sequences)) if rows is None else rows):
+            token = seq.sampler.choose(logits[r])
+            top = seq.params.logprobs
+            choices.append((token, None if top is None else token_logprob(logits[r], token, top)))
+        return choices
+
+
+class DeviceChooser:
+    def __init__(self, sampler: CudaSampler, needs_host_logits: Callable[[Sequence], bool] = lambda seq: False):
+        self.sampler, self.needs_host_logits = sampler, needs_host_logits
+        self.host = HostChooser()
+        self.bytes_out = 0  # logits copied back for rows chosen on the host
+
+    def choose(self, sequences: Rows[Sequence], logits: Any, rows: Rows[int] | None = None) -> list[Choice]:
+        """Sequence i's token from row `rows[i]` (default i) of the device logits [n, vocab] (host ones are copied
+        over)."""
+        rows = list(range(len(sequences))) if rows is None else list(rows)
+        on_host = [i for i, seq in enumerate(sequences) if self.needs_host_logits(seq)]
+        on_device = [i for i in range(len(sequences)) if i not in set(on_host)]
+        choices: list[Choice | None] = [None] * len(sequences)
+        if on_device:
+            params = [row_sampling(sequences[i]) for i in on_device]
+            chosen = self.sampler.choose(logits, params, logits_rows=[rows[i] for i in on_device])
+            for j, i in enumerate(on_device):
+                choices[i] = _choice(chosen, j, sequences[i].params.logprobs)
+        if on_host:
+            host = logits if isinstance(logits, np.ndarray) else logits.get()
+            self.bytes_out += 0 if isinstance(logits, np.ndarray) else host.nbytes
+            picked = self.host.choose([sequences[i] for i in on_host], host, [rows[i] for i in on_host])
+            for i, choice in zip(on_host, picked):
+                choices[i] = choice
+        return choices
+
+
+def row_sampling(seq: Sequence) -> RowSampling:
+    """The device sampler's parameters for `seq`'s next token: its settings, its generator key and the token's
+    index as the draw's counter."""
+    p = seq.params
+    top_k = p.top_k if p.top_k and p.top_k > 0 else 0
+    logprobs = -1 if p.logprobs is None else p.logprobs
+    return RowSampling(p.temperature, p.top_p, top_k, seq.sampler.key, len(seq.tokens), logprobs)
+
+
+def _choice(chosen: Chosen, j: int, top: int | None) -> Choice:
+    token = int(chosen.tokens[j])
+    if token < 0:  # only an allowed-token bitmask that allows nothing gets here
+        raise ValueError("no token is allowed for this sequence's next position")
+    if top is None:
+        return token, None
+    alternatives = tuple((int(t), float(lp)) for t, lp in zip(chosen.top_ids[j, :top], chosen.top_logprobs[j, :top]))
+    return token, TokenLogprob(token, float(chosen.logprobs[j]), alternatives)
+
+
+def choose_each(chooser: HostChooser | DeviceChooser, items: Rows[tuple[Sequence, Any, int]]) -> list[Choice]:
+    """Choices for (sequence, logits, row) items whose rows lie in several logits arrays (a chunked-prefill round
+    of several runs): one call per array."""
+    choices: list[Choice | None] = [None] * len(items)
+    arrays: dict[int, list[int]] = {}
+    for i, (_, logits, _) in enumerate(items):
+        arrays.setdefault(id(logits), []).append(i)
+    for members in arrays.values():
+        logits = items[members[0]][1]
+        picked = chooser.choose([items[i][0] for i in members], logits, [items[i][2] for i in members])
+        for i, choice in zip(members, picked):
+            choices[i] = choice
+    return choices
+
+
+def chooser_for(memory: HostMemory | DeviceMemory) -> HostChooser | DeviceChooser:
+    """Where the logits of programs run in `memory` are chosen from: the device sampler for device memory."""
+    return DeviceChooser(CudaSampler(memory.cp)) if memory.on_device else HostChooser()
