@@ -27,6 +27,8 @@ Choice = tuple[int, TokenLogprob | None]
 
 
 class HostChooser:
+    bytes_in = bytes_out = 0  # the logits are where the choosing is: nothing crosses
+
     def choose(self, sequences: Rows[Sequence], logits: np.ndarray, rows: Rows[int] | None = None) -> list[Choice]:
         """Sequence i's token from logits row `rows[i]` (default i) of [n, vocab]."""
         logits = np.asarray(logits)
@@ -42,7 +44,17 @@ class DeviceChooser:
     def __init__(self, sampler: CudaSampler, needs_host_logits: Callable[[Sequence], bool] = lambda seq: False):
         self.sampler, self.needs_host_logits = sampler, needs_host_logits
         self.host = HostChooser()
-        self.bytes_out = 0  # logits copied back for rows chosen on the host
+        self.fallback_bytes = 0  # logits copied back for rows chosen on the host
+
+    @property
+    def bytes_in(self) -> int:
+        """Host -> device bytes: the rows' sampling parameters (and logits that were on the host)."""
+        return self.sampler.bytes_in
+
+    @property
+    def bytes_out(self) -> int:
+        """Device -> host bytes: token ids, asked-for log-probabilities, logits of rows chosen on the host."""
+        return self.sampler.bytes_out + self.fallback_bytes
 
     def choose(self, sequences: Rows[Sequence], logits: Any, rows: Rows[int] | None = None) -> list[Choice]:
         """Sequence i's token from row `rows[i]` (default i) of the device logits [n, vocab] (host ones are copied
@@ -58,7 +70,7 @@ class DeviceChooser:
                 choices[i] = _choice(chosen, j, sequences[i].params.logprobs)
         if on_host:
             host = logits if isinstance(logits, np.ndarray) else logits.get()
-            self.bytes_out += 0 if isinstance(logits, np.ndarray) else host.nbytes
+            self.fallback_bytes += 0 if isinstance(logits, np.ndarray) else host.nbytes
             picked = self.host.choose([sequences[i] for i in on_host], host, [rows[i] for i in on_host])
             for i, choice in zip(on_host, picked):
                 choices[i] = choice

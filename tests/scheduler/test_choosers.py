@@ -27,7 +27,7 @@ def test_device_rows_follow_the_reference_and_host_rows_their_own_sampler():
     twin = _sequence(temperature=0.8, seed=3, top_k=7)  # its host Sampler draws what the flagged row's draws
     choices = chooser.choose(seqs, fake_cupy.asarray(LOGITS), rows=[2, 0, 3])
     assert choices[1] == (twin.sampler.choose(LOGITS[0]), None)
-    assert chooser.bytes_out == LOGITS.nbytes  # the logits came back once, for that row
+    assert chooser.bytes_out == LOGITS.nbytes + 2 * 8  # the logits came back once, for that row; two token ids
     want = choose_rows(LOGITS, [row_sampling(seqs[0]), row_sampling(seqs[2])], logits_rows=[2, 3])
     assert [choices[0][0], choices[2][0]] == want.tokens.tolist()
     assert row_sampling(seqs[0]) == RowSampling(
