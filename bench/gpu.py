@@ -64,7 +64,7 @@ from gpu_runners import (  # noqa: E402
     luminal_cuda,
     torch_runner,
 )
-from gpu_serving import SERVE_CHUNK, SERVE_STEP, SERVING, report, serve, serving_graphs, serving_model  # noqa: E402
+from gpu_serving import SERVING, load_serving, report, serve, serving_graphs, serving_model  # noqa: E402
 from gpu_table import Result, Timing, compare  # noqa: E402
 from torch_models import TorchBert, TorchLlama  # noqa: E402
 
@@ -72,7 +72,7 @@ import luminal as lm  # noqa: E402
 import luminal.functional as F  # noqa: E402
 from luminal.compiler.artifact import ArtifactError  # noqa: E402
 from luminal.compiler.targets import TARGETS  # noqa: E402
-from luminal.runtime.registry import RuntimeUnavailable, runtime_for  # noqa: E402
+from luminal.runtime.registry import RuntimeUnavailable  # noqa: E402
 
 GRAPH, KERNELS = "luminal cuda (one CUDA graph)", "luminal cuda (kernel by kernel)"
 PAGED = "luminal cuda paged step (one CUDA graph)"  # the decode step the LLM engine runs
@@ -333,12 +333,8 @@ class Bench:
     def serving(self) -> None:
         """(e): the engine on the CUDA runtime with device pools and device sampling (bench/gpu_serving.py)."""
         s = self.sizes
-        executables = {}
         try:
-            for name in (SERVE_STEP, SERVE_CHUNK):
-                got = self.programs.get(name, self.graphs[name].bind(self.llama_weights))
-                print(f"  {name}: {got.how} in {got.seconds:.1f} s, {len(got.program.kernels.kernels)} kernels")
-                executables[name] = runtime_for("cuda").load(got.program, self.llama_weights)
+            executables = load_serving(self.programs, self.graphs, self.llama_weights)
             served = serve(serving_model(s, self.graphs, executables), s, new_tokens=6 if self.small else 64)
         except RuntimeUnavailable as e:
             print(f"\n(e) LLM serving: {s.sequences} concurrent sequences\n    {SERVING:<40} unavailable: {e}")

@@ -21,6 +21,7 @@ import numpy as np
 import luminal as lm
 from luminal.nn.models.llama import LlamaForCausalLM
 from luminal.nn.models.paged_decoding import DEFAULT_BLOCK_SIZE, paged_chunk_graph, paged_step_graph
+from luminal.runtime.registry import runtime_for
 from luminal.scheduler.generation.engine import GenerationEngine
 from luminal.scheduler.generation.language_model import LanguageModel
 from luminal.scheduler.generation.sampling import SamplingParams
@@ -55,6 +56,17 @@ class Loaded:
 
     def run(self, inputs: dict, dims: dict | None = None) -> dict:
         return self.executable.run(inputs, dims)
+
+
+def load_serving(programs, graphs: dict[str, lm.Graph], weights: dict) -> dict[str, Any]:
+    """The step and chunk compiled (or read) and loaded by the CUDA runtime with `weights` (RuntimeUnavailable
+    where it cannot run)."""
+    executables = {}
+    for name in (SERVE_STEP, SERVE_CHUNK):
+        got = programs.get(name, graphs[name].bind(weights))
+        print(f"  {name}: {got.how} in {got.seconds:.1f} s, {len(got.program.kernels.kernels)} kernels")
+        executables[name] = runtime_for("cuda").load(got.program, weights)
+    return executables
 
 
 def serving_model(sizes, graphs: dict[str, lm.Graph], executables: dict[str, Any]) -> LanguageModel:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import luminal as lm
+from tests.runtime.cuda.conftest import fake_cublas_library  # noqa: F401 - a fixture the tests use
 from tests.runtime.cuda.fake_sampler import use_sampler_shim
 from tests.scheduler.device_model import on_fake_device
 
@@ -21,14 +22,6 @@ from luminal.runtime.cuda.sampler import THREADS  # noqa: E402
 
 pytestmark = [pytest.mark.needs("g++"), pytest.mark.usefixtures("fake_cublas_library")]
 GREEDY = dict(temperature=0.0)
-
-
-@pytest.fixture
-def fake_cublas_library(monkeypatch):
-    from luminal.runtime.cuda import cublas
-    from tests.runtime.cuda import fake_cublas
-
-    monkeypatch.setattr(cublas, "cublas_library", fake_cublas)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from luminal.scheduler.generation.memory_space import DeviceMemory
 from luminal.scheduler.generation.sampling import SamplingParams
 from tests.llm_folders import greedy_answer
 from tests.runtime.cuda import fake_cupy
+from tests.runtime.cuda.conftest import fake_cublas_library  # noqa: F401 - a fixture the tests use
 from tests.scheduler.device_model import cpu_llama, fake_device_model
 
 pytestmark = [pytest.mark.needs("g++"), pytest.mark.usefixtures("fake_cublas_library")]
@@ -25,14 +26,6 @@ PROMPTS = ("the quick brown fox", "hello world", "language models answer questio
 def models(tmp_path_factory):
     hf, package, cpu = cpu_llama(tmp_path_factory.mktemp("device-engine"))
     return hf, cpu, fake_device_model(cpu, package), fake_device_model(cpu, package, chunked=False)
-
-
-@pytest.fixture
-def fake_cublas_library(monkeypatch):
-    from luminal.runtime.cuda import cublas
-    from tests.runtime.cuda import fake_cublas
-
-    monkeypatch.setattr(cublas, "cublas_library", fake_cublas)
 
 
 def _run(engine: GenerationEngine) -> None:
