@@ -33,6 +33,7 @@ def source(threads: int = THREADS) -> str:
 class CudaSampler:
     def __init__(self, cp: Any, threads: int = THREADS):
         self.cp, self.threads = cp, threads
+        self.device = cp.cuda.Device()  # the current device at load: every call runs there
         self.module = cp.cuda.function.Module()
         self.module.load(nvrtc.compile_cubin(source(threads), architecture(cp)))
         self.kernel = self.module.get_function(KERNEL)
@@ -45,6 +46,11 @@ class CudaSampler:
         logits row `logits_rows[r]` (default: r), under its RowSampling; `bias` float32 [rows, vocab] is added
         first, and `allowed` (uint32 bitmask words [rows, ceil(vocab / 32)], runtime/sampling.pack_allowed) leaves
         only its tokens; either may be host or device arrays. Only the outputs the rows asked for come back."""
+        with self.device:
+            return self._choose(logits, rows, bias, allowed, logits_rows)
+
+    def _choose(self, logits: Any, rows: Sequence[RowSampling], bias: Any, allowed: Any,
+                logits_rows: Sequence[int] | None) -> Chosen:  # fmt: skip
         cp = self.cp
         logits = self._float32(self._on_device(logits))
         count, vocab = len(rows), logits.shape[1]

@@ -112,5 +112,8 @@ def choose_each(chooser: HostChooser | DeviceChooser, items: Rows[tuple[Sequence
 
 
 def chooser_for(memory: HostMemory | DeviceMemory) -> HostChooser | DeviceChooser:
-    """Where the logits of programs run in `memory` are chosen from: the device sampler for device memory."""
-    return DeviceChooser(CudaSampler(memory.cp)) if memory.on_device else HostChooser()
+    """Where the logits of programs run in `memory` are chosen from: the device sampler, on that memory's device."""
+    if not memory.on_device:
+        return HostChooser()
+    with memory.device:
+        return DeviceChooser(CudaSampler(memory.cp))
