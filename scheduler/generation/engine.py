@@ -192,7 +192,14 @@ class GenerationEngine:
         for stream in self._take_waiting():
             self.chunked.add(stream)
         finished = self.chunked.round()
-        choices = choose_each(self.chooser, [(stream.sequence, logits, r) for stream, logits, r in finished])
+        try:
+            choices = choose_each(self.chooser, [(stream.sequence, logits, r) for stream, logits, r in finished])
+        except Exception as e:  # these sequences fail; the running batch goes on
+            log.exception("choosing first tokens failed")
+            for stream, _, _ in finished:
+                self.batch.release(id(stream))
+                stream.put(Failed(f"choosing the first token failed: {type(e).__name__}: {e}"))
+            return
         for (stream, _, _), choice in zip(finished, choices):
             if self._deliver(stream, *choice):
                 self.batch.release(id(stream))
@@ -216,6 +223,7 @@ class GenerationEngine:
         started, began = time.time(), time.perf_counter()
         try:
             out = self.model.prefill.run(feed)
+            choices = self.chooser.choose([s.sequence for s in arrivals], out["logits"])
         except Exception as e:  # these sequences fail; the running batch goes on
             log.exception("prefill failed")
             for stream in arrivals:
@@ -225,7 +233,6 @@ class GenerationEngine:
         share = (time.perf_counter() - began) / len(arrivals)
         self.prefills += 1
         joining = []
-        choices = self.chooser.choose([s.sequence for s in arrivals], out["logits"])
         for r, (stream, choice) in enumerate(zip(arrivals, choices)):
             stream.started_at, stream.compute_s = started, stream.compute_s + share
             if self._deliver(stream, *choice):
@@ -264,6 +271,7 @@ class GenerationEngine:
         began = time.perf_counter()
         try:
             out = self.memory.run(self.model.step, self.batch.step_feed(tokens))
+            choices = self.chooser.choose([s.sequence for s in self.running], out["logits"])
         except Exception as e:  # every running sequence fails and the cache starts over
             log.exception("decode step failed")
             for stream in self.running:
@@ -277,7 +285,6 @@ class GenerationEngine:
         self.batch.advance(out)
         self.steps += 1
         self.rows_stepped += len(self.running)
-        choices = self.chooser.choose([s.sequence for s in self.running], out["logits"])
         done = [r for r, (stream, choice) in enumerate(zip(self.running, choices)) if self._deliver(stream, *choice)]
         self._remove(done)
 

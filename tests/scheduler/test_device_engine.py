@@ -1,8 +1,8 @@
 """The engine on a CUDA worker, through the fake device: the KV pools are device arrays that the paged step and
 the prefill chunk write in place (the same arrays every step, never copied to the host), tokens are chosen by the
 device sampler, and only token ids, positions, block tables and sampling parameters cross per step. Greedy
-completions equal transformers' and the CPU engine's; a seeded sampled sequence repeats whatever shares its
-batch."""
+completions equal transformers'; a seeded sampled sequence repeats whatever shares its batch. A chooser that fails
+fails its sequences, not the engine."""
 
 import asyncio
 
@@ -13,6 +13,7 @@ from luminal.scheduler.generation.choosers import DeviceChooser
 from luminal.scheduler.generation.engine import GenerationEngine
 from luminal.scheduler.generation.memory_space import DeviceMemory
 from luminal.scheduler.generation.sampling import SamplingParams
+from luminal.scheduler.generation.stream import GenerationFailed
 from tests.llm_folders import greedy_answer
 from tests.runtime.cuda import fake_cupy
 from tests.runtime.cuda.conftest import fake_cublas_library  # noqa: F401 - a fixture the tests use
@@ -108,3 +109,31 @@ def test_a_seeded_sequence_repeats_whatever_shares_its_batch(models):
         assert d.logprob.token == d.token and len(d.logprob.top) == 2
         (first, p1), (_, p2) = d.logprob.top
         assert 0 >= p1 >= p2 and d.logprob.logprob <= p1 and (d.token != first or d.logprob.logprob == p1)
+
+
+class _Broken:
+    """A chooser that fails, as a device sampler meeting a fault would."""
+
+    def choose(self, sequences, logits, rows=None):
+        raise RuntimeError("the sampler faulted")
+
+
+@pytest.mark.parametrize("at", ["first token", "decode step"])
+def test_a_failed_choice_fails_its_sequences_and_the_engine_goes_on(models, at):
+    _, cpu, _, _ = models
+    engine, loop = GenerationEngine(cpu, prefill_chunk=64), asyncio.new_event_loop()
+    working = engine.chooser
+    if at == "first token":
+        engine.chooser = _Broken()
+    broken = engine.submit(cpu.codec.encode("hello world"), _greedy(4), loop)
+    engine.run_once()
+    engine.chooser = _Broken()
+    engine.run_once()
+    assert not engine.running and not engine.prefilling and engine.batch.pool.in_use == 0
+    with pytest.raises(GenerationFailed, match="failed: RuntimeError: the sampler faulted"):
+        loop.run_until_complete(_deltas(broken))
+    engine.chooser = working
+    after = engine.submit(cpu.codec.encode("hello world"), _greedy(4), loop)
+    _run(engine)
+    assert len(after.sequence.tokens) == 4
+    loop.close()
