@@ -6,7 +6,9 @@ the device sampler in one launch (runtime/cuda/sampler.py; its meaning: luminal/
 ids, and the log-probabilities of rows that ask, come back. A seeded sequence's draws there come from a counter-based
 generator keyed by its seed and the token's index, not from the host's numpy stream: the same seed gives other
 tokens on a CUDA worker than on a CPU one. Rows for which `needs_host_logits` says so (a per-sequence rule the
-device sampler cannot apply) are chosen on the host from their logits copied back.
+device sampler cannot apply) are chosen on the host from their logits copied back; `constraints` gives a row an
+additive bias [vocab] and / or an allowed-token mask [vocab] (bools) that the device sampler applies before
+choosing (logit_bias, grammar masks): both are sent for the whole batch the step any row has one.
 """
 
 from __future__ import annotations
@@ -18,12 +20,17 @@ from typing import Any
 import numpy as np
 
 from luminal.runtime.cuda.sampler import CudaSampler
-from luminal.runtime.sampling import Chosen, RowSampling
+from luminal.runtime.sampling import Chosen, RowSampling, pack_allowed
 from luminal.scheduler.generation.logprobs import TokenLogprob, token_logprob
 from luminal.scheduler.generation.memory_space import DeviceMemory, HostMemory
 from luminal.scheduler.generation.sequence import Sequence
 
 Choice = tuple[int, TokenLogprob | None]
+Constraints = Callable[[Sequence], tuple[np.ndarray | None, np.ndarray | None]]  # (bias, allowed), None: none
+
+
+def no_constraints(seq: Sequence) -> tuple[None, None]:
+    return None, None
 
 
 class HostChooser:
@@ -41,8 +48,9 @@ class HostChooser:
 
 
 class DeviceChooser:
-    def __init__(self, sampler: CudaSampler, needs_host_logits: Callable[[Sequence], bool] = lambda seq: False):
-        self.sampler, self.needs_host_logits = sampler, needs_host_logits
+    def __init__(self, sampler: CudaSampler, needs_host_logits: Callable[[Sequence], bool] = lambda seq: False,
+                 constraints: Constraints = no_constraints):  # fmt: skip
+        self.sampler, self.needs_host_logits, self.constraints = sampler, needs_host_logits, constraints
         self.host = HostChooser()
         self.fallback_bytes = 0  # logits copied back for rows chosen on the host
 
@@ -65,7 +73,8 @@ class DeviceChooser:
         choices: list[Choice | None] = [None] * len(sequences)
         if on_device:
             params = [row_sampling(sequences[i]) for i in on_device]
-            chosen = self.sampler.choose(logits, params, logits_rows=[rows[i] for i in on_device])
+            bias, allowed = _dense([self.constraints(sequences[i]) for i in on_device], logits.shape[1])
+            chosen = self.sampler.choose(logits, params, bias, allowed, logits_rows=[rows[i] for i in on_device])
             for j, i in enumerate(on_device):
                 choices[i] = _choice(chosen, j, sequences[i].params.logprobs)
         if on_host:
@@ -84,6 +93,19 @@ def row_sampling(seq: Sequence) -> RowSampling:
     top_k = p.top_k if p.top_k and p.top_k > 0 else 0
     logprobs = -1 if p.logprobs is None else p.logprobs
     return RowSampling(p.temperature, p.top_p, top_k, seq.sampler.key, len(seq.tokens), logprobs)
+
+
+def _dense(constraints: list[tuple], vocab: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The rows' biases as one float32 [rows, vocab] (zeros where a row has none) and their masks as one packed
+    bitmask (every token allowed where a row has none); None for either that no row has."""
+    biases, masks = zip(*constraints) if constraints else ((), ())
+    bias = None
+    if any(b is not None for b in biases):
+        bias = np.stack([np.zeros(vocab, np.float32) if b is None else np.asarray(b, np.float32) for b in biases])
+    allowed = None
+    if any(m is not None for m in masks):
+        allowed = pack_allowed(np.stack([np.ones(vocab, bool) if m is None else np.asarray(m, bool) for m in masks]))
+    return bias, allowed
 
 
 def _choice(chosen: Chosen, j: int, top: int | None) -> Choice:

@@ -46,3 +46,16 @@ def test_choose_each_groups_rows_by_their_logits_array():
     seqs = [_sequence(temperature=0) for _ in range(3)]
     choices = choose_each(HostChooser(), [(seqs[0], first, 1), (seqs[1], second, 0), (seqs[2], first, 0)])
     assert [c[0] for c in choices] == [int(np.argmax(LOGITS[r])) for r in (1, 2, 0)]
+
+
+def test_constraints_bias_and_mask_the_rows_that_have_them():
+    bias = np.zeros(50, np.float32)
+    bias[7] = 100.0
+    allowed = np.zeros(50, bool)
+    allowed[[11, 12]] = True
+    rules = {0: (bias, None), 1: (None, allowed), 2: (None, None)}
+    seqs = [_sequence(temperature=0, seed=k) for k in range(3)]
+    chooser = DeviceChooser(shim_sampler(32), constraints=lambda seq: rules[seq.params.seed])
+    choices = chooser.choose(seqs, fake_cupy.asarray(LOGITS[:3]))
+    assert choices[0][0] == 7 and choices[1][0] == 11 + int(LOGITS[1, 12] > LOGITS[1, 11])
+    assert choices[2][0] == int(np.argmax(LOGITS[2]))  # a row without constraints: zero bias, every token allowed
