@@ -21,15 +21,17 @@ import numpy as np
 
 from luminal.runtime.cuda.sampler import CudaSampler
 from luminal.runtime.sampling import Chosen, RowSampling, pack_allowed
+from luminal.scheduler.generation.logit_shaping import shaping_constraints
 from luminal.scheduler.generation.logprobs import TokenLogprob, token_logprob
 from luminal.scheduler.generation.memory_space import DeviceMemory, HostMemory
 from luminal.scheduler.generation.sequence import Sequence
 
 Choice = tuple[int, TokenLogprob | None]
-Constraints = Callable[[Sequence], tuple[np.ndarray | None, np.ndarray | None]]  # (bias, allowed), None: none
+# (sequence, logits width) -> (bias, allowed), None: none
+Constraints = Callable[[Sequence, int], tuple[np.ndarray | None, np.ndarray | None]]
 
 
-def no_constraints(seq: Sequence) -> tuple[None, None]:
+def no_constraints(seq: Sequence, width: int) -> tuple[None, None]:
     return None, None
 
 
@@ -73,7 +75,8 @@ class DeviceChooser:
         choices: list[Choice | None] = [None] * len(sequences)
         if on_device:
             params = [row_sampling(sequences[i]) for i in on_device]
-            bias, allowed = _dense([self.constraints(sequences[i]) for i in on_device], logits.shape[1])
+            width = logits.shape[1]
+            bias, allowed = _dense([self.constraints(sequences[i], width) for i in on_device], width)
             chosen = self.sampler.choose(logits, params, bias, allowed, logits_rows=[rows[i] for i in on_device])
             for j, i in enumerate(on_device):
                 choices[i] = _choice(chosen, j, sequences[i].params.logprobs)
@@ -138,4 +141,4 @@ def chooser_for(memory: HostMemory | DeviceMemory) -> HostChooser | DeviceChoose
     if not memory.on_device:
         return HostChooser()
     with memory.device:
-        return DeviceChooser(CudaSampler(memory.cp))
+        return DeviceChooser(CudaSampler(memory.cp), constraints=shaping_constraints)

@@ -2,14 +2,20 @@
 the named tokens) and a grammar's token mask (every token it forbids gets -inf). Both happen only in the sampling of
 the sequences that asked: a sequence without them keeps the plain `Sampler`, so an unconstrained neighbour in the
 same batch does no extra work. The greedy choice and the sampled one both see the shaped row; logprobs stay those
-of the model's own logits (the engine computes them from the row it was given)."""
+of the model's own logits (the engine computes them from the row it was given). On a device, the same bias and
+mask go to the device sampler through `shaping_constraints` (choosers.py) and the host's sampler is not used."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from luminal.scheduler.generation.grammar import TokenConstraint
 from luminal.scheduler.generation.sampling import Sampler, SamplingParams
+
+if TYPE_CHECKING:  # sequence.py makes its sampler here
+    from luminal.scheduler.generation.sequence import Sequence
 
 
 class ShapedSampler(Sampler):
@@ -24,11 +30,18 @@ class ShapedSampler(Sampler):
     def shape(self, logits: np.ndarray) -> np.ndarray:
         """The row the sampler chooses from: biased, then masked."""
         row = np.asarray(logits, np.float32)
-        if self.params.logit_bias:
-            row = row + self._bias_for(row.size)
-        if self.constraint is not None:
-            row = np.where(self.constraint.allowed(row.size), row, np.float32(-np.inf))
+        bias, allowed = self.constraints(row.size)
+        if bias is not None:
+            row = row + bias
+        if allowed is not None:
+            row = np.where(allowed, row, np.float32(-np.inf))
         return row
+
+    def constraints(self, width: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The next token's additive bias [width] and allowed-token mask [width] (None: none), as the device
+        sampler takes them (choosers.py) and `shape` applies them on the host."""
+        bias = self._bias_for(width) if self.params.logit_bias else None
+        return bias, None if self.constraint is None else self.constraint.allowed(width)
 
     def _bias_for(self, width: int) -> np.ndarray:
         if self._bias is None or self._bias.size != width:
@@ -44,3 +57,9 @@ def sampler_for(params: SamplingParams, constraint: TokenConstraint | None) -> S
     if constraint is None and not params.logit_bias:
         return Sampler(params)
     return ShapedSampler(params, constraint)
+
+
+def shaping_constraints(seq: Sequence, width: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """A sequence's (bias, allowed mask) for a device sampler's row of `width` logits: none for a plain one."""
+    sampler = seq.sampler
+    return sampler.constraints(width) if isinstance(sampler, ShapedSampler) else (None, None)

@@ -55,7 +55,7 @@ def test_constraints_bias_and_mask_the_rows_that_have_them():
     allowed[[11, 12]] = True
     rules = {0: (bias, None), 1: (None, allowed), 2: (None, None)}
     seqs = [_sequence(temperature=0, seed=k) for k in range(3)]
-    chooser = DeviceChooser(shim_sampler(32), constraints=lambda seq: rules[seq.params.seed])
+    chooser = DeviceChooser(shim_sampler(32), constraints=lambda seq, width: rules[seq.params.seed])
     choices = chooser.choose(seqs, fake_cupy.asarray(LOGITS[:3]))
     assert choices[0][0] == 7 and choices[1][0] == 11 + int(LOGITS[1, 12] > LOGITS[1, 11])
     assert choices[2][0] == int(np.argmax(LOGITS[2]))  # a row without constraints: zero bias, every token allowed

@@ -146,3 +146,25 @@ def test_a_tokenizer_the_engine_cannot_read_is_a_grammar_error():
     grammars = Grammars(Unreadable(), frozenset({1}))
     with pytest.raises(GrammarError, match="tokenizer cannot be constrained"):
         grammars.check(grammar_request(JSON_OBJECT))
+
+
+@pytest.mark.needs("g++")
+def test_on_a_device_the_sampler_takes_the_mask_and_bias(codec):
+    """The device sampler (its kernel through the CuPy stand-in) gets each constrained row's mask and bias from
+    shaping_constraints: random logits still give valid JSON, and a plain row beside it is its plain argmax."""
+    from luminal.scheduler.generation.choosers import DeviceChooser
+    from luminal.scheduler.generation.logit_shaping import shaping_constraints
+    from tests.runtime.cuda import fake_cupy
+    from tests.runtime.cuda.fake_sampler import shim_sampler
+
+    chooser = DeviceChooser(shim_sampler(32), constraints=shaping_constraints)
+    params = SamplingParams(200, 0.0, response_format=grammar_request(JSON_SCHEMA, SCHEMA), logit_bias=((89, 5.0),))
+    constrained = Sequence([0], params, codec.decode, codec.eos_token_ids, grammars=codec.grammars)
+    plain = Sequence([0], SamplingParams(200, 0.0), codec.decode, grammars=codec.grammars)
+    rng = np.random.default_rng(1)
+    while not constrained.finished:
+        logits = rng.normal(scale=3.0, size=(2, codec.tokenizer.get_vocab_size())).astype(np.float32)
+        (token, _), (free, _) = chooser.choose([constrained, plain], fake_cupy.asarray(logits))
+        assert free == int(np.argmax(logits[1]))
+        constrained.add(token)
+    jsonschema.validate(json.loads(constrained.text), SCHEMA)
