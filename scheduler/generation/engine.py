@@ -35,7 +35,7 @@ from luminal.scheduler.generation.logprobs import token_logprob
 from luminal.scheduler.generation.paged_cache import PagedCache
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
-from luminal.scheduler.generation.stream import Account, Delta, Failed, TokenStream
+from luminal.scheduler.generation.stream import Account, Delta, EventSink, Failed, TokenStream
 from luminal.scheduler.generation.waiting import MAX_WAITING, WaitingLine
 from luminal.scheduler.generation.waiting import EngineBusy as EngineBusy  # submit raises it: import it from here
 from luminal.scheduler.work import DEFAULT_PRIORITY
@@ -85,14 +85,15 @@ class GenerationEngine:
         self,
         prompt: list[int],
         params: SamplingParams,
-        loop: asyncio.AbstractEventLoop,
+        sink: EventSink | asyncio.AbstractEventLoop,
         account: Account | None = None,
         priority: int = DEFAULT_PRIORITY,
         timeout_s: float | None = None,
         waited_s: float = 0.0,
     ) -> TokenStream:
         """Queue a sequence at `priority` (1 most urgent .. 10) to join the batch within `timeout_s` seconds (None:
-        no deadline) of its request's arrival, `waited_s` seconds ago; it ends with Expired if it cannot. Raises
+        no deadline) of its request's arrival, `waited_s` seconds ago; it ends with Expired if it cannot. Its events
+        go to `sink` (an asyncio loop: to a `LoopSink` on it, which `async for` over the stream reads). Raises
         EngineBusy when too many already wait."""
         total = len(prompt) + params.max_tokens
         if not prompt:
@@ -107,7 +108,7 @@ class GenerationEngine:
         except PoolTooSmall as e:
             raise PromptTooLong(f"{e}: ask for fewer tokens") from None
         codec = self.model.codec
-        stream = TokenStream(Sequence(prompt, params, codec.decode, codec.eos_token_ids), loop, account)
+        stream = TokenStream(Sequence(prompt, params, codec.decode, codec.eos_token_ids), sink, account)
         stream.on_cancel = self._changed
         with self._wake:
             self.waiting.add(stream, priority, timeout_s, waited_s)

@@ -1,0 +1,63 @@
+"""The sequence transport: how language-model sequences go from the gateway to the workers that hold the engines,
+and how their events come back.
+
+Gateway side: `submit` (admission: raises EngineBusy, a 429, when the deployment's waiting line is full, never
+waits), `events` (the sequence's events as they come: Started naming the worker that took it, then its deltas,
+ending with the last delta or a failure), `cancel` (the client went away). Worker side: `take` (the next sequences,
+most urgent first and in arrival order within a level; those whose waiting deadline passed are ended with Expired
+and never returned), `emit` (a step's events of many sequences at once), `cancelled` (which of its sequences'
+clients went away: checked every step). `depth` and `in_flight` are the deployment's load, for the autoscaler.
+Backends: `MemorySequences` (the embedded default, one process); the same contract tests run on each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from typing import Protocol
+
+from luminal.scheduler.generation.stream import Delta, Event, Failed
+from luminal.scheduler.sequences.request import SequenceRequest
+
+
+def is_last(event: Event) -> bool:
+    """Whether nothing follows `event` on its sequence: its last delta, or a failure."""
+    return isinstance(event, Failed) or (isinstance(event, Delta) and event.finish_reason is not None)
+
+
+class SequenceTransport(Protocol):
+    # --- gateway side ---
+    def submit(self, request: SequenceRequest, max_waiting: int) -> None:
+        """Queue the sequence in its deployment's waiting line (bounded by `max_waiting`) or raise EngineBusy."""
+        ...
+
+    def events(self, request_id: str) -> AsyncIterator[Event]:
+        """The sequence's events, in order, until its last one; read once, by the gateway that submitted it."""
+        ...
+
+    def cancel(self, request_id: str) -> None:
+        """Its client went away: a waiting sequence is dropped, a running one is dropped by its worker before its
+        next step. Idempotent, and harmless for a sequence that already ended."""
+        ...
+
+    def depth(self, deployment_id: int) -> int:
+        """Sequences waiting for a worker."""
+        ...
+
+    def in_flight(self, deployment_id: int) -> int:
+        """Sequences taken by a worker and not yet ended."""
+        ...
+
+    # --- worker side ---
+    def take(self, deployment_id: int, worker_id: str, max_items: int, wait_s: float) -> list[SequenceRequest]:
+        """Up to `max_items` sequences, waiting up to `wait_s` for the first."""
+        ...
+
+    def emit(self, events: list[tuple[str, Event]]) -> None:
+        """(request id, event) pairs, in order: one step's events in one call."""
+        ...
+
+    def cancelled(self, request_ids: Iterable[str]) -> set[str]:
+        """Which of `request_ids` were cancelled."""
+        ...
+
+    def close(self) -> None: ...
