@@ -53,6 +53,19 @@ class PromptTooLong(ValueError):
     """The prompt plus the tokens asked for do not fit the model's positions (a 400)."""
 
 
+def check_length(prompt: list[int], max_tokens: int, max_positions: int) -> int:
+    """The positions the sequence needs (prompt plus max_tokens); PromptTooLong when that is none or too many."""
+    total = len(prompt) + max_tokens
+    if not prompt:
+        raise PromptTooLong("the prompt is empty: it must hold at least one token")
+    if total > max_positions:
+        raise PromptTooLong(
+            f"this model's maximum context length is {max_positions} tokens; the prompt has "
+            f"{len(prompt)} and max_tokens asks for {max_tokens} more ({total})"
+        )
+    return total
+
+
 class GenerationEngine:
     def __init__(
         self,
@@ -95,14 +108,7 @@ class GenerationEngine:
         no deadline) of its request's arrival, `waited_s` seconds ago; it ends with Expired if it cannot. Its events
         go to `sink` (an asyncio loop: to a `LoopSink` on it, which `async for` over the stream reads). Raises
         EngineBusy when too many already wait."""
-        total = len(prompt) + params.max_tokens
-        if not prompt:
-            raise PromptTooLong("the prompt is empty: it must hold at least one token")
-        if total > self.model.max_positions:
-            raise PromptTooLong(
-                f"this model's maximum context length is {self.model.max_positions} tokens; the prompt has "
-                f"{len(prompt)} and max_tokens asks for {params.max_tokens} more ({total})"
-            )
+        total = check_length(prompt, params.max_tokens, self.model.max_positions)
         try:
             self.batch.check_fits(total)
         except PoolTooSmall as e:
