@@ -39,7 +39,7 @@ SLOW = (
     "runtime/cuda/test_nvrtc.py",
     "scaleout/test_scaleout_kills.py",
     "scheduler/test_billing_under_kills.py", "scheduler/test_celery_compile.py", "scheduler/test_generation_engine.py",
-    "scheduler/test_generation_window.py", "test_embedding_package.py",
+    "scheduler/test_generation_window.py", "scheduler/test_llm_worker.py", "test_embedding_package.py",
     "scheduler/test_queues.py",
     "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py",
     "deploy/test_wheel_install.py",
