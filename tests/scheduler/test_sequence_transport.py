@@ -1,6 +1,7 @@
-"""The sequence transport's contract (scheduler/sequences/base.py), which every backend keeps: admission with the
-waiting line's bound, priorities and deadlines; a step's events reaching the sequence's reader in order;
-cancellation of waiting and running sequences; the load the autoscaler reads; the gateway-side relay."""
+"""The sequence transport's contract (scheduler/sequences/base.py), which every backend keeps (in memory, and on the
+Redis at LUMINAL_TEST_REDIS_URL): admission with the waiting line's bound, priorities and deadlines; a step's events
+reaching the sequence's reader in order; cancellation of waiting and running sequences; the load the autoscaler
+reads; the gateway-side relay."""
 
 from __future__ import annotations
 
@@ -16,15 +17,22 @@ from luminal.scheduler.generation.logprobs import TokenLogprob
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.stream import Account, Delta, Expired, Failed, Started, WaitExpired
 from luminal.scheduler.sequences.memory import MemorySequences
+from luminal.scheduler.sequences.redis_sequences import RedisSequences
 from luminal.scheduler.sequences.relay import RelayedStream
 from luminal.scheduler.sequences.request import SequenceRequest
+from tests.scheduler.queue_fixtures import REDIS_URL
 
 DEPLOYMENT = 11
 
 
-@pytest.fixture(params=["memory"])
+@pytest.fixture(params=["memory", "redis"])
 def transport(request):
-    yield MemorySequences()
+    if request.param == "memory":
+        yield MemorySequences()
+        return
+    transport = RedisSequences(REDIS_URL, request.getfixturevalue("redis_namespace"))
+    yield transport
+    transport.close()
 
 
 def sequence(priority: int = 5, timeout_s: float | None = None, waited_s: float = 0.0, **params) -> SequenceRequest:
