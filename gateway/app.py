@@ -29,8 +29,7 @@ from luminal.gateway.routers import (
 )
 from luminal.gateway.scheduler_backend import SchedulerBackend
 from luminal.gateway.sweeps import Sweeper
-from luminal.provisioner.backends import ThreadWorkers, WorkerBackend
-from luminal.provisioner.gateway_language_models import GatewayLanguageModels
+from luminal.provisioner.backends import ThreadWorkers
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
 from luminal.provisioner.tenant_limits import TenantLimits
 from luminal.provisioner.worker_backends import open_worker_backend
@@ -118,15 +117,15 @@ def _start_scheduler(
     # Bills what thread workers answered before an earlier process was killed (whatever the backend is now).
     journal_dir = settings.data_dir / "usage-journal"
     replay(journal_dir, sql_ledger)
-    # Language models' sequences reach their workers' engines through it (today always in memory: their workers
-    # are threads of this gateway, whatever backend runs the other deployments' workers).
-    sequences = open_sequences(None)
-    programs = ProgramCache(artifacts.local_path, compute=compute)
-    ledger = BufferedLedger(sql_ledger, UsageJournal(journal_dir))
-    threads = ThreadWorkers(queue, programs, ledger, registry, sequences=sequences)
-    worker_backend: WorkerBackend = threads
-    if settings.worker_backend != "thread":  # worker processes keep their own ledger
-        worker_backend = GatewayLanguageModels(open_worker_backend(settings, registry), threads)
+    # Language models' sequences reach their workers' engines through it (in memory, or on the queue's Redis).
+    sequences = open_sequences(settings.queue_url, settings.queue_namespace)
+    ledger, engines = None, Engines()  # worker processes keep their own ledger, and their engines
+    if settings.worker_backend != "thread":
+        worker_backend = open_worker_backend(settings, registry)
+    else:
+        programs = ProgramCache(artifacts.local_path, compute=compute)
+        ledger = BufferedLedger(sql_ledger, UsageJournal(journal_dir))
+        worker_backend = ThreadWorkers(queue, programs, ledger, registry, sequences=sequences, engines=engines)
     scaling = ProvisionerSettings(
         target_per_replica=settings.scale_target_per_replica,
         idle_to_zero_s=settings.scale_to_zero_after_s,
@@ -149,7 +148,7 @@ def _start_scheduler(
         sequences=sequences,
     )
     provisioner.start()
-    return queue, registry, provisioner, ledger, drainer, sequences, threads.engines
+    return queue, registry, provisioner, ledger, drainer, sequences, engines
 
 
 def _ready_specs(db: Database) -> list[WorkerSpec]:
@@ -172,6 +171,8 @@ def stop_platform(platform: Platform) -> None:
         platform.usage_drainer.close()
     if platform.queue is not None:
         platform.queue.close()
+    if platform.sequences is not None:
+        platform.sequences.close()
     platform.compiles.shutdown()
     if platform.heartbeat is not None:
         platform.heartbeat.stop()
