@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from fastapi import Request
@@ -41,6 +42,7 @@ from luminal.scheduler.generation.logprobs import TokenLogprob
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.stream import Account, Delta, GenerationFailed, WaitExpired
 from luminal.scheduler.generation.tokenizer import TextCodec
+from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.sequences.base import SequenceTransport
 from luminal.scheduler.sequences.relay import RelayedStream
 from luminal.scheduler.sequences.request import SequenceRequest
@@ -48,6 +50,9 @@ from luminal.scheduler.work import effective_priority
 from luminal.store.tables import Tenant
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
+# A language-model worker heartbeats every second between rounds (each a few milliseconds): one silent this long
+# is dead or hung, and the sequence it was generating ends (or goes to another worker, had it sent nothing).
+WORKER_SILENT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ class Served:
     metrics: GenerationMetrics
     max_wait_s: float  # the longest a sequence waits for a place in a batch (Settings.request_timeout_s)
     notify: Callable[[int], None]  # tells the provisioner a sequence was queued for a deployment (by id)
+    registry: WorkerRegistry | None  # whether the worker running a sequence still lives (None: not watched)
 
     def start(
         self, prompt: list[int], params: SamplingParams, scheduling: SchedulingFields, arrived: float
@@ -78,7 +84,8 @@ class Served:
         request = SequenceRequest(account, tuple(prompt), params, priority, wait, time.time() - waited)
         self.sequences.submit(request, d["max_waiting"])
         self.notify(d["id"])  # queued first: a deployment scaled to zero starts its first worker on seeing it
-        return RelayedStream(self.sequences, request), self.metrics.sequence(
+        alive = None if self.registry is None else partial(worker_alive, self.registry, d["id"])
+        return RelayedStream(self.sequences, request, alive, d["max_waiting"]), self.metrics.sequence(
             ModelLabels.of(self.name, d["version"], d["id"]), arrived
         )
 
@@ -96,7 +103,14 @@ async def language_model(platform: Platform, tenant: Tenant, name: str) -> Serve
     codec, max_positions = await run_in_threadpool(platform.language_models.get, d["program_key"])
     metrics, max_wait_s = platform.generation_metrics, platform.settings.request_timeout_s
     notify = platform.provisioner.notify if platform.provisioner is not None else lambda deployment_id: None
-    return Served(platform.sequences, codec, max_positions, tenant.id, name, d, metrics, max_wait_s, notify)
+    return Served(platform.sequences, codec, max_positions, tenant.id, name, d, metrics, max_wait_s, notify,
+                  platform.registry)  # fmt: skip
+
+
+def worker_alive(registry: WorkerRegistry, deployment_id: int, worker_id: str) -> bool:
+    """Whether the worker is registered for the deployment and heartbeated lately (blocking: a registry read)."""
+    info = next((w for w in registry.workers(deployment_id) if w.worker_id == worker_id), None)
+    return info is not None and time.time() - info.last_heartbeat < WORKER_SILENT_S
 
 
 def check_token_ids(codec: TextCodec, ids: list[int], param: str) -> None:

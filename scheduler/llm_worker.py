@@ -25,7 +25,7 @@ from luminal.scheduler.generation.billing import SequenceBilling
 from luminal.scheduler.generation.engine import EngineBusy, GenerationEngine
 from luminal.scheduler.generation.engines import Engines
 from luminal.scheduler.generation.language_model import load_language_model
-from luminal.scheduler.generation.stream import Delta, Event, Failed, Started, TokenStream
+from luminal.scheduler.generation.stream import Delta, Event, Failed, TokenStream
 from luminal.scheduler.registry import UnknownWorker, WorkerInfo, WorkerRegistry
 from luminal.scheduler.sequences.base import SequenceTransport, is_last
 from luminal.scheduler.sequences.request import SequenceRequest
@@ -113,7 +113,6 @@ class LanguageModelWorker:
 
     def _start(self, request: SequenceRequest) -> None:
         """Hand a taken sequence to the engine (its waiting deadline still counted from its request's arrival)."""
-        self._outbox.append((request.id, Started(self.worker_id)))
         sink = _Sink(request.id, self._outbox)
         try:
             stream = self.engine.submit(

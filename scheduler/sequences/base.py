@@ -3,11 +3,13 @@ and how their events come back.
 
 Gateway side: `submit` (admission: raises EngineBusy, a 429, when the deployment's waiting line is full, never
 waits), `events` (the sequence's events as they come: Started naming the worker that took it, then its deltas,
-ending with the last delta or a failure), `cancel` (the client went away). Worker side: `take` (the next sequences,
-most urgent first and in arrival order within a level; those whose waiting deadline passed are ended with Expired
-and never returned), `emit` (a step's events of many sequences at once), `cancelled` (which of its sequences'
-clients went away: checked every step). `depth` and `in_flight` are the deployment's load, for the autoscaler.
-Backends: `MemorySequences` (the embedded default, one process); the same contract tests run on each.
+ending with the last delta or a failure), `cancel` (the client went away). Worker side: `take` (the next
+sequences, most urgent first and in arrival order within a level, each one's reader told in the same step which
+worker took it, with Started; those whose waiting deadline passed are ended with Expired and never returned),
+`emit` (a step's events of many sequences at once), `cancelled` (which of its sequences' clients went away: checked
+every step). `depth` and `in_flight` are the deployment's load, for the autoscaler.
+Backends: `MemorySequences` (the embedded default, one process) and `RedisSequences` (gateways and worker
+processes on a shared Redis); the same contract tests run on each.
 """
 
 from __future__ import annotations

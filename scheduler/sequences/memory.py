@@ -13,7 +13,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable, Iterable
 
-from luminal.scheduler.generation.stream import Delta, Event, Failed
+from luminal.scheduler.generation.stream import Delta, Event, Failed, Started
 from luminal.scheduler.generation.waiting import WaitingLine
 from luminal.scheduler.sequences.base import is_last
 from luminal.scheduler.sequences.request import SequenceRequest
@@ -71,9 +71,12 @@ class MemorySequences:
 
     # --- gateway side ---
     def submit(self, request: SequenceRequest, max_waiting: int) -> None:
-        channel = _Channel()
-        waiting = _Waiting(request, channel)
         with self._lock:
+            # A sequence submitted again (its worker died before its first token) keeps its channel and reader.
+            channel = self._channels.get(request.id) or _Channel()
+            if request.id in self._taken:  # and the dead worker no longer runs it
+                self._running[self._taken.pop(request.id)] -= 1
+            waiting = _Waiting(request, channel)
             line = self._lines.setdefault(request.deployment_id, WaitingLine(max_waiting, self.clock))
             line.max_waiting = max_waiting  # the deployment's current bound (it may have been changed)
             line.add(waiting, request.priority, request.timeout_s, request.waited_s())
@@ -131,6 +134,7 @@ class MemorySequences:
             taken = []
             while line and len(taken) < max_items:
                 waiting = line.pop_first()
+                waiting.channel.put(Started(worker_id))
                 request = waiting.request
                 self._waiting.pop(request.id, None)
                 self._taken[request.id] = deployment_id

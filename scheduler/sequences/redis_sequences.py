@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterable
 import redis
 import redis.asyncio
 
-from luminal.scheduler.generation.stream import Event, Expired, expired_message
+from luminal.scheduler.generation.stream import Event, Expired, Started, expired_message
 from luminal.scheduler.generation.waiting import EngineBusy
 from luminal.scheduler.sequences import codec
 from luminal.scheduler.sequences.base import is_last
@@ -40,8 +40,10 @@ redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
 redis.call('ZADD', KEYS[1], tonumber(ARGV[2]) * 1099511627776 + arrival, ARGV[1])
 return -1
 """
-# KEYS: waiting set, taken set. ARGV: max items, request key prefix. Returns the taken requests' payloads (a
-# request whose key expired is skipped).
+# KEYS: waiting set, taken set. ARGV: max items, request key prefix, event stream prefix, the encoded Started
+# event naming the worker, ttl ms. Returns the taken requests' payloads (a request whose key expired is skipped).
+# Each taken sequence's stream gets the Started event in the same step: a worker killed right after taking it is
+# still known as the one that took it, so the gateway relaying it notices its death.
 TAKE = """
 local popped = redis.call('ZPOPMIN', KEYS[1], ARGV[1])
 local taken = {}
@@ -51,6 +53,9 @@ for i = 1, #popped, 2 do
   if payload then
     redis.call('DEL', key)
     redis.call('SADD', KEYS[2], popped[i])
+    local events = ARGV[3] .. popped[i]
+    redis.call('XADD', events, '*', 'e', ARGV[4])
+    redis.call('PEXPIRE', events, ARGV[5])
     table.insert(taken, payload)
   end
 end
@@ -112,16 +117,17 @@ class RedisSequences:
     def take(self, deployment_id: int, worker_id: str, max_items: int, wait_s: float) -> list[SequenceRequest]:
         if max_items < 1:
             return []
-        waiting, taken_set = self._key("waiting", deployment_id), self._key("taken", deployment_id)
-        prefix = self._key("request", "")
-        payloads = self._take(keys=[waiting, taken_set], args=[max_items, prefix])
+        keys = [self._key("waiting", deployment_id), self._key("taken", deployment_id)]
+        started = codec.encode_event(Started(worker_id))
+        args = [max_items, self._key("request", ""), self._key("events", ""), started, self._ttl_ms]
+        payloads = self._take(keys=keys, args=args)
         if not payloads and wait_s > 0:
             # Block until one arrives (BZPOPMIN), then put it back and take as the script does: the script is the
             # one place that moves a request from waiting to taken.
-            popped = self._redis.bzpopmin(waiting, timeout=min(wait_s, MAX_BLOCK_S))
+            popped = self._redis.bzpopmin(keys[0], timeout=min(wait_s, MAX_BLOCK_S))
             if popped is not None:
-                self._redis.zadd(waiting, {popped[1]: popped[2]})
-                payloads = self._take(keys=[waiting, taken_set], args=[max_items, prefix])
+                self._redis.zadd(keys[0], {popped[1]: popped[2]})
+                payloads = self._take(keys=keys, args=args)
         taken, expired = [], []
         for payload in payloads:
             request = codec.decode_request(payload)

@@ -15,7 +15,15 @@ import pytest
 from luminal.scheduler.generation.engine import EngineBusy
 from luminal.scheduler.generation.logprobs import TokenLogprob
 from luminal.scheduler.generation.sampling import SamplingParams
-from luminal.scheduler.generation.stream import Account, Delta, Expired, Failed, Started, WaitExpired
+from luminal.scheduler.generation.stream import (
+    Account,
+    Delta,
+    Expired,
+    Failed,
+    GenerationFailed,
+    Started,
+    WaitExpired,
+)
 from luminal.scheduler.sequences.memory import MemorySequences
 from luminal.scheduler.sequences.redis_sequences import RedisSequences
 from luminal.scheduler.sequences.relay import RelayedStream
@@ -81,7 +89,7 @@ def test_an_expired_sequence_is_never_taken_and_its_reader_is_told(transport):
     transport.submit(late, max_waiting=8)
     transport.submit(fresh, max_waiting=8)
     assert [s.id for s in transport.take(DEPLOYMENT, "w1", 4, 1.0)] == [fresh.id]
-    [event] = read_all(transport, late.id)
+    [event] = [e for e in read_all(transport, late.id) if not isinstance(e, Started)]  # Redis: taken, then ended
     assert isinstance(event, Expired) and "it waited 5." in event.message
 
 
@@ -90,10 +98,10 @@ def test_events_reach_the_reader_in_order_until_the_last(transport):
     transport.submit(s, max_waiting=8)
     transport.take(DEPLOYMENT, "w1", 1, 1.0)
     logprob = TokenLogprob(8, -0.25, ((8, -0.25),))
-    events = [Started("w1"), Delta("he", 8, None, logprob), Delta("llo", 9, None), Delta("", 2, "stop")]
-    transport.emit([(s.id, e) for e in events[:2]])
-    transport.emit([(s.id, e) for e in events[2:]] + [(s.id, Delta("never read", 3, None))])
-    assert read_all(transport, s.id) == events
+    events = [Delta("he", 8, None, logprob), Delta("llo", 9, None), Delta("", 2, "stop")]
+    transport.emit([(s.id, e) for e in events[:1]])
+    transport.emit([(s.id, e) for e in events[1:]] + [(s.id, Delta("never read", 3, None))])
+    assert read_all(transport, s.id) == [Started("w1"), *events]  # the take itself names the worker
     assert transport.in_flight(DEPLOYMENT) == 0  # its last event ended it
 
 
@@ -108,7 +116,7 @@ def test_a_reader_waits_for_events_emitted_by_another_thread(transport):
 
     thread = threading.Thread(target=worker)
     thread.start()
-    assert [e.text for e in read_all(transport, s.id)] == ["0", "1", "2"]
+    assert [e.text for e in read_all(transport, s.id) if isinstance(e, Delta)] == ["0", "1", "2"]
     thread.join()
 
 
@@ -148,7 +156,7 @@ def test_the_relay_counts_tokens_and_names_the_worker(transport):
     s = sequence()
     transport.submit(s, max_waiting=8)
     transport.take(DEPLOYMENT, "w1", 1, 1.0)
-    transport.emit([(s.id, Started("w1")), (s.id, Delta("a", 4, None)), (s.id, Delta("b", 5, "length"))])
+    transport.emit([(s.id, Delta("a", 4, None)), (s.id, Delta("b", 5, "length"))])
     relay = RelayedStream(transport, s)
 
     async def read():
@@ -171,3 +179,49 @@ def test_the_relay_expires_a_sequence_no_worker_takes_by_its_deadline(transport)
         asyncio.run(read())
     assert s.waited_s() >= 0.2
     assert transport.take(DEPLOYMENT, "w1", 1, 0.0) == []  # cancelled: no worker runs it now
+
+
+def _alive(worker_id: str) -> bool:
+    return worker_id != "dead"  # the registry's view in these tests: the worker "dead" died
+
+
+def test_a_sequence_whose_worker_died_before_its_first_token_goes_to_another(transport):
+    s = sequence(timeout_s=30)
+    transport.submit(s, max_waiting=8)
+    transport.take(DEPLOYMENT, "dead", 1, 1.0)  # and it dies before emitting anything
+    relay = RelayedStream(transport, s, _alive, max_waiting=8, watch_s=0.05)
+
+    def second_worker():
+        [taken] = transport.take(DEPLOYMENT, "w2", 1, 10.0)
+        assert taken.id == s.id and taken.timeout_s is None  # admitted once already: no deadline held against it
+        transport.emit([(s.id, Delta("a", 1, None)), (s.id, Delta("b", 2, "length"))])
+
+    thread = threading.Thread(target=second_worker)
+    thread.start()
+
+    async def read():
+        return [d.text async for d in relay]
+
+    assert asyncio.run(asyncio.wait_for(read(), 20)) == ["a", "b"]
+    thread.join()
+    assert (relay.worker_id, relay.resubmissions) == ("w2", 1)
+    assert transport.in_flight(DEPLOYMENT) == 0
+
+
+def test_a_stream_whose_worker_died_mid_sequence_ends_with_an_error_naming_it(transport):
+    s = sequence()
+    transport.submit(s, max_waiting=8)
+    transport.take(DEPLOYMENT, "dead", 1, 1.0)
+    transport.emit([(s.id, Delta("a", 1, None))])
+    relay = RelayedStream(transport, s, _alive, watch_s=0.05)
+    texts = []
+
+    async def read():
+        async for delta in relay:
+            texts.append(delta.text)
+
+    began = time.monotonic()
+    with pytest.raises(GenerationFailed, match="worker dead died while generating this sequence, after 1 tokens"):
+        asyncio.run(asyncio.wait_for(read(), 20))
+    assert texts == ["a"] and time.monotonic() - began < 5
+    assert transport.depth(DEPLOYMENT) == 0  # not submitted again: its client already has part of an answer
