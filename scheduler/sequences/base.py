@@ -3,11 +3,12 @@ and how their events come back.
 
 Gateway side: `submit` (admission: raises EngineBusy, a 429, when the deployment's waiting line is full, never
 waits), `events` (the sequence's events as they come: Started naming the worker that took it, then its deltas,
-ending with the last delta or a failure), `cancel` (the client went away). Worker side: `take` (the next
-sequences, most urgent first and in arrival order within a level, each one's reader told in the same step which
-worker took it, with Started; those whose waiting deadline passed are ended with Expired and never returned),
-`emit` (a step's events of many sequences at once), `cancelled` (which of its sequences' clients went away: checked
-every step). `depth` and `in_flight` are the deployment's load, for the autoscaler.
+ending with the last delta or a failure), `cancel` (the client went away), `abandon` (its worker died).
+Worker side: `take` (the next sequences, most urgent first and in arrival order within a level, each one's reader
+told in the same step which worker took it, with Started; those whose waiting deadline passed are ended with
+Expired and never returned), `emit` (a step's events of many sequences at once), `cancelled` (which of its
+sequences' clients went away: checked every step). `depth` and `in_flight` are the deployment's load, for the
+autoscaler.
 Backends: `MemorySequences` (the embedded default, one process) and `RedisSequences` (gateways and worker
 processes on a shared Redis); the same contract tests run on each.
 """
@@ -39,6 +40,11 @@ class SequenceTransport(Protocol):
     def cancel(self, request_id: str) -> None:
         """Its client went away: a waiting sequence is dropped, a running one is dropped by its worker before its
         next step. Idempotent, and harmless for a sequence that already ended."""
+        ...
+
+    def abandon(self, request: SequenceRequest, reason: str) -> None:
+        """The worker running the sequence died: end it with Failed(`reason`) on its worker's behalf, and no longer
+        count it in flight (a dead worker never ends it itself)."""
         ...
 
     def depth(self, deployment_id: int) -> int:

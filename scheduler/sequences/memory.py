@@ -107,6 +107,9 @@ class MemorySequences:
                 self._cancelled.add(request_id)
             self._channels.pop(request_id, None)
 
+    def abandon(self, request: SequenceRequest, reason: str) -> None:
+        self.emit([(request.id, Failed(reason))])
+
     def depth(self, deployment_id: int) -> int:
         with self._lock:
             line = self._lines.get(deployment_id)

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterable
 import redis
 import redis.asyncio
 
-from luminal.scheduler.generation.stream import Event, Expired, Started, expired_message
+from luminal.scheduler.generation.stream import Event, Expired, Failed, Started, expired_message
 from luminal.scheduler.generation.waiting import EngineBusy
 from luminal.scheduler.sequences import codec
 from luminal.scheduler.sequences.base import is_last
@@ -105,6 +105,15 @@ class RedisSequences:
                 pipe.zrem(self._key("waiting", codec.decode_request(payload).deployment_id), request_id)
                 pipe.delete(self._key("request", request_id))
             pipe.set(self._key("cancel", request_id), 1, px=self._ttl_ms)
+            pipe.execute()
+
+    def abandon(self, request: SequenceRequest, reason: str) -> None:
+        events = self._key("events", request.id)
+        with self._redis.pipeline() as pipe:
+            pipe.xadd(events, {"e": codec.encode_event(Failed(reason))})
+            pipe.pexpire(events, self._ttl_ms)
+            pipe.srem(self._key("taken", request.deployment_id), request.id)
+            pipe.delete(self._key("cancel", request.id))
             pipe.execute()
 
     def depth(self, deployment_id: int) -> int:

@@ -121,9 +121,9 @@ class RelayedStream:
         dead = self.worker_id
         if self.completion_tokens:
             self._ended = True
-            raise GenerationFailed(
-                f"worker {dead} died while generating this sequence, after {self.completion_tokens} tokens"
-            )
+            reason = f"worker {dead} died while generating this sequence, after {self.completion_tokens} tokens"
+            self.transport.abandon(self.request, reason)  # no longer in flight: the autoscaler's load drops
+            raise GenerationFailed(reason)
         # Already admitted once: it waits as long as it takes now, and its old deadline is not held against it.
         self.request = dataclasses.replace(self.request, timeout_s=None)
         self.worker_id = None

@@ -156,6 +156,8 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_not
 
     later = asyncio.run(after())
     assert [text for _, text in later] == expected_texts(model, tokenizer, [(p, 6) for p, _ in jobs[:4]])
+    sequences = server.platform.sequences
+    assert sequences.depth(deployment["id"]) == sequences.in_flight(deployment["id"]) == 0  # no load left behind
 
     assert server.platform.usage_drainer.flush(timeout=60), "the usage records were not drained"
     billed = [rid for _, rid in billed_by_worker(settings)]

@@ -225,3 +225,4 @@ def test_a_stream_whose_worker_died_mid_sequence_ends_with_an_error_naming_it(tr
         asyncio.run(asyncio.wait_for(read(), 20))
     assert texts == ["a"] and time.monotonic() - began < 5
     assert transport.depth(DEPLOYMENT) == 0  # not submitted again: its client already has part of an answer
+    assert transport.in_flight(DEPLOYMENT) == 0  # abandoned: no longer load for the autoscaler
