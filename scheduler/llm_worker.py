@@ -2,7 +2,8 @@
 (the cold start) into one generation engine, then, round after round: takes sequences from the deployment's
 transport while the engine has rows for them, drops those whose clients went away, runs one engine round
 (admission or prefill, then a decode step over everything running), and emits the round's events in one call.
-Each sequence that ran is billed when it ends, under this worker's id and the device it runs on.
+Each sequence that ran is billed when it ends, under this worker's id and the device it runs on. Each heartbeat
+it reports its load (running and waiting sequences, free KV blocks) through the transport.
 
 The engine keeps its own waiting line (priorities, deadlines) for sequences taken but not yet joined (waiting for
 cache blocks); the worker takes no more than the batch has rows for, so the rest wait in the transport, where any
@@ -28,7 +29,7 @@ from luminal.scheduler.generation.language_model import load_language_model
 from luminal.scheduler.generation.stream import Delta, Event, Failed, TokenStream
 from luminal.scheduler.registry import UnknownWorker, WorkerInfo, WorkerRegistry
 from luminal.scheduler.sequences.base import SequenceTransport, is_last
-from luminal.scheduler.sequences.request import SequenceRequest
+from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 from luminal.scheduler.worker import HEARTBEAT_S, IDLE_WAIT_S, new_worker_id
 from luminal.scheduler.worker_spec import WorkerSpec
 
@@ -81,8 +82,10 @@ class LanguageModelWorker:
                 self.engines.add(self.spec.program_key, self.engine)
             self.ready.set()
             log.info("language-model worker %s ready after %.3f s", self.worker_id, time.time() - started)
+            self._report()
             self._serve(stop)
         finally:
+            self.sequences.report(self.spec.deployment_id, self.worker_id, None)
             if self.engine is not None:
                 if self.engines is not None:
                     self.engines.remove(self.engine)
@@ -110,6 +113,7 @@ class LanguageModelWorker:
             if now - last_beat >= HEARTBEAT_S:
                 last_beat = now
                 self._heartbeat(stop)
+                self._report()
 
     def _start(self, request: SequenceRequest) -> None:
         """Hand a taken sequence to the engine (its waiting deadline still counted from its request's arrival)."""
@@ -138,6 +142,14 @@ class LanguageModelWorker:
             if is_last(event):
                 self._live.pop(request_id, None)
         self.sequences.emit(events)
+
+    def _report(self) -> None:
+        """Tell the transport what this worker holds: its sequences and its KV pool's free blocks."""
+        engine = self.engine
+        pool = getattr(engine.batch, "pool", None)
+        free = None if pool is None else pool.blocks - pool.in_use
+        load = WorkerLoad(len(engine.running) + len(engine.prefilling), len(engine.waiting), free)
+        self.sequences.report(self.spec.deployment_id, self.worker_id, load)
 
     def _heartbeat(self, stop: threading.Event) -> None:
         try:

@@ -7,8 +7,8 @@ ending with the last delta or a failure), `cancel` (the client went away), `aban
 Worker side: `take` (the next sequences, most urgent first and in arrival order within a level, each one's reader
 told in the same step which worker took it, with Started; those whose waiting deadline passed are ended with
 Expired and never returned), `emit` (a step's events of many sequences at once), `cancelled` (which of its
-sequences' clients went away: checked every step). `depth` and `in_flight` are the deployment's load, for the
-autoscaler.
+sequences' clients went away: checked every step), `report` (its load, each heartbeat). `depth` and
+`in_flight` are the deployment's load, for the autoscaler; `loads` its workers' reports.
 Backends: `MemorySequences` (the embedded default, one process) and `RedisSequences` (gateways and worker
 processes on a shared Redis); the same contract tests run on each.
 """
@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Protocol
 
 from luminal.scheduler.generation.stream import Delta, Event, Failed
-from luminal.scheduler.sequences.request import SequenceRequest
+from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 
 
 def is_last(event: Event) -> bool:
@@ -55,6 +55,10 @@ class SequenceTransport(Protocol):
         """Sequences taken by a worker and not yet ended."""
         ...
 
+    def loads(self, deployment_id: int) -> dict[str, WorkerLoad]:
+        """The last load each of the deployment's live workers reported, by worker id."""
+        ...
+
     # --- worker side ---
     def take(self, deployment_id: int, worker_id: str, max_items: int, wait_s: float) -> list[SequenceRequest]:
         """Up to `max_items` sequences, waiting up to `wait_s` for the first."""
@@ -66,6 +70,10 @@ class SequenceTransport(Protocol):
 
     def cancelled(self, request_ids: Iterable[str]) -> set[str]:
         """Which of `request_ids` were cancelled."""
+        ...
+
+    def report(self, deployment_id: int, worker_id: str, load: WorkerLoad | None) -> None:
+        """The worker's load now (None: it is stopping, forget it)."""
         ...
 
     def close(self) -> None: ...

@@ -9,7 +9,7 @@ from typing import Any
 
 from luminal.scheduler.generation.stream import Delta, Event, Expired, Failed, Started
 from luminal.scheduler.sequences.json_values import from_json, to_json
-from luminal.scheduler.sequences.request import SequenceRequest
+from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 
 MAX_BYTES = 16 << 20  # a request holds a prompt's token ids: far less than this
 EVENT_KINDS: dict[str, type] = {"delta": Delta, "expired": Expired, "failed": Failed, "started": Started}
@@ -22,6 +22,14 @@ def encode_request(request: SequenceRequest) -> bytes:
 
 def decode_request(data: bytes) -> SequenceRequest:
     return from_json(SequenceRequest, _loads(data), "sequence request")
+
+
+def encode_load(load: WorkerLoad) -> bytes:
+    return _dumps(to_json(load))
+
+
+def decode_load(data: bytes) -> WorkerLoad:
+    return from_json(WorkerLoad, _loads(data), "worker load")
 
 
 def encode_event(event: Event) -> bytes:

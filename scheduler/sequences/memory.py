@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from luminal.scheduler.generation.stream import Delta, Event, Failed, Started
 from luminal.scheduler.generation.waiting import WaitingLine
 from luminal.scheduler.sequences.base import is_last
-from luminal.scheduler.sequences.request import SequenceRequest
+from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 
 
 class _Channel:
@@ -68,6 +68,7 @@ class MemorySequences:
         self._cancelled: set[str] = set()  # taken sequences whose client went away, until they end
         self._channels: dict[str, _Channel] = {}
         self._running: dict[int, int] = defaultdict(int)
+        self._loads: dict[int, dict[str, WorkerLoad]] = defaultdict(dict)
 
     # --- gateway side ---
     def submit(self, request: SequenceRequest, max_waiting: int) -> None:
@@ -119,6 +120,10 @@ class MemorySequences:
         with self._lock:
             return self._running[deployment_id]
 
+    def loads(self, deployment_id: int) -> dict[str, WorkerLoad]:
+        with self._lock:
+            return dict(self._loads[deployment_id])
+
     # --- worker side ---
     def take(self, deployment_id: int, worker_id: str, max_items: int, wait_s: float) -> list[SequenceRequest]:
         deadline = time.monotonic() + wait_s
@@ -167,6 +172,13 @@ class MemorySequences:
     def cancelled(self, request_ids: Iterable[str]) -> set[str]:
         with self._lock:
             return self._cancelled.intersection(request_ids)
+
+    def report(self, deployment_id: int, worker_id: str, load: WorkerLoad | None) -> None:
+        with self._lock:
+            if load is None:
+                self._loads[deployment_id].pop(worker_id, None)
+            else:
+                self._loads[deployment_id][worker_id] = load
 
     def close(self) -> None:
         pass

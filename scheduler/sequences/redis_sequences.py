@@ -6,9 +6,10 @@ urgent and then the oldest is taken first; admission (the bound) and taking are 
 workers never race on them. Each request's JSON sits under its own key until taken; the deployment's set of taken
 ids is its in-flight load. Each sequence's events go to a stream of their own (XADD by the worker, a whole step in
 one pipeline; XREAD BLOCK by the gateway relaying it), and a cancel is a key with a TTL that the worker reads
-with one MGET per step. Every key expires (`ttl_s`), so nothing a dead gateway or worker left behind stays.
-Expired sequences are ended by the worker that takes them (the deadline is counted from the request's arrival),
-or by the gateway's relay when none does (RelayedStream).
+with one MGET per step. Workers' load reports are a hash per deployment. Requests, event streams, cancels and load
+reports expire (`ttl_s`), so none that a dead gateway or worker left behind stays. Expired sequences are ended
+by the worker that takes them (the deadline is counted from the request's arrival), or by the gateway's relay
+when none does (RelayedStream).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from luminal.scheduler.generation.stream import Event, Expired, Failed, Started,
 from luminal.scheduler.generation.waiting import EngineBusy
 from luminal.scheduler.sequences import codec
 from luminal.scheduler.sequences.base import is_last
-from luminal.scheduler.sequences.request import SequenceRequest
+from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 from luminal.scheduler.work import effective_priority
 
 MAX_BLOCK_S = 1.0  # one blocking call's longest wait, well under any socket timeout
@@ -122,6 +123,10 @@ class RedisSequences:
     def in_flight(self, deployment_id: int) -> int:
         return int(self._redis.scard(self._key("taken", deployment_id)))
 
+    def loads(self, deployment_id: int) -> dict[str, WorkerLoad]:
+        reports = self._redis.hgetall(self._key("loads", deployment_id))
+        return {worker.decode(): codec.decode_load(load) for worker, load in reports.items()}
+
     # --- worker side ---
     def take(self, deployment_id: int, worker_id: str, max_items: int, wait_s: float) -> list[SequenceRequest]:
         if max_items < 1:
@@ -170,6 +175,16 @@ class RedisSequences:
             return set()
         flags = self._redis.mget([self._key("cancel", r) for r in ids])
         return {r for r, flag in zip(ids, flags, strict=True) if flag is not None}
+
+    def report(self, deployment_id: int, worker_id: str, load: WorkerLoad | None) -> None:
+        key = self._key("loads", deployment_id)
+        if load is None:
+            self._redis.hdel(key, worker_id)
+            return
+        with self._redis.pipeline() as pipe:  # the hash outlives its workers only by `ttl_s` (a killed one's entry)
+            pipe.hset(key, worker_id, codec.encode_load(load))
+            pipe.pexpire(key, self._ttl_ms)
+            pipe.execute()
 
     def close(self) -> None:
         self._redis.close()

@@ -1,6 +1,6 @@
 """A sequence asked of a language model deployment: what the gateway hands the sequence transport and a worker
-takes. A plain value (the Redis backend writes it as JSON: codec.py). Times are wall-clock seconds, since the
-worker that takes it may run in another process or on another machine."""
+takes; and a worker's report of its load. Plain values (the Redis backend writes them as JSON: codec.py). Times
+are wall-clock seconds, since the worker may run in another process or on another machine."""
 
 from __future__ import annotations
 
@@ -32,3 +32,13 @@ class SequenceRequest:
     def waited_s(self, now: float | None = None) -> float:
         """Seconds since its request arrived (0 when clocks disagree the other way)."""
         return max(0.0, (time.time() if now is None else now) - self.arrived_at)
+
+
+@dataclass(frozen=True)
+class WorkerLoad:
+    """What a language-model worker holds, as it last reported (each heartbeat)."""
+
+    running: int  # sequences in its decode batch or prefilling into it
+    waiting: int  # sequences it took that wait in its engine's line (for KV cache blocks)
+    kv_blocks_free: int | None  # free blocks of its KV pool (None: an engine without block pools)
+    reported_at: float = field(default_factory=time.time)

@@ -90,7 +90,7 @@ def billed_by_worker(settings) -> list[tuple[str, str]]:
 
 
 def test_two_worker_processes_serve_concurrent_streams_equal_to_generate(server, settings, tmp_path):
-    model, tokenizer, _, ready = deployed_llama(server, tmp_path)
+    model, tokenizer, deployment, ready = deployed_llama(server, tmp_path)
     jobs = [(" ".join(WORDS[k % 7 : k % 7 + 1 + k % 5]), 4 + k % 9) for k in range(STREAMS)]
 
     async def together():
@@ -107,6 +107,8 @@ def test_two_worker_processes_serve_concurrent_streams_equal_to_generate(server,
     billed = billed_by_worker(settings)
     assert sorted(rid for _, rid in billed) == sorted(rid for rid, _ in answers)  # each stream billed once
     assert {worker for worker, _ in billed} == {w["worker_id"] for w in ready}  # by both workers
+    rows = server.client().get(f"/v1/deployments/{deployment['id']}/workers").json()["workers"]
+    assert all(w["sequences"]["kv_blocks_free"] > 0 for w in rows) and len(rows) == 2  # each reports its load
 
 
 def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_nothing_twice(
@@ -123,17 +125,19 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_not
             await first_chunk.wait()
             os.kill(victim["pid"], signal.SIGKILL)
             killed_at = time.monotonic()
-            outcomes = []
-            for task in tasks:
+            outcomes, error_after_s = [], []
+            for task in asyncio.as_completed(tasks):  # as each ends, so an error's time is its own
                 try:
-                    outcomes.append(await task)
-                except openai.APIError as e:
-                    outcomes.append((None, e))
-            return outcomes, time.monotonic() - killed_at
+                    await task
+                except openai.APIError:
+                    error_after_s.append(time.monotonic() - killed_at)
+            for task in tasks:
+                outcomes.append((None, task.exception()) if task.exception() else task.result())
+            return outcomes, max(error_after_s, default=0.0), time.monotonic() - killed_at
         finally:
             await client.close()
 
-    outcomes, last_s = asyncio.run(killed_during_streams())
+    outcomes, error_s, last_s = asyncio.run(killed_during_streams())
     expected = expected_texts(model, tokenizer, jobs)
     completed = [rid for (rid, text), want in zip(outcomes, expected, strict=True) if rid is not None]
     for (rid, answer), want in zip(outcomes, expected, strict=True):
@@ -141,7 +145,7 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_not
             assert answer == want
         else:
             assert f"worker {victim['worker_id']} died" in str(answer.body["message"]), answer
-    assert last_s < 20  # every stream ended within a bounded time of the kill, none hung
+    assert error_s < 10  # the streams cut off ended within a bounded time of the kill, none hung
 
     http = server.client()
     replaced = ready_workers(http, deployment["id"], 2, timeout=120)
@@ -165,5 +169,6 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_not
     assert set(completed) | {rid for rid, _ in later} <= set(billed)  # every completed stream billed
     with capsys.disabled():
         print(f"\nworker SIGKILLed mid-stream: streams={STREAMS} completed={len(completed)} "
-              f"ended_with_error={STREAMS - len(completed)} last_stream_end_after_kill={last_s:.2f}s "
+              f"ended_with_error={STREAMS - len(completed)} last_error_after_kill={error_s:.2f}s "
+              f"last_stream_end_after_kill={last_s:.2f}s "
               f"billed_requests={len(billed)}")  # fmt: skip

@@ -1,7 +1,7 @@
 """A language-model worker serving its deployment from the sequence transport: more concurrent sequences than its
 batch has rows each equal transformers' generate(), each named as taken by the worker and billed once under its
-id and device; a cancel reaches its engine at the next step and frees the sequence's cache; told to stop, it
-finishes what it holds and leaves the registry."""
+id and device; a cancel reaches its engine at the next step and frees the sequence's cache; it reports its load;
+told to stop, it finishes what it holds and leaves the registry and the loads."""
 
 from __future__ import annotations
 
@@ -121,6 +121,12 @@ def test_a_stopped_worker_finishes_what_it_holds_and_deregisters(compiled):
     thread.start()
     assert worker.ready.wait(120)
     assert [w.worker_id for w in registry.workers(DEPLOYMENT) if w.ready] == ["llm-w2"]
+    # Ready, it reported its load: nothing held, its whole KV pool free.
+    deadline = time.monotonic() + 30
+    while "llm-w2" not in transport.loads(DEPLOYMENT) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    load = transport.loads(DEPLOYMENT)["llm-w2"]
+    assert (load.running, load.waiting, load.kv_blocks_free) == (0, 0, worker.engine.batch.pool.blocks)
     relay = submit(transport, [5, 6, 7], 12)
 
     async def stop_after_first_token():
@@ -133,5 +139,5 @@ def test_a_stopped_worker_finishes_what_it_holds_and_deregisters(compiled):
     tokens = asyncio.run(asyncio.wait_for(stop_after_first_token(), 60))
     assert tokens == greedy_answer(hf, [5, 6, 7], 12)
     thread.join(30)
-    assert not thread.is_alive() and registry.workers(DEPLOYMENT) == []
+    assert not thread.is_alive() and registry.workers(DEPLOYMENT) == [] and transport.loads(DEPLOYMENT) == {}
     assert [r.completion_tokens for r in ledger.records] == [12]

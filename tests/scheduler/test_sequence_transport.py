@@ -27,7 +27,7 @@ from luminal.scheduler.generation.stream import (
 from luminal.scheduler.sequences.memory import MemorySequences
 from luminal.scheduler.sequences.redis_sequences import RedisSequences
 from luminal.scheduler.sequences.relay import RelayedStream
-from luminal.scheduler.sequences.request import SequenceRequest
+from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 from tests.scheduler.queue_fixtures import REDIS_URL
 
 DEPLOYMENT = 11
@@ -226,3 +226,13 @@ def test_a_stream_whose_worker_died_mid_sequence_ends_with_an_error_naming_it(tr
     assert texts == ["a"] and time.monotonic() - began < 5
     assert transport.depth(DEPLOYMENT) == 0  # not submitted again: its client already has part of an answer
     assert transport.in_flight(DEPLOYMENT) == 0  # abandoned: no longer load for the autoscaler
+
+
+def test_workers_loads_are_the_last_each_reported_until_it_stops(transport):
+    transport.report(DEPLOYMENT, "w1", WorkerLoad(3, 1, 40))
+    transport.report(DEPLOYMENT, "w2", WorkerLoad(0, 0, None))
+    transport.report(DEPLOYMENT, "w1", WorkerLoad(2, 0, 44, reported_at=5.0))
+    assert transport.loads(DEPLOYMENT) == {"w1": WorkerLoad(2, 0, 44, 5.0), "w2": transport.loads(DEPLOYMENT)["w2"]}
+    assert transport.loads(DEPLOYMENT)["w2"].kv_blocks_free is None
+    transport.report(DEPLOYMENT, "w2", None)
+    assert list(transport.loads(DEPLOYMENT)) == ["w1"] and transport.loads(DEPLOYMENT + 1) == {}
