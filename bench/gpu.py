@@ -15,7 +15,11 @@
     the compile chose (its kind printed: "mma", our tensor-core kernel, or "cublas", a cuBLAS step), and each
     kind forced (gemm_library="never" / "always"), so our wmma kernel and our cuBLAS step are both measured;
 (d) the paged decode step over 16 sequences of 512 cached positions (the engine's continuous batch) against
-    torch eager at that batch: tokens per second, and against batch 1's.
+    torch eager at that batch: tokens per second, and against batch 1's;
+(e) LLM serving: the generation engine over 16 concurrent sequences of 512-token prompts on the CUDA runtime,
+    its KV pools device arrays the step and chunk write in place, tokens sampled on the device (temperature 0.8,
+    top-p 0.95): decode tokens per second over whole engine rounds, host <-> device bytes per step, and a round's
+    time against (d)'s bare step (bench/gpu_serving.py).
 Both sides are built from one set of weights: luminal's own Llama and BERT builders (luminal.nn.models) and a
 plain torch implementation of each (bench/torch_models.py, not transformers). Outputs are checked against
 torch eager before anything is timed; every runner is timed in its own block (warm-up, then the median over
@@ -60,6 +64,7 @@ from gpu_runners import (  # noqa: E402
     luminal_cuda,
     torch_runner,
 )
+from gpu_serving import SERVING, load_serving, report, serve, serving_graphs, serving_model  # noqa: E402
 from gpu_table import Result, Timing, compare  # noqa: E402
 from torch_models import TorchBert, TorchLlama  # noqa: E402
 
@@ -67,6 +72,7 @@ import luminal as lm  # noqa: E402
 import luminal.functional as F  # noqa: E402
 from luminal.compiler.artifact import ArtifactError  # noqa: E402
 from luminal.compiler.targets import TARGETS  # noqa: E402
+from luminal.runtime.registry import RuntimeUnavailable  # noqa: E402
 
 GRAPH, KERNELS = "luminal cuda (one CUDA graph)", "luminal cuda (kernel by kernel)"
 PAGED = "luminal cuda paged step (one CUDA graph)"  # the decode step the LLM engine runs
@@ -110,6 +116,7 @@ def graphs(sizes: Sizes) -> dict[str, lm.Graph]:
     out = {"decode-paged": paged_graph(sizes), "decode": llama.step, "prefill": llama.prefill}
     out["decode-paged-batch"] = paged_graph(sizes, max_batch=sizes.sequences)
     out["encoder"] = encoder_graph(sizes)
+    out.update(serving_graphs(sizes))
     for _, k, n, _ in gemm_shapes(sizes):
         for suffix in ("", *GEMM_KINDS):
             out[f"linear-{sizes.prefill}x{k}x{n}{suffix}"] = linear_graph(sizes.prefill, k, n)
@@ -153,6 +160,7 @@ class Bench:
         self.results: dict[str, Result] = {}
         self.dev = device()
         self.compiled: dict[str, object] = {}  # name -> the program luminal() ran
+        self.failed: list[str] = []  # rows outside the tables that failed
 
     def weights(self, name: str, seed: int) -> tuple[dict, dict]:
         """Random bf16 weights of graph `name`: (torch tensors on the device, numpy views bound to the graph)."""
@@ -322,6 +330,23 @@ class Bench:
                     f"tokens/s (a step {ms / single[one]:.2f}x batch 1's)"
                 )
 
+    def serving(self) -> None:
+        """(e): the engine on the CUDA runtime with device pools and device sampling (bench/gpu_serving.py)."""
+        s = self.sizes
+        try:
+            executables = load_serving(self.programs, self.graphs, self.llama_weights)
+            served = serve(serving_model(s, self.graphs, executables), s, new_tokens=6 if self.small else 64)
+        except RuntimeUnavailable as e:
+            print(f"\n(e) LLM serving: {s.sequences} concurrent sequences\n    {SERVING:<40} unavailable: {e}")
+            return
+        except (FileNotFoundError, ArtifactError):
+            raise  # the programs folder is wrong for this run
+        except Exception as e:  # a failure costs this row, not the rest of a device session
+            self.failed.append(f"{SERVING}: {type(e).__name__}: {str(e)[:400]}")
+            print(f"\n(e) LLM serving FAILED: {type(e).__name__}: {str(e)[:400]}")
+            return
+        print("\n" + report(served, s, self.results["decode-batch"].ms.get(BATCHED)))
+
     def goals(self) -> None:
         """The issue's goals, as measured in this run."""
         d = self.results["decode"].ms
@@ -352,9 +377,10 @@ class Bench:
         self.encoder()
         self.gemms()
         self.batched_decode()
+        self.serving()
         self.goals()
         disagree = [d for r in self.results.values() for d in r.disagree]
-        failed = [f for r in self.results.values() for f in r.failed]
+        failed = [f for r in self.results.values() for f in r.failed] + self.failed
         if disagree:
             print("OUTPUTS DISAGREE: " + "; ".join(disagree))
         if failed:

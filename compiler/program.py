@@ -78,6 +78,12 @@ class CompiledProgram:
             self._executable = runtime_for(target_kind(self.target)).load(self)
         return self
 
+    @property
+    def executable(self) -> Any:
+        """The runtime's executable of this program (prepared now if it was not): what a caller asks for options
+        `run` does not take, as a CUDA run's device outputs."""
+        return self.prepare()._executable
+
     def run(self, inputs: Mapping[str, Any], dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
         return self.prepare()._executable.run(inputs, dims)
 

@@ -37,12 +37,16 @@ class LoadedProgram:
     def _on_compute(self, fn: Callable, *args):
         return fn(*args) if self.compute is None else self.compute.call(fn, *args)
 
-    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return self._on_compute(self._run, inputs)
+    def run(self, inputs: dict[str, np.ndarray], device_outputs: bool = False) -> dict[str, np.ndarray]:
+        """The program's outputs; with `device_outputs` (a CUDA program) as device arrays, donated inputs given as
+        device arrays handed back written in place."""
+        return self._on_compute(self._run, inputs, device_outputs)
 
-    def _run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _run(self, inputs: dict[str, np.ndarray], device_outputs: bool = False) -> dict[str, np.ndarray]:
         with self.lock:
             try:
+                if device_outputs:
+                    return self.program.executable.run(inputs, device_outputs=True)
                 return self.program.run(inputs)
             except ExecutionError as e:
                 raise InvalidInput(str(e)) from None

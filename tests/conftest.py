@@ -18,7 +18,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 # The modules that take most of the suite's time outside the op suite (`make test --durations` lists them): the
 # platform under kills and load, model imports and generation, GPU programs built through the shims and nvcc.
 SLOW = (
-    "bench/test_gpu_bench_small.py", "bench/test_metal_kernels_small.py",
+    "bench/test_gpu_bench_small.py", "bench/test_gpu_serving_small.py", "bench/test_metal_kernels_small.py",
     "cli/test_cli.py", "cli/test_llm_cli.py", "cli/test_llm_quantize_cli.py", "cli/test_predict_compile.py",
     "cli/test_serve_killed_billing.py",
     "compiler/cuda/test_attention_layout.py", "compiler/cuda/test_fuse_index.py",
@@ -38,9 +38,9 @@ SLOW = (
     "quantize/test_quantized_cuda.py", "quantize/test_quantized_models.py",
     "runtime/cuda/test_nvrtc.py",
     "scaleout/test_scaleout_kills.py",
-    "scheduler/test_billing_under_kills.py", "scheduler/test_celery_compile.py", "scheduler/test_generation_engine.py",
-    "scheduler/test_generation_window.py", "scheduler/test_llm_worker.py", "gateway/test_llm_worker_processes.py",
-    "test_embedding_package.py",
+    "scheduler/test_billing_under_kills.py", "scheduler/test_celery_compile.py", "scheduler/test_device_engine.py",
+    "scheduler/test_generation_engine.py", "scheduler/test_generation_window.py", "scheduler/test_llm_worker.py",
+    "gateway/test_llm_worker_processes.py", "test_embedding_package.py",
     "scheduler/test_queues.py",
     "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py",
     "deploy/test_wheel_install.py",

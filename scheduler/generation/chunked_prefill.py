@@ -8,8 +8,8 @@ a chunk-program run takes every row's next chunk of the shortest share, until ea
 shares, as a burst of equal prompts has, are one run). One run over many rows reads the weights once, where a run
 per sequence read them once each, and its GEMMs have more rows (bench/llm.py, 16 streams of 32-token prompts: mean
 time to first token 525 -> 472 ms). A prompt's positions already held by shared prefix blocks are never
-computed: its chunks start after them. A sequence whose prompt is done leaves with its last position's logits, to
-choose its first token and join the decode batch.
+computed: its chunks start after them. A sequence whose prompt is done leaves with its last position's logits (the
+run's logits and its row there, in the cache's memory space), to choose its first token and join the decode batch.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-
-import numpy as np
+from typing import Any
 
 from luminal.scheduler.generation.paged_cache import PagedCache
 from luminal.scheduler.generation.stream import Failed, TokenStream
@@ -60,16 +59,17 @@ class ChunkedPrefill:
         self.queue = [p for p in self.queue if not p.stream.cancelled]
         return gone
 
-    def round(self) -> list[tuple[TokenStream, np.ndarray]]:
+    def round(self) -> list[tuple[TokenStream, Any, int]]:
         """Up to `tokens_per_round` prompt tokens; the sequences whose prompts are now done, each with its last
-        position's logits, in arrival order. The sequences of a failed run are failed and their blocks freed."""
+        position's logits (a run's logits [rows, vocab] and its row), in arrival order. The sequences of a failed run
+        are failed and their blocks freed."""
         budget, shares = self.tokens_per_round, {}
         for item in self.queue:
             if budget == 0:
                 break
             shares[id(item)] = min(len(item.stream.sequence.prompt) - item.done, budget)
             budget -= shares[id(item)]
-        logits: dict[int, np.ndarray] = {}
+        logits: dict[int, tuple[Any, int]] = {}
         taking = [item for item in self.queue if id(item) in shares]
         while taking:
             step = min(shares[id(item)] for item in taking)
@@ -79,13 +79,13 @@ class ChunkedPrefill:
                 if out is None:
                     self.queue.remove(item)
                 elif item.done == len(item.stream.sequence.prompt):
-                    logits[id(item)] = out[r]
+                    logits[id(item)] = (out, r)
             taking = [item for item in taking if shares[id(item)] and out is not None]
         done = [item for item in self.queue if id(item) in logits]
         self.queue = [item for item in self.queue if id(item) not in logits]
-        return [(item.stream, logits[id(item)]) for item in done]
+        return [(item.stream, *logits[id(item)]) for item in done]
 
-    def _run(self, items: list[Prefilling], step: int) -> np.ndarray | None:
+    def _run(self, items: list[Prefilling], step: int) -> Any | None:
         """The next `step` prompt tokens of every item in one program run: the last positions' logits, a row an
         item, or None when the run failed (its sequences failed and their blocks freed)."""
         for item in items:
@@ -94,7 +94,7 @@ class ChunkedPrefill:
         rows = [(id(p.stream), p.stream.sequence.prompt[p.done : p.done + step], p.done) for p in items]
         began = time.perf_counter()
         try:
-            out = self.program.run(self.cache.chunk_feed(rows))
+            out = self.cache.memory.run(self.program, self.cache.chunk_feed(rows))
         except Exception as e:  # these sequences fail; the others and the running batch go on
             log.exception("prefill chunk failed")
             for item in items:

@@ -6,9 +6,12 @@ their cache blocks, `ChunkedPrefill`, joining once their prompt is done); then o
 running sequence at once, each row's token is chosen by that sequence's sampler and delivered, and a sequence
 leaves the batch the step it finishes or is cancelled, freeing its cache. The KV caches stay in the engine between
 steps: in block pools the step writes in place (`PagedCache`, for a model compiled with a paged step), or as one
-left-padded batch the step returns grown (`KVBatch`, models compiled before). A paged sequence reserves its blocks
-as it joins (`BlockPool`'s policy); while too few are free it waits, first in line, and is never failed for it. Waiting
-sequences are ordered by priority, then arrival, and may have a deadline for joining (waiting.py).
+left-padded batch the step returns grown (`KVBatch`, models compiled before). The pools and the logits stay in the
+memory space of the runtime that runs the paged programs (memory_space.py): on a CUDA worker the pools are device
+arrays the step and the chunk write in place, and the tokens are chosen on the device (choosers.py). A paged
+sequence reserves its blocks as it joins (`BlockPool`'s policy); while too few are free it waits, first in line,
+and is never failed for it. Waiting sequences are ordered by priority, then arrival, and may have a deadline for
+joining (waiting.py).
 
 `run_once()` does one round of that synchronously ("burst" mode for tests); `start()` runs rounds on a thread
 that sleeps while nothing is running or waiting, and while a round ran nothing and let nobody join: then only a
@@ -28,10 +31,12 @@ import numpy as np
 
 from luminal.nn.models.generation import positions_of
 from luminal.scheduler.generation.block_pool import PoolTooSmall, blocks_for
+from luminal.scheduler.generation.choosers import choose_each, chooser_for
 from luminal.scheduler.generation.chunked_prefill import PREFILL_CHUNK, ChunkedPrefill
 from luminal.scheduler.generation.kv_batch import KVBatch
 from luminal.scheduler.generation.language_model import LanguageModel
-from luminal.scheduler.generation.logprobs import token_logprob
+from luminal.scheduler.generation.logprobs import TokenLogprob
+from luminal.scheduler.generation.memory_space import DeviceMemory, HostMemory, memory_for
 from luminal.scheduler.generation.paged_cache import PagedCache
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
@@ -79,7 +84,10 @@ class GenerationEngine:
         self.model = model
         # Called on the engine thread with each sequence that ran and ended (finished or cancelled): billing.
         self.on_end = on_end
-        self.batch: PagedCache | KVBatch = _cache(model, cache_blocks)
+        # Where the pools and logits live: the step's runtime's memory (the concatenating step's caches: the host).
+        self.memory = HostMemory() if model.block_size is None else memory_for(model.step)
+        self.batch: PagedCache | KVBatch = _cache(model, cache_blocks, self.memory)
+        self.chooser = chooser_for(self.memory)
         # Newcomers' prompts prefilled `prefill_chunk` tokens a round, when the model has a chunk program.
         self.chunked = None if model.chunk is None else ChunkedPrefill(model.chunk, self.batch, prefill_chunk)
         self.running: list[TokenStream] = []  # row r of the batch is running[r]
@@ -190,8 +198,17 @@ class GenerationEngine:
         and join the running batch."""
         for stream in self._take_waiting():
             self.chunked.add(stream)
-        for stream, logits in self.chunked.round():
-            if self._deliver(stream, logits):
+        finished = self.chunked.round()
+        try:
+            choices = choose_each(self.chooser, [(stream.sequence, logits, r) for stream, logits, r in finished])
+        except Exception as e:  # these sequences fail; the running batch goes on
+            log.exception("choosing first tokens failed")
+            for stream, _, _ in finished:
+                self.batch.release(id(stream))
+                stream.put(Failed(f"choosing the first token failed: {type(e).__name__}: {e}"))
+            return
+        for (stream, _, _), choice in zip(finished, choices):
+            if self._deliver(stream, *choice):
                 self.batch.release(id(stream))
                 self._ended(stream)
             else:
@@ -213,6 +230,7 @@ class GenerationEngine:
         started, began = time.time(), time.perf_counter()
         try:
             out = self.model.prefill.run(feed)
+            choices = self.chooser.choose([s.sequence for s in arrivals], out["logits"])
         except Exception as e:  # these sequences fail; the running batch goes on
             log.exception("prefill failed")
             for stream in arrivals:
@@ -222,9 +240,9 @@ class GenerationEngine:
         share = (time.perf_counter() - began) / len(arrivals)
         self.prefills += 1
         joining = []
-        for r, stream in enumerate(arrivals):
+        for r, (stream, choice) in enumerate(zip(arrivals, choices)):
             stream.started_at, stream.compute_s = started, stream.compute_s + share
-            if self._deliver(stream, out["logits"][r]):
+            if self._deliver(stream, *choice):
                 self.batch.release(id(stream))
                 self._ended(stream)
             else:
@@ -259,7 +277,8 @@ class GenerationEngine:
         tokens = np.array([s.sequence.tokens[-1] for s in self.running], np.int64)
         began = time.perf_counter()
         try:
-            out = self.model.step.run(self.batch.step_feed(tokens))
+            out = self.memory.run(self.model.step, self.batch.step_feed(tokens))
+            choices = self.chooser.choose([s.sequence for s in self.running], out["logits"])
         except Exception as e:  # every running sequence fails and the cache starts over
             log.exception("decode step failed")
             for stream in self.running:
@@ -273,15 +292,12 @@ class GenerationEngine:
         self.batch.advance(out)
         self.steps += 1
         self.rows_stepped += len(self.running)
-        done = [r for r, stream in enumerate(self.running) if self._deliver(stream, out["logits"][r])]
+        done = [r for r, (stream, choice) in enumerate(zip(self.running, choices)) if self._deliver(stream, *choice)]
         self._remove(done)
 
-    def _deliver(self, stream: TokenStream, logits: np.ndarray) -> bool:
-        """Choose the sequence's next token and hand its text to the stream; True when the sequence is done."""
+    def _deliver(self, stream: TokenStream, token: int, logprob: TokenLogprob | None) -> bool:
+        """Hand the sequence's chosen token and its text to the stream; True when the sequence is done."""
         seq = stream.sequence
-        token = seq.sampler.choose(logits)
-        top = seq.params.logprobs
-        logprob = None if top is None else token_logprob(logits, token, top)
         text = seq.add(token)
         stream.put(Delta(text, token, seq.finish_reason, logprob))
         return seq.finished
@@ -307,9 +323,9 @@ class GenerationEngine:
                 log.exception("recording the end of a sequence failed")
 
 
-def _cache(model: LanguageModel, blocks: int | None) -> PagedCache | KVBatch:
-    """The engine's caches: block pools for a paged step (`blocks` of them, or as many as DEFAULT_CACHE_BYTES
-    holds, at most what max_batch full-length sequences need), else one growing batch."""
+def _cache(model: LanguageModel, blocks: int | None, memory: HostMemory | DeviceMemory) -> PagedCache | KVBatch:
+    """The engine's caches: block pools in `memory` for a paged step (`blocks` of them, or as many as
+    DEFAULT_CACHE_BYTES holds, at most what max_batch full-length sequences need), else one growing batch."""
     if model.block_size is None:
         return KVBatch(model.layers)
     graph = model.step.program.graph
@@ -319,4 +335,4 @@ def _cache(model: LanguageModel, blocks: int | None) -> PagedCache | KVBatch:
         per_block = 2 * model.layers * kv_heads * size * dim * pool.dtype.itemsize
         longest = blocks_for(model.max_positions, size)
         blocks = min(model.max_batch * longest, max(DEFAULT_CACHE_BYTES // per_block, longest))
-    return PagedCache(model.layers, (blocks, kv_heads, size, dim), pool.dtype.np)
+    return PagedCache(model.layers, (blocks, kv_heads, size, dim), pool.dtype.np, memory)

@@ -1,6 +1,8 @@
 """The running sequences' KV caches in block pools that stay in the engine: one key and one value pool per
 layer, [pool blocks, kv heads, block size, head dim], handed to every decode step and written by it in place
-(the step graph's pool outputs are donated pool inputs: `luminal.nn.models.paged_decoding`).
+(the step graph's pool outputs are donated pool inputs: `luminal.nn.models.paged_decoding`). The pools live in
+the memory space of the runtime that runs the programs (memory_space.py): numpy arrays on the host, device arrays
+on a CUDA worker, which never cross to the host.
 
 Row r of the batch is one sequence: its length (cached positions) and its blocks (`BlockPool` tables). A
 prefill's left-padded caches are copied into the newcomers' blocks once, at admission, or a model with a chunk
@@ -17,16 +19,22 @@ import numpy as np
 
 from luminal.nn.models.paged_decoding import pool_name
 from luminal.scheduler.generation.block_pool import BlockPool
+from luminal.scheduler.generation.memory_space import DeviceMemory, HostMemory
 
 
 class PagedCache:
-    def __init__(self, layers: int, pool_shape: tuple[int, int, int, int], dtype: np.dtype):
-        """pool_shape: (blocks, kv_heads, block_size, head_dim) of every pool."""
+    def __init__(self, layers: int, pool_shape: tuple[int, int, int, int], dtype: np.dtype,
+                 memory: HostMemory | DeviceMemory | None = None):  # fmt: skip
+        """pool_shape: (blocks, kv_heads, block_size, head_dim) of every pool, held in `memory` (the programs'
+        memory space, memory_space.py: host numpy arrays unless given)."""
         blocks, _, block_size, _ = pool_shape
         self.layers = layers
         self.pool = BlockPool(blocks, block_size)
+        self.memory = HostMemory() if memory is None else memory
         # Zeros, not garbage: a masked position still multiplies its value by a zero weight, and 0 * nan is nan.
-        self.pools = {pool_name(k, p): np.zeros(pool_shape, dtype) for k in range(layers) for p in ("key", "value")}
+        self.pools = {
+            pool_name(k, p): self.memory.zeros(pool_shape, dtype) for k in range(layers) for p in ("key", "value")
+        }
         self.owners: list[Hashable] = []  # row r's sequence
         self.lengths = np.zeros(0, np.int64)  # row r's cached positions
 
@@ -61,7 +69,8 @@ class PagedCache:
                 for k in range(self.layers):
                     for part in ("key", "value"):
                         cache = present[f"present.{k}.{part}"]
-                        self.pools[pool_name(k, part)][block, :, : stop - start] = cache[r, :, start:stop]
+                        pool, values = self.pools[pool_name(k, part)], cache[r, :, start:stop]
+                        self.memory.write(pool, (block, slice(None), slice(0, stop - start)), values)
             self.pool.publish(owner)
         self.owners.extend(owners)
         self.lengths = np.concatenate([self.lengths, lengths])

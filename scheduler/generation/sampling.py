@@ -4,6 +4,7 @@ so a seeded request repeats whatever else shares its batch."""
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,8 @@ class Sampler:
     def __init__(self, params: SamplingParams):
         self.params = params
         self.rng = np.random.default_rng(params.seed)
+        # The device sampler's generator key (choosers.py): the seed, so a seeded request repeats; else random.
+        self.key = params.seed if params.seed is not None else secrets.randbits(63)
 
     def choose(self, logits: np.ndarray) -> int:
         """The next token from one row of logits [vocab]."""

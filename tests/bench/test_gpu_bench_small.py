@@ -18,6 +18,7 @@ LUMINAL_ROWS = (
     "luminal cuda paged step, batched",
     "luminal cuda (one CUDA graph)",
     "luminal cuda (kernel by kernel)",
+    "luminal engine, device pools + sampling",  # (e): the serving row
 )
 
 
@@ -30,6 +31,7 @@ def bench(*args: str) -> str:
 def check_table(out: str) -> None:
     sections = ["(a) decode", "(b) ", "(c) prefill, batch 1", "(c) MiniLM-shaped encoder", "(c) prefill GEMMs"]
     sections.append("(d) decode, 3 sequences of 16 cached positions each")
+    sections.append("(e) LLM serving: 3 concurrent sequences")
     for section in sections:
         assert section in out, section
     assert re.search(r"torch eager +\d+\.\d+ +1\.00x", out)

@@ -129,3 +129,29 @@ def test_a_gather_concatenated_with_a_row_reads_by_its_own_axes():
         "new": rng.standard_normal((2, 1, 8)).astype(np.float32),
     }
     np.testing.assert_array_equal(lm.compile(g, cache=False).run(feeds)["y"], lm.run(g, feeds)["y"])
+
+
+def _positions_read(kernel) -> dict[str, int]:
+    positions: dict[str, set] = {}
+    for n in ir.walk(kernel.body):
+        if isinstance(n, ir.Load):
+            positions.setdefault(n.buffer, set()).add(n.index)
+    return {buffer: len(p) for buffer, p in positions.items()}
+
+
+def test_a_long_scan_is_not_fused_into_straight_line_sums():
+    """A cumsum over up to 4096 rows takes 12 doubling steps; fused without a bound they became one kernel summing
+    a thousand loads in straight-line code (121 KB of CUDA). Each kernel reads a buffer at most at
+    MAX_READS_PER_BUFFER positions, and the program still computes the scan."""
+    from luminal.compiler.fuse import MAX_READS_PER_BUFFER
+
+    g = lm.Graph()
+    g.input("x", (lm.sym("n", max=4096), 2)).cumsum(0).output("y")
+    programs = {target: lm.compile(g, target=target, cache=False) for target in ("cpu", "h100")}
+    for target, program in programs.items():
+        kernels = [k for k in program.kernels.kernels if isinstance(k, ir.LoopKernel)]
+        reads = [count for k in kernels for count in _positions_read(k).values()]
+        assert max(reads) <= MAX_READS_PER_BUFFER, (target, reads)
+        assert len(program.kernels.kernels) <= 4, target  # still fused: 12 steps in a few kernels
+    xs = np.random.default_rng(4).standard_normal((300, 2)).astype(np.float32)
+    np.testing.assert_allclose(programs["cpu"].run({"x": xs})["y"], np.cumsum(xs, 0), rtol=1e-5, atol=1e-4)

@@ -17,7 +17,8 @@ Only the signatures read in CuPy's source are mirrored: Module.load(bytes), Modu
 Function(grid, block, args, shared_mem=0, stream=None), Stream(non_blocking=...).begin_capture() / end_capture()
 / synchronize() / wait_event(event), Stream.null, get_current_stream(), Graph.launch(stream=None),
 runtime.memsetAsync(ptr, value, size, stream), alloc(n) -> MemoryPointer (+ offset), empty, zeros, ndarray(shape, dtype,
-memptr=...), .set(arr, stream=None), .get(stream=None), .data.ptr, Event().record(stream=None) / .synchronize()
+memptr=...), .set(arr, stream=None), .get(stream=None), .astype(dtype), <<, .data.ptr,
+Event().record(stream=None) / .synchronize()
 and get_elapsed_time(start, end) in milliseconds (the host clock's, when the recorded work ran).
 The runtime calls cuBLAS's C API, not CuPy's cuBLAS module: the `fake_cublas_library` fixture (conftest.py) puts
 fake_cublas.py (numpy GEMMs on this memory, on the handle's stream) where the runtime looks for libcublas.
@@ -212,8 +213,18 @@ class ndarray:  # noqa: N801 - CuPy's name
         get_current_stream().enqueue(lambda: self.a.__setitem__(key, source))
 
     def __mul__(self, k) -> ndarray:
-        out = ndarray(self.shape, self.dtype)
-        get_current_stream().enqueue(lambda: out.a.__setitem__(Ellipsis, self.a * k))
+        return self._elementwise(self.dtype, lambda a: a * k)
+
+    def __lshift__(self, bits: int) -> ndarray:
+        return self._elementwise(self.dtype, lambda a: a << bits)
+
+    def astype(self, dtype) -> ndarray:
+        return self._elementwise(dtype, lambda a: a.astype(dtype))
+
+    def _elementwise(self, dtype, fn) -> ndarray:
+        """A new array computed from this one by a kernel on the current stream."""
+        out = ndarray(self.shape, dtype)
+        get_current_stream().enqueue(lambda: out.a.__setitem__(Ellipsis, fn(self.a)))
         return out
 
     def __dlpack_device__(self):
