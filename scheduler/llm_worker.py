@@ -74,9 +74,7 @@ class LanguageModelWorker:
                           host=socket.gethostname(), device=self.device, started_at=started)  # fmt: skip
         self.registry.register(info)
         try:
-            model = load_language_model(self.path_of(self.spec.program_key), compute=self.compute)
-            billing = SequenceBilling(self.ledger, self.worker_id, self.device)
-            self.engine = GenerationEngine(model, self.spec.max_waiting, billing, prefill_chunk=self.spec.prefill_chunk)
+            self.engine = self._on_compute(self._load)
             self.registry.mark_ready(self.worker_id)
             if self.engines is not None:
                 self.engines.add(self.spec.program_key, self.engine)
@@ -92,6 +90,18 @@ class LanguageModelWorker:
                 self.engine.close()  # fails whatever it still held (only after an error: a stop drains it)
                 self._flush()
             self.registry.deregister(self.worker_id)
+
+    def _load(self) -> GenerationEngine:
+        model = load_language_model(self.path_of(self.spec.program_key), compute=self.compute)
+        billing = SequenceBilling(self.ledger, self.worker_id, self.device)
+        return GenerationEngine(model, self.spec.max_waiting, billing, prefill_chunk=self.spec.prefill_chunk)
+
+    def _on_compute(self, fn: Callable[[], GenerationEngine]) -> GenerationEngine:
+        """`fn()` on the process's compute thread, where one is given. Loading runs native code that can start an
+        OpenMP team on the thread calling it; this worker thread lives on, and with a second team alive libgomp
+        stops spinning between parallel regions, so every program of the process slows (a tiny model's decode
+        step about 50x here; scheduler/compute_thread.py)."""
+        return fn() if self.compute is None else self.compute.call(fn)
 
     def _serve(self, stop: threading.Event) -> None:
         engine = self.engine
