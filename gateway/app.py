@@ -35,12 +35,14 @@ from luminal.provisioner.tenant_limits import TenantLimits
 from luminal.provisioner.worker_backends import open_worker_backend
 from luminal.scheduler.compile_jobs import ProcessCompileRunner, ThreadCompileRunner
 from luminal.scheduler.compute_thread import ComputeThread
+from luminal.scheduler.generation.engines import Engines
 from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry, open_registry
+from luminal.scheduler.sequences import SequenceTransport, open_sequences
 from luminal.scheduler.usage_drainer import UsageDrainer
 from luminal.scheduler.usage_journal import UsageJournal, replay
 from luminal.scheduler.worker_spec import WorkerSpec, ready_specs
@@ -89,7 +91,7 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     # This process's CPU programs (thread workers', language models') share one OpenMP team: they all run on one
     # thread (scheduler/compute_thread.py).
     compute = ComputeThread()
-    queue, registry, provisioner, ledger, drainer = _start_scheduler(
+    queue, registry, provisioner, ledger, drainer, sequences, engines = _start_scheduler(
         settings, db, artifacts, heartbeat.replica_id, compute
     )
     backend = SchedulerBackend(
@@ -97,13 +99,13 @@ def start_platform(settings: Settings, backend: InferenceBackend | None = None) 
     )
     return Platform(
         settings, db, artifacts, compiles, backend, bootstrap_key, queue, registry, provisioner, ledger, heartbeat,
-        usage_drainer=drainer, compute=compute,
+        usage_drainer=drainer, compute=compute, sequences=sequences, generation=engines,
     )  # fmt: skip
 
 
 def _start_scheduler(
     settings: Settings, db: Database, artifacts: ArtifactStore, gateway_id: str, compute: ComputeThread
-) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger | None, UsageDrainer | None]:
+) -> tuple[RequestQueue, WorkerRegistry, Provisioner, BufferedLedger, UsageDrainer | None, SequenceTransport, Engines]:
     queue = open_queue(settings.queue_url, settings.queue_namespace)
     registry = open_registry(settings.queue_url, settings.queue_namespace)
     sql_ledger = SqlUsageLedger(db, settings.gpu_prices_per_second)
@@ -115,13 +117,15 @@ def _start_scheduler(
     # Bills what thread workers answered before an earlier process was killed (whatever the backend is now).
     journal_dir = settings.data_dir / "usage-journal"
     replay(journal_dir, sql_ledger)
-    ledger = None  # worker processes keep their own
+    # Language models' sequences reach their workers' engines through it (in memory, or on the queue's Redis).
+    sequences = open_sequences(settings.queue_url, settings.queue_namespace)
+    ledger, engines = None, Engines()  # worker processes keep their own ledger, and their engines
     if settings.worker_backend != "thread":
         worker_backend = open_worker_backend(settings, registry)
     else:
         programs = ProgramCache(artifacts.local_path, compute=compute)
         ledger = BufferedLedger(sql_ledger, UsageJournal(journal_dir))
-        worker_backend = ThreadWorkers(queue, programs, ledger, registry)
+        worker_backend = ThreadWorkers(queue, programs, ledger, registry, sequences=sequences, engines=engines)
     scaling = ProvisionerSettings(
         target_per_replica=settings.scale_target_per_replica,
         idle_to_zero_s=settings.scale_to_zero_after_s,
@@ -141,9 +145,10 @@ def _start_scheduler(
         scaling,
         tenant_limits=partial(_tenant_limits, db),
         lease=lease,
+        sequences=sequences,
     )
     provisioner.start()
-    return queue, registry, provisioner, ledger, drainer
+    return queue, registry, provisioner, ledger, drainer, sequences, engines
 
 
 def _ready_specs(db: Database) -> list[WorkerSpec]:
@@ -158,7 +163,6 @@ def _tenant_limits(db: Database) -> dict[int, TenantLimits]:
 
 
 def stop_platform(platform: Platform) -> None:
-    platform.generation.close()
     if platform.provisioner is not None:
         platform.provisioner.close()
     if platform.ledger is not None:
@@ -167,6 +171,8 @@ def stop_platform(platform: Platform) -> None:
         platform.usage_drainer.close()
     if platform.queue is not None:
         platform.queue.close()
+    if platform.sequences is not None:
+        platform.sequences.close()
     platform.compiles.shutdown()
     if platform.heartbeat is not None:
         platform.heartbeat.stop()

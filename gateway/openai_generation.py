@@ -1,15 +1,18 @@
-"""What the completion and chat routes share: the named deployment's engine, the request's sampling parameters,
-and the answer, whole or as server-sent events in the chunks the `openai` client parses.
+"""What the completion and chat routes share: the named deployment's tokenizer and context length, the request's
+sampling parameters, and the answer, whole or as server-sent events in the chunks the `openai` client parses.
+
+The gateway holds no model: a sequence goes through the platform's sequence transport to a worker of the
+deployment holding its engine (scheduler/llm_worker.py), and its events come back the same way (RelayedStream).
 
 A streamed answer is a series of `data: {chunk}` events ending in `data: [DONE]`; with
 stream_options.include_usage the last chunk before [DONE] has no choices and carries the usage (and every other
-chunk `"usage": null`), as OpenAI sends them. A client that goes away cancels its sequence: the engine drops it
-(and its cache rows) before its next step.
+chunk `"usage": null`), as OpenAI sends them. A client that goes away cancels its sequence: the worker's engine
+drops it (and its cache rows) before its next step.
 
 A sequence waits for a place in the batch at its `priority` for at most its `queue_timeout` (capped by the
 platform's request_timeout_s, the wait an inference request is allowed), counted from the request's arrival (as
 an inference request's deadline is); past it the answer is a 504, as for an expired inference request, or an
-error event when the stream has started.
+error event when the stream has started. A full waiting line (the deployment's max_waiting) is a 429.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from fastapi import Request
@@ -33,51 +37,80 @@ from luminal.gateway.openai_schemas import SamplingFields, SchedulingFields
 from luminal.gateway.platform import Platform
 from luminal.gateway.routers.inference import resolve_ready
 from luminal.gateway.uploads import LLM_KIND
-from luminal.scheduler.generation.engine import GenerationEngine, PromptTooLong
+from luminal.scheduler.generation.engine import PromptTooLong, check_length
 from luminal.scheduler.generation.logprobs import TokenLogprob
 from luminal.scheduler.generation.sampling import SamplingParams
-from luminal.scheduler.generation.stream import Account, Delta, GenerationFailed, TokenStream, WaitExpired
+from luminal.scheduler.generation.stream import Account, Delta, GenerationFailed, WaitExpired
 from luminal.scheduler.generation.tokenizer import TextCodec
+from luminal.scheduler.registry import WorkerRegistry
+from luminal.scheduler.sequences.base import SequenceTransport
+from luminal.scheduler.sequences.relay import RelayedStream
+from luminal.scheduler.sequences.request import SequenceRequest
 from luminal.scheduler.work import effective_priority
 from luminal.store.tables import Tenant
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
+# A language-model worker heartbeats every second between rounds (each a few milliseconds): one silent this long
+# is dead or hung, and the sequence it was generating ends (or goes to another worker, had it sent nothing).
+WORKER_SILENT_S = 15.0
 
 
 @dataclass(frozen=True)
 class Served:
-    """A request's language model: its running engine and whom its sequences are billed to."""
+    """A request's language model: where its sequences go, its tokenizer and context, whom they are billed to."""
 
-    engine: GenerationEngine
+    sequences: SequenceTransport
+    codec: TextCodec
+    max_positions: int  # prompt plus generated tokens of one sequence
     tenant_id: int
     name: str
     deployment: dict[str, Any]
     metrics: GenerationMetrics
-    max_wait_s: float  # the longest a sequence waits for a place in the batch (Settings.request_timeout_s)
+    max_wait_s: float  # the longest a sequence waits for a place in a batch (Settings.request_timeout_s)
+    notify: Callable[[int], None]  # tells the provisioner a sequence was queued for a deployment (by id)
+    registry: WorkerRegistry | None  # whether the worker running a sequence still lives (None: not watched)
 
     def start(
         self, prompt: list[int], params: SamplingParams, scheduling: SchedulingFields, arrived: float
-    ) -> tuple[TokenStream, SequenceTimer]:
-        """Queue the sequence under a new request id; its deltas arrive on this request's event loop. `arrived`:
-        the request's arrival (time.perf_counter), which its waiting deadline counts from."""
+    ) -> tuple[RelayedStream, SequenceTimer]:
+        """Queue the sequence under a new request id for a worker of the deployment (EngineBusy when its waiting
+        line is full). `arrived`: the request's arrival (time.perf_counter), which its waiting deadline counts
+        from."""
+        check_length(prompt, params.max_tokens, self.max_positions)  # the pool's fit is checked by the worker
         d = self.deployment
         account = Account(uuid.uuid4().hex, d["id"], self.tenant_id, d["gpu_type"], self.name, int(d["version"]))
         wait = self.max_wait_s if scheduling.queue_timeout is None else min(scheduling.queue_timeout, self.max_wait_s)
-        loop = asyncio.get_running_loop()
         priority, waited = effective_priority(scheduling.priority), max(0.0, time.perf_counter() - arrived)
-        stream = self.engine.submit(prompt, params, loop, account, priority, wait, waited)
-        return stream, self.metrics.sequence(ModelLabels.of(self.name, d["version"], d["id"]), arrived)
+        request = SequenceRequest(account, tuple(prompt), params, priority, wait, time.time() - waited)
+        self.sequences.submit(request, d["max_waiting"])
+        self.notify(d["id"])  # queued first: a deployment scaled to zero starts its first worker on seeing it
+        alive = None if self.registry is None else partial(worker_alive, self.registry, d["id"])
+        return RelayedStream(self.sequences, request, alive, d["max_waiting"]), self.metrics.sequence(
+            ModelLabels.of(self.name, d["version"], d["id"]), arrived
+        )
 
 
 async def language_model(platform: Platform, tenant: Tenant, name: str) -> Served:
-    """The tenant's deployed language model `name` (404 unknown, 400 not an LLM), its engine started."""
-    deployment = await resolve_ready(platform, tenant, name, None)
-    if deployment["signature"].get("kind") != LLM_KIND:
+    """The tenant's deployed language model `name` (404 unknown, 400 not an LLM, 503 no worker can serve it)."""
+    d = await resolve_ready(platform, tenant, name, None)
+    if d["signature"].get("kind") != LLM_KIND:
         raise OpenAIError(400, f"model {name!r} is not a language model (serve it with /v2/models)", "model")
-    d = deployment
-    engine = await run_in_threadpool(platform.generation.get, d["program_key"], d["max_waiting"], d["prefill_chunk"])
+    if platform.sequences is None:
+        raise OpenAIError(503, "this gateway serves no language models (it was started without a scheduler)")
+    refusal = platform.unschedulable(d["gpu_type"])
+    if refusal is not None:
+        raise OpenAIError(503, f"model {name!r} cannot be served: {refusal}")
+    codec, max_positions = await run_in_threadpool(platform.language_models.get, d["program_key"])
     metrics, max_wait_s = platform.generation_metrics, platform.settings.request_timeout_s
-    return Served(engine, tenant.id, name, deployment, metrics, max_wait_s)
+    notify = platform.provisioner.notify if platform.provisioner is not None else lambda deployment_id: None
+    return Served(platform.sequences, codec, max_positions, tenant.id, name, d, metrics, max_wait_s, notify,
+                  platform.registry)  # fmt: skip
+
+
+def worker_alive(registry: WorkerRegistry, deployment_id: int, worker_id: str) -> bool:
+    """Whether the worker is registered for the deployment and heartbeated lately (blocking: a registry read)."""
+    info = next((w for w in registry.workers(deployment_id) if w.worker_id == worker_id), None)
+    return info is not None and time.time() - info.last_heartbeat < WORKER_SILENT_S
 
 
 def check_token_ids(codec: TextCodec, ids: list[int], param: str) -> None:
@@ -111,7 +144,7 @@ class Answer:
     """One request's generation and how its chunks are shaped (completions and chat differ only there)."""
 
     model: str
-    started: tuple[TokenStream, SequenceTimer]  # what Served.start returns
+    started: tuple[RelayedStream, SequenceTimer]  # what Served.start returns
     id_prefix: str
     chunk_object: str
     # (text, finish_reason, logprobs) -> a streamed choice
@@ -202,7 +235,7 @@ def _event(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-async def _cancel_on_disconnect(request: Request, stream: TokenStream) -> None:
+async def _cancel_on_disconnect(request: Request, stream: RelayedStream) -> None:
     while not await request.is_disconnected():
         await asyncio.sleep(DISCONNECT_POLL_S)
     stream.cancel()

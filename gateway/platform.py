@@ -8,6 +8,7 @@ from typing import Any
 from luminal.gateway.embedding_tokenizers import EmbeddingTokenizers
 from luminal.gateway.generation_metrics import GenerationMetrics
 from luminal.gateway.inference_backend import InferenceBackend
+from luminal.gateway.language_model_texts import LanguageModelTexts
 from luminal.gateway.metadata_changes import MetadataChanges, NoMetadataChanges
 from luminal.gateway.metrics import InferenceMetrics
 from luminal.gateway.predictions import PredictionRunner
@@ -18,12 +19,11 @@ from luminal.gateway.webhooks import WebhookSender, webhook_secret
 from luminal.provisioner.provisioner import Provisioner
 from luminal.scheduler.compile_jobs import CompileRunner
 from luminal.scheduler.compute_thread import ComputeThread
-from luminal.scheduler.generation.billing import SequenceBilling
 from luminal.scheduler.generation.engines import Engines
-from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
+from luminal.scheduler.sequences.base import SequenceTransport
 from luminal.scheduler.usage_drainer import UsageDrainer
 from luminal.store.artifacts import ArtifactStore
 from luminal.store.database import Database
@@ -51,6 +51,10 @@ class Platform:
     usage_drainer: UsageDrainer | None = None
     # Where this process's CPU programs run (None: on their callers' threads).
     compute: ComputeThread | None = None
+    # Where language models' sequences go to their workers (None when a backend was given for the scheduler).
+    sequences: SequenceTransport | None = None
+    # The engines of language models whose workers are threads of this process (metrics read them).
+    generation: Engines = field(default_factory=Engines)
     metrics: InferenceMetrics = field(default_factory=InferenceMetrics)
     # Tells the other gateways that keys, tenants, models or deployments changed (set once the loop runs).
     metadata_changes: MetadataChanges = field(default_factory=NoMetadataChanges)
@@ -58,9 +62,9 @@ class Platform:
     rate_limiter: RateLimiter = field(init=False)
     # Built from the parts above (the webhook secret may be generated under data_dir on the first start).
     predictions: PredictionRunner = field(init=False)
-    # Language models served in this process (the OpenAI-compatible API), started on first use.
-    generation: Engines = field(init=False)
     generation_metrics: GenerationMetrics = field(init=False)
+    # Language models' tokenizers and context lengths (the OpenAI routes tokenize; the workers generate).
+    language_models: LanguageModelTexts = field(init=False)
     # Embedding models' tokenizers (the embeddings route tokenizes; the workers run token ids).
     embedding_tokenizers: EmbeddingTokenizers = field(init=False)
 
@@ -73,11 +77,9 @@ class Platform:
         self.ready_deployments = TtlCache(self.settings.metadata_cache_s)
         self.rate_limiter = open_rate_limiter(self.settings.queue_url, self.settings.queue_namespace)
         webhooks = WebhookSender(webhook_secret(self.settings), self.settings.webhook_allow_private)
-        # Sequences are billed through the thread workers' buffered ledger, or straight to the database.
-        ledger = self.ledger or SqlUsageLedger(self.db, self.settings.gpu_prices_per_second)
-        self.generation = Engines(self.artifacts.local_path, SequenceBilling(ledger), compute=self.compute)
         self.generation_metrics = GenerationMetrics(self.metrics.registry, self.generation)
         self.embedding_tokenizers = EmbeddingTokenizers(self.artifacts.local_path)
+        self.language_models = LanguageModelTexts(self.artifacts.local_path)
         owner = None if self.heartbeat is None else self.heartbeat.replica_id
         self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks, owner)
 

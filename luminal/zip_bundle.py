@@ -79,13 +79,16 @@ def _put(zf: zipfile.ZipFile, name: str, parts: list, method: int) -> None:
             out.write(part)
 
 
-def read_bundle(fmt: BundleFormat, source: Any) -> tuple[dict[str, Any], dict[str, bytearray]]:
-    """(manifest, entry bytes by name) of a bundle given as a path or its bytes; checked as the docstring says."""
+def read_bundle(
+    fmt: BundleFormat, source: Any, only: frozenset[str] | None = None
+) -> tuple[dict[str, Any], dict[str, bytearray]]:
+    """(manifest, entry bytes by name) of a bundle given as a path or its bytes; checked as the docstring says.
+    With `only`, just those entries are read (and checked against the manifest); the others are left unread."""
     if isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
-        return _read(fmt, io.BytesIO(data), len(data))
+        return _read(fmt, io.BytesIO(data), len(data), only)
     with open(os.fspath(source), "rb") as f:
-        return _read(fmt, f, os.fstat(f.fileno()).st_size)
+        return _read(fmt, f, os.fstat(f.fileno()).st_size, only)
 
 
 def bundle_format_name(source: Any, error: type[Exception]) -> str | None:
@@ -111,7 +114,9 @@ def _open(f: IO[bytes], size: int, max_entries: int, error: type[Exception]) -> 
         raise error(f"corrupt zip archive: {e}") from None
 
 
-def _read(fmt: BundleFormat, f: IO[bytes], size: int) -> tuple[dict[str, Any], dict[str, bytearray]]:
+def _read(
+    fmt: BundleFormat, f: IO[bytes], size: int, only: frozenset[str] | None = None
+) -> tuple[dict[str, Any], dict[str, bytearray]]:
     error = fmt.error
     if size > fmt.max_file_bytes:
         raise error(f"the file is {size} bytes, over the limit of {fmt.max_file_bytes}")
@@ -127,7 +132,8 @@ def _read(fmt: BundleFormat, f: IO[bytes], size: int) -> tuple[dict[str, Any], d
             raise error(f"missing entry {MANIFEST}")
         manifest = parse_json(bytes(read_entry(zf, infos[MANIFEST], MANIFEST_CAP, error)), MANIFEST)
         _check_manifest(fmt, manifest, set(infos) - {MANIFEST})
-        raw = {n: read_entry(zf, i, caps[n], error) for n, i in infos.items() if n != MANIFEST}
+        wanted = [n for n in infos if n != MANIFEST and (only is None or n in only)]
+        raw = {n: read_entry(zf, infos[n], caps[n], error) for n in wanted}
     for name, data in raw.items():
         entry = manifest["entries"][name]
         if entry["size"] != len(data) or entry["sha256"] != hashlib.sha256(data).hexdigest():

@@ -13,9 +13,12 @@ from typing import Protocol
 
 from luminal.provisioner.device_offer import DeviceOffer, local_offer
 from luminal.scheduler.billing import UsageLedger
+from luminal.scheduler.generation.engines import Engines
+from luminal.scheduler.llm_worker import LanguageModelWorker
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
+from luminal.scheduler.sequences.base import SequenceTransport
 from luminal.scheduler.worker import Worker, new_worker_id
 from luminal.scheduler.worker_spec import WorkerSpec
 from luminal.store.clock import SYSTEM_CLOCK, Clock
@@ -64,7 +67,7 @@ def checked_device(offer: DeviceOffer, spec: WorkerSpec) -> str:
 
 
 class _ThreadHandle:
-    def __init__(self, worker: Worker, spec: WorkerSpec, clock: Clock = SYSTEM_CLOCK):
+    def __init__(self, worker: Worker | LanguageModelWorker, spec: WorkerSpec, clock: Clock = SYSTEM_CLOCK):
         self.worker_id, self.deployment_id, self.spec = worker.worker_id, spec.deployment_id, spec
         self.clock = clock
         self.started_at = clock.monotonic()
@@ -101,7 +104,8 @@ class _ThreadHandle:
 
 class ThreadWorkers:
     """Workers as threads sharing this process's queue and loaded programs. The compiled C releases the GIL
-    while it runs, so a batch executing does not stall the gateway's event loop."""
+    while it runs, so a batch executing does not stall the gateway's event loop. A language model's workers take
+    sequences from `sequences` and list their engines in `engines`."""
 
     def __init__(
         self,
@@ -111,13 +115,24 @@ class ThreadWorkers:
         registry: WorkerRegistry,
         clock: Clock = SYSTEM_CLOCK,  # times the cold starts
         offer: DeviceOffer | None = None,  # None: this machine's CPU and its default GPU
+        sequences: SequenceTransport | None = None,  # None: language models cannot be served
+        engines: Engines | None = None,
     ):
         self.queue, self.programs, self.ledger, self.registry = queue, programs, ledger, registry
         self.clock = clock
         self.offer = offer if offer is not None else local_offer().default_device_only()
+        self.sequences = sequences
+        self.engines = engines if engines is not None else Engines()
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
         device = checked_device(self.offer, spec)
         worker_id = new_worker_id(spec.deployment_id)
-        worker = Worker(spec, self.queue, self.programs, self.ledger, self.registry, worker_id, device=device)
+        worker: Worker | LanguageModelWorker
+        if spec.is_language_model:
+            if self.sequences is None:
+                raise ValueError(f"deployment {spec.deployment_id} is a language model: no sequence transport given")
+            worker = LanguageModelWorker(spec, self.sequences, self.programs.path_of, self.ledger, self.registry,
+                                         worker_id, device, self.engines, self.programs.compute)  # fmt: skip
+        else:
+            worker = Worker(spec, self.queue, self.programs, self.ledger, self.registry, worker_id, device=device)
         return _ThreadHandle(worker, spec, self.clock)

@@ -33,6 +33,7 @@ from luminal.provisioner.tenant_limits import (
 )
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
+from luminal.scheduler.sequences.base import SequenceTransport
 from luminal.scheduler.worker_spec import WorkerSpec
 from luminal.store.clock import SYSTEM_CLOCK, Clock
 from luminal.store.leases import LeaseKeeper
@@ -78,10 +79,12 @@ class Provisioner:
         clock: Clock = SYSTEM_CLOCK,  # idle times, cooldowns, backoffs and the tick; tests step their own
         tenant_limits: Callable[[], dict[int, TenantLimits]] = dict,
         lease: LeaseKeeper | None = None,  # None: the only provisioner (its queue is its own)
+        sequences: SequenceTransport | None = None,  # where language models' sequences wait: their load
     ):
         # Every deployment that can serve, read fresh (from the metadata store) each `refresh_s`.
         self.ready_specs = ready_specs
         self.queue, self.registry, self.backend = queue, registry, backend
+        self.sequences = sequences
         self.settings = settings or ProvisionerSettings()
         self.clock = clock
         # Suspensions and replica quotas by tenant id (tenants without either are absent), read with the specs.
@@ -216,7 +219,9 @@ class Provisioner:
                 self._noted.difference_update(h.worker_id for h in stale)
         for handle in stale:
             handle.stop()
-        queued, in_flight = self.queue.depth(d), self.queue.in_flight(d)
+        # A language model's load is its sequences: waiting for a worker, and taken by one and not yet ended.
+        load_of = self.sequences if spec.is_language_model and self.sequences is not None else self.queue
+        queued, in_flight = load_of.depth(d), load_of.in_flight(d)
         if queued or in_flight:
             state.last_activity = now
         policy = ScalingPolicy(

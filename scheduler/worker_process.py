@@ -12,13 +12,16 @@ import signal
 import sys
 import threading
 
+from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.collector import settle_serving_process
 from luminal.scheduler.ledger import SqlUsageLedger
+from luminal.scheduler.llm_worker import LanguageModelWorker
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
-from luminal.scheduler.registry import open_registry
+from luminal.scheduler.registry import WorkerRegistry, open_registry
+from luminal.scheduler.sequences import open_sequences
 from luminal.scheduler.worker import Worker
-from luminal.scheduler.worker_spec import spec_for
+from luminal.scheduler.worker_spec import WorkerSpec, spec_for
 from luminal.store.database import Database
 from luminal.store.settings import Settings
 
@@ -73,11 +76,40 @@ def main(argv: list[str]) -> int:
     ledger = None if queue.stores_usage else SqlUsageLedger(db, settings.gpu_prices_per_second)
     settle_serving_process()
     try:
-        Worker(spec, queue, programs, ledger, registry, worker_id, settings.reclaim_idle_s, device).run(stop)
+        if spec.is_language_model:
+            _serve_language_model(spec, settings, programs, ledger or _usage_stream(settings), registry, worker_id,
+                                  device, stop)  # fmt: skip
+        else:
+            Worker(spec, queue, programs, ledger, registry, worker_id, settings.reclaim_idle_s, device).run(stop)
     finally:
         queue.close()
         db.dispose()
     return 0
+
+
+def _usage_stream(settings: Settings) -> UsageLedger:
+    """Where a language-model worker on Redis bills its sequences: the usage stream the gateways drain."""
+    from luminal.scheduler.usage_stream import UsageStreamLedger  # imports redis only on Redis
+
+    return UsageStreamLedger(settings.queue_url, settings.queue_namespace)
+
+
+def _serve_language_model(
+    spec: WorkerSpec,
+    settings: Settings,
+    programs: ProgramCache,
+    ledger: UsageLedger,
+    registry: WorkerRegistry,
+    worker_id: str,
+    device: str,
+    stop: threading.Event,
+) -> None:
+    """One engine taking the deployment's sequences from the shared transport (Redis) until stopped."""
+    sequences = open_sequences(settings.queue_url, settings.queue_namespace)
+    try:
+        LanguageModelWorker(spec, sequences, programs.path_of, ledger, registry, worker_id, device).run(stop)
+    finally:
+        sequences.close()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ from sqlalchemy.orm import Session, joinedload
 from luminal.store.deployments import READY
 from luminal.store.tables import Deployment, ModelVersion
 
+# The signature kind of a deployment made from a language-model package (gateway/uploads.py marks it): its workers
+# hold a generation engine and take sequences (llm_worker.py) instead of batching requests.
+LLM_KIND = "llm"
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -30,11 +34,18 @@ class WorkerSpec:
     max_replicas: int
     signature: dict[str, Any]
     symbols: dict[str, Any]
+    # A language model's engine settings: prompt tokens prefilled per round, and its waiting line's bound.
+    prefill_chunk: int = 256
+    max_waiting: int = 256
+
+    @property
+    def is_language_model(self) -> bool:
+        return self.signature.get("kind") == LLM_KIND
 
     def serves_like(self, other: WorkerSpec) -> bool:
         """Whether a worker started with `other` serves as this spec asks (replica bounds do not matter to it;
-        the program and the batching settings do)."""
-        fields = ("program_key", "gpu_type", "max_batch_size", "max_queue_delay_ms")
+        the program and the batching settings do, and a language model's prefill chunk)."""
+        fields = ("program_key", "gpu_type", "max_batch_size", "max_queue_delay_ms", "prefill_chunk")
         return all(getattr(self, f) == getattr(other, f) for f in fields)
 
 
@@ -53,6 +64,8 @@ def _spec(row: Deployment) -> WorkerSpec:
         max_replicas=row.max_replicas,
         signature=mv.signature,
         symbols=mv.symbols,
+        prefill_chunk=row.prefill_chunk,
+        max_waiting=row.max_waiting,
     )
 
 

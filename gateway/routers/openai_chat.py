@@ -31,14 +31,13 @@ def _delta(text: str, finish_reason: str | None, logprobs: dict[str, Any] | None
 async def create_chat_completion(request: Request, tenant: TenantDep, platform: PlatformDep) -> Response:
     body = await read_json_model(request, ChatCompletionCreate, MAX_BODY_BYTES)
     served = await language_model(platform, tenant, body.model)
-    engine = served.engine
     messages = [m.for_template() for m in body.messages]
     # A template is user-supplied code (sandboxed): render it off the event loop.
-    ids = await run_in_threadpool(engine.model.codec.chat_prompt, messages, body.add_generation_prompt)
-    params = sampling_params(body, body.token_limit(), ids, engine.model.max_positions)
-    params = await shaped(params, body, engine.model.codec)
+    ids = await run_in_threadpool(served.codec.chat_prompt, messages, body.add_generation_prompt)
+    params = sampling_params(body, body.token_limit(), ids, served.max_positions)
+    params = await shaped(params, body, served.codec)
     first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-    logprobs = None if params.logprobs is None else ChatLogprobs(engine.model.codec)
+    logprobs = None if params.logprobs is None else ChatLogprobs(served.codec)
     started = served.start(ids, params, body, arrival_of(request))
     answer = Answer(body.model, started, "chatcmpl", CHUNK, _delta, first, logprobs)
     if body.stream:

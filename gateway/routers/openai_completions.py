@@ -27,13 +27,12 @@ def _choice(text: str, finish_reason: str | None, logprobs: dict[str, Any] | Non
 async def create_completion(request: Request, tenant: TenantDep, platform: PlatformDep) -> Response:
     body = await read_json_model(request, CompletionCreate, MAX_BODY_BYTES)
     served = await language_model(platform, tenant, body.model)
-    engine = served.engine
     prompt = body.prompt_value()
-    ids = engine.model.codec.encode(prompt) if isinstance(prompt, str) else prompt
-    check_token_ids(engine.model.codec, ids, "prompt")
-    params = sampling_params(body, body.max_tokens, ids, engine.model.max_positions)
-    params = await shaped(params, body, engine.model.codec)
-    logprobs = None if params.logprobs is None else CompletionLogprobs(engine.model.codec)
+    ids = served.codec.encode(prompt) if isinstance(prompt, str) else prompt
+    check_token_ids(served.codec, ids, "prompt")
+    params = sampling_params(body, body.max_tokens, ids, served.max_positions)
+    params = await shaped(params, body, served.codec)
+    logprobs = None if params.logprobs is None else CompletionLogprobs(served.codec)
     started = served.start(ids, params, body, arrival_of(request))
     answer = Answer(body.model, started, "cmpl", "text_completion", _choice, logprobs=logprobs)
     if body.stream:

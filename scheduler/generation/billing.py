@@ -12,8 +12,11 @@ from luminal.scheduler.billing import UsageLedger, UsageRecord
 from luminal.scheduler.generation.stream import TokenStream
 
 
-def sequence_record(stream: TokenStream, worker_id: str, now: float | None = None) -> UsageRecord | None:
-    """The usage record of a sequence that ran (None: not billable, no account or never prefilled)."""
+def sequence_record(
+    stream: TokenStream, worker_id: str, now: float | None = None, device: str | None = None
+) -> UsageRecord | None:
+    """The usage record of a sequence that ran (None: not billable, no account or never prefilled), billed as the
+    device it ran on (None: its deployment's GPU type)."""
     account = stream.account
     if account is None or stream.started_at is None:
         return None
@@ -23,7 +26,7 @@ def sequence_record(stream: TokenStream, worker_id: str, now: float | None = Non
         deployment_id=account.deployment_id,
         tenant_id=account.tenant_id,
         worker_id=worker_id,
-        gpu_type=account.gpu_type,
+        gpu_type=account.gpu_type if device is None else device,
         started_at=stream.started_at,
         ended_at=ended,
         request_ids=(account.request_id,),
@@ -37,13 +40,15 @@ def sequence_record(stream: TokenStream, worker_id: str, now: float | None = Non
 
 
 class SequenceBilling:
-    """The engines' `on_end`: writes each ended sequence's record to the ledger."""
+    """An engine's `on_end`: writes each ended sequence's record to the ledger, under the worker that ran it and
+    the device it ran on."""
 
-    def __init__(self, ledger: UsageLedger):
+    def __init__(self, ledger: UsageLedger, worker_id: str | None = None, device: str | None = None):
         self.ledger = ledger
-        self.worker_id = f"generation@{socket.gethostname()}:{os.getpid()}"
+        self.worker_id = worker_id or f"generation@{socket.gethostname()}:{os.getpid()}"
+        self.device = device
 
     def __call__(self, stream: TokenStream) -> None:
-        record = sequence_record(stream, self.worker_id)
+        record = sequence_record(stream, self.worker_id, device=self.device)
         if record is not None:
             self.ledger.record(record)

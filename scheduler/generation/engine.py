@@ -40,7 +40,7 @@ from luminal.scheduler.generation.memory_space import DeviceMemory, HostMemory, 
 from luminal.scheduler.generation.paged_cache import PagedCache
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import Sequence
-from luminal.scheduler.generation.stream import Account, Delta, Failed, TokenStream
+from luminal.scheduler.generation.stream import Account, Delta, EventSink, Failed, TokenStream
 from luminal.scheduler.generation.waiting import MAX_WAITING, WaitingLine
 from luminal.scheduler.generation.waiting import EngineBusy as EngineBusy  # submit raises it: import it from here
 from luminal.scheduler.work import DEFAULT_PRIORITY
@@ -56,6 +56,19 @@ DEFAULT_CACHE_BYTES = 1 << 30
 
 class PromptTooLong(ValueError):
     """The prompt plus the tokens asked for do not fit the model's positions (a 400)."""
+
+
+def check_length(prompt: list[int], max_tokens: int, max_positions: int) -> int:
+    """The positions the sequence needs (prompt plus max_tokens); PromptTooLong when that is none or too many."""
+    total = len(prompt) + max_tokens
+    if not prompt:
+        raise PromptTooLong("the prompt is empty: it must hold at least one token")
+    if total > max_positions:
+        raise PromptTooLong(
+            f"this model's maximum context length is {max_positions} tokens; the prompt has "
+            f"{len(prompt)} and max_tokens asks for {max_tokens} more ({total})"
+        )
+    return total
 
 
 class GenerationEngine:
@@ -93,30 +106,24 @@ class GenerationEngine:
         self,
         prompt: list[int],
         params: SamplingParams,
-        loop: asyncio.AbstractEventLoop,
+        sink: EventSink | asyncio.AbstractEventLoop,
         account: Account | None = None,
         priority: int = DEFAULT_PRIORITY,
         timeout_s: float | None = None,
         waited_s: float = 0.0,
     ) -> TokenStream:
         """Queue a sequence at `priority` (1 most urgent .. 10) to join the batch within `timeout_s` seconds (None:
-        no deadline) of its request's arrival, `waited_s` seconds ago; it ends with Expired if it cannot. Raises
+        no deadline) of its request's arrival, `waited_s` seconds ago; it ends with Expired if it cannot. Its events
+        go to `sink` (an asyncio loop: to a `LoopSink` on it, which `async for` over the stream reads). Raises
         EngineBusy when too many already wait."""
-        total = len(prompt) + params.max_tokens
-        if not prompt:
-            raise PromptTooLong("the prompt is empty: it must hold at least one token")
-        if total > self.model.max_positions:
-            raise PromptTooLong(
-                f"this model's maximum context length is {self.model.max_positions} tokens; the prompt has "
-                f"{len(prompt)} and max_tokens asks for {params.max_tokens} more ({total})"
-            )
+        total = check_length(prompt, params.max_tokens, self.model.max_positions)
         try:
             self.batch.check_fits(total)
         except PoolTooSmall as e:
             raise PromptTooLong(f"{e}: ask for fewer tokens") from None
         codec = self.model.codec
         sequence = Sequence(prompt, params, codec.decode, codec.eos_token_ids, grammars=codec.grammars)
-        stream = TokenStream(sequence, loop, account)
+        stream = TokenStream(sequence, sink, account)
         stream.on_cancel = self._changed
         with self._wake:
             self.waiting.add(stream, priority, timeout_s, waited_s)

@@ -123,13 +123,8 @@ def load_language_model(path: Path, keep_weights: bool = False, compute: Compute
     Weights the CPU programs read only as packed GEMM panels are let go (resident_weights.py) unless
     `keep_weights`: then the programs can still be saved again."""
     block_size = None
-    try:
-        manifest, raw = _read_newest(path)
-    except ArtifactError as error:
-        try:  # compiled before the weights were stored once? (its entries are refused before any data is read)
-            manifest, raw = read_bundle(FORMAT_V1, path)
-        except ArtifactError:
-            raise error from None
+    manifest, raw = _read_any(path)
+    if manifest["format_version"] == FORMAT_V1.version:
         programs = {"prefill": load_program(bytes(raw.pop(V1_PREFILL))), "step": load_program(bytes(raw.pop(V1_STEP)))}
     else:
         chunked = manifest["format_version"] == FORMAT_V4.version
@@ -138,20 +133,8 @@ def load_language_model(path: Path, keep_weights: bool = False, compute: Compute
             block_size = _block_size(manifest, programs["step"].graph)
             if chunked:
                 _block_size(manifest, programs["chunk"].graph)
-    sizes = [manifest.get(k) for k in ("layers", "max_batch", "max_positions")]
-    if not all(type(v) is int and v > 0 for v in sizes):
-        raise ArtifactError("manifest: layers, max_batch and max_positions must be positive integers")
-    objects: dict[str, Any] = {
-        n: parse_json(bytes(raw[n]), n) if n in raw else {} for n in (CONFIG, TOKENIZER_CONFIG, GENERATION_CONFIG)
-    }
-    template = bytes(raw[CHAT_TEMPLATE]).decode("utf-8") if CHAT_TEMPLATE in raw else None
-    codec = TextCodec.of(
-        bytes(raw[TOKENIZER]).decode("utf-8"),
-        objects[TOKENIZER_CONFIG],
-        template,
-        objects[CONFIG],
-        objects[GENERATION_CONFIG],
-    )
+    sizes = _sizes(manifest)
+    codec = _codec(raw)
     loaded = {name: LoadedProgram(program, compute) for name, program in programs.items()}  # prepared
     if not keep_weights:
         release_packed_weights(list(programs.values()))  # packed into panels: the floats are not read again
@@ -160,13 +143,54 @@ def load_language_model(path: Path, keep_weights: bool = False, compute: Compute
     return LanguageModel(prefill, step, codec, *sizes, block_size, chunk)
 
 
-def _read_newest(path: Path) -> tuple[dict[str, Any], dict[str, bytearray]]:
+def load_serving_text(path: Path) -> tuple[TextCodec, int]:
+    """The codec and the context length (max_positions) of the model at `path`, read without its programs or
+    weights: what a gateway needs to tokenize requests and check their lengths."""
+    manifest, raw = _read_any(path, frozenset(TEXT_CAPS))
+    return _codec(raw), _sizes(manifest)[2]
+
+
+def _read_any(path: Path, only: frozenset[str] | None = None) -> tuple[dict[str, Any], dict[str, bytearray]]:
+    """Format 4, 3 or 2 (`_read_newest`), else format 1; when none reads, the newer formats' error."""
+    try:
+        return _read_newest(path, only)
+    except ArtifactError as error:
+        try:  # compiled before the weights were stored once? (its entries are refused before any data is read)
+            return read_bundle(FORMAT_V1, path, only)
+        except ArtifactError:
+            raise error from None
+
+
+def _sizes(manifest: dict[str, Any]) -> list[int]:
+    """layers, max_batch and max_positions, checked."""
+    sizes = [manifest.get(k) for k in ("layers", "max_batch", "max_positions")]
+    if not all(type(v) is int and v > 0 for v in sizes):
+        raise ArtifactError("manifest: layers, max_batch and max_positions must be positive integers")
+    return sizes
+
+
+def _codec(raw: dict[str, bytearray]) -> TextCodec:
+    """The tokenizer, its special tokens and chat template, from the file's text entries."""
+    objects: dict[str, Any] = {
+        n: parse_json(bytes(raw[n]), n) if n in raw else {} for n in (CONFIG, TOKENIZER_CONFIG, GENERATION_CONFIG)
+    }
+    template = bytes(raw[CHAT_TEMPLATE]).decode("utf-8") if CHAT_TEMPLATE in raw else None
+    return TextCodec.of(
+        bytes(raw[TOKENIZER]).decode("utf-8"),
+        objects[TOKENIZER_CONFIG],
+        template,
+        objects[CONFIG],
+        objects[GENERATION_CONFIG],
+    )
+
+
+def _read_newest(path: Path, only: frozenset[str] | None = None) -> tuple[dict[str, Any], dict[str, bytearray]]:
     """Format 4 (a paged step and chunk), 3 (a paged step) or 2, the first that reads. When none does, the
     error of the format the file names (the others only say its version is not theirs)."""
     errors = []
     for fmt in (FORMAT_V4, FORMAT_V3, FORMAT):
         try:
-            return read_bundle(fmt, path)
+            return read_bundle(fmt, path, only)
         except ArtifactError as e:
             errors.append(e)
     raise next((e for e in errors if not str(e).startswith("unsupported format version")), errors[0])

@@ -16,8 +16,9 @@ import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from luminal.scheduler.generation.stream import Expired, TokenStream
+from luminal.scheduler.generation.stream import Delta, Expired, Failed, expired_message
 from luminal.scheduler.work import DEFAULT_PRIORITY, effective_priority
 
 MAX_WAITING = 256  # the line's bound unless the deployment sets its own
@@ -27,11 +28,20 @@ class EngineBusy(RuntimeError):
     """Too many sequences are already waiting for a place in the batch (a 429)."""
 
 
+class Waiter(Protocol):
+    """What waits in a line: an engine's TokenStream, or a sequence waiting in a transport for a worker."""
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    def put(self, event: Delta | Failed) -> None: ...
+
+
 @dataclass(order=True)
 class _Place:
     level: int
     arrival: int  # breaks ties within a level: first come, first served
-    stream: TokenStream = field(compare=False)
+    stream: Waiter = field(compare=False)
     arrived: float = field(compare=False)  # the line's clock, when its request arrived
     deadline: float | None = field(compare=False)  # the line's clock; None: it may wait as long as it takes
 
@@ -47,7 +57,7 @@ class WaitingLine:
 
     def add(
         self,
-        stream: TokenStream,
+        stream: Waiter,
         priority: int | None = DEFAULT_PRIORITY,
         timeout_s: float | None = None,
         waited_s: float = 0.0,
@@ -79,9 +89,7 @@ class WaitingLine:
                 continue
             if place.deadline is not None and now >= place.deadline:
                 waited = now - place.arrived
-                place.stream.put(
-                    Expired(f"the request's timeout passed before generation started (it waited {waited:.3f} s)")
-                )
+                place.stream.put(Expired(expired_message(waited)))
                 continue
             kept.append(place)
         self._places = kept
@@ -92,14 +100,14 @@ class WaitingLine:
         deadlines = [p.deadline for p in self._places if p.deadline is not None]
         return max(0.0, min(deadlines) - self.clock()) if deadlines else None
 
-    def first(self) -> TokenStream:
+    def first(self) -> Waiter:
         """The sequence at the front of the line (IndexError when none waits)."""
         return self._places[0].stream
 
-    def pop_first(self) -> TokenStream:
+    def pop_first(self) -> Waiter:
         return self._places.pop(0).stream
 
-    def drain(self) -> list[TokenStream]:
+    def drain(self) -> list[Waiter]:
         """Every waiting sequence, in order, leaving the line empty."""
         streams, self._places = [p.stream for p in self._places], []
         return streams
@@ -107,5 +115,5 @@ class WaitingLine:
     def __len__(self) -> int:
         return len(self._places)
 
-    def __iter__(self) -> Iterator[TokenStream]:
+    def __iter__(self) -> Iterator[Waiter]:
         return iter([p.stream for p in self._places])  # a copy: the engine thread may change the line meanwhile

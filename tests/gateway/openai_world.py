@@ -40,11 +40,14 @@ class World:
         return openai.AsyncOpenAI(base_url=f"{self.url}/openai/v1", api_key=BOOTSTRAP_KEY, max_retries=0, timeout=60)
 
     def engine(self, name: str):
-        """The gateway's running engine of the model `name`."""
+        """The running engine of the model `name`, held by its worker (a thread of the gateway's process), which
+        is started if it was not."""
         platform = self.app.state.platform
         with platform.db.session() as session:
             tenant = tenant_for_key(session, BOOTSTRAP_KEY)
             key = deployments.deployment_for_model(session, tenant, name, None).program_key
+        if not any(k == key for k, _ in platform.generation.snapshot()):  # a first sequence starts its worker
+            self.client().completions.create(model=name, prompt="hi", max_tokens=1)
         return platform.generation.get(key)
 
     def generate(self, name: str, prompt_ids: list[int], max_new: int, eos: bool = False) -> list[int]:

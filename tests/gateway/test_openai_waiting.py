@@ -1,8 +1,8 @@
 """Waiting for a place in the batch through the official `openai` client: `priority` and `queue_timeout` in
-extra_body reach the engine's waiting line (the timeout capped by the platform's request_timeout_s, which is also
-the wait allowed without one), counted from the request's arrival; a sequence whose deadline passes while it
-waits is answered 504 in OpenAI's shape, or an error event once its stream started, and never runs; a full line
-is a 429 with Retry-After."""
+extra_body reach the waiting lines (the deployment's, for a worker, and the worker's engine's), the timeout capped
+by the platform's request_timeout_s, which is also the wait allowed without one, counted from the request's
+arrival; a sequence whose deadline passes while it waits is answered 504 in OpenAI's shape, or an error event once
+its stream started, and never runs; a full line is a 429 with Retry-After."""
 
 from __future__ import annotations
 
@@ -99,16 +99,16 @@ def test_an_expired_sequence_is_a_504_and_never_runs(world, engine):
 
 
 def test_the_waiting_deadline_counts_from_the_requests_arrival(world, engine, monkeypatch):
-    """Time spent before the engine sees the request (here a slow model lookup, as a first load is) counts
-    against queue_timeout: the sequence expires though the engine could take it at once."""
-    generation = world.app.state.platform.generation
-    lookup = generation.get
+    """Time spent before the engine sees the request (here a slow tokenizer lookup, as a first read is) counts
+    against queue_timeout: the sequence expires though a worker could take it at once."""
+    texts = world.app.state.platform.language_models
+    lookup = texts.get
 
     def slow_lookup(*args):
         time.sleep(0.5)
         return lookup(*args)
 
-    monkeypatch.setattr(generation, "get", slow_lookup)
+    monkeypatch.setattr(texts, "get", slow_lookup)
     prefills = engine.prompt_runs
     with pytest.raises(openai.InternalServerError) as caught:
         _complete(world, queue_timeout=0.3)
@@ -133,8 +133,11 @@ def test_an_expired_stream_ends_with_an_error_event(world, engine):
     assert engine.prompt_runs == prefills
 
 
-def test_a_full_waiting_line_is_a_429_with_retry_after(world, engine):
-    engine.waiting.max_waiting = 0
+def test_a_full_waiting_line_is_a_429_with_retry_after(world, monkeypatch):
+    """The deployment's line for a worker (the sequence transport's) is the one that is full."""
+    sequences = world.app.state.platform.sequences
+    submit = sequences.submit
+    monkeypatch.setattr(sequences, "submit", lambda request, max_waiting: submit(request, 0))
     with pytest.raises(openai.RateLimitError) as caught:
         _complete(world)
     error = caught.value

@@ -1,0 +1,169 @@
+"""A language-model worker: serves one LLM deployment until told to stop. It registers, loads the compiled model
+(the cold start) into one generation engine, then, round after round: takes sequences from the deployment's
+transport while the engine has rows for them, drops those whose clients went away, runs one engine round
+(admission or prefill, then a decode step over everything running), and emits the round's events in one call.
+Each sequence that ran is billed when it ends, under this worker's id and the device it runs on. Each heartbeat
+it reports its load (running and waiting sequences, free KV blocks) through the transport.
+
+The engine keeps its own waiting line (priorities, deadlines) for sequences taken but not yet joined (waiting for
+cache blocks); the worker takes no more than the batch has rows for, so the rest wait in the transport, where any
+worker of the deployment can take them. Told to stop, it takes nothing new and finishes what it holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from luminal.scheduler.billing import UsageLedger
+from luminal.scheduler.compute_thread import ComputeThread
+from luminal.scheduler.generation.billing import SequenceBilling
+from luminal.scheduler.generation.engine import EngineBusy, GenerationEngine
+from luminal.scheduler.generation.engines import Engines
+from luminal.scheduler.generation.language_model import load_language_model
+from luminal.scheduler.generation.stream import Delta, Event, Failed, TokenStream
+from luminal.scheduler.registry import UnknownWorker, WorkerInfo, WorkerRegistry
+from luminal.scheduler.sequences.base import SequenceTransport, is_last
+from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
+from luminal.scheduler.worker import HEARTBEAT_S, IDLE_WAIT_S, new_worker_id
+from luminal.scheduler.worker_spec import WorkerSpec
+
+log = logging.getLogger(__name__)
+
+
+class _Sink:
+    """Where the engine puts one sequence's events: the worker's outbox, emitted after each round."""
+
+    def __init__(self, request_id: str, outbox: list[tuple[str, Event]]):
+        self.request_id, self.outbox = request_id, outbox
+
+    def put(self, event: Delta | Failed) -> None:
+        self.outbox.append((self.request_id, event))
+
+
+class LanguageModelWorker:
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        sequences: SequenceTransport,
+        path_of: Callable[[str], Path],  # artifact key -> local file of the compiled model
+        ledger: UsageLedger,
+        registry: WorkerRegistry,
+        worker_id: str | None = None,
+        device: str = "cpu",  # the GPU type it runs on: what its sequences are billed as
+        engines: Engines | None = None,  # this process's list of running engines, where it shows its own
+        compute: ComputeThread | None = None,  # where the model's CPU programs run (None: on this thread)
+    ):
+        self.spec, self.sequences, self.path_of = spec, sequences, path_of
+        self.ledger, self.registry, self.engines, self.compute = ledger, registry, engines, compute
+        self.worker_id = worker_id or new_worker_id(spec.deployment_id)
+        self.device = device
+        self.ready = threading.Event()
+        self.engine: GenerationEngine | None = None
+        self._live: dict[str, TokenStream] = {}  # the sequences it took and has not ended, by request id
+        self._outbox: list[tuple[str, Event]] = []
+
+    def run(self, stop: threading.Event) -> None:
+        started = time.time()
+        info = WorkerInfo(worker_id=self.worker_id, deployment_id=self.spec.deployment_id, pid=os.getpid(),
+                          host=socket.gethostname(), device=self.device, started_at=started)  # fmt: skip
+        self.registry.register(info)
+        try:
+            self.engine = self._on_compute(self._load)
+            self.registry.mark_ready(self.worker_id)
+            if self.engines is not None:
+                self.engines.add(self.spec.program_key, self.engine)
+            self.ready.set()
+            log.info("language-model worker %s ready after %.3f s", self.worker_id, time.time() - started)
+            self._report()
+            self._serve(stop)
+        finally:
+            self.sequences.report(self.spec.deployment_id, self.worker_id, None)
+            if self.engine is not None:
+                if self.engines is not None:
+                    self.engines.remove(self.engine)
+                self.engine.close()  # fails whatever it still held (only after an error: a stop drains it)
+                self._flush()
+            self.registry.deregister(self.worker_id)
+
+    def _load(self) -> GenerationEngine:
+        model = load_language_model(self.path_of(self.spec.program_key), compute=self.compute)
+        billing = SequenceBilling(self.ledger, self.worker_id, self.device)
+        return GenerationEngine(model, self.spec.max_waiting, billing, prefill_chunk=self.spec.prefill_chunk)
+
+    def _on_compute(self, fn: Callable[[], GenerationEngine]) -> GenerationEngine:
+        """`fn()` on the process's compute thread, where one is given. Loading runs native code that can start an
+        OpenMP team on the thread calling it; this worker thread lives on, and with a second team alive libgomp
+        stops spinning between parallel regions, so every program of the process slows (a tiny model's decode
+        step about 50x here; scheduler/compute_thread.py)."""
+        return fn() if self.compute is None else self.compute.call(fn)
+
+    def _serve(self, stop: threading.Event) -> None:
+        engine = self.engine
+        last_beat = time.monotonic()
+        while not stop.is_set() or engine.busy:
+            held = len(engine.running) + len(engine.prefilling) + len(engine.waiting)
+            room = 0 if stop.is_set() else engine.model.max_batch - held
+            if room > 0:
+                wait = 0.0 if engine.busy else IDLE_WAIT_S
+                for request in self.sequences.take(self.spec.deployment_id, self.worker_id, room, wait):
+                    self._start(request)
+            if self._live:
+                for request_id in self.sequences.cancelled(list(self._live)):
+                    self._live[request_id].cancel()
+            if engine.busy:
+                engine.run_once()
+            self._flush()
+            now = time.monotonic()
+            if now - last_beat >= HEARTBEAT_S:
+                last_beat = now
+                self._heartbeat(stop)
+                self._report()
+
+    def _start(self, request: SequenceRequest) -> None:
+        """Hand a taken sequence to the engine (its waiting deadline still counted from its request's arrival)."""
+        sink = _Sink(request.id, self._outbox)
+        try:
+            stream = self.engine.submit(
+                list(request.prompt),
+                request.params,
+                sink,
+                request.account,
+                request.priority,
+                request.timeout_s,
+                request.waited_s(),
+            )
+        except (ValueError, EngineBusy) as e:  # a prompt the pool can never hold (PromptTooLong), a full line
+            self._outbox.append((request.id, Failed(str(e))))
+            return
+        self._live[request.id] = stream
+
+    def _flush(self) -> None:
+        """Emit the round's events in one call; forget the sequences they end."""
+        if not self._outbox:
+            return
+        events, self._outbox[:] = list(self._outbox), []
+        for request_id, event in events:
+            if is_last(event):
+                self._live.pop(request_id, None)
+        self.sequences.emit(events)
+
+    def _report(self) -> None:
+        """Tell the transport what this worker holds: its sequences and its KV pool's free blocks."""
+        engine = self.engine
+        pool = getattr(engine.batch, "pool", None)
+        free = None if pool is None else pool.blocks - pool.in_use
+        load = WorkerLoad(len(engine.running) + len(engine.prefilling), len(engine.waiting), free)
+        self.sequences.report(self.spec.deployment_id, self.worker_id, load)
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        try:
+            self.registry.heartbeat(self.worker_id)
+        except UnknownWorker:  # taken for dead and replaced (see worker.py): step down
+            log.warning("worker %s was deregistered: stopping", self.worker_id)
+            stop.set()

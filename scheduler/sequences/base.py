@@ -1,0 +1,79 @@
+"""The sequence transport: how language-model sequences go from the gateway to the workers that hold the engines,
+and how their events come back.
+
+Gateway side: `submit` (admission: raises EngineBusy, a 429, when the deployment's waiting line is full, never
+waits), `events` (the sequence's events as they come: Started naming the worker that took it, then its deltas,
+ending with the last delta or a failure), `cancel` (the client went away), `abandon` (its worker died).
+Worker side: `take` (the next sequences, most urgent first and in arrival order within a level, each one's reader
+told in the same step which worker took it, with Started; those whose waiting deadline passed are ended with
+Expired and never returned), `emit` (a step's events of many sequences at once), `cancelled` (which of its
+sequences' clients went away: checked every step), `report` (its load, each heartbeat). `depth` and
+`in_flight` are the deployment's load, for the autoscaler; `loads` its workers' reports.
+Backends: `MemorySequences` (the embedded default, one process) and `RedisSequences` (gateways and worker
+processes on a shared Redis); the same contract tests run on each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from typing import Protocol
+
+from luminal.scheduler.generation.stream import Delta, Event, Failed
+from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
+
+
+def is_last(event: Event) -> bool:
+    """Whether nothing follows `event` on its sequence: its last delta, or a failure."""
+    return isinstance(event, Failed) or (isinstance(event, Delta) and event.finish_reason is not None)
+
+
+class SequenceTransport(Protocol):
+    # --- gateway side ---
+    def submit(self, request: SequenceRequest, max_waiting: int) -> None:
+        """Queue the sequence in its deployment's waiting line (bounded by `max_waiting`) or raise EngineBusy."""
+        ...
+
+    def events(self, request_id: str) -> AsyncIterator[Event]:
+        """The sequence's events, in order, until its last one; read once, by the gateway that submitted it."""
+        ...
+
+    def cancel(self, request_id: str) -> None:
+        """Its client went away: a waiting sequence is dropped, a running one is dropped by its worker before its
+        next step. Idempotent, and harmless for a sequence that already ended."""
+        ...
+
+    def abandon(self, request: SequenceRequest, reason: str) -> None:
+        """The worker running the sequence died: end it with Failed(`reason`) on its worker's behalf, and no longer
+        count it in flight (a dead worker never ends it itself)."""
+        ...
+
+    def depth(self, deployment_id: int) -> int:
+        """Sequences waiting for a worker."""
+        ...
+
+    def in_flight(self, deployment_id: int) -> int:
+        """Sequences taken by a worker and not yet ended."""
+        ...
+
+    def loads(self, deployment_id: int) -> dict[str, WorkerLoad]:
+        """The last load each of the deployment's live workers reported, by worker id."""
+        ...
+
+    # --- worker side ---
+    def take(self, deployment_id: int, worker_id: str, max_items: int, wait_s: float) -> list[SequenceRequest]:
+        """Up to `max_items` sequences, waiting up to `wait_s` for the first."""
+        ...
+
+    def emit(self, events: list[tuple[str, Event]]) -> None:
+        """(request id, event) pairs, in order: one step's events in one call."""
+        ...
+
+    def cancelled(self, request_ids: Iterable[str]) -> set[str]:
+        """Which of `request_ids` were cancelled."""
+        ...
+
+    def report(self, deployment_id: int, worker_id: str, load: WorkerLoad | None) -> None:
+        """The worker's load now (None: it is stopping, forget it)."""
+        ...
+
+    def close(self) -> None: ...

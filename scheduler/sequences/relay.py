@@ -1,0 +1,135 @@
+"""The gateway's side of one sequence: it reads the sequence's events from the transport and keeps what the
+answer needs (tokens counted, whether its prompt was read, the worker that took it).
+
+It also bounds every wait. Before a worker takes the sequence, the wait lasts until the sequence's waiting deadline
+(none running, all busy): then it is cancelled and ends as expired, as one that waited past it in an engine's line
+does. Once a worker took it, a silence of `watch_s` makes the relay ask whether that worker still lives
+(`worker_alive`, the registry's view); a dead worker's sequence that had sent nothing is submitted again for
+another worker (its new worker bills it, once: records are keyed by request id), and one that had sent tokens ends
+with a failure naming the worker's death, never a silent truncation or a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable
+
+from luminal.scheduler.generation.stream import (
+    Delta,
+    Event,
+    Failed,
+    GenerationFailed,
+    Started,
+    WaitExpired,
+    expired_message,
+    raise_failure,
+)
+from luminal.scheduler.generation.waiting import MAX_WAITING, EngineBusy
+from luminal.scheduler.sequences.base import SequenceTransport
+from luminal.scheduler.sequences.request import SequenceRequest
+
+WATCH_S = 0.5  # how long a relay waits for its worker's next event before it asks whether the worker lives
+
+
+class RelayedStream:
+    def __init__(
+        self,
+        transport: SequenceTransport,
+        request: SequenceRequest,
+        worker_alive: Callable[[str], bool] | None = None,  # blocking (a registry read): run off the event loop
+        max_waiting: int = MAX_WAITING,  # the deployment's bound, for a resubmission
+        watch_s: float = WATCH_S,
+    ):
+        self.transport, self.request = transport, request
+        self.worker_alive, self.max_waiting, self.watch_s = worker_alive, max_waiting, watch_s
+        self.account = request.account
+        self.worker_id: str | None = None  # the worker that took it, once one did
+        self.started_at: float | None = None  # when its first token arrived: its prompt was read
+        self.completion_tokens = 0
+        self.resubmissions = 0  # times it went back to the line because its worker died before its first token
+        self._ended = False
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.request.prompt)
+
+    def cancel(self) -> None:
+        """The client went away (or the answer ended: then nothing to do)."""
+        if not self._ended:
+            self._ended = True
+            self.transport.cancel(self.request.id)
+
+    async def __aiter__(self) -> AsyncIterator[Delta]:
+        """Deltas until the last one (its finish_reason set); a failure raises GenerationFailed (WaitExpired when
+        its deadline passed before it joined a batch)."""
+        arrived: asyncio.Queue[Event] = asyncio.Queue()
+        pump = asyncio.create_task(self._pump(arrived))  # reads on while this waits with timeouts
+        try:
+            while True:
+                event = await self._next(arrived)
+                if isinstance(event, Started):
+                    self.worker_id = event.worker_id
+                    continue
+                try:
+                    raise_failure(event)
+                except GenerationFailed:
+                    self._ended = True
+                    raise
+                if self.started_at is None:
+                    self.started_at = time.time()
+                self.completion_tokens += 1
+                if event.finish_reason is not None:
+                    self._ended = True
+                yield event
+                if self._ended:
+                    return
+        finally:
+            pump.cancel()
+
+    async def _pump(self, arrived: asyncio.Queue[Event]) -> None:
+        try:
+            async for event in self.transport.events(self.request.id):
+                arrived.put_nowait(event)
+        except Exception as e:  # the transport failed (Redis went away): the reader must not hang
+            arrived.put_nowait(Failed(f"reading the sequence's events failed: {type(e).__name__}: {e}"))
+
+    async def _next(self, arrived: asyncio.Queue[Event]) -> Event:
+        while True:
+            try:
+                return await asyncio.wait_for(arrived.get(), self._patience())
+            except TimeoutError:
+                if self.worker_id is None:
+                    self.cancel()
+                    raise WaitExpired(expired_message(self.request.waited_s())) from None
+                if await asyncio.to_thread(self.worker_alive, self.worker_id):
+                    continue
+                self._worker_died()
+
+    def _patience(self) -> float | None:
+        """How long to wait for the next event before acting: the waiting deadline's rest before a worker took
+        the sequence (None: no deadline), then `watch_s` between liveness checks of the worker."""
+        if self.worker_id is not None:
+            return self.watch_s if self.worker_alive is not None else None
+        if self.request.timeout_s is None:
+            return None
+        return max(0.0, self.request.timeout_s - self.request.waited_s())
+
+    def _worker_died(self) -> None:
+        """Its worker is gone: back to the line if it had sent nothing, else the stream fails saying why."""
+        dead = self.worker_id
+        if self.completion_tokens:
+            self._ended = True
+            reason = f"worker {dead} died while generating this sequence, after {self.completion_tokens} tokens"
+            self.transport.abandon(self.request, reason)  # no longer in flight: the autoscaler's load drops
+            raise GenerationFailed(reason)
+        # Already admitted once: it waits as long as it takes now, and its old deadline is not held against it.
+        self.request = dataclasses.replace(self.request, timeout_s=None)
+        self.worker_id = None
+        self.resubmissions += 1
+        try:
+            self.transport.submit(self.request, self.max_waiting)
+        except EngineBusy:
+            self._ended = True
+            raise GenerationFailed(f"worker {dead} died before this sequence started, and no other has room") from None

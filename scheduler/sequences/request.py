@@ -1,0 +1,44 @@
+"""A sequence asked of a language model deployment: what the gateway hands the sequence transport and a worker
+takes; and a worker's report of its load. Plain values (the Redis backend writes them as JSON: codec.py). Times
+are wall-clock seconds, since the worker may run in another process or on another machine."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from luminal.scheduler.generation.sampling import SamplingParams
+from luminal.scheduler.generation.stream import Account
+from luminal.scheduler.work import DEFAULT_PRIORITY
+
+
+@dataclass(frozen=True)
+class SequenceRequest:
+    account: Account  # whom it is billed to; its request_id names the sequence everywhere
+    prompt: tuple[int, ...]
+    params: SamplingParams
+    priority: int = DEFAULT_PRIORITY  # 1 (most urgent) .. 10
+    timeout_s: float | None = None  # the longest it may wait to join a batch, from `arrived_at`; None: no limit
+    arrived_at: float = field(default_factory=time.time)  # its HTTP request's arrival
+
+    @property
+    def id(self) -> str:
+        return self.account.request_id
+
+    @property
+    def deployment_id(self) -> int:
+        return self.account.deployment_id
+
+    def waited_s(self, now: float | None = None) -> float:
+        """Seconds since its request arrived (0 when clocks disagree the other way)."""
+        return max(0.0, (time.time() if now is None else now) - self.arrived_at)
+
+
+@dataclass(frozen=True)
+class WorkerLoad:
+    """What a language-model worker holds, as it last reported (each heartbeat)."""
+
+    running: int  # sequences in its decode batch or prefilling into it
+    waiting: int  # sequences it took that wait in its engine's line (for KV cache blocks)
+    kv_blocks_free: int | None  # free blocks of its KV pool (None: an engine without block pools)
+    reported_at: float = field(default_factory=time.time)
