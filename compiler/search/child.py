@@ -4,7 +4,8 @@ A fresh interpreter, not a fork: forking a process that holds egglog's Rust thre
 multiprocessing's spawn/forkserver re-run the parent's main script, which breaks any user script that calls
 `lm.compile` at top level. It serves one request after another (starting it costs about a second, most of a
 small search), each framed as an 8-byte big-endian length and a pickle:
-- request: (the parent's sys.path, pickle of (fn, args, memory limit in bytes));
+- request: (the parent's sys.path, pickle of (fn, args, memory limit in bytes)), answered at once by one byte
+  (ACK) saying it was read whole: a child that ends before that never ran it, so another child may;
 - reply: ("ok", result, address space in bytes after it) | ("oom", traceback, ...) | ("error", traceback, ...).
 It exits when its stdin closes, when its parent is gone, or after IDLE_EXIT_S without a request.
 """
@@ -21,6 +22,7 @@ import traceback
 
 IDLE_EXIT_S = 60.0  # a pooled child the parent forgot (it forked, or died without closing) goes away by itself
 HEADER = 8
+ACK = b"\x06"
 
 
 def main() -> None:
@@ -37,7 +39,10 @@ def main() -> None:
         header = _read(requests, HEADER)
         if len(header) < HEADER:
             return  # the parent closed our stdin
-        data = _serve(_read(requests, int.from_bytes(header, "big")))
+        request = _read(requests, int.from_bytes(header, "big"))
+        reply.write(ACK)
+        reply.flush()
+        data = _serve(request)
         reply.write(len(data).to_bytes(HEADER, "big") + data)
         reply.flush()
         gc.collect()  # the e-graph's Python side goes now, not during the next search

@@ -20,6 +20,7 @@ import threading
 import time
 
 HEADER = 8  # the frame: an 8-byte big-endian length, then that many bytes (search/child.py)
+ACK = b"\x06"  # what a child answers first, once it has read a request whole
 KEEP_IDLE = 2  # children kept for the next calls; more are closed (several threads searched at once)
 RETIRE_BYTES = 2 << 30
 
@@ -56,12 +57,15 @@ class Child:
         except (BrokenPipeError, OSError):
             raise self._died(stderr_from, before_request=True) from None
         fd = self.process.stdout.fileno()
-        header = self._read(fd, HEADER, deadline, stderr_from, first=True)
+        # A child that ends before acknowledging the request never ran it: it was leaving idle, or was killed
+        # idle (its last thread may still be exiting, so neither a poll nor the write above tells).
+        self._read(fd, len(ACK), deadline, stderr_from, before_request=True)
+        header = self._read(fd, HEADER, deadline, stderr_from)
         reply = self._read(fd, int.from_bytes(header, "big"), deadline, stderr_from)
         self.replies += 1
         return reply
 
-    def _read(self, fd: int, size: int, deadline: float, stderr_from: int, first: bool = False) -> bytes:
+    def _read(self, fd: int, size: int, deadline: float, stderr_from: int, before_request: bool = False) -> bytes:
         chunks: list[bytes] = []
         while size:
             left = deadline - time.monotonic()
@@ -70,9 +74,7 @@ class Child:
                 raise TimeoutError
             chunk = os.read(fd, min(size, 1 << 20))
             if not chunk:
-                # A child that exits cleanly before a reply began did not take the request: it was leaving, idle.
-                clean = first and not chunks and self.process.wait() == 0
-                raise self._died(stderr_from, before_request=clean)
+                raise self._died(stderr_from, before_request)
             chunks.append(chunk)
             size -= len(chunk)
         return b"".join(chunks)
