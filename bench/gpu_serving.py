@@ -71,9 +71,10 @@ def load_serving(programs, graphs: dict[str, lm.Graph], weights: dict) -> dict[s
 
 def serving_model(sizes, graphs: dict[str, lm.Graph], executables: dict[str, Any]) -> LanguageModel:
     """The engine's model from the loaded step and chunk. The one-go prefill is never run (prompts go through
-    the chunk program), and no text is made: a codec that decodes to nothing, with no end-of-sequence token."""
+    the chunk program), and no text is made: a codec that decodes to nothing, with no end-of-sequence token and no
+    grammars (no request is constrained)."""
     step, chunk = (LoadedProgram(Loaded(graphs[name], executables[name])) for name in (SERVE_STEP, SERVE_CHUNK))
-    codec = SimpleNamespace(decode=lambda tokens: "", eos_token_ids=frozenset())
+    codec = SimpleNamespace(decode=lambda tokens: "", eos_token_ids=frozenset(), grammars=None)
     layers = sizes.llama.num_hidden_layers
     return LanguageModel(chunk, step, codec, layers, sizes.sequences, positions(sizes), DEFAULT_BLOCK_SIZE, chunk)
 
