@@ -167,10 +167,15 @@ class ndarray:  # noqa: N801 - CuPy's name
         self.a = np.ctypeslib.as_array(buffer)[:nbytes].view(dtype).reshape(shape)  # read it through get()
 
     @classmethod
-    def _of(cls, values: np.ndarray) -> ndarray:
-        """A new array holding `values` (device memory: read when the copy runs on the current stream)."""
+    def _of(cls, values: np.ndarray, keep: ndarray | None = None) -> ndarray:
+        """A new array holding `values` (device memory: read when the copy runs on the current stream); `keep`, the
+        device array `values` views, is held until then (see __setitem__)."""
         out = cls(values.shape, values.dtype)
-        get_current_stream().enqueue(lambda: out.a.__setitem__(Ellipsis, values))
+
+        def copy(source=keep) -> None:  # the default argument holds `keep` until the copy has run
+            out.a[...] = values
+
+        get_current_stream().enqueue(copy)
         return out
 
     shape = property(lambda self: self.a.shape)
@@ -190,7 +195,7 @@ class ndarray:  # noqa: N801 - CuPy's name
         return self.a.copy()
 
     def copy(self) -> ndarray:
-        return ndarray._of(self.a)
+        return ndarray._of(self.a, keep=self)
 
     def reshape(self, *shape) -> ndarray:
         return self._view(self.a.reshape(*shape))
@@ -203,14 +208,19 @@ class ndarray:  # noqa: N801 - CuPy's name
 
     def _view(self, a: np.ndarray) -> ndarray:
         if not a.flags.c_contiguous or not np.shares_memory(a, self.a):
-            return ndarray._of(a)
+            return ndarray._of(a, keep=self)
         out = ndarray.__new__(ndarray)
         out.data, out.a = MemoryPointer(self.data.owner, a.ctypes.data), a
         return out
 
     def __setitem__(self, key, value) -> None:
-        source = value.a if isinstance(value, ndarray) else value
-        get_current_stream().enqueue(lambda: self.a.__setitem__(key, source))
+        # The queued copy holds the source array itself, not only a view of its memory: CuPy's pool hands a freed
+        # array's memory to a later allocation only behind the work already queued on its stream, so a temporary
+        # (`a[i] = cp.asarray(x)`) stays valid for its copy; a bare view would let numpy reuse it at once.
+        def copy() -> None:
+            self.a[key] = value.a if isinstance(value, ndarray) else value
+
+        get_current_stream().enqueue(copy)
 
     def __mul__(self, k) -> ndarray:
         return self._elementwise(self.dtype, lambda a: a * k)

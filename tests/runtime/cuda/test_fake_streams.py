@@ -63,3 +63,16 @@ def test_host_data_is_read_when_the_copy_is_issued_device_data_when_it_runs():
         staged[...] = np.full(2, 3, np.float32)  # queued after the copy, so the copy sees the staged zeros
     np.testing.assert_array_equal(copied.get(stream=stream), [0, 0])
     np.testing.assert_array_equal(staged.get(stream=stream), [3, 3])
+
+
+def test_a_temporary_stays_valid_for_the_copy_queued_from_it():
+    """`a[...] = cp.asarray(x)`: the temporary is dropped as the statement ends, its copy still queued. CuPy's pool
+    gives its memory to a later allocation only behind that queued copy; numpy, under the fake, would reuse it at
+    once (an allocation of the same size takes it and poisons it) unless the queued copy holds the temporary."""
+    target = fake_cupy.zeros(4, np.float32)
+    temporary = fake_cupy.asarray(np.arange(4, dtype=np.float32))
+    Stream.null.synchronize()  # the temporary holds its values; only the copy below is pending
+    target[...] = temporary
+    del temporary
+    fake_cupy.empty(4, np.float32)  # the size the temporary had: it takes that memory if it is free
+    np.testing.assert_array_equal(target.get(), np.arange(4))
