@@ -147,8 +147,8 @@ class Answer:
     started: tuple[RelayedStream, SequenceTimer]  # what Served.start returns
     id_prefix: str
     chunk_object: str
-    # (text, finish_reason, logprobs) -> a streamed choice
-    choice: Callable[[str, str | None, dict[str, Any] | None], dict[str, Any]]
+    # (text, finish_reason, logprobs) -> a streamed choice (None: nothing to send yet, as for a held tool call)
+    choice: Callable[[str, str | None, dict[str, Any] | None], dict[str, Any] | None]
     first: dict[str, Any] | None = None  # a choice sent before any text (chat's assistant role)
     # Formats tokens' logprobs in the endpoint's shape (openai_logprobs.py); None when not asked for.
     logprobs: Callable[[list[TokenLogprob]], dict[str, Any]] | None = None
@@ -212,8 +212,9 @@ class Answer:
                     pending.append(delta.logprob)
                 if delta.text or delta.finish_reason:
                     choice = self.choice(delta.text, delta.finish_reason, self._logprobs(pending))
-                    pending = []
-                    yield _event(self.envelope(self.chunk_object, [choice], **usage))
+                    if choice is not None:
+                        pending = []
+                        yield _event(self.envelope(self.chunk_object, [choice], **usage))
             if include_usage:
                 yield _event(self.envelope(self.chunk_object, [], usage=self.usage()))
         except GenerationFailed as e:

@@ -77,12 +77,13 @@ def _bias_pairs(logit_bias: dict[str, float] | None, vocab: int) -> tuple[tuple[
     return tuple(sorted(pairs))
 
 
-async def shaped(params: SamplingParams, body: Any, codec: TextCodec) -> SamplingParams:
-    """`params` with the request's grammar and logit bias, both checked (a 400 naming what is wrong). The grammar
-    is compiled here, off the event loop (a model's first one also indexes its vocabulary), so the engine's own
-    compile of the same text is a cache hit. A grammar compiled before skips the thread hop: concurrent requests
-    with one schema reach the engine together and share a prefill, as free ones do."""
-    grammar = _grammar_text(body.response_format)
+async def shaped(params: SamplingParams, body: Any, codec: TextCodec, forced: str | None = None) -> SamplingParams:
+    """`params` with the request's grammar and logit bias, both checked (a 400 naming what is wrong); `forced`: the
+    grammar request of a forced tool call, which takes the place of the response_format's. The grammar is compiled
+    here, off the event loop (a model's first one also indexes its vocabulary), so the engine's own compile of the
+    same text is a cache hit. A grammar compiled before skips the thread hop: concurrent requests with one schema
+    reach the engine together and share a prefill, as free ones do."""
+    grammar = forced if forced is not None else _grammar_text(body.response_format)
     if grammar is not None and not codec.grammars.compiled(grammar):
         await run_in_threadpool(codec.grammars.check, grammar)  # GrammarError: a 400 (openai_errors.py)
     bias = _bias_pairs(body.logit_bias, codec.tokenizer.get_vocab_size())

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
 
 from luminal.gateway.openai_response_format import LogitBias, ResponseFormat
+from luminal.gateway.openai_tool_schemas import NamedToolChoice, ToolCall, ToolChoice, Tools
 from luminal.scheduler.work import effective_priority
 
 MAX_STOPS = 4  # OpenAI's limit on stop sequences
@@ -82,6 +83,14 @@ class CompletionCreate(SamplingFields):
     logprobs: StrictInt | None = Field(default=None, ge=0, le=MAX_COMPLETION_LOGPROBS)  # top alternatives per token
     suffix: None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_tools(cls, body: Any) -> Any:
+        named = [key for key in ("tools", "tool_choice") if isinstance(body, dict) and body.get(key) is not None]
+        if named:
+            raise ValueError(f"{named[0]} is only served by /chat/completions, not by the legacy /completions")
+        return body
+
     @model_validator(mode="after")
     def _one_prompt(self) -> CompletionCreate:
         if isinstance(self.prompt, list) and self.prompt and isinstance(self.prompt[0], str | list):
@@ -107,15 +116,29 @@ class ContentPart(BaseModel):
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")  # name, tool_call_id, ...: handed to the template as they are
+    model_config = ConfigDict(extra="allow")  # name, ...: handed to the template as they are
     role: StrictStr = Field(min_length=1, max_length=64)
     content: StrictStr | list[ContentPart] | None = None
+    tool_calls: list[ToolCall] | None = None  # an assistant's calls (its content may then be null)
+    tool_call_id: StrictStr | None = None  # a tool message answers this call
+
+    @model_validator(mode="after")
+    def _tool_fields_where_they_belong(self) -> ChatMessage:
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError('a message of role "tool" needs the tool_call_id of the call it answers')
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError(f'only assistant messages carry tool_calls, not one of role "{self.role}"')
+        return self
 
     def for_template(self) -> dict[str, Any]:
-        """As transformers passes a message to the template: the content parts joined into one string."""
-        message = self.model_dump(exclude_none=False)
+        """As transformers passes a message to the template: the fields the caller set, the content parts joined
+        into one string, and tool calls' arguments as objects (ToolCall.for_template)."""
+        message = self.model_dump(exclude_unset=True)
+        message.setdefault("content", None)
         if isinstance(self.content, list):
             message["content"] = "".join(part.text for part in self.content)
+        if self.tool_calls is not None:
+            message["tool_calls"] = [call.for_template() for call in self.tool_calls]
         return message
 
 
@@ -126,12 +149,42 @@ class ChatCompletionCreate(SamplingFields):
     add_generation_prompt: bool = True
     logprobs: bool | None = None
     top_logprobs: StrictInt | None = Field(default=None, ge=0, le=MAX_CHAT_TOP_LOGPROBS)
+    tools: Tools | None = None
+    tool_choice: ToolChoice | None = None  # None: "auto" with tools, "none" without
+    parallel_tool_calls: bool = True
 
     @model_validator(mode="after")
     def _top_needs_logprobs(self) -> ChatCompletionCreate:
         if self.top_logprobs is not None and not self.logprobs:
             raise ValueError("top_logprobs is only allowed when logprobs is true")
         return self
+
+    @model_validator(mode="after")
+    def _tools_consistent(self) -> ChatCompletionCreate:
+        names = [tool.function.name for tool in self.tools or ()]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            repeated = ", ".join(map(repr, twice))
+            raise ValueError(f"tools: function names must be unique; {repeated} appear more than once")
+        if self.tool_choice not in (None, "none") and not names:
+            raise ValueError("tool_choice needs tools")
+        if isinstance(self.tool_choice, NamedToolChoice) and self.tool_choice.function.name not in names:
+            raise ValueError(f"tool_choice names function {self.tool_choice.function.name!r}, which is not in tools")
+        forced = self.chosen_tools() in ("required", "named")
+        if forced and self.response_format is not None and self.response_format.type != "text":
+            raise ValueError("a response_format cannot shape an answer that tool_choice makes a tool call")
+        return self
+
+    def offered_tools(self) -> list[dict[str, Any]] | None:
+        """The tools as a chat template gets them: as the caller wrote them (transformers passes JSON-schema tools
+        unchanged)."""
+        return None if self.tools is None else [tool.model_dump(exclude_unset=True) for tool in self.tools]
+
+    def chosen_tools(self) -> str:
+        """tool_choice as a word: none, auto, required, or named (the function is tool_choice.function.name)."""
+        if self.tool_choice is None:
+            return "auto" if self.tools else "none"
+        return "named" if isinstance(self.tool_choice, NamedToolChoice) else self.tool_choice
 
     def top_logprobs_count(self) -> int | None:
         """None: no logprobs; otherwise how many alternatives each token lists."""

@@ -1,7 +1,8 @@
 """Chat templates rendered as transformers' apply_chat_template renders them: Jinja in a sandbox (a template
 comes with an uploaded model and must not reach Python internals), trim_blocks and lstrip_blocks, the
 `raise_exception` and `strftime_now` helpers, a `tojson` that keeps non-ASCII text, and the variables
-messages, add_generation_prompt and the tokenizer's special tokens (bos_token, eos_token, ...)."""
+messages, tools (the function tools' JSON schemas, or None), documents (None), add_generation_prompt and the
+tokenizer's special tokens (bos_token, eos_token, ...)."""
 
 from __future__ import annotations
 
@@ -40,12 +41,16 @@ def _compiled(source: str):
 
 
 def render_chat(
-    template: str, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **special_tokens: Any
+    template: str,
+    messages: list[dict[str, Any]],
+    add_generation_prompt: bool = True,
+    tools: list[dict[str, Any]] | None = None,
+    **special_tokens: Any,
 ) -> str:
     try:
-        return _compiled(template).render(
-            messages=messages, add_generation_prompt=add_generation_prompt, **special_tokens
-        )
+        # documents: transformers passes it too (None unless given), which a template may test.
+        variables = dict(messages=messages, tools=tools, documents=None, add_generation_prompt=add_generation_prompt)
+        return _compiled(template).render(**variables, **special_tokens)
     except ChatTemplateError:
         raise
     except TemplateError as e:

@@ -1,5 +1,6 @@
 """Constrained decoding: the tokens a sequence may take next so that its text stays a prefix of what its grammar
-accepts (OpenAI's `response_format`: any JSON object, or JSON valid under a schema).
+accepts (OpenAI's `response_format`: any JSON object, or JSON valid under a schema; a forced tool call: a Lark
+grammar of the model family's call format around each function's parameter schema, gateway/openai_tools.py).
 
 A grammar request travels as plain data, the canonical JSON text `grammar_request` makes (it is a field of
 `SamplingParams`, which crosses process boundaries as JSON); each model's `Grammars` turns that text into a
@@ -31,7 +32,7 @@ import llguidance.numpy
 import numpy as np
 from tokenizers import Tokenizer
 
-JSON_OBJECT, JSON_SCHEMA = "json_object", "json_schema"
+JSON_OBJECT, JSON_SCHEMA, LARK = "json_object", "json_schema", "lark"
 MAX_GRAMMARS = 256  # compiled grammars kept per model: a new schema costs about a millisecond to compile again
 # How llguidance compiles every schema: no optional whitespace (see the module docstring).
 COMPILE_OPTIONS = {"whitespace_flexible": False}
@@ -41,27 +42,33 @@ class GrammarError(ValueError):
     """A grammar request the engine cannot enforce (an unsupported schema keyword, an invalid schema): a 400."""
 
 
-def grammar_request(kind: str, schema: dict[str, Any] | None = None) -> str:
-    """The canonical text of a grammar request: `json_object` (any JSON object) or `json_schema` with its schema;
-    equal requests give equal texts, so the text keys the compile cache. Keys keep their order: the answer's
-    properties come in the order the schema lists them."""
+def grammar_request(kind: str, schema: dict[str, Any] | None = None, lark: str | None = None) -> str:
+    """The canonical text of a grammar request: `json_object` (any JSON object), `json_schema` with its schema,
+    or `lark` with a Lark grammar (llguidance's dialect: `%json {schema}` embeds a schema); equal requests give
+    equal texts, so the text keys the compile cache. Keys keep their order: the answer's properties come in the
+    order the schema lists them."""
     if kind == JSON_OBJECT:
         return json.dumps({"type": JSON_OBJECT})
     if kind == JSON_SCHEMA:
         return json.dumps({"type": JSON_SCHEMA, "schema": schema}, separators=(",", ":"))
-    raise GrammarError(f"unknown grammar kind {kind!r} (expected {JSON_OBJECT!r} or {JSON_SCHEMA!r})")
+    if kind == LARK and isinstance(lark, str):
+        return json.dumps({"type": LARK, "lark": lark}, separators=(",", ":"))
+    raise GrammarError(f"unknown grammar kind {kind!r} (expected {JSON_OBJECT!r}, {JSON_SCHEMA!r} or {LARK!r})")
 
 
-def _schema_of(request: str) -> dict[str, Any]:
+def _grammar_of(request: str) -> str:
+    """The llguidance grammar a request text asks for."""
     try:
         parsed = json.loads(request)
     except json.JSONDecodeError as e:
         raise GrammarError(f"the grammar request is not JSON: {e}") from None
     kind = parsed.get("type") if isinstance(parsed, dict) else None
     if kind == JSON_OBJECT:
-        return {"type": "object"}
+        return llguidance.LLMatcher.grammar_from_json_schema({"type": "object"}, defaults=COMPILE_OPTIONS)
     if kind == JSON_SCHEMA and isinstance(parsed.get("schema"), dict):
-        return parsed["schema"]
+        return llguidance.LLMatcher.grammar_from_json_schema(parsed["schema"], defaults=COMPILE_OPTIONS)
+    if kind == LARK and isinstance(parsed.get("lark"), str):
+        return llguidance.LLMatcher.grammar_from_lark(parsed["lark"])
     raise GrammarError(f"not a grammar request made by grammar_request(): {request[:80]!r}")
 
 
@@ -123,7 +130,7 @@ class Grammars:
             if request in self._compiled:
                 self._compiled.move_to_end(request)
                 return self._compiled[request]
-        grammar = llguidance.LLMatcher.grammar_from_json_schema(_schema_of(request), defaults=COMPILE_OPTIONS)
+        grammar = _grammar_of(request)
         tokenizer = self._llg_tokenizer()
         failed, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar, tokenizer)
         if failed:

@@ -73,10 +73,15 @@ class TextCodec:
         """One token's own text, special tokens spelled out (what logprobs list: "</s>" is a token there)."""
         return self.tokenizer.decode([token], skip_special_tokens=False)
 
-    def chat_prompt(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> list[int]:
-        """The conversation rendered by the chat template and tokenized as apply_chat_template(tokenize=True)
-        does: the template writes the special tokens itself, so none are added."""
+    def chat_prompt(
+        self,
+        messages: list[dict[str, Any]],
+        add_generation_prompt: bool = True,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> list[int]:
+        """The conversation (and the tools offered, JSON schemas) rendered by the chat template and tokenized as
+        apply_chat_template(tokenize=True) does: the template writes the special tokens itself, so none are added."""
         if self.chat_template is None:
             raise ChatTemplateError("this model has no chat template; use /completions with a prompt")
-        text = render_chat(self.chat_template, messages, add_generation_prompt, **self.special_tokens)
+        text = render_chat(self.chat_template, messages, add_generation_prompt, tools, **self.special_tokens)
         return self.encode(text, add_special_tokens=False)

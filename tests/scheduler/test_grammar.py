@@ -18,7 +18,7 @@ from luminal.scheduler.generation.sampling import Sampler, SamplingParams
 from luminal.scheduler.generation.sequence import STOP, Sequence
 from luminal.scheduler.generation.tokenizer import TextCodec
 from tests.json_schemas import PERSON
-from tests.llm_folders import EOS, train_tokenizer
+from tests.scheduler.random_logits import driven, plain_codec
 
 # PERSON with an array of short strings.
 SCHEMA = {
@@ -33,30 +33,19 @@ SCHEMA = {
 
 @pytest.fixture(scope="module")
 def codec() -> TextCodec:
-    tokenizer = train_tokenizer()
-    return TextCodec(tokenizer, {"eos_token": EOS}, None, frozenset({tokenizer.token_to_id(EOS)}))
-
-
-def _run(codec: TextCodec, params: SamplingParams, seed: int) -> Sequence:
-    """The sequence driven to its end by random logits (a model that knows nothing of JSON)."""
-    seq = Sequence([0], params, codec.decode, codec.eos_token_ids, grammars=codec.grammars)
-    rng = np.random.default_rng(seed)
-    vocab = codec.tokenizer.get_vocab_size()
-    while not seq.finished:
-        seq.add(seq.sampler.choose(rng.normal(scale=3.0, size=vocab).astype(np.float32)))
-    return seq
+    return plain_codec()
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("seed", range(4))
 def test_random_logits_under_a_schema_write_valid_json(codec, temperature, seed):
     params = SamplingParams(200, temperature, seed=seed, response_format=grammar_request(JSON_SCHEMA, SCHEMA))
-    seq = _run(codec, params, seed)
+    seq = driven(codec, params, seed)
     assert seq.finish_reason == STOP and len(seq.tokens) < 200  # ended by the grammar, not by max_tokens
     answer = json.loads(seq.text)
     jsonschema.validate(answer, SCHEMA)
     assert list(answer) == list(SCHEMA["properties"])  # in the schema's order
-    unconstrained = _run(codec, dataclasses.replace(params, response_format=None, max_tokens=len(seq.tokens)), seed)
+    unconstrained = driven(codec, dataclasses.replace(params, response_format=None, max_tokens=len(seq.tokens)), seed)
     with pytest.raises(json.JSONDecodeError):  # the same logits without the grammar are not JSON
         json.loads(unconstrained.text)
 
@@ -65,7 +54,7 @@ def test_no_bias_lets_a_forbidden_token_through(codec):
     """+100 on tokens the grammar never allows where they would be chosen: the mask still wins."""
     lifted = tuple((codec.tokenizer.token_to_id(t), 100.0) for t in ("x", "Ġthe", "}"))
     params = SamplingParams(200, 0.0, response_format=grammar_request(JSON_SCHEMA, SCHEMA), logit_bias=lifted)
-    seq = _run(codec, params, 3)
+    seq = driven(codec, params, 3)
     assert seq.finish_reason == STOP
     answer = json.loads(seq.text)
     jsonschema.validate(answer, SCHEMA)
@@ -75,10 +64,10 @@ def test_no_bias_lets_a_forbidden_token_through(codec):
 def test_json_object_and_the_stop_string_together(codec):
     """A stop string cuts a constrained answer as it cuts a free one: just before the stop string."""
     params = SamplingParams(200, 0.0, response_format=grammar_request(JSON_OBJECT))
-    answers = {seed: _run(codec, params, seed).text for seed in range(10)}
+    answers = {seed: driven(codec, params, seed).text for seed in range(10)}
     seed, whole = next((seed, text) for seed, text in answers.items() if ":" in text)  # not every one is "{}"
     assert isinstance(json.loads(whole), dict)
-    cut = _run(codec, dataclasses.replace(params, stop=(":",)), seed)
+    cut = driven(codec, dataclasses.replace(params, stop=(":",)), seed)
     assert cut.finish_reason == STOP and cut.text == whole[: whole.index(":")]
 
 
