@@ -4,7 +4,8 @@ and tokenizer that are the reference."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -32,6 +33,7 @@ class World:
     app: object
     models: dict  # name -> transformers model
     tokenizer: object  # both models share the tokenizer
+    folders: dict = field(default_factory=dict)  # name -> its Hugging Face folder (its tokenizer and chat template)
 
     def client(self, key: str = BOOTSTRAP_KEY) -> openai.OpenAI:
         return openai.OpenAI(base_url=f"{self.url}/openai/v1", api_key=key, max_retries=0, timeout=60)
@@ -65,8 +67,11 @@ class World:
         return out[0, len(prompt_ids) :].tolist()
 
 
-def start_world(tmp: Path, kinds: tuple[str, ...] = ("llama", "gpt2")):
-    """(World, stop) with the models of `kinds` deployed (both unless told)."""
+def start_world(
+    tmp: Path, kinds: tuple[str, ...] = ("llama", "gpt2"), positions: int = POSITIONS, templates: dict | None = None
+):
+    """(World, stop) with the models of `kinds` deployed (both unless told), each serving `positions` tokens of
+    prompt and answer, a kind named in `templates` with that chat template instead of the tests' own."""
     settings = Settings(data_dir=tmp / "data", database_url=f"sqlite:///{tmp / 'meta.db'}",
                         bootstrap_key=BOOTSTRAP_KEY, compile_runner="thread", admin_token=ADMIN_TOKEN)  # fmt: skip
     app = create_app(settings)
@@ -74,13 +79,16 @@ def start_world(tmp: Path, kinds: tuple[str, ...] = ("llama", "gpt2")):
     server = ThreadedServer(app, port)
     server.start()
     url = f"http://127.0.0.1:{port}"
-    models = {}
+    models, folders = {}, {}
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}, timeout=60) as http:
         for kind in kinds:
             folder = tmp / kind
-            models[f"tiny-{kind}"] = hf_folder(folder, kind)
-            save_package(build_package(folder, MAX_BATCH, POSITIONS), folder / "model.lpkg")
+            models[f"tiny-{kind}"], folders[f"tiny-{kind}"] = hf_folder(folder, kind), folder
+            if kind in (templates or {}):
+                config = json.loads((folder / "tokenizer_config.json").read_text())
+                (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": templates[kind]}))
+            save_package(build_package(folder, MAX_BATCH, positions), folder / "model.lpkg")
             assert upload(http, f"tiny-{kind}", (folder / "model.lpkg").read_bytes()).status_code == 201
-            assert deploy_and_wait(http, f"tiny-{kind}", gpu_type="cpu", **SETTINGS[kind])["status"] == "ready"
+            assert deploy_and_wait(http, f"tiny-{kind}", gpu_type="cpu", **SETTINGS.get(kind, {}))["status"] == "ready"
 
-    return World(url, app, models, hf_tokenizer(tmp / kinds[0])), server.stop
+    return World(url, app, models, hf_tokenizer(tmp / kinds[0]), folders), server.stop

@@ -1,22 +1,28 @@
 """Tool calls without a model: forced calls (tool_choice "required" or a named function) generated under their
 grammar by random logits are calls whose arguments validate, in each family's format, one or several; the reader
 streams them as OpenAI's deltas that fold into the whole answer; free answers (tool_choice "auto") are parsed in
-both formats, and what does not parse stays content."""
+both formats, and what does not parse stays content; a model whose template teaches no format is offered none."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 
 import jsonschema
 import pytest
 
+from luminal.gateway.openai_errors import OpenAIError
+from luminal.gateway.openai_schemas import ChatCompletionCreate
 from luminal.gateway.openai_tool_stream import TOOL_CALLS, ToolCallReader, folded, merged
+from luminal.gateway.openai_tools import tool_use
 from luminal.scheduler.generation.grammar import LARK, grammar_request
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.sequence import STOP
 from luminal.scheduler.generation.tool_call_formats import FORMATS, HERMES, LLAMA3_JSON
 from luminal.scheduler.generation.tool_call_parsing import parse_calls
-from tests.gateway.tool_fixtures import TOOLS, schema_of
+from tests.gateway.tool_fixtures import ASK, TOOLS, schema_of
+from tests.llm_folders import CHAT_TEMPLATE
 from tests.scheduler.random_logits import driven, plain_codec
 
 FUNCTIONS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
@@ -124,3 +130,14 @@ def test_free_content_streams_before_a_possible_call():
     assert reader.feed(" <tool_call>\n{") == {"content": " "}
     llama = ToolCallReader(LLAMA3_JSON, forced=False, parallel=True)
     assert llama.feed(" ") == {} and llama.feed("Sure") == {"content": " Sure"}
+
+
+def test_a_template_that_teaches_no_format_serves_only_none(codec):
+    """The tests' own template renders no tools: asking its model for calls is a 400; `none` renders as usual."""
+    body = ChatCompletionCreate.model_validate({"model": "m", "messages": ASK, "tools": TOOLS})
+    plain = dataclasses.replace(codec, chat_template=CHAT_TEMPLATE)
+    with pytest.raises(OpenAIError) as caught:
+        asyncio.run(tool_use(body, plain, "m"))
+    assert caught.value.status == 400 and "teaches no tool-call format" in caught.value.message
+    none = asyncio.run(tool_use(body.model_copy(update={"tool_choice": "none"}), plain, "m"))
+    assert none.reader() is None and none.grammar() is None
