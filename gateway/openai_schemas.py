@@ -132,9 +132,14 @@ class ChatMessage(BaseModel):
 
     def for_template(self) -> dict[str, Any]:
         """As transformers passes a message to the template: the fields the caller set, the content parts joined
-        into one string, and tool calls' arguments as objects (ToolCall.for_template)."""
+        into one string, and tool calls' arguments as objects (ToolCall.for_template). A null tool_calls or
+        tool_call_id is left out, as if unset: a template may test whether the key is there ('tool_calls' in
+        message), and a client that sends back an answer's message may write "tool_calls": null."""
         message = self.model_dump(exclude_unset=True)
         message.setdefault("content", None)
+        for key in ("tool_calls", "tool_call_id"):
+            if message.get(key, 0) is None:
+                del message[key]
         if isinstance(self.content, list):
             message["content"] = "".join(part.text for part in self.content)
         if self.tool_calls is not None:

@@ -28,6 +28,8 @@ def call_id() -> str:
 
 
 class ToolCallReader:
+    """One answer's text read into deltas: `feed` each piece as it is final, then `end`."""
+
     def __init__(self, fmt: ToolCallFormat, forced: bool, parallel: bool):
         self.fmt, self.forced, self.parallel = fmt, forced, parallel
         self.text = ""

@@ -59,3 +59,11 @@ def test_tools_render_as_transformers_renders_them(tmp_path, tokenizer_json, fam
         assert '"name": "get_weather"' in want
     if messages is FOLLOW_UP:  # the call's arguments written as an object, the tool's answer in its turn
         assert '"city": "Paris"' in want and "21" in want
+
+
+def test_a_null_tool_calls_is_no_call():
+    """An answer's message sent back with "tool_calls": null renders as a plain assistant turn (the Llama 3.1-style
+    template tests whether the key is there)."""
+    message = {"role": "assistant", "content": "hi", "tool_calls": None}
+    body = ChatCompletionCreate.model_validate({"model": "m", "messages": [*ASK, message]})
+    assert body.messages[1].for_template() == {"role": "assistant", "content": "hi"}
