@@ -9,12 +9,15 @@ one pipeline; XREAD BLOCK by the gateway relaying it), and a cancel is a key wit
 with one MGET per step. Workers' load reports are a hash per deployment. Requests, event streams, cancels and load
 reports expire (`ttl_s`), so none that a dead gateway or worker left behind stays. Expired sequences are ended
 by the worker that takes them (the deadline is counted from the request's arrival), or by the gateway's relay
-when none does (RelayedStream).
+when none does (RelayedStream). Each gateway holds a reader lease (reader_lease.py) named in the requests it
+submits: a worker drops the sequences whose gateway's lease lapsed, as if cancelled (read with the cancels).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import uuid
 from collections.abc import AsyncIterator, Iterable
 
 import redis
@@ -24,6 +27,7 @@ from luminal.scheduler.generation.stream import Event, Expired, Failed, Started,
 from luminal.scheduler.generation.waiting import EngineBusy
 from luminal.scheduler.sequences import codec
 from luminal.scheduler.sequences.base import is_last
+from luminal.scheduler.sequences.reader_lease import READER_LEASE_S, ReaderLease
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 from luminal.scheduler.work import effective_priority
 
@@ -65,7 +69,9 @@ return taken
 
 
 class RedisSequences:
-    def __init__(self, url: str, namespace: str = "lm", ttl_s: float = DEFAULT_TTL_S):
+    def __init__(
+        self, url: str, namespace: str = "lm", ttl_s: float = DEFAULT_TTL_S, reader_lease_s: float = READER_LEASE_S
+    ):
         self._url, self._ns = url, namespace
         self._ttl_ms = max(1, int(ttl_s * 1000))
         self._redis = redis.Redis.from_url(url)
@@ -74,12 +80,18 @@ class RedisSequences:
         # redis.asyncio clients belong to the event loop they were made on: one per loop that reads events.
         self._async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
         self._deployment_of: dict[str, int] = {}  # the deployment of each sequence this worker took, until it ends
+        self._reader_of: dict[str, str] = {}  # the reader lease key of each sequence this worker took, until it ends
+        self.reader_id = uuid.uuid4().hex  # this gateway's, held from its first submit
+        self._lease = ReaderLease(self._redis, self._key("reader", self.reader_id), reader_lease_s)
 
     def _key(self, *parts: object) -> str:
         return ":".join([self._ns, "seq", *map(str, parts)])
 
     # --- gateway side ---
     def submit(self, request: SequenceRequest, max_waiting: int) -> None:
+        self._lease.hold()
+        if request.reader is None:
+            request = dataclasses.replace(request, reader=self.reader_id)
         d = request.deployment_id
         keys = [self._key("waiting", d), self._key("request", request.id), self._key("arrivals", d)]
         args = [request.id, effective_priority(request.priority), max_waiting, codec.encode_request(request)]
@@ -150,6 +162,7 @@ class RedisSequences:
             else:
                 taken.append(request)
         self._deployment_of.update((request.id, deployment_id) for request in taken)
+        self._reader_of.update((r.id, self._key("reader", r.reader)) for r in taken if r.reader is not None)
         self._deployment_of.update((request_id, deployment_id) for request_id, _ in expired)
         self.emit(expired)
         return taken
@@ -167,14 +180,18 @@ class RedisSequences:
                     pipe.srem(self._key("taken", deployment_id), request_id)
                 if is_last(event):
                     pipe.delete(self._key("cancel", request_id))
+                    self._reader_of.pop(request_id, None)
             pipe.execute()
 
     def cancelled(self, request_ids: Iterable[str]) -> set[str]:
         ids = list(request_ids)
         if not ids:
             return set()
-        flags = self._redis.mget([self._key("cancel", r) for r in ids])
-        return {r for r, flag in zip(ids, flags, strict=True) if flag is not None}
+        leases = sorted({self._reader_of[r] for r in ids if r in self._reader_of})
+        flags = self._redis.mget([self._key("cancel", r) for r in ids] + leases)  # one call per step
+        gone = {lease for lease, held in zip(leases, flags[len(ids) :], strict=True) if held is None}
+        unread = {r for r in ids if self._reader_of.get(r) in gone}  # their gateway died: nobody reads them
+        return unread | {r for r, flag in zip(ids, flags[: len(ids)], strict=True) if flag is not None}
 
     def report(self, deployment_id: int, worker_id: str, load: WorkerLoad | None) -> None:
         key = self._key("loads", deployment_id)
@@ -187,6 +204,7 @@ class RedisSequences:
             pipe.execute()
 
     def close(self) -> None:
+        self._lease.close()
         self._redis.close()
         self._async_clients.clear()  # each closes with its event loop
 
