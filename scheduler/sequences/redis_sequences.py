@@ -7,7 +7,9 @@ workers never race on them. Each request's JSON sits under its own key until tak
 ids is its in-flight load. Each sequence's events go to a stream of their own (XADD by the worker, a whole step in
 one pipeline; XREAD BLOCK by the gateway relaying it), and a cancel is a key with a TTL that the worker reads
 with one MGET per step. Workers' load reports are a hash per deployment. Requests, event streams, cancels and load
-reports expire (`ttl_s`), so none that a dead gateway or worker left behind stays. Expired sequences are ended
+reports expire (`ttl_s`), so none that a dead gateway or worker left behind stays; so do a deployment's waiting
+set, arrivals counter and taken set, `ttl_s` after their last use (a deleted deployment's). The taken set's
+entries of dead workers are dropped when the load is read (taken_owners.py). Expired sequences are ended
 by the worker that takes them (the deadline is counted from the request's arrival), or by the gateway's relay
 when none does (RelayedStream). Each gateway holds a reader lease (reader_lease.py) named in the requests it
 submits: a worker drops the sequences whose gateway's lease lapsed, as if cancelled (read with the cancels).
@@ -29,6 +31,7 @@ from luminal.scheduler.sequences import codec
 from luminal.scheduler.sequences.base import is_last
 from luminal.scheduler.sequences.reader_lease import READER_LEASE_S, ReaderLease
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
+from luminal.scheduler.sequences.taken_owners import reap
 from luminal.scheduler.work import effective_priority
 
 MAX_BLOCK_S = 1.0  # one blocking call's longest wait, well under any socket timeout
@@ -43,6 +46,8 @@ if waiting >= tonumber(ARGV[3]) then return waiting end
 local arrival = redis.call('INCR', KEYS[3]) % 1099511627776
 redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
 redis.call('ZADD', KEYS[1], tonumber(ARGV[2]) * 1099511627776 + arrival, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
 return -1
 """
 # KEYS: waiting set, taken set. ARGV: max items, request key prefix, event stream prefix, the encoded Started
@@ -126,6 +131,7 @@ class RedisSequences:
             pipe.xadd(events, {"e": codec.encode_event(Failed(reason))})
             pipe.pexpire(events, self._ttl_ms)
             pipe.srem(self._key("taken", request.deployment_id), request.id)
+            pipe.hdel(self._key("owners", request.deployment_id), request.id)
             pipe.delete(self._key("cancel", request.id))
             pipe.execute()
 
@@ -133,7 +139,9 @@ class RedisSequences:
         return int(self._redis.zcard(self._key("waiting", deployment_id)))
 
     def in_flight(self, deployment_id: int) -> int:
-        return int(self._redis.scard(self._key("taken", deployment_id)))
+        taken = self._key("taken", deployment_id)
+        reap(self._redis, taken, self._key("owners", deployment_id), self.loads(deployment_id))
+        return int(self._redis.scard(taken))
 
     def loads(self, deployment_id: int) -> dict[str, WorkerLoad]:
         reports = self._redis.hgetall(self._key("loads", deployment_id))
@@ -163,6 +171,8 @@ class RedisSequences:
                 taken.append(request)
         self._deployment_of.update((request.id, deployment_id) for request in taken)
         self._reader_of.update((r.id, self._key("reader", r.reader)) for r in taken if r.reader is not None)
+        if payloads:
+            self._own(deployment_id, worker_id, [request.id for request in taken] + [rid for rid, _ in expired])
         self._deployment_of.update((request_id, deployment_id) for request_id, _ in expired)
         self.emit(expired)
         return taken
@@ -178,9 +188,20 @@ class RedisSequences:
                 deployment_id = self._deployment_of.pop(request_id, None) if is_last(event) else None
                 if deployment_id is not None:
                     pipe.srem(self._key("taken", deployment_id), request_id)
+                    pipe.hdel(self._key("owners", deployment_id), request_id)
                 if is_last(event):
                     pipe.delete(self._key("cancel", request_id))
                     self._reader_of.pop(request_id, None)
+            pipe.execute()
+
+    def _own(self, deployment_id: int, worker_id: str, request_ids: list[str]) -> None:
+        """Name this worker the holder of the sequences it took, and keep the taken set `ttl_s` past its last use."""
+        owners, taken = self._key("owners", deployment_id), self._key("taken", deployment_id)
+        with self._redis.pipeline(transaction=False) as pipe:
+            if request_ids:
+                pipe.hset(owners, mapping=dict.fromkeys(request_ids, worker_id))
+            pipe.pexpire(owners, self._ttl_ms)
+            pipe.pexpire(taken, self._ttl_ms)
             pipe.execute()
 
     def cancelled(self, request_ids: Iterable[str]) -> set[str]:
