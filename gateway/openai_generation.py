@@ -72,19 +72,19 @@ class Served:
     registry: WorkerRegistry | None  # whether the worker running a sequence still lives (None: not watched)
     cut_short_ledger: UsageLedger  # bills what a worker delivered before it died
 
-    def start(
+    async def start(
         self, prompt: list[int], params: SamplingParams, scheduling: SchedulingFields, arrived: float
     ) -> tuple[RelayedStream, SequenceTimer]:
         """Queue the sequence under a new request id for a worker of the deployment (EngineBusy when its waiting
         line is full). `arrived`: the request's arrival (time.perf_counter), which its waiting deadline counts
-        from."""
+        from. The submit (a Redis call) runs off the event loop: a slow one stalls this request, not every stream."""
         check_length(prompt, params.max_tokens, self.max_positions)  # the pool's fit is checked by the worker
         d = self.deployment
         account = Account(uuid.uuid4().hex, d["id"], self.tenant_id, d["gpu_type"], self.name, int(d["version"]))
         wait = self.max_wait_s if scheduling.queue_timeout is None else min(scheduling.queue_timeout, self.max_wait_s)
         priority, waited = effective_priority(scheduling.priority), max(0.0, time.perf_counter() - arrived)
         request = SequenceRequest(account, tuple(prompt), params, priority, wait, time.time() - waited)
-        self.sequences.submit(request, d["max_waiting"])
+        await asyncio.to_thread(self.sequences.submit, request, d["max_waiting"])
         self.notify(d["id"])  # queued first: a deployment scaled to zero starts its first worker on seeing it
         alive = None if self.registry is None else partial(worker_alive, self.registry, d["id"])
         relayed = RelayedStream(self.sequences, request, alive, d["max_waiting"], bill=self.cut_short_ledger.record)

@@ -38,7 +38,7 @@ async def create_chat_completion(request: Request, tenant: TenantDep, platform: 
     params = await shaped(params, body, served.codec)
     first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
     logprobs = None if params.logprobs is None else ChatLogprobs(served.codec)
-    started = served.start(ids, params, body, arrival_of(request))
+    started = await served.start(ids, params, body, arrival_of(request))
     answer = Answer(body.model, started, "chatcmpl", CHUNK, _delta, first, logprobs)
     if body.stream:
         return answer.sse(body.include_usage)

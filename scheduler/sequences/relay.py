@@ -65,10 +65,22 @@ class RelayedStream:
         return len(self.request.prompt)
 
     def cancel(self) -> None:
-        """The client went away (or the answer ended: then nothing to do)."""
-        if not self._ended:
-            self._ended = True
+        """The client went away (or the answer ended: then nothing to do). On an event loop the transport's call
+        (a Redis round trip) runs on a thread, not awaited: a slow one must not stall every stream on the loop, and
+        the caller may be a generator being closed, which cannot await."""
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called off any loop: just call it
             self.transport.cancel(self.request.id)
+            return
+        loop.run_in_executor(None, self.transport.cancel, self.request.id).add_done_callback(self._cancel_done)
+
+    def _cancel_done(self, done: asyncio.Future) -> None:
+        if not done.cancelled() and done.exception() is not None:  # its worker drops it with its reader's lease
+            log.warning("cancelling sequence %s failed: %s", self.request.id, done.exception())
 
     async def __aiter__(self) -> AsyncIterator[Delta]:
         """Deltas until the last one (its finish_reason set); a failure raises GenerationFailed (WaitExpired when
@@ -112,7 +124,8 @@ class RelayedStream:
                 return await asyncio.wait_for(arrived.get(), self._patience())
             except TimeoutError:
                 if self.worker_id is None:
-                    self.cancel()
+                    self._ended = True
+                    await asyncio.to_thread(self.transport.cancel, self.request.id)
                     raise WaitExpired(expired_message(self.request.waited_s())) from None
                 if await asyncio.to_thread(self.worker_alive, self.worker_id):
                     continue
