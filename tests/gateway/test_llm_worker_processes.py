@@ -128,6 +128,13 @@ def test_two_worker_processes_serve_concurrent_streams_equal_to_generate(server,
     rows = server.client().get(f"/v1/deployments/{deployment['id']}/workers").json()["workers"]
     assert all(w["sequences"]["kv_blocks_free"] > 0 for w in rows) and len(rows) == 2  # each reports its load
 
+    # A prompt past the context is refused by the gateway, naming the limit, before anything reaches a worker.
+    for stream in (False, True):
+        body = {"model": "tiny-llama", "prompt": [5] * (POSITIONS + 1), "max_tokens": 1, "stream": stream}
+        r = server.client().post("/openai/v1/completions", json=body)
+        assert r.status_code == 400 and f"maximum context length is {POSITIONS}" in r.json()["error"]["message"]
+    assert server.platform.sequences.depth(deployment["id"]) == 0
+
 
 def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_nothing_twice(
     server, settings, tmp_path, capsys
