@@ -125,6 +125,8 @@ def test_two_worker_processes_serve_concurrent_streams_equal_to_generate(server,
     billed = billed_by_worker(settings)
     assert sorted(rid for _, rid in billed) == sorted(rid for rid, _ in answers)  # each stream billed once
     assert {worker for worker, _ in billed} == {w["worker_id"] for w in ready}  # by both workers
+    tokens = {rid: (gpu, n) for rid, _, gpu, n in billed_records(settings)}  # as the deployment's GPU type
+    assert [tokens[rid] for rid, _ in answers] == [(deployment["gpu_type"], n) for _, n in jobs]
     rows = server.client().get(f"/v1/deployments/{deployment['id']}/workers").json()["workers"]
     assert all(w["sequences"]["kv_blocks_free"] > 0 for w in rows) and len(rows) == 2  # each reports its load
 
