@@ -16,6 +16,7 @@ import threading
 import redis
 
 READER_LEASE_S = 10.0  # a dead gateway's sequences run at most this long (plus a worker step) before they are dropped
+# (a gateway's is Settings.reader_lease_s)
 log = logging.getLogger(__name__)
 
 
