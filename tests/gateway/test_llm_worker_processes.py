@@ -3,7 +3,8 @@ warm worker processes, each holding an engine; 16 concurrent streams through the
 transformers' generate(), and the sequences are billed by both workers (through the usage stream the gateway
 drains), each request once. One worker SIGKILLed while streams run: every stream completes equal to generate() or
 ends with an error event naming the worker's death within a bounded time, the provisioner replaces the worker, new
-streams are served, and no request is billed twice."""
+streams are served, and no request is billed twice; the tokens the dead worker delivered are billed under its id
+and the deployment's GPU type. A prompt past the context is a 400 naming the limit."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ import time
 
 import openai
 import pytest
+import redis
 import torch
 from sqlalchemy import select
 
 from luminal.llm_package import build_package, save_package
+from luminal.scheduler.generation.stream import Started
+from luminal.scheduler.sequences.codec import decode_event
 from luminal.store.database import Database
 from luminal.store.settings import Settings
 from luminal.store.tables import UsageRecordRow
@@ -107,6 +111,17 @@ def billed_records(config) -> list[tuple[str, str, str, int]]:
     return [(rid, worker, gpu, tokens) for ids, worker, gpu, tokens in rows for rid in ids]
 
 
+def worker_of(config, request_id: str) -> str | None:
+    """The worker that took the sequence, as its events stream on Redis names it (its first event, Started)."""
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        entries = client.xrange(f"{config.queue_namespace}:seq:events:{request_id}", count=1)
+    finally:
+        client.close()
+    first = decode_event(entries[0][1][b"e"]) if entries else None
+    return first.worker_id if isinstance(first, Started) else None
+
+
 def test_two_worker_processes_serve_concurrent_streams_equal_to_generate(server, settings, tmp_path):
     model, tokenizer, deployment, ready = deployed_llama(server, tmp_path)
     jobs = [(" ".join(WORDS[k % 7 : k % 7 + 1 + k % 5]), 4 + k % 9) for k in range(STREAMS)]
@@ -151,6 +166,11 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_not
         try:
             tasks = [asyncio.create_task(streamed(client, p, n, first_chunk, ids)) for (p, n), ids in zip(jobs, seen)]
             await first_chunk.wait()
+            # Killed once one of its streams has tokens: that one must end with the error (and its tokens be billed).
+            deadline = time.monotonic() + 60
+            while not any(worker_of(settings, ids[0]) == victim["worker_id"] for ids in seen if ids):
+                assert time.monotonic() < deadline, "no stream of the victim got a token"
+                await asyncio.sleep(0.01)
             os.kill(victim["pid"], signal.SIGKILL)
             killed_at = time.monotonic()
             outcomes, error_after_s = [], []
@@ -174,6 +194,7 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_not
         else:
             assert f"worker {victim['worker_id']} died" in str(answer.body["message"]), answer
     assert error_s < 10  # the streams cut off ended within a bounded time of the kill, none hung
+    assert len(completed) < STREAMS  # the victim's stream that had tokens ended with the error
 
     http = server.client()
     replaced = ready_workers(http, deployment["id"], 2, timeout=120)
