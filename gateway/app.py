@@ -118,7 +118,7 @@ def _start_scheduler(
     journal_dir = settings.data_dir / "usage-journal"
     replay(journal_dir, sql_ledger)
     # Language models' sequences reach their workers' engines through it (in memory, or on the queue's Redis).
-    sequences = open_sequences(settings.queue_url, settings.queue_namespace)
+    sequences = open_sequences(settings.queue_url, settings.queue_namespace, settings.reader_lease_s)
     ledger, engines = None, Engines()  # worker processes keep their own ledger, and their engines
     if settings.worker_backend != "thread":
         worker_backend = open_worker_backend(settings, registry)

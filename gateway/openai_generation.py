@@ -37,6 +37,7 @@ from luminal.gateway.openai_schemas import SamplingFields, SchedulingFields
 from luminal.gateway.platform import Platform
 from luminal.gateway.routers.inference import resolve_ready
 from luminal.gateway.uploads import LLM_KIND
+from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.generation.engine import PromptTooLong, check_length
 from luminal.scheduler.generation.logprobs import TokenLogprob
 from luminal.scheduler.generation.sampling import SamplingParams
@@ -69,25 +70,25 @@ class Served:
     max_wait_s: float  # the longest a sequence waits for a place in a batch (Settings.request_timeout_s)
     notify: Callable[[int], None]  # tells the provisioner a sequence was queued for a deployment (by id)
     registry: WorkerRegistry | None  # whether the worker running a sequence still lives (None: not watched)
+    cut_short_ledger: UsageLedger  # bills what a worker delivered before it died
 
-    def start(
+    async def start(
         self, prompt: list[int], params: SamplingParams, scheduling: SchedulingFields, arrived: float
     ) -> tuple[RelayedStream, SequenceTimer]:
         """Queue the sequence under a new request id for a worker of the deployment (EngineBusy when its waiting
         line is full). `arrived`: the request's arrival (time.perf_counter), which its waiting deadline counts
-        from."""
+        from. The submit (a Redis call) runs off the event loop: a slow one stalls this request, not every stream."""
         check_length(prompt, params.max_tokens, self.max_positions)  # the pool's fit is checked by the worker
         d = self.deployment
         account = Account(uuid.uuid4().hex, d["id"], self.tenant_id, d["gpu_type"], self.name, int(d["version"]))
         wait = self.max_wait_s if scheduling.queue_timeout is None else min(scheduling.queue_timeout, self.max_wait_s)
         priority, waited = effective_priority(scheduling.priority), max(0.0, time.perf_counter() - arrived)
         request = SequenceRequest(account, tuple(prompt), params, priority, wait, time.time() - waited)
-        self.sequences.submit(request, d["max_waiting"])
+        await asyncio.to_thread(self.sequences.submit, request, d["max_waiting"])
         self.notify(d["id"])  # queued first: a deployment scaled to zero starts its first worker on seeing it
         alive = None if self.registry is None else partial(worker_alive, self.registry, d["id"])
-        return RelayedStream(self.sequences, request, alive, d["max_waiting"]), self.metrics.sequence(
-            ModelLabels.of(self.name, d["version"], d["id"]), arrived
-        )
+        relayed = RelayedStream(self.sequences, request, alive, d["max_waiting"], bill=self.cut_short_ledger.record)
+        return relayed, self.metrics.sequence(ModelLabels.of(self.name, d["version"], d["id"]), arrived)
 
 
 async def language_model(platform: Platform, tenant: Tenant, name: str) -> Served:
@@ -104,7 +105,7 @@ async def language_model(platform: Platform, tenant: Tenant, name: str) -> Serve
     metrics, max_wait_s = platform.generation_metrics, platform.settings.request_timeout_s
     notify = platform.provisioner.notify if platform.provisioner is not None else lambda deployment_id: None
     return Served(platform.sequences, codec, max_positions, tenant.id, name, d, metrics, max_wait_s, notify,
-                  platform.registry)  # fmt: skip
+                  platform.registry, platform.cut_short_ledger)  # fmt: skip
 
 
 def worker_alive(registry: WorkerRegistry, deployment_id: int, worker_id: str) -> bool:

@@ -17,9 +17,11 @@ from luminal.gateway.replicas import ReplicaHeartbeat
 from luminal.gateway.ttl_cache import TtlCache
 from luminal.gateway.webhooks import WebhookSender, webhook_secret
 from luminal.provisioner.provisioner import Provisioner
+from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.compile_jobs import CompileRunner
 from luminal.scheduler.compute_thread import ComputeThread
 from luminal.scheduler.generation.engines import Engines
+from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.ledger_writer import BufferedLedger
 from luminal.scheduler.queues.base import RequestQueue
 from luminal.scheduler.registry import WorkerRegistry
@@ -63,6 +65,9 @@ class Platform:
     # Built from the parts above (the webhook secret may be generated under data_dir on the first start).
     predictions: PredictionRunner = field(init=False)
     generation_metrics: GenerationMetrics = field(init=False)
+    # Where this gateway bills the tokens a language-model worker delivered before it died (a dead worker bills
+    # nothing; relay.py): straight to the database, once per request like every record.
+    cut_short_ledger: UsageLedger = field(init=False)
     # Language models' tokenizers and context lengths (the OpenAI routes tokenize; the workers generate).
     language_models: LanguageModelTexts = field(init=False)
     # Embedding models' tokenizers (the embeddings route tokenizes; the workers run token ids).
@@ -80,6 +85,7 @@ class Platform:
         self.generation_metrics = GenerationMetrics(self.metrics.registry, self.generation)
         self.embedding_tokenizers = EmbeddingTokenizers(self.artifacts.local_path)
         self.language_models = LanguageModelTexts(self.artifacts.local_path)
+        self.cut_short_ledger = SqlUsageLedger(self.db, self.settings.gpu_prices_per_second)
         owner = None if self.heartbeat is None else self.heartbeat.replica_id
         self.predictions = PredictionRunner(self.db, self.artifacts, self.backend, self.metrics, webhooks, owner)
 

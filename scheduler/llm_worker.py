@@ -12,6 +12,7 @@ worker of the deployment can take them. Told to stop, it takes nothing new and f
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -147,11 +148,19 @@ class LanguageModelWorker:
         """Emit the round's events in one call; forget the sequences they end."""
         if not self._outbox:
             return
-        events, self._outbox[:] = list(self._outbox), []
+        events, self._outbox[:] = [self._with_compute(*item) for item in self._outbox], []
         for request_id, event in events:
             if is_last(event):
                 self._live.pop(request_id, None)
         self.sequences.emit(events)
+
+    def _with_compute(self, request_id: str, event: Event) -> tuple[str, Event]:
+        """The event, a delta stamped with its sequence's compute so far: what the gateway bills should this
+        process die before the sequence ends (relay.py)."""
+        stream = self._live.get(request_id)
+        if isinstance(event, Delta) and stream is not None:
+            event = dataclasses.replace(event, compute_s=stream.compute_s)
+        return request_id, event
 
     def _report(self) -> None:
         """Tell the transport what this worker holds: its sequences and its KV pool's free blocks."""

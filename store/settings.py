@@ -168,6 +168,11 @@ class Settings(BaseSettings):
         "redis://host:port/db = Redis Streams",
     )
 
+    # On Redis, a gateway renews a lease on the language-model sequences it relays (at a third of this); killed, its
+    # sequences' workers drop them once the lease lapses. Short frees a dead gateway's cache blocks sooner; long
+    # outlasts longer pauses of a live gateway (a dropped sequence's reader gets an error, never a hang).
+    reader_lease_s: float = Field(default=10.0, gt=0, le=3600, description="a gateway's lease on its sequences")
+
     # Prefixes every Redis key, so several platforms (or test runs) can share one Redis server.
     queue_namespace: str = Field(default="lm", pattern=r"^[A-Za-z0-9_.\-]{1,64}$", description="Redis key prefix")
     # Names this gateway among several on one database (its heartbeat, the predictions it runs, the provisioner

@@ -60,7 +60,7 @@ async def create_chat_completion(request: Request, tenant: TenantDep, platform: 
     first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
     logprobs = None if params.logprobs is None else ChatLogprobs(served.codec)
     reader = None if tools is None else tools.reader()
-    started = served.start(ids, params, body, arrival_of(request))
+    started = await served.start(ids, params, body, arrival_of(request))
     answer = Answer(body.model, started, "chatcmpl", CHUNK, _delta if reader is None else _read_deltas(reader), first,
                     logprobs)  # fmt: skip
     if body.stream:

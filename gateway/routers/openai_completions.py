@@ -33,7 +33,7 @@ async def create_completion(request: Request, tenant: TenantDep, platform: Platf
     params = sampling_params(body, body.max_tokens, ids, served.max_positions)
     params = await shaped(params, body, served.codec)
     logprobs = None if params.logprobs is None else CompletionLogprobs(served.codec)
-    started = served.start(ids, params, body, arrival_of(request))
+    started = await served.start(ids, params, body, arrival_of(request))
     answer = Answer(body.model, started, "cmpl", "text_completion", _choice, logprobs=logprobs)
     if body.stream:
         return answer.sse(body.include_usage)

@@ -9,7 +9,7 @@ import socket
 import time
 
 from luminal.scheduler.billing import UsageLedger, UsageRecord
-from luminal.scheduler.generation.stream import TokenStream
+from luminal.scheduler.generation.stream import Account, TokenStream
 
 
 def sequence_record(
@@ -21,21 +21,37 @@ def sequence_record(
     if account is None or stream.started_at is None:
         return None
     ended = max(time.time() if now is None else now, stream.started_at)
+    gpu_type = account.gpu_type if device is None else device
+    tokens = (stream.prompt_tokens, stream.completion_tokens)
+    return sequence_usage(account, worker_id, gpu_type, (stream.started_at, ended), tokens, stream.compute_s)
+
+
+def sequence_usage(
+    account: Account,
+    worker_id: str,
+    gpu_type: str,
+    span: tuple[float, float],  # (started_at, ended_at), wall-clock seconds
+    tokens: tuple[int, int],  # (prompt, completion)
+    compute_s: float | None,  # its share of the compute (None: the whole span)
+) -> UsageRecord:
+    """One sequence's usage record, billed alone under its request id: its seconds its compute share, at most its
+    span."""
+    started, ended = span
     return UsageRecord(
         batch_id=account.request_id,
         deployment_id=account.deployment_id,
         tenant_id=account.tenant_id,
         worker_id=worker_id,
-        gpu_type=account.gpu_type if device is None else device,
-        started_at=stream.started_at,
+        gpu_type=gpu_type,
+        started_at=started,
         ended_at=ended,
         request_ids=(account.request_id,),
         request_rows=(1,),
         model_name=account.model_name,
         model_version=account.model_version,
-        prompt_tokens=stream.prompt_tokens,
-        completion_tokens=stream.completion_tokens,
-        billed_seconds=min(stream.compute_s, ended - stream.started_at),
+        prompt_tokens=tokens[0],
+        completion_tokens=tokens[1],
+        billed_seconds=ended - started if compute_s is None else min(compute_s, ended - started),
     )
 
 

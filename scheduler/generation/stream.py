@@ -24,6 +24,9 @@ class Delta:
     token: int
     finish_reason: str | None  # set on the sequence's last delta
     logprob: TokenLogprob | None = None  # when the request asked for logprobs
+    # The sequence's compute so far (TokenStream.compute_s), stamped by a worker in another process: should it die,
+    # the gateway relaying the sequence bills the tokens it delivered for this share (None: not stamped).
+    compute_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,13 @@ from luminal.scheduler.sequences.base import SequenceTransport
 from luminal.scheduler.sequences.memory import MemorySequences
 
 
-def open_sequences(url: str | None, namespace: str = "lm") -> SequenceTransport:
-    """In memory without a queue URL (the embedded default); on Redis with one (gateways and worker processes)."""
+def open_sequences(url: str | None, namespace: str = "lm", reader_lease_s: float | None = None) -> SequenceTransport:
+    """In memory without a queue URL (the embedded default); on Redis with one (gateways and worker processes),
+    where a gateway holds a lease of `reader_lease_s` on the sequences it relays (None: reader_lease.py's)."""
     if backend_of(url, namespace) == "memory":
         return MemorySequences()
     from luminal.scheduler.sequences.redis_sequences import RedisSequences  # imports redis only when asked for
 
-    return RedisSequences(url.strip(), namespace)
+    if reader_lease_s is None:
+        return RedisSequences(url.strip(), namespace)
+    return RedisSequences(url.strip(), namespace, reader_lease_s=reader_lease_s)

@@ -6,16 +6,19 @@ It also bounds every wait. Before a worker takes the sequence, the wait lasts un
 does. Once a worker took it, a silence of `watch_s` makes the relay ask whether that worker still lives
 (`worker_alive`, the registry's view); a dead worker's sequence that had sent nothing is submitted again for
 another worker (its new worker bills it, once: records are keyed by request id), and one that had sent tokens ends
-with a failure naming the worker's death, never a silent truncation or a hang.
+with a failure naming the worker's death, never a silent truncation or a hang; the relay bills the tokens it
+delivered under the dead worker's id (`bill`, cut_short.py), since a dead worker bills nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
+from luminal.scheduler.billing import UsageRecord
 from luminal.scheduler.generation.stream import (
     Delta,
     Event,
@@ -28,8 +31,10 @@ from luminal.scheduler.generation.stream import (
 )
 from luminal.scheduler.generation.waiting import MAX_WAITING, EngineBusy
 from luminal.scheduler.sequences.base import SequenceTransport
+from luminal.scheduler.sequences.cut_short import CutShort, cut_short_record
 from luminal.scheduler.sequences.request import SequenceRequest
 
+log = logging.getLogger(__name__)
 WATCH_S = 0.5  # how long a relay waits for its worker's next event before it asks whether the worker lives
 
 
@@ -41,9 +46,13 @@ class RelayedStream:
         worker_alive: Callable[[str], bool] | None = None,  # blocking (a registry read): run off the event loop
         max_waiting: int = MAX_WAITING,  # the deployment's bound, for a resubmission
         watch_s: float = WATCH_S,
+        bill: Callable[[UsageRecord], object] | None = None,  # blocking (a ledger write): run off the event loop
     ):
         self.transport, self.request = transport, request
         self.worker_alive, self.max_waiting, self.watch_s = worker_alive, max_waiting, watch_s
+        self.bill = bill
+        self.taken_at: float | None = None  # wall-clock seconds when its worker's Started arrived
+        self.compute_s: float | None = None  # the worker's last stamp of the sequence's compute
         self.account = request.account
         self.worker_id: str | None = None  # the worker that took it, once one did
         self.started_at: float | None = None  # when its first token arrived: its prompt was read
@@ -56,10 +65,22 @@ class RelayedStream:
         return len(self.request.prompt)
 
     def cancel(self) -> None:
-        """The client went away (or the answer ended: then nothing to do)."""
-        if not self._ended:
-            self._ended = True
+        """The client went away (or the answer ended: then nothing to do). On an event loop the transport's call
+        (a Redis round trip) runs on a thread, not awaited: a slow one must not stall every stream on the loop, and
+        the caller may be a generator being closed, which cannot await."""
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called off any loop: just call it
             self.transport.cancel(self.request.id)
+            return
+        loop.run_in_executor(None, self.transport.cancel, self.request.id).add_done_callback(self._cancel_done)
+
+    def _cancel_done(self, done: asyncio.Future) -> None:
+        if not done.cancelled() and done.exception() is not None:  # its worker drops it with its reader's lease
+            log.warning("cancelling sequence %s failed: %s", self.request.id, done.exception())
 
     async def __aiter__(self) -> AsyncIterator[Delta]:
         """Deltas until the last one (its finish_reason set); a failure raises GenerationFailed (WaitExpired when
@@ -70,7 +91,7 @@ class RelayedStream:
             while True:
                 event = await self._next(arrived)
                 if isinstance(event, Started):
-                    self.worker_id = event.worker_id
+                    self.worker_id, self.taken_at = event.worker_id, time.time()
                     continue
                 try:
                     raise_failure(event)
@@ -80,6 +101,8 @@ class RelayedStream:
                 if self.started_at is None:
                     self.started_at = time.time()
                 self.completion_tokens += 1
+                if event.compute_s is not None:
+                    self.compute_s = event.compute_s
                 if event.finish_reason is not None:
                     self._ended = True
                 yield event
@@ -101,11 +124,12 @@ class RelayedStream:
                 return await asyncio.wait_for(arrived.get(), self._patience())
             except TimeoutError:
                 if self.worker_id is None:
-                    self.cancel()
+                    self._ended = True
+                    await asyncio.to_thread(self.transport.cancel, self.request.id)
                     raise WaitExpired(expired_message(self.request.waited_s())) from None
                 if await asyncio.to_thread(self.worker_alive, self.worker_id):
                     continue
-                self._worker_died()
+                await self._worker_died()
 
     def _patience(self) -> float | None:
         """How long to wait for the next event before acting: the waiting deadline's rest before a worker took
@@ -116,20 +140,29 @@ class RelayedStream:
             return None
         return max(0.0, self.request.timeout_s - self.request.waited_s())
 
-    def _worker_died(self) -> None:
-        """Its worker is gone: back to the line if it had sent nothing, else the stream fails saying why."""
+    async def _worker_died(self) -> None:
+        """Its worker is gone: back to the line if it had sent nothing, else the stream fails saying why (and the
+        tokens it delivered are billed on the dead worker's behalf)."""
         dead = self.worker_id
         if self.completion_tokens:
             self._ended = True
             reason = f"worker {dead} died while generating this sequence, after {self.completion_tokens} tokens"
-            self.transport.abandon(self.request, reason)  # no longer in flight: the autoscaler's load drops
+            # No longer in flight: the autoscaler's load drops.
+            await asyncio.to_thread(self.transport.abandon, self.request, reason)
+            if self.bill is not None:
+                seen = CutShort(self.request, dead, self.taken_at or time.time(), time.time(),
+                                self.completion_tokens, self.compute_s)  # fmt: skip
+                try:
+                    await asyncio.to_thread(self.bill, cut_short_record(seen))
+                except Exception:  # the client still learns why its stream ended; the log keeps what was lost
+                    log.exception("billing sequence %s, cut short by its worker's death, failed", self.request.id)
             raise GenerationFailed(reason)
         # Already admitted once: it waits as long as it takes now, and its old deadline is not held against it.
         self.request = dataclasses.replace(self.request, timeout_s=None)
         self.worker_id = None
         self.resubmissions += 1
         try:
-            self.transport.submit(self.request, self.max_waiting)
+            await asyncio.to_thread(self.transport.submit, self.request, self.max_waiting)
         except EngineBusy:
             self._ended = True
             raise GenerationFailed(f"worker {dead} died before this sequence started, and no other has room") from None

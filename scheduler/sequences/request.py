@@ -20,6 +20,9 @@ class SequenceRequest:
     priority: int = DEFAULT_PRIORITY  # 1 (most urgent) .. 10
     timeout_s: float | None = None  # the longest it may wait to join a batch, from `arrived_at`; None: no limit
     arrived_at: float = field(default_factory=time.time)  # its HTTP request's arrival
+    # The gateway relaying its events, whose lease (reader_lease.py) keeps it running: set by a transport across
+    # processes; None: read in the process that runs it.
+    reader: str | None = None
 
     @property
     def id(self) -> str:

@@ -3,21 +3,26 @@ warm worker processes, each holding an engine; 16 concurrent streams through the
 transformers' generate(), and the sequences are billed by both workers (through the usage stream the gateway
 drains), each request once. One worker SIGKILLed while streams run: every stream completes equal to generate() or
 ends with an error event naming the worker's death within a bounded time, the provisioner replaces the worker, new
-streams are served, and no request is billed twice."""
+streams are served, and no request is billed twice; the tokens the dead worker delivered are billed under its id
+and the deployment's GPU type. A prompt past the context is a 400 naming the limit."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
 
 import openai
 import pytest
+import redis
 import torch
 from sqlalchemy import select
 
 from luminal.llm_package import build_package, save_package
+from luminal.scheduler.generation.stream import Started
+from luminal.scheduler.sequences.codec import decode_event
 from luminal.store.database import Database
 from luminal.store.settings import Settings
 from luminal.store.tables import UsageRecordRow
@@ -37,11 +42,11 @@ def settings(tmp_path, redis_namespace) -> Settings:  # noqa: F811 (the fixture 
                     queue_namespace=redis_namespace, worker_backend="process")  # fmt: skip
 
 
-def deployed_llama(server, tmp_path):
+def deployed_llama(server, tmp_path, positions: int = POSITIONS):
     """(transformers model, tokenizer, deployment, ready worker rows) with two warm worker processes."""
     folder = tmp_path / "llama"
     model = hf_folder(folder, "llama")
-    save_package(build_package(folder, MAX_BATCH, POSITIONS), folder / "model.lpkg")
+    save_package(build_package(folder, MAX_BATCH, positions), folder / "model.lpkg")
     http = server.client()
     assert upload(http, "tiny-llama", (folder / "model.lpkg").read_bytes()).status_code == 201
     deployment = deploy_and_wait(http, "tiny-llama", gpu_type="cpu", min_replicas=2, max_replicas=2)
@@ -65,12 +70,17 @@ def async_client(server) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=f"{server.url}/openai/v1", api_key=BOOTSTRAP_KEY, max_retries=0, timeout=120)
 
 
-async def streamed(client, prompt: str, n: int, first_chunk: asyncio.Event | None = None) -> tuple[str, str]:
-    """(request id, text) of one streamed completion."""
+async def streamed(
+    client, prompt: str, n: int, first_chunk: asyncio.Event | None = None, seen: list[str] | None = None
+) -> tuple[str, str]:
+    """(request id, text) of one streamed completion; its request id also put in `seen` with its first chunk (so a
+    stream that fails later is still known by it)."""
     stream = await client.completions.create(model="tiny-llama", prompt=prompt, max_tokens=n, temperature=0,
                                              stream=True, extra_body={"ignore_eos": True})  # fmt: skip
     parts, request_id = [], None
     async for chunk in stream:
+        if request_id is None and seen is not None:
+            seen.append(chunk.id.removeprefix("cmpl-"))
         request_id = chunk.id.removeprefix("cmpl-")
         parts.append(chunk.choices[0].text)
         if first_chunk is not None:
@@ -87,6 +97,29 @@ def billed_by_worker(settings) -> list[tuple[str, str]]:
     finally:
         db.dispose()
     return [(worker, rid) for worker, ids in rows for rid in ids]
+
+
+def billed_records(config) -> list[tuple[str, str, str, int]]:
+    """(request id, worker id, GPU type, completion tokens) of every billed request."""
+    db = Database(config.resolved_database_url)
+    try:
+        with db.session() as session:
+            rows = session.execute(select(UsageRecordRow.request_ids, UsageRecordRow.worker_id,
+                                          UsageRecordRow.gpu_type, UsageRecordRow.completion_tokens)).all()  # fmt: skip
+    finally:
+        db.dispose()
+    return [(rid, worker, gpu, tokens) for ids, worker, gpu, tokens in rows for rid in ids]
+
+
+def worker_of(config, request_id: str) -> str | None:
+    """The worker that took the sequence, as its events stream on Redis names it (its first event, Started)."""
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        entries = client.xrange(f"{config.queue_namespace}:seq:events:{request_id}", count=1)
+    finally:
+        client.close()
+    first = decode_event(entries[0][1][b"e"]) if entries else None
+    return first.worker_id if isinstance(first, Started) else None
 
 
 def test_two_worker_processes_serve_concurrent_streams_equal_to_generate(server, settings, tmp_path):
@@ -107,8 +140,17 @@ def test_two_worker_processes_serve_concurrent_streams_equal_to_generate(server,
     billed = billed_by_worker(settings)
     assert sorted(rid for _, rid in billed) == sorted(rid for rid, _ in answers)  # each stream billed once
     assert {worker for worker, _ in billed} == {w["worker_id"] for w in ready}  # by both workers
+    tokens = {rid: (gpu, n) for rid, _, gpu, n in billed_records(settings)}  # as the deployment's GPU type
+    assert [tokens[rid] for rid, _ in answers] == [(deployment["gpu_type"], n) for _, n in jobs]
     rows = server.client().get(f"/v1/deployments/{deployment['id']}/workers").json()["workers"]
     assert all(w["sequences"]["kv_blocks_free"] > 0 for w in rows) and len(rows) == 2  # each reports its load
+
+    # A prompt past the context is refused by the gateway, naming the limit, before anything reaches a worker.
+    for stream in (False, True):
+        body = {"model": "tiny-llama", "prompt": [5] * (POSITIONS + 1), "max_tokens": 1, "stream": stream}
+        r = server.client().post("/openai/v1/completions", json=body)
+        assert r.status_code == 400 and f"maximum context length is {POSITIONS}" in r.json()["error"]["message"]
+    assert server.platform.sequences.depth(deployment["id"]) == 0
 
 
 def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_nothing_twice(
@@ -117,12 +159,18 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_not
     model, tokenizer, deployment, ready = deployed_llama(server, tmp_path)
     jobs = [(" ".join(WORDS[k % 7 : k % 7 + 1 + k % 3]), 70) for k in range(STREAMS)]
     victim = ready[0]
+    seen: list[list[str]] = [[] for _ in jobs]  # each stream's request id, once its first chunk came
 
     async def killed_during_streams():
         client, first_chunk = async_client(server), asyncio.Event()
         try:
-            tasks = [asyncio.create_task(streamed(client, p, n, first_chunk)) for p, n in jobs]
+            tasks = [asyncio.create_task(streamed(client, p, n, first_chunk, ids)) for (p, n), ids in zip(jobs, seen)]
             await first_chunk.wait()
+            # Killed once one of its streams has tokens: that one must end with the error (and its tokens be billed).
+            deadline = time.monotonic() + 60
+            while not any(worker_of(settings, ids[0]) == victim["worker_id"] for ids in seen if ids):
+                assert time.monotonic() < deadline, "no stream of the victim got a token"
+                await asyncio.sleep(0.01)
             os.kill(victim["pid"], signal.SIGKILL)
             killed_at = time.monotonic()
             outcomes, error_after_s = [], []
@@ -146,6 +194,7 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_not
         else:
             assert f"worker {victim['worker_id']} died" in str(answer.body["message"]), answer
     assert error_s < 10  # the streams cut off ended within a bounded time of the kill, none hung
+    assert len(completed) < STREAMS  # the victim's stream that had tokens ended with the error
 
     http = server.client()
     replaced = ready_workers(http, deployment["id"], 2, timeout=120)
@@ -166,6 +215,12 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_not
     assert server.platform.usage_drainer.flush(timeout=60), "the usage records were not drained"
     billed = [rid for _, rid in billed_by_worker(settings)]
     assert len(billed) == len(set(billed))  # nothing billed twice
+    # What the victim delivered before it died is billed under its id and the deployment's GPU type, by the relay.
+    tokens = {rid: (worker, gpu, n) for rid, worker, gpu, n in billed_records(settings)}
+    for (rid, answer), ids in zip(outcomes, seen, strict=True):
+        if rid is None:
+            delivered = int(re.search(r"after (\d+) tokens", answer.body["message"]).group(1))
+            assert tokens[ids[0]] == (victim["worker_id"], deployment["gpu_type"], delivered)
     assert set(completed) | {rid for rid, _ in later} <= set(billed)  # every completed stream billed
     with capsys.disabled():
         print(f"\nworker SIGKILLed mid-stream: streams={STREAMS} completed={len(completed)} "

@@ -6,6 +6,7 @@ reads; the gateway-side relay."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 import uuid
@@ -60,7 +61,7 @@ def test_a_taken_sequence_is_the_one_submitted(transport):
     submitted = sequence(temperature=0.5, top_k=3, stop=("x", "yz"), stop_token_ids=(9,), logprobs=2, seed=4)
     transport.submit(submitted, max_waiting=8)
     [taken] = transport.take(DEPLOYMENT, "w1", 4, 1.0)
-    assert taken == submitted
+    assert dataclasses.replace(taken, reader=None) == submitted  # a transport across processes names its reader
 
 
 def test_most_urgent_first_then_arrival_and_max_items(transport):
