@@ -124,8 +124,9 @@ class RelayedStream:
             reason = f"worker {dead} died while generating this sequence, after {self.completion_tokens} tokens"
             self.transport.abandon(self.request, reason)  # no longer in flight: the autoscaler's load drops
             raise GenerationFailed(reason)
-        # Already admitted once: it waits as long as it takes now, and its old deadline is not held against it.
-        self.request = dataclasses.replace(self.request, timeout_s=None)
+        # Already admitted once: it waits as long as it takes now, and its old deadline is not held against it;
+        # any worker may take it (its preferred one may be the dead one).
+        self.request = dataclasses.replace(self.request, timeout_s=None, preferred_worker=None)
         self.worker_id = None
         self.resubmissions += 1
         try:
