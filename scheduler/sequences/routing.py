@@ -23,6 +23,10 @@ from luminal.scheduler.sequences.request import WorkerLoad
 PREFIX_DIGEST_BYTES = 8  # of each reported digest: 2^-64 collisions, and a report of 2048 prefixes stays ~40 KB
 MAX_REPORTED_PREFIXES = 2048  # a big pool's report is cut here (the most recently published are kept)
 REPORT_STALE_S = 5.0  # a load reported longer ago than this (heartbeats are 1 s apart): its worker is taken for gone
+# A cached prefix is worth waiting behind a few more sequences than the least loaded worker holds, not behind a
+# queue: past this many more, load wins (a burst sharing one prompt then spreads, and the other workers cache it
+# too after their first prefill).
+BALANCE_SLACK = 4
 # How long a sequence waits for its preferred worker before any worker may take it: a worker with room takes
 # every round or wakes at once when idle, so this only covers one that stalls (a long prefill, a slow host).
 PREFERENCE_GRACE_S = 0.5
@@ -63,7 +67,8 @@ def choose_worker(
     prompt: Sequence[int], loads: Mapping[str, WorkerLoad], backlog: Mapping[str, int], now: float | None = None
 ) -> str | None:
     """The worker the sequence should go to (None: no live worker reported). `backlog`: sequences waiting for
-    each worker in the transport."""
+    each worker in the transport. The cached prefix decides unless its worker is full or holds more than
+    BALANCE_SLACK sequences beyond the least loaded."""
     now = time.time() if now is None else now
     live = {w: load for w, load in loads.items() if is_live(load, now)}
     if not live:
@@ -73,12 +78,13 @@ def choose_worker(
         load = live[worker]
         return load.running + load.waiting + backlog.get(worker, 0), -(load.kv_blocks_free or 0), worker
 
-    with_room = [w for w in live if not _full(live[w], backlog.get(w, 0))]
-    hits = {w: cached_tokens(prompt, live[w]) for w in with_room}
+    least = min(live, key=busyness)
+    balanced = [w for w in live if busyness(w)[0] <= busyness(least)[0] + BALANCE_SLACK]
+    hits = {w: cached_tokens(prompt, live[w]) for w in balanced if not _full(live[w], backlog.get(w, 0))}
     longest = max(hits.values(), default=0)
     if longest > 0:
         return min((w for w, n in hits.items() if n == longest), key=busyness)
-    return min(live, key=busyness)
+    return least
 
 
 def _full(load: WorkerLoad, backlog: int) -> bool:

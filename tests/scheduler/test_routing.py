@@ -1,12 +1,14 @@
 """Choosing a sequence's worker (scheduler/sequences/routing.py): the worker caching the longest prefix of its
 prompt, at the engine's block size and never counting the block of its last token; else the least loaded; never a
-worker whose report is stale, nor, for affinity, one whose free rows are already spoken for."""
+worker whose report is stale, nor, for affinity, one whose free rows are already spoken for or that holds more
+than BALANCE_SLACK sequences beyond the least loaded."""
 
 from __future__ import annotations
 
 from luminal.scheduler.generation.block_pool import BlockPool
 from luminal.scheduler.sequences.request import WorkerLoad
 from luminal.scheduler.sequences.routing import (
+    BALANCE_SLACK,
     REPORT_STALE_S,
     cached_tokens,
     choose_worker,
@@ -53,6 +55,13 @@ def test_without_a_shared_prefix_the_least_loaded_worker_is_chosen():
     assert choose_worker([1, 2, 3, 4, 5, 6, 7, 8, 9], loads, {"c": 2}, NOW) == "b"  # sequences waiting for c count
     tied = {"a": load(kv_free=10), "b": load(kv_free=30)}
     assert choose_worker([1, 2], tied, {}, NOW) == "b"  # then the most free cache blocks
+
+
+def test_affinity_yields_to_load_past_the_balance_slack():
+    prompt = SYSTEM + [9]
+    holder = load(running=BALANCE_SLACK, prompts=[SYSTEM + [1]])
+    assert choose_worker(prompt, {"a": holder, "b": load()}, {}, NOW) == "a"  # at the slack: the prefix wins
+    assert choose_worker(prompt, {"a": holder, "b": load()}, {"a": 1}, NOW) == "b"  # one more: the idle one
 
 
 def test_stale_and_full_workers_lose_their_affinity():
