@@ -1,7 +1,7 @@
 """Prefix-cache affinity through the OpenAI API, on the embedded default's memory transport and on Redis: a
-deployment with two thread workers; a completion's prompt, then follow-ups sharing its long prefix sent at once, all
-go to the worker that served it, whose engine finds the prefix cached (the workers endpoint shows its reused prompt tokens;
-the other worker reused none)."""
+deployment with two thread workers; a completion's prompt, then follow-ups sharing its long prefix sent at once,
+all go to the worker that served it, even while it is the slower, busier one, whose engine finds the prefix cached
+(the workers endpoint shows its reused prompt tokens; the other worker reused none)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from tests.llm_folders import hf_folder
 from tests.scheduler.queue_fixtures import REDIS_URL, redis_namespace  # noqa: F401 (a fixture)
 from tests.scheduler.test_billing_under_kills import ready_workers
 
-BLOCK, FOLLOW_UPS = 16, 4  # the package's KV block size; follow-ups, as many as a worker's batch has rows
+BLOCK, FOLLOW_UPS = 16, 3  # the package's KV block size; follow-ups, with the long one as many as a batch's rows
+SLOW_ROUND_S = 0.05
 PREFIX = "the quick brown fox jumps over the lazy dog " * 3  # over 60 tokens: more than two blocks
 
 
@@ -54,8 +55,9 @@ def test_follow_ups_sharing_a_prefix_go_to_the_worker_caching_it(server, tmp_pat
     ready_workers(http, deployment["id"], 2, timeout=120)
     wait_for(lambda: len(loads_by_worker(http, deployment["id"])) == 2, "both workers report their load")
 
-    def complete(prompt: str) -> None:
-        body = {"model": "tiny-llama", "prompt": prompt, "max_tokens": 4, "temperature": 0, "ignore_eos": True}
+    def complete(prompt: str, max_tokens: int = 4) -> None:
+        body = {"model": "tiny-llama", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                "ignore_eos": True}  # fmt: skip
         answer = http.post("/openai/v1/completions", json=body)
         assert answer.status_code == 200, answer.text
 
@@ -65,11 +67,19 @@ def test_follow_ups_sharing_a_prefix_go_to_the_worker_caching_it(server, tmp_pat
         "a worker reports the prompt's prefix cached",
     )
     assert len(holders) == 1
-    with ThreadPoolExecutor(FOLLOW_UPS) as pool:  # at once: a router ignoring prefixes would give some to each
+    # The holder is made the slower worker, busy with a long sequence (sharing the prefix too, so it goes there):
+    # a router ignoring prefixes would let the idle worker take the follow-ups first.
+    [engine] = [e for _, e in server.platform.generation.snapshot() if e.batch.pool.index]
+    fast_round = engine.run_once
+    engine.run_once = lambda: (time.sleep(SLOW_ROUND_S), fast_round())[1]
+    with ThreadPoolExecutor(FOLLOW_UPS + 1) as pool:
+        long = pool.submit(complete, PREFIX + "long", 16)
+        wait_for(lambda: engine.running, "the long sequence runs on the holder")
         list(pool.map(complete, [PREFIX + f"follow up {k}" for k in range(FOLLOW_UPS)]))
+        long.result()
 
     def reused() -> dict[str, int]:
         return {w: load["reused_prompt_tokens"] for w, load in loads_by_worker(http, deployment["id"]).items()}
 
-    wait_for(lambda: reused()[holders[0]] >= FOLLOW_UPS * 2 * BLOCK, "the holder reports its reused tokens")
+    wait_for(lambda: reused()[holders[0]] >= (FOLLOW_UPS + 1) * 2 * BLOCK, "the holder reports its reused tokens")
     assert sum(reused().values()) == reused()[holders[0]]  # the other worker served none of them
