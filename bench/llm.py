@@ -167,9 +167,9 @@ def print_worker_rows(rows: dict, hop: dict, routed: dict) -> None:
     engine_ratio = rows[f"luminal, {many}"][1] / rows["luminal, 1 stream"][1]
     hop_ratio = hop[f"worker process, {many}"][2] / hop["worker process, 1 stream"][2]
     print(f"{many} / 1 stream, tokens/s: in-process engine {engine_ratio:.2f}x, worker process {hop_ratio:.2f}x")
-    print(f"{'':44s} {'TTFT ms':>9s} {'prompt tokens prefilled':>24s}")
+    print(f"\n{many} sharing a system prompt, 2 worker processes: {'TTFT ms':>9s} {'prompt tokens prefilled':>24s}")
     for name, (ttft, prefilled, total) in routed.items():
-        print(f"{name + ', ' + many + ', shared prompt':44s} {ttft * 1e3:9.1f} {f'{prefilled} of {total}':>24s}")
+        print(f"{name:44s} {ttft * 1e3:9.1f} {f'{prefilled} of {total}':>24s}")
 
 
 def ratios(rows: dict[str, tuple[float, float, float]], column: int, label: str, args: argparse.Namespace) -> None:

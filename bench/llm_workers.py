@@ -50,7 +50,7 @@ def routing_rows(package: Path, system: list[int], tails: list[list[int]], new: 
             with served(settings, package, "m", min_replicas=2, max_replicas=2) as platform:
                 sequences = RedisSequences(redis_url, settings.queue_namespace)
                 try:
-                    rows[f"2 worker processes, {'with' if affinity else 'without'} affinity"] = _shared_prompt_run(
+                    rows[f"{'with' if affinity else 'without'} prefix affinity"] = _shared_prompt_run(
                         platform, sequences, system, tails, new
                     )
                 finally:

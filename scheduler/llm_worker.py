@@ -32,7 +32,7 @@ from luminal.scheduler.generation.stream import Delta, Event, Failed, TokenStrea
 from luminal.scheduler.registry import UnknownWorker, WorkerInfo, WorkerRegistry
 from luminal.scheduler.sequences.base import SequenceTransport, is_last
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
-from luminal.scheduler.sequences.routing import MAX_REPORTED_PREFIXES, PREFIX_DIGEST_BYTES
+from luminal.scheduler.sequences.routing import MAX_REPORTED_PREFIXES, short_digest
 from luminal.scheduler.worker import HEARTBEAT_S, IDLE_WAIT_S, new_worker_id
 from luminal.scheduler.worker_spec import WorkerSpec
 
@@ -162,7 +162,8 @@ class LanguageModelWorker:
         self.sequences.emit(events)
 
     def _report(self) -> None:
-        """Tell the transport what this worker holds: its sequences and its KV pool's free blocks."""
+        """Tell the transport what this worker holds: its sequences, free rows, its KV pool's free blocks and the
+        prefixes it caches, and the prompt tokens it reused so far."""
         engine = self.engine
         pool = getattr(engine.batch, "pool", None)
         held = len(engine.running) + len(engine.prefilling)
@@ -185,7 +186,7 @@ class LanguageModelWorker:
         """The reported form of the prefixes its pool holds or caches, the most recently published last kept."""
         pool = getattr(self.engine.batch, "pool", None)
         digests = [] if pool is None else pool.cached_prefixes()[-MAX_REPORTED_PREFIXES:]
-        return tuple(d[:PREFIX_DIGEST_BYTES].hex() for d in digests)
+        return tuple(short_digest(d) for d in digests)
 
     def _heartbeat(self, stop: threading.Event) -> None:
         try:

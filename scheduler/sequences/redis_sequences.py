@@ -7,13 +7,12 @@ workers never race on them. Each request's JSON sits under its own key until tak
 ids is its in-flight load. Each sequence's events go to a stream of their own (XADD by the worker, a whole step in
 one pipeline; XREAD BLOCK by the gateway relaying it), and a cancel is a key with a TTL that the worker reads
 with one MGET per step. Workers' load reports are a hash per deployment. A sequence routed to a worker has its
-preference in a hash (the worker and the end of its grace, in Redis' own clock, so gateways' and workers' clocks
-never matter) and counts in that worker's backlog; the take script skips those a worker may not take yet
-(routing.others_may_take, decided on the load reports it reads in the same step). Requests, event streams,
-cancels, preferences and load reports expire (`ttl_s`), so none that a dead gateway or worker left behind
-stays. Expired sequences are ended by the worker that takes them (the deadline is counted from the request's
-arrival), or by the gateway's relay
-when none does (RelayedStream).
+preference in a hash (the worker and the end of its grace, in Redis' own clock, so gateways' clocks never matter;
+a report's age is its worker's clock against Redis', within REPORT_STALE_S) and counts in that worker's backlog;
+the take script skips those a worker may not take yet (routing.others_may_take, decided on the load reports it
+reads in the same step). Requests, event streams, cancels, preferences and load reports expire (`ttl_s`), so
+none that a dead gateway or worker left behind stays. Expired sequences are ended by the worker that takes them
+(the deadline is counted from the request's arrival), or by the gateway's relay when none does (RelayedStream).
 """
 
 from __future__ import annotations

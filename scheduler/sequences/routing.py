@@ -32,9 +32,14 @@ BALANCE_SLACK = 4
 PREFERENCE_GRACE_S = 0.5
 
 
+def short_digest(digest: bytes) -> str:
+    """A pool's prefix digest as its worker reports it."""
+    return digest[:PREFIX_DIGEST_BYTES].hex()
+
+
 def short_digests(prompt: Sequence[int], block_size: int) -> list[str]:
     """The reported form of each full block's prefix digest (block_pool.prefix_digests)."""
-    return [d[:PREFIX_DIGEST_BYTES].hex() for d in prefix_digests(prompt, block_size)]
+    return [short_digest(d) for d in prefix_digests(prompt, block_size)]
 
 
 def cached_tokens(prompt: Sequence[int], load: WorkerLoad) -> int:

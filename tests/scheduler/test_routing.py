@@ -13,6 +13,7 @@ from luminal.scheduler.sequences.routing import (
     cached_tokens,
     choose_worker,
     others_may_take,
+    short_digest,
     short_digests,
 )
 
@@ -27,7 +28,7 @@ def load(running=0, waiting=0, prompts=(), free_rows=4, reported_at=NOW, kv_free
         pool.reserve(k, len(prompt) + 1, prompt)
         pool.publish(k)
         pool.release(k)
-    prefixes = tuple(d[:8].hex() for d in pool.cached_prefixes())
+    prefixes = tuple(short_digest(d) for d in pool.cached_prefixes())
     return WorkerLoad(running, waiting, kv_free, reported_at, free_rows, SIZE, prefixes)
 
 
