@@ -43,6 +43,7 @@ from luminal.scheduler.generation.language_model import compile_package, load_la
 from luminal.scheduler.generation.sampling import SamplingParams  # noqa: E402
 
 STREAMS = 16
+WORKERS = ("thread worker", "worker process")  # bench/llm_workers.py's rows through the HTTP API
 
 
 def write_folder(folder: Path, args: argparse.Namespace) -> transformers.LlamaForCausalLM:
@@ -157,16 +158,17 @@ def print_worker_rows(rows: dict, hop: dict, routed: dict) -> None:
     """The worker hop beside the in-process engine (whose inter-token latency is streams over its decode rate),
     and the routing rows."""
     many = f"{STREAMS} streams"
-    print("\nthrough worker processes (Redis, HTTP), beside the in-process engine:")
+    print("\nthrough the HTTP API (thread worker: memory; worker process: Redis), beside the in-process engine:")
     print(f"{'':44s} {'TTFT ms':>9s} {'ITL ms':>9s} {'tokens/s':>9s}")
     for streams, n in (("1 stream", 1), (many, STREAMS)):
         ttft, tps, decode = rows[f"luminal, {streams}"]
         print(f"{'in-process engine, ' + streams:44s} {ttft * 1e3:9.1f} {n / decode * 1e3:9.2f} {tps:9.1f}")
-        ttft, itl, tps = hop[f"worker process, {streams}"]
-        print(f"{'worker process, ' + streams:44s} {ttft * 1e3:9.1f} {itl * 1e3:9.2f} {tps:9.1f}")
+        for kind in WORKERS:
+            ttft, itl, tps = hop[f"{kind}, {streams}"]
+            print(f"{kind + ' (HTTP), ' + streams:44s} {ttft * 1e3:9.1f} {itl * 1e3:9.2f} {tps:9.1f}")
     engine_ratio = rows[f"luminal, {many}"][1] / rows["luminal, 1 stream"][1]
-    hop_ratio = hop[f"worker process, {many}"][2] / hop["worker process, 1 stream"][2]
-    print(f"{many} / 1 stream, tokens/s: in-process engine {engine_ratio:.2f}x, worker process {hop_ratio:.2f}x")
+    hop_ratios = [f"{kind} {hop[f'{kind}, {many}'][2] / hop[f'{kind}, 1 stream'][2]:.2f}x" for kind in WORKERS]
+    print(f"{many} / 1 stream, tokens/s: in-process engine {engine_ratio:.2f}x, {', '.join(hop_ratios)}")
     print(f"\n{many} sharing a system prompt, 2 worker processes: {'TTFT ms':>9s} {'prompt tokens prefilled':>24s}")
     for name, (ttft, prefilled, total) in routed.items():
         print(f"{name:44s} {ttft * 1e3:9.1f} {f'{prefilled} of {total}':>24s}")

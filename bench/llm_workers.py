@@ -1,7 +1,8 @@
 """bench/llm.py's rows through worker processes (`--redis URL`): the same package deployed on a platform in this
 process whose workers are processes taking sequences from Redis (gateway -> Redis -> worker -> Redis -> gateway),
-streamed through the OpenAI API (bench/llm_http.py's measure), beside the in-process engine's rows: what the worker
-hop costs in time to first token and inter-token latency, and 16 streams over one.
+streamed through the OpenAI API (bench/llm_http.py's measure), beside the in-process engine's rows and those of the
+embedded default's thread worker behind the same HTTP API: what the worker hop costs in time to first token and
+inter-token latency, and 16 streams over one.
 
 And the routing row (issue 44): 16 streams whose prompts share a long system prompt, over 2 worker processes, with
 prefix-cache affinity (Settings.prefix_routing) and without: mean TTFT, and the prompt tokens the engines
@@ -31,14 +32,18 @@ def redis_shape(url: str, **extra) -> dict:
 
 
 def worker_rows(package: Path, prompts: list[list[int]], new: int, redis_url: str) -> dict[str, Row]:
-    """(TTFT s, ITL s, tokens/s) through one worker process: one stream, then every prompt at once."""
-    with tempfile.TemporaryDirectory() as tmp:
-        settings = platform_settings(Path(tmp), **redis_shape(redis_url))
-        with served(settings, package, "m", min_replicas=1, max_replicas=1) as platform:
-            asyncio.run(measure(platform["url"], prompts[:2], 4, "m"))  # warm: the worker loaded its programs
-            one = asyncio.run(measure(platform["url"], prompts[:1], new, "m"))
-            many = asyncio.run(measure(platform["url"], prompts, new, "m"))
-    return {"worker process, 1 stream": one, f"worker process, {len(prompts)} streams": many}
+    """(TTFT s, ITL s, tokens/s) through the HTTP API, one stream then every prompt at once: served by a thread
+    worker of the gateway's process (the embedded default: the HTTP and streaming costs alone), then by one worker
+    process on Redis (those plus the hop)."""
+    rows = {}
+    for kind, shape in (("thread worker", {}), ("worker process", redis_shape(redis_url))):
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = platform_settings(Path(tmp), **shape)
+            with served(settings, package, "m", min_replicas=1, max_replicas=1) as platform:
+                asyncio.run(measure(platform["url"], prompts[:2], 4, "m"))  # warm: the worker loaded its programs
+                rows[f"{kind}, 1 stream"] = asyncio.run(measure(platform["url"], prompts[:1], new, "m"))
+                rows[f"{kind}, {len(prompts)} streams"] = asyncio.run(measure(platform["url"], prompts, new, "m"))
+    return rows
 
 
 def routing_rows(package: Path, system: list[int], tails: list[list[int]], new: int, redis_url: str) -> dict:
