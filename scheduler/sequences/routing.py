@@ -23,10 +23,11 @@ from luminal.scheduler.sequences.request import WorkerLoad
 PREFIX_DIGEST_BYTES = 8  # of each reported digest: 2^-64 collisions, and a report of 2048 prefixes stays ~40 KB
 MAX_REPORTED_PREFIXES = 2048  # a big pool's report is cut here (the most recently published are kept)
 REPORT_STALE_S = 5.0  # a load reported longer ago than this (heartbeats are 1 s apart): its worker is taken for gone
-# A cached prefix is worth waiting behind a few more sequences than the least loaded worker holds, not behind a
-# queue: past this many more, load wins (a burst sharing one prompt then spreads, and the other workers cache it
-# too after their first prefill).
-BALANCE_SLACK = 4
+# How many more sequences than the least loaded worker the prefix's holder may hold and still get the sequence.
+# Wide: within its free rows (the other bound, `_full`) a sequence joins the holder's batch at once, and a bigger
+# batch steps only a little slower, while a worker without the prefix prefills it again; a burst sharing one prompt
+# thus stays on the worker caching it, and only a lopsided load spreads.
+BALANCE_SLACK = 32
 # How long a sequence waits for its preferred worker before any worker may take it: a worker with room takes
 # every round or wakes at once when idle, so this only covers one that stalls (a long prefill, a slow host).
 PREFERENCE_GRACE_S = 0.5
