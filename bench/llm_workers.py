@@ -8,6 +8,9 @@ And the routing row (issue 44): 16 streams whose prompts share a long system pro
 prefix-cache affinity (Settings.prefix_routing) and without: mean TTFT, and the prompt tokens the engines
 prefilled (all prompt tokens less those their pools found cached: the workers' reused_tokens, from their load
 reports). Before each, one stream of the system prompt alone has been served, so one worker caches it.
+On a machine shared with other work, run with OMP_NUM_THREADS=1: each process's compiled programs start OpenMP
+threads that spin at their barriers, and with several processes (gateway, workers) on few cores those spinning
+threads, not the hop, decide the figures.
 """
 
 from __future__ import annotations
