@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import sysconfig
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from machine import cpu_model  # noqa: E402
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 from luminal.scheduler.generation.grammar import JSON_SCHEMA, grammar_request  # noqa: E402
@@ -66,13 +66,6 @@ ANSWER = {
     "tags": ["language", "models", "compiler"],
     "address": {"city": "Paris is the capital", "zip": "75001"},
 }
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def stdlib_tokenizer(vocab: int) -> Tokenizer:

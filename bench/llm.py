@@ -9,7 +9,11 @@ vocab 32000); the tokenizer is a word-level one over the vocabulary, since the b
 The same model deployed with int8 (Q8_0) weights runs beside it (`--no-int8` skips it). `--contiguous` adds the
 anchor of the paged KV cache: the same float32 model compiled with the step that takes and returns whole caches
 (as packages built before paged steps are), its rows printed beside the paged ones with their ratio.
-`python bench/llm.py [--layers N] [--hidden N] [--new-tokens N] [--prompt N] [--no-int8] [--contiguous]`.
+`--redis URL` adds the rows through worker processes on that Redis beside the in-process engine's, and the
+routing row: 16 streams sharing a system prompt over 2 worker processes, with prefix-cache affinity and without
+(bench/llm_workers.py).
+`python bench/llm.py [--layers N] [--hidden N] [--new-tokens N] [--prompt N] [--no-int8] [--contiguous]
+[--redis redis://127.0.0.1:6379/0]`.
 Goals (issue 18): 16 streams give >= 6x the tokens per second of one stream; single-stream decode faster than
 transformers; int8 decode at least 1.6x float32 decode. Each rate is printed twice: over the whole run (prefill
 included) and over the decode steps alone (after every stream's first token), with the ratios of both.
@@ -39,6 +43,7 @@ from luminal.scheduler.generation.language_model import compile_package, load_la
 from luminal.scheduler.generation.sampling import SamplingParams  # noqa: E402
 
 STREAMS = 16
+WORKERS = ("thread worker", "worker process")  # bench/llm_workers.py's rows through the HTTP API
 
 
 def write_folder(folder: Path, args: argparse.Namespace) -> transformers.LlamaForCausalLM:
@@ -105,6 +110,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--no-int8", dest="int8", action="store_false", help="skip the int8 (Q8_0) deployment")
     parser.add_argument("--contiguous", action="store_true", help="add the concatenating-cache anchor")
+    parser.add_argument("--redis", help="add the rows through worker processes on this Redis")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -129,13 +135,43 @@ def main() -> None:
         rows["transformers generate(), 1 prompt"] = hf_run(hf, prompts[:1], args.new_tokens)
         rows[f"transformers generate(), batch of {STREAMS}"] = hf_run(hf, prompts, args.new_tokens)
         rows.update(llama_cpp_rows(hf, folder, prompts, args))
-    print(f"load average at end: {load()}")
+        if args.redis:
+            from llm_workers import routing_rows, worker_rows  # bench/ scripts, beside this one
+
+            hop = worker_rows(folder / "m.lpkg", prompts.tolist(), args.new_tokens, args.redis)
+            system, tails = prompts[0, 8:].tolist(), prompts[:, :8].tolist()  # (prompt - 8) shared, 8 each its own
+            routed = routing_rows(folder / "m.lpkg", system, tails, args.new_tokens, args.redis)
     print(f"{'':44s} {'TTFT ms':>9s} {'tokens/s':>9s} {'decode tokens/s':>16s}")
     for name, (ttft, tps, decode) in rows.items():
         print(f"{name:44s} {ttft * 1e3:9.1f} {tps:9.1f} {decode:16.1f}")
     print("(tokens/s: the whole run, prefill included; decode tokens/s: once every stream has its first token)")
     for column, label in ((1, "tokens/s"), (2, "decode tokens/s")):
         ratios(rows, column, label, args)
+    if args.redis:
+        print_worker_rows(rows, hop, routed)
+    from machine import cpu_model  # bench/ scripts, beside this one
+
+    print(f"load average at end: {load()}; CPU: {cpu_model()}")
+
+
+def print_worker_rows(rows: dict, hop: dict, routed: dict) -> None:
+    """The worker hop beside the in-process engine (whose inter-token latency is streams over its decode rate),
+    and the routing rows."""
+    many = f"{STREAMS} streams"
+    print("\nthrough the HTTP API (thread worker: memory; worker process: Redis), beside the in-process engine:")
+    print(f"{'':44s} {'TTFT ms':>9s} {'ITL ms':>9s} {'tokens/s':>9s}")
+    for streams, n in (("1 stream", 1), (many, STREAMS)):
+        ttft, tps, decode = rows[f"luminal, {streams}"]
+        print(f"{'in-process engine, ' + streams:44s} {ttft * 1e3:9.1f} {n / decode * 1e3:9.2f} {tps:9.1f}")
+        for kind in WORKERS:
+            ttft, itl, tps = hop[f"{kind}, {streams}"]
+            print(f"{kind + ' (HTTP), ' + streams:44s} {ttft * 1e3:9.1f} {itl * 1e3:9.2f} {tps:9.1f}")
+    engine_ratio = rows[f"luminal, {many}"][1] / rows["luminal, 1 stream"][1]
+    hop_ratios = [f"{kind} {hop[f'{kind}, {many}'][2] / hop[f'{kind}, 1 stream'][2]:.2f}x" for kind in WORKERS]
+    print(f"{many} / 1 stream, tokens/s: in-process engine {engine_ratio:.2f}x, {', '.join(hop_ratios)}")
+    print(f"\n{many} sharing a system prompt, 2 worker processes: {'TTFT ms':>9s} {'prompt tokens prefilled':>24s}")
+    for name, (ttft, prefilled, total) in routed.items():
+        print(f"{name:44s} {ttft * 1e3:9.1f} {f'{prefilled} of {total}':>24s}")
 
 
 def ratios(rows: dict[str, tuple[float, float, float]], column: int, label: str, args: argparse.Namespace) -> None:

@@ -36,17 +36,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
 import openai  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from grammar_masks import cpu_model, stdlib_tokenizer  # noqa: E402
+from grammar_masks import stdlib_tokenizer  # noqa: E402
+from machine import cpu_model  # noqa: E402
+from platform_server import platform_settings, served  # noqa: E402
 
-from luminal.gateway.app import create_app  # noqa: E402
 from luminal.llm_package import build_package, save_package  # noqa: E402
-from luminal.store.settings import Settings  # noqa: E402
-from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload  # noqa: E402
-from tests.gateway.threaded_server import ThreadedServer, free_port  # noqa: E402
+from tests.gateway.conftest import BOOTSTRAP_KEY  # noqa: E402
 from tests.llm_folders import BOS, CHAT_TEMPLATE, EOS  # noqa: E402
 
 STREAMS = (1, 16)
@@ -120,16 +118,8 @@ def main() -> None:
     folder = tmp / "model"
     write_folder(folder, args)
     save_package(build_package(folder, max(STREAMS), args.new_tokens + 32), folder / "model.lpkg")
-    settings = Settings(data_dir=tmp / "data", database_url=f"sqlite:///{tmp / 'meta.db'}",
-                        bootstrap_key=BOOTSTRAP_KEY, compile_runner="thread")  # fmt: skip
-    port = free_port()
-    server = ThreadedServer(create_app(settings), port)
-    server.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}, timeout=300) as http:
-            assert upload(http, "bench", (folder / "model.lpkg").read_bytes()).status_code == 201
-            assert deploy_and_wait(http, "bench", timeout=600, gpu_type="cpu")["status"] == "ready"
+    with served(platform_settings(tmp), folder / "model.lpkg", "bench") as platform:
+        url = platform["url"]
         print(f"CPU: {cpu_model()} ({os.cpu_count()} cores, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}); "
               f"load average {os.getloadavg()}")  # fmt: skip
         print(f"Llama hidden {args.hidden}, {args.layers} layers, vocabulary {args.vocab}; {args.new_tokens} tokens "
@@ -150,8 +140,6 @@ def main() -> None:
             print(f"{streams:>8}{free:>12.1f}{schema:>14.1f}{schema / free:>7.2f}{paired:>8.2f}"
                   f"{free_cpu:>16.1f}{schema_cpu:>18.1f}{schema_cpu / free_cpu:>7.2f}")  # fmt: skip
         print(f"load average after: {os.getloadavg()}")
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

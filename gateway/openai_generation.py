@@ -2,7 +2,8 @@
 sampling parameters, and the answer, whole or as server-sent events in the chunks the `openai` client parses.
 
 The gateway holds no model: a sequence goes through the platform's sequence transport to a worker of the
-deployment holding its engine (scheduler/llm_worker.py), and its events come back the same way (RelayedStream).
+deployment holding its engine (scheduler/llm_worker.py), routed to the one caching the longest prefix of its prompt,
+else the least loaded (scheduler/sequences/routing.py), and its events come back the same way (RelayedStream).
 
 A streamed answer is a series of `data: {chunk}` events ending in `data: [DONE]`; with
 stream_options.include_usage the last chunk before [DONE] has no choices and carries the usage (and every other
@@ -47,6 +48,7 @@ from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.sequences.base import SequenceTransport
 from luminal.scheduler.sequences.relay import RelayedStream
 from luminal.scheduler.sequences.request import SequenceRequest
+from luminal.scheduler.sequences.routing import choose_worker
 from luminal.scheduler.work import effective_priority
 from luminal.store.tables import Tenant
 
@@ -71,6 +73,7 @@ class Served:
     notify: Callable[[int], None]  # tells the provisioner a sequence was queued for a deployment (by id)
     registry: WorkerRegistry | None  # whether the worker running a sequence still lives (None: not watched)
     cut_short_ledger: UsageLedger  # bills what a worker delivered before it died
+    prefix_routing: bool  # route each sequence to a worker (routing.py), or let any worker take it
 
     async def start(
         self, prompt: list[int], params: SamplingParams, scheduling: SchedulingFields, arrived: float
@@ -83,8 +86,19 @@ class Served:
         account = Account(uuid.uuid4().hex, d["id"], self.tenant_id, d["gpu_type"], self.name, int(d["version"]))
         wait = self.max_wait_s if scheduling.queue_timeout is None else min(scheduling.queue_timeout, self.max_wait_s)
         priority, waited = effective_priority(scheduling.priority), max(0.0, time.perf_counter() - arrived)
-        request = SequenceRequest(account, tuple(prompt), params, priority, wait, time.time() - waited)
-        await asyncio.to_thread(self.sequences.submit, request, d["max_waiting"])
+        arrived_at = time.time() - waited
+
+        def queue() -> SequenceRequest:  # blocking transport reads and writes: off the event loop
+            preferred = None
+            if self.prefix_routing:
+                preferred = choose_worker(prompt, self.sequences.loads(d["id"]), self.sequences.backlog(d["id"]))
+            request = SequenceRequest(
+                account, tuple(prompt), params, priority, wait, arrived_at, preferred_worker=preferred
+            )
+            self.sequences.submit(request, d["max_waiting"])
+            return request
+
+        request = await asyncio.to_thread(queue)
         self.notify(d["id"])  # queued first: a deployment scaled to zero starts its first worker on seeing it
         alive = None if self.registry is None else partial(worker_alive, self.registry, d["id"])
         relayed = RelayedStream(self.sequences, request, alive, d["max_waiting"], bill=self.cut_short_ledger.record)
@@ -105,7 +119,7 @@ async def language_model(platform: Platform, tenant: Tenant, name: str) -> Serve
     metrics, max_wait_s = platform.generation_metrics, platform.settings.request_timeout_s
     notify = platform.provisioner.notify if platform.provisioner is not None else lambda deployment_id: None
     return Served(platform.sequences, codec, max_positions, tenant.id, name, d, metrics, max_wait_s, notify,
-                  platform.registry, platform.cut_short_ledger)  # fmt: skip
+                  platform.registry, platform.cut_short_ledger, platform.settings.prefix_routing)  # fmt: skip
 
 
 def worker_alive(registry: WorkerRegistry, deployment_id: int, worker_id: str) -> bool:

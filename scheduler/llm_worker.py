@@ -3,7 +3,9 @@
 transport while the engine has rows for them, drops those whose clients went away, runs one engine round
 (admission or prefill, then a decode step over everything running), and emits the round's events in one call.
 Each sequence that ran is billed when it ends, under this worker's id and the device it runs on. Each heartbeat
-it reports its load (running and waiting sequences, free KV blocks) through the transport.
+it reports its load (running and waiting sequences, free rows and KV blocks, the prompt prefixes its KV pool holds,
+which the gateways route by: routing.py) through the transport, and sooner (REPORT_S) after a round that cached
+new prefixes, so prompts sharing them find this worker.
 
 The engine keeps its own waiting line (priorities, deadlines) for sequences taken but not yet joined (waiting for
 cache blocks); the worker takes no more than the batch has rows for, so the rest wait in the transport, where any
@@ -31,10 +33,12 @@ from luminal.scheduler.generation.stream import Delta, Event, Failed, TokenStrea
 from luminal.scheduler.registry import UnknownWorker, WorkerInfo, WorkerRegistry
 from luminal.scheduler.sequences.base import SequenceTransport, is_last
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
+from luminal.scheduler.sequences.routing import MAX_REPORTED_PREFIXES, short_digest
 from luminal.scheduler.worker import HEARTBEAT_S, IDLE_WAIT_S, new_worker_id
 from luminal.scheduler.worker_spec import WorkerSpec
 
 log = logging.getLogger(__name__)
+REPORT_S = 0.1  # the soonest a report follows the last when the pool cached new prefixes (one Redis write)
 
 
 class _Sink:
@@ -68,6 +72,7 @@ class LanguageModelWorker:
         self.engine: GenerationEngine | None = None
         self._live: dict[str, TokenStream] = {}  # the sequences it took and has not ended, by request id
         self._outbox: list[tuple[str, Event]] = []
+        self._reported_mark: tuple[int, bytes | None] = (0, None)  # `_prefix_mark()` when it last reported
 
     def run(self, stop: threading.Event) -> None:
         started = time.time()
@@ -106,7 +111,7 @@ class LanguageModelWorker:
 
     def _serve(self, stop: threading.Event) -> None:
         engine = self.engine
-        last_beat = time.monotonic()
+        last_beat = last_report = time.monotonic()
         while not stop.is_set() or engine.busy:
             held = len(engine.running) + len(engine.prefilling) + len(engine.waiting)
             room = 0 if stop.is_set() else engine.model.max_batch - held
@@ -122,8 +127,11 @@ class LanguageModelWorker:
             self._flush()
             now = time.monotonic()
             if now - last_beat >= HEARTBEAT_S:
-                last_beat = now
+                last_beat = last_report = now
                 self._heartbeat(stop)
+                self._report()
+            elif now - last_report >= REPORT_S and self._prefix_mark() != self._reported_mark:
+                last_report = now
                 self._report()
 
     def _start(self, request: SequenceRequest) -> None:
@@ -163,12 +171,31 @@ class LanguageModelWorker:
         return request_id, event
 
     def _report(self) -> None:
-        """Tell the transport what this worker holds: its sequences and its KV pool's free blocks."""
+        """Tell the transport what this worker holds: its sequences, free rows, its KV pool's free blocks and the
+        prefixes it caches, and the prompt tokens it reused so far."""
         engine = self.engine
         pool = getattr(engine.batch, "pool", None)
-        free = None if pool is None else pool.blocks - pool.in_use
-        load = WorkerLoad(len(engine.running) + len(engine.prefilling), len(engine.waiting), free)
+        held = len(engine.running) + len(engine.prefilling)
+        self._reported_mark, prefixes = self._prefix_mark(), self._prefixes()
+        load = WorkerLoad(
+            held, len(engine.waiting), None if pool is None else pool.blocks - pool.in_use,
+            free_rows=max(0, engine.model.max_batch - held - len(engine.waiting)),
+            block_size=None if pool is None else pool.block_size,
+            prefixes=prefixes, reused_tokens=0 if pool is None else pool.reused_tokens,
+        )  # fmt: skip
         self.sequences.report(self.spec.deployment_id, self.worker_id, load)
+
+    def _prefix_mark(self) -> tuple[int, bytes | None]:
+        """Changes when the pool publishes or gives up a prefix (cheap, checked every round): how many it holds
+        and the newest."""
+        index = getattr(getattr(self.engine.batch, "pool", None), "index", {})
+        return len(index), next(reversed(index), None)
+
+    def _prefixes(self) -> tuple[str, ...]:
+        """The reported form of the prefixes its pool holds or caches, the most recently published last kept."""
+        pool = getattr(self.engine.batch, "pool", None)
+        digests = [] if pool is None else pool.cached_prefixes()[-MAX_REPORTED_PREFIXES:]
+        return tuple(short_digest(d) for d in digests)
 
     def _heartbeat(self, stop: threading.Event) -> None:
         try:

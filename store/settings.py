@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     # A request with no `timeout` of its own must start executing within this many seconds, or it is answered
     # 504 without being executed; a client's own timeout is capped by it.
     request_timeout_s: float = Field(default=60.0, gt=0, le=3600, description="longest wait before execution")
+    # A language-model sequence goes to the worker caching the longest prefix of its prompt, else the least loaded
+    # (scheduler/sequences/routing.py); off, any worker with room takes it (benchmarks compare the two).
+    prefix_routing: bool = Field(default=True, description="route LLM sequences by prefix-cache affinity")
     # How long the gateway waits for a batch to run once it has started, before it answers 504.
     execution_timeout_s: float = Field(default=300.0, gt=0, le=86400, description="longest batch execution")
     # A delivery left unacknowledged this long is taken over by another worker (its worker died or hung).

@@ -10,13 +10,16 @@ Prefix sharing: a block filled entirely by prompt tokens is published under the 
 end once its keys and values are written (`publish`). A later sequence whose prompt starts with the same
 tokens takes those blocks instead of new ones (a reference count each, never the block holding its last prompt
 token, whose logits it needs), and its prefill's copy skips them, or its chunked prefill starts after them. A
-sequence only ever writes positions past its shared blocks, never into one. A block leaves the index when
-its last holder releases it.
+sequence only ever writes positions past its shared blocks, never into one. A published block its last holder
+releases stays in the index, cached, until a reservation needs its room: cached blocks count as free, and the
+least recently released is taken first, so a prompt served a while ago (a chat's earlier turns, a system prompt)
+is found again by the next one. `reused_tokens` counts the prompt tokens found so (never recomputed).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
 
@@ -40,10 +43,13 @@ class BlockPool:
         self.prefixes: dict[Hashable, list[bytes]] = {}  # owner -> digests of its full prompt blocks
         self.index: dict[bytes, int] = {}  # digest of a prompt prefix -> the published block ending it
         self.digest_of: dict[int, bytes] = {}  # published block -> its digest
+        self.cached: OrderedDict[int, None] = OrderedDict()  # published blocks nobody holds, least recent first
+        self.reused_tokens = 0  # prompt tokens whose keys and values were found in the index, over all reserves
 
     @property
     def in_use(self) -> int:
-        return self.blocks - len(self.free)
+        """Blocks some sequence holds (cached ones are not: they are given up when room is needed)."""
+        return self.blocks - len(self.free) - len(self.cached)
 
     def check_fits(self, positions: int) -> None:
         """Raise PoolTooSmall when `positions` could not be held even by an empty pool."""
@@ -67,13 +73,25 @@ class BlockPool:
                 break
             shared.append(self.index[digest])
         need = blocks_for(positions, self.block_size)
-        if need - len(shared) > len(self.free):
+        revived = sum(self.holders[block] == 0 for block in shared)  # cached blocks this owner takes back
+        if need - len(shared) > len(self.free) + len(self.cached) - revived:
             return False
-        table = shared + [self.free.pop() for _ in range(need - len(shared))]
+        for block in shared:
+            self.cached.pop(block, None)
+        table = shared + [self._take_room() for _ in range(need - len(shared))]
         for block in table:
             self.holders[block] += 1
         self.tables[owner], self.shared[owner], self.prefixes[owner] = table, len(shared), digests
+        self.reused_tokens += len(shared) * self.block_size
         return True
+
+    def _take_room(self) -> int:
+        """A block to write: a free one, else the least recently released cached one, unpublished."""
+        if self.free:
+            return self.free.pop()
+        block, _ = self.cached.popitem(last=False)
+        del self.index[self.digest_of.pop(block)]
+        return block
 
     def publish(self, owner: Hashable) -> None:
         """`owner`'s full prompt blocks now hold their keys and values: later prompts may share them."""
@@ -82,17 +100,21 @@ class BlockPool:
                 self.index[digest], self.digest_of[block] = block, digest
 
     def release(self, owner: Hashable) -> None:
-        """Drop `owner`'s hold on its blocks; those nobody holds go back to the free list (nothing when it holds
-        none)."""
+        """Drop `owner`'s hold on its blocks; those nobody holds are cached when published, else free (nothing when
+        it holds none). Its last blocks go first, so a prefix's tail is given up before its head."""
         self.shared.pop(owner, None)
         self.prefixes.pop(owner, None)
         for block in reversed(self.tables.pop(owner, [])):
             self.holders[block] -= 1
             if self.holders[block] == 0:
-                digest = self.digest_of.pop(block, None)
-                if digest is not None:
-                    del self.index[digest]
-                self.free.append(block)
+                if block in self.digest_of:
+                    self.cached[block] = None
+                else:
+                    self.free.append(block)
+
+    def cached_prefixes(self) -> list[bytes]:
+        """The digests of every prompt prefix whose blocks this pool holds or caches: what a new prompt can share."""
+        return list(self.index)
 
     def slot(self, owner: Hashable, position: int) -> int:
         """The pool-wide slot (block * block_size + offset) of one of `owner`'s positions."""

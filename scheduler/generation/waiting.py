@@ -107,6 +107,18 @@ class WaitingLine:
     def pop_first(self) -> Waiter:
         return self._places.pop(0).stream
 
+    def pop_each(self, accept: Callable[[Waiter], bool], limit: int) -> list[Waiter]:
+        """Up to `limit` sequences that `accept` takes, in line order, out of the line (the others keep their
+        places)."""
+        taken, kept = [], []
+        for place in self._places:
+            if len(taken) < limit and accept(place.stream):
+                taken.append(place.stream)
+            else:
+                kept.append(place)
+        self._places = kept
+        return taken
+
     def drain(self) -> list[Waiter]:
         """Every waiting sequence, in order, leaving the line empty."""
         streams, self._places = [p.stream for p in self._places], []

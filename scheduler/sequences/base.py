@@ -4,11 +4,15 @@ and how their events come back.
 Gateway side: `submit` (admission: raises EngineBusy, a 429, when the deployment's waiting line is full, never
 waits), `events` (the sequence's events as they come: Started naming the worker that took it, then its deltas,
 ending with the last delta or a failure), `cancel` (the client went away), `abandon` (its worker died).
-Worker side: `take` (the next sequences, most urgent first and in arrival order within a level, each one's reader
-told in the same step which worker took it, with Started; those whose waiting deadline passed are ended with
-Expired and never returned), `emit` (a step's events of many sequences at once), `cancelled` (which of its
-sequences' clients went away: checked every step), `report` (its load, each heartbeat). `depth` and
-`in_flight` are the deployment's load, for the autoscaler; `loads` its workers' reports.
+A sequence may name the worker it was routed to (routing.py): that worker may take it at once, any other only
+after PREFERENCE_GRACE_S, or at once when that worker is gone from the load reports or has more waiting for it
+than free rows; so a preference never strands a sequence.
+Worker side: `take` (the next sequences it may take, most urgent first and in arrival order within a level,
+each one's reader told in the same step which worker took it, with Started; those whose waiting deadline passed
+are ended with Expired and never returned), `emit` (a step's events of many sequences at once), `cancelled`
+(which of its sequences' clients went away: checked every step), `report` (its load, each heartbeat). `depth`
+and `in_flight` are the deployment's load, for the autoscaler; `loads` its workers' reports, `backlog` the
+sequences waiting for each worker.
 Backends: `MemorySequences` (the embedded default, one process) and `RedisSequences` (gateways and worker
 processes on a shared Redis); the same contract tests run on each.
 """
@@ -57,6 +61,10 @@ class SequenceTransport(Protocol):
 
     def loads(self, deployment_id: int) -> dict[str, WorkerLoad]:
         """The last load each of the deployment's live workers reported, by worker id."""
+        ...
+
+    def backlog(self, deployment_id: int) -> dict[str, int]:
+        """Waiting sequences routed to each worker (`SequenceRequest.preferred_worker`), by worker id."""
         ...
 
     # --- worker side ---

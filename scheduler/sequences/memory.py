@@ -2,7 +2,8 @@
 
 Each deployment has a `WaitingLine` (the engine's own rules: priority then arrival, a bound, deadlines counted from
 the request's arrival); each sequence an event channel its gateway-side reader awaits on its event loop while
-workers' threads fill it.
+workers' threads fill it. A worker takes, in line order, the sequences it may: those for no worker or for itself,
+and those for another whose grace passed or who cannot take them (routing.others_may_take).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from luminal.scheduler.generation.stream import Delta, Event, Failed, Started
 from luminal.scheduler.generation.waiting import WaitingLine
 from luminal.scheduler.sequences.base import is_last
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
+from luminal.scheduler.sequences.routing import PREFERENCE_GRACE_S, others_may_take
 
 
 class _Channel:
@@ -50,8 +52,9 @@ class _Channel:
 class _Waiting:
     """A sequence in its deployment's waiting line: what the line's sweep may end (Expired) or drop (cancelled)."""
 
-    def __init__(self, request: SequenceRequest, channel: _Channel):
+    def __init__(self, request: SequenceRequest, channel: _Channel, grace_until: float):
         self.request, self.channel = request, channel
+        self.grace_until = grace_until  # the transport's clock: past it, any worker may take it
         self.cancelled = False
 
     def put(self, event: Delta | Failed) -> None:
@@ -77,7 +80,7 @@ class MemorySequences:
             channel = self._channels.get(request.id) or _Channel()
             if request.id in self._taken:  # and the dead worker no longer runs it
                 self._running[self._taken.pop(request.id)] -= 1
-            waiting = _Waiting(request, channel)
+            waiting = _Waiting(request, channel, self.clock() + PREFERENCE_GRACE_S)
             line = self._lines.setdefault(request.deployment_id, WaitingLine(max_waiting, self.clock))
             line.max_waiting = max_waiting  # the deployment's current bound (it may have been changed)
             line.add(waiting, request.priority, request.timeout_s, request.waited_s())
@@ -124,6 +127,17 @@ class MemorySequences:
         with self._lock:
             return dict(self._loads[deployment_id])
 
+    def backlog(self, deployment_id: int) -> dict[str, int]:
+        with self._lock:
+            return self._backlog(deployment_id)
+
+    def _backlog(self, deployment_id: int) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for waiting in self._lines.get(deployment_id, ()):
+            if not waiting.cancelled and waiting.request.preferred_worker is not None:
+                counts[waiting.request.preferred_worker] += 1
+        return dict(counts)
+
     # --- worker side ---
     def take(self, deployment_id: int, worker_id: str, max_items: int, wait_s: float) -> list[SequenceRequest]:
         deadline = time.monotonic() + wait_s
@@ -133,15 +147,17 @@ class MemorySequences:
                 if line is not None:
                     line.sweep()  # the expired are ended here, never handed out
                     self._forget_swept(deployment_id, line)
-                if line or max_items < 1:
+                if max_items < 1:
+                    return []
+                chosen = line.pop_each(self._may_take(deployment_id, worker_id), max_items) if line else []
+                if chosen:
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return []
-                self._lock.wait(left)
+                self._lock.wait(min(left, self._until_grace(line)))
             taken = []
-            while line and len(taken) < max_items:
-                waiting = line.pop_first()
+            for waiting in chosen:
                 waiting.channel.put(Started(worker_id))
                 request = waiting.request
                 self._waiting.pop(request.id, None)
@@ -149,6 +165,26 @@ class MemorySequences:
                 self._running[deployment_id] += 1
                 taken.append(request)
             return taken
+
+    def _may_take(self, deployment_id: int, worker_id: str) -> Callable[[_Waiting], bool]:
+        """Whether `worker_id` may take a waiting sequence now: it is for no worker or for this one, its grace
+        passed, or its worker cannot take it."""
+        now, wall = self.clock(), time.time()
+        loads, backlog = self._loads[deployment_id], self._backlog(deployment_id)
+
+        def may(waiting: _Waiting) -> bool:
+            preferred = waiting.request.preferred_worker
+            if preferred is None or preferred == worker_id or now >= waiting.grace_until:
+                return True
+            return others_may_take(loads.get(preferred), backlog.get(preferred, 0), wall)
+
+        return may
+
+    def _until_grace(self, line: WaitingLine | None) -> float:
+        """Seconds until the earliest grace of a waiting sequence ends (a take waits no longer before looking
+        again); a long wait when none waits (a submit or a report wakes it)."""
+        graces = [w.grace_until for w in line or ()]
+        return max(0.001, min(graces) - self.clock()) if graces else 3600.0
 
     def _forget_swept(self, deployment_id: int, line: WaitingLine) -> None:
         """Drop the bookkeeping of the deployment's sequences the sweep removed (expired or cancelled)."""
@@ -179,6 +215,7 @@ class MemorySequences:
                 self._loads[deployment_id].pop(worker_id, None)
             else:
                 self._loads[deployment_id][worker_id] = load
+            self._lock.notify_all()  # a worker gone or full: others may take its waiting sequences now
 
     def close(self) -> None:
         pass

@@ -6,19 +6,24 @@ urgent and then the oldest is taken first; admission (the bound) and taking are 
 workers never race on them. Each request's JSON sits under its own key until taken; the deployment's set of taken
 ids is its in-flight load. Each sequence's events go to a stream of their own (XADD by the worker, a whole step in
 one pipeline; XREAD BLOCK by the gateway relaying it), and a cancel is a key with a TTL that the worker reads
-with one MGET per step. Workers' load reports are a hash per deployment. Requests, event streams, cancels and load
-reports expire (`ttl_s`), so none that a dead gateway or worker left behind stays; so do a deployment's waiting
-set, arrivals counter and taken set, `ttl_s` after their last use (a deleted deployment's). The taken set's
-entries of dead workers are dropped when the load is read (taken_owners.py). Expired sequences are ended
-by the worker that takes them (the deadline is counted from the request's arrival), or by the gateway's relay
-when none does (RelayedStream). Each gateway holds a reader lease (reader_lease.py) named in the requests it
-submits: a worker drops the sequences whose gateway's lease lapsed, as if cancelled (read with the cancels).
+with one MGET per step. Workers' load reports are a hash per deployment. A sequence routed to a worker has its
+preference in a hash (the worker and the end of its grace, in Redis' own clock, so gateways' clocks never matter;
+a report's age is its worker's clock against Redis', within REPORT_STALE_S) and counts in that worker's backlog;
+the take script skips those a worker may not take yet (routing.others_may_take, decided on the load reports it
+reads in the same step). Requests, event streams, cancels, preferences and load reports expire (`ttl_s`), so
+none that a dead gateway or worker left behind stays; so do a deployment's waiting set, arrivals counter and taken
+set, `ttl_s` after their last use (a deleted deployment's). The taken set's entries of dead workers are dropped
+when the load is read (taken_owners.py). Expired sequences are ended by the worker that takes them (the deadline
+is counted from the request's arrival), or by the gateway's relay when none does (RelayedStream). Each gateway
+holds a reader lease (reader_lease.py) named in the requests it submits: a worker drops the sequences whose
+gateway's lease lapsed, as if cancelled (read with the cancels).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
 
@@ -31,6 +36,7 @@ from luminal.scheduler.sequences import codec
 from luminal.scheduler.sequences.base import is_last
 from luminal.scheduler.sequences.reader_lease import READER_LEASE_S, ReaderLease
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
+from luminal.scheduler.sequences.routing import PREFERENCE_GRACE_S, REPORT_STALE_S
 from luminal.scheduler.sequences.taken_owners import reap
 from luminal.scheduler.work import effective_priority
 
@@ -38,9 +44,19 @@ MAX_BLOCK_S = 1.0  # one blocking call's longest wait, well under any socket tim
 DEFAULT_TTL_S = 3600.0  # how long a request, its events and a cancel are kept: past any sequence's lifetime
 ARRIVALS = 1 << 40  # a level's score span: arrivals counted below it order requests within their level
 
-# KEYS: waiting set, request key, arrivals counter. ARGV: request id, level, max waiting, payload, ttl ms.
-# Returns -1 when queued, else the count already waiting (refused).
-SUBMIT = """
+# Redis' clock in milliseconds, for the preferences' graces.
+NOW_MS = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+# KEYS: waiting set, request key, arrivals counter, preferences hash, backlog hash. ARGV: request id, level, max
+# waiting, payload, ttl ms, preferred worker ('' for none), grace ms. Returns -1 when queued, else the count
+# already waiting (refused).
+SUBMIT = (
+    NOW_MS
+    + """
 local waiting = redis.call('ZCARD', KEYS[1])
 if waiting >= tonumber(ARGV[3]) then return waiting end
 local arrival = redis.call('INCR', KEYS[3]) % 1099511627776
@@ -48,29 +64,89 @@ redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
 redis.call('ZADD', KEYS[1], tonumber(ARGV[2]) * 1099511627776 + arrival, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[3], ARGV[5])
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[4], ARGV[1], ARGV[6] .. '|' .. (now_ms() + tonumber(ARGV[7])))
+  redis.call('HINCRBY', KEYS[5], ARGV[6], 1)
+  redis.call('PEXPIRE', KEYS[4], ARGV[5])
+  redis.call('PEXPIRE', KEYS[5], ARGV[5])
+end
 return -1
 """
-# KEYS: waiting set, taken set. ARGV: max items, request key prefix, event stream prefix, the encoded Started
-# event naming the worker, ttl ms. Returns the taken requests' payloads (a request whose key expired is skipped).
-# Each taken sequence's stream gets the Started event in the same step: a worker killed right after taking it is
-# still known as the one that took it, so the gateway relaying it notices its death.
-TAKE = """
-local popped = redis.call('ZPOPMIN', KEYS[1], ARGV[1])
+)
+# Forgets a waiting sequence's preference, if it has one (KEYS: preferences hash, backlog hash; the id is `id`).
+FORGET_PREFERENCE = """
+local function forget_preference(id)
+  local preference = redis.call('HGET', KEYS[3], id)
+  if not preference then return nil end
+  local worker = string.sub(preference, 1, string.find(preference, '|', 1, true) - 1)
+  redis.call('HDEL', KEYS[3], id)
+  if redis.call('HINCRBY', KEYS[4], worker, -1) <= 0 then redis.call('HDEL', KEYS[4], worker) end
+  return preference
+end
+"""
+# KEYS: waiting set, taken set, preferences hash, backlog hash, loads hash. ARGV: max items, request key prefix,
+# event stream prefix, the encoded Started event naming the worker, ttl ms, the worker's id, how many of the
+# line's first ids to look at, stale seconds. Returns the taken requests' payloads (a request whose key expired is
+# skipped). Each taken sequence's stream gets the Started event in the same step: a worker killed right after
+# taking it is still known as the one that took it, so the gateway relaying it notices its death.
+TAKE = (
+    NOW_MS
+    + FORGET_PREFERENCE
+    + """
+local now = now_ms()
+local open = {}  -- worker -> whether others may take its sequences (routing.others_may_take)
+local function others_may_take(worker)
+  if open[worker] ~= nil then return open[worker] end
+  local report = redis.call('HGET', KEYS[5], worker)
+  local answer = true
+  if report then
+    local load = cjson.decode(report)
+    local backlog = tonumber(redis.call('HGET', KEYS[4], worker) or '0')
+    local live = now / 1000 - load['reported_at'] <= tonumber(ARGV[8])
+    answer = (not live) or (type(load['free_rows']) == 'number' and backlog > load['free_rows'])
+  end
+  open[worker] = answer
+  return answer
+end
 local taken = {}
-for i = 1, #popped, 2 do
-  local key = ARGV[2] .. popped[i]
-  local payload = redis.call('GET', key)
-  if payload then
-    redis.call('DEL', key)
-    redis.call('SADD', KEYS[2], popped[i])
-    local events = ARGV[3] .. popped[i]
-    redis.call('XADD', events, '*', 'e', ARGV[4])
-    redis.call('PEXPIRE', events, ARGV[5])
-    table.insert(taken, payload)
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[7]) - 1)) do
+  if #taken >= tonumber(ARGV[1]) then break end
+  local preference = redis.call('HGET', KEYS[3], id)
+  local may = true
+  if preference then
+    local bar = string.find(preference, '|', 1, true)
+    local worker, grace = string.sub(preference, 1, bar - 1), tonumber(string.sub(preference, bar + 1))
+    may = worker == ARGV[6] or now >= grace or others_may_take(worker)
+  end
+  if may then
+    redis.call('ZREM', KEYS[1], id)
+    forget_preference(id)
+    local key = ARGV[2] .. id
+    local payload = redis.call('GET', key)
+    if payload then
+      redis.call('DEL', key)
+      redis.call('SADD', KEYS[2], id)
+      local events = ARGV[3] .. id
+      redis.call('XADD', events, '*', 'e', ARGV[4])
+      redis.call('PEXPIRE', events, ARGV[5])
+      table.insert(taken, payload)
+    end
   end
 end
 return taken
 """
+)
+# KEYS: waiting set, request key, preferences hash, backlog hash, cancel key. ARGV: request id, ttl ms.
+CANCEL = (
+    FORGET_PREFERENCE
+    + """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then forget_preference(ARGV[1]) end
+redis.call('DEL', KEYS[2])
+redis.call('SET', KEYS[5], 1, 'PX', ARGV[2])
+"""
+)
+SCAN = 256  # ids at the front of a line a take looks at: enough to pass those waiting for other workers
+POLL_S = 0.02  # how often a take waiting on a line of others' sequences looks again (their graces end)
 
 
 class RedisSequences:
@@ -82,6 +158,7 @@ class RedisSequences:
         self._redis = redis.Redis.from_url(url)
         self._submit = self._redis.register_script(SUBMIT)
         self._take = self._redis.register_script(TAKE)
+        self._cancel = self._redis.register_script(CANCEL)
         # redis.asyncio clients belong to the event loop they were made on: one per loop that reads events.
         self._async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
         self._deployment_of: dict[str, int] = {}  # the deployment of each sequence this worker took, until it ends
@@ -98,9 +175,11 @@ class RedisSequences:
         if request.reader is None:
             request = dataclasses.replace(request, reader=self.reader_id)
         d = request.deployment_id
-        keys = [self._key("waiting", d), self._key("request", request.id), self._key("arrivals", d)]
+        keys = [self._key("waiting", d), self._key("request", request.id), self._key("arrivals", d),
+                self._key("preferences", d), self._key("backlog", d)]  # fmt: skip
         args = [request.id, effective_priority(request.priority), max_waiting, codec.encode_request(request)]
-        waiting = self._submit(keys=keys, args=[*args, self._ttl_ms])
+        grace_ms = int(PREFERENCE_GRACE_S * 1000)
+        waiting = self._submit(keys=keys, args=[*args, self._ttl_ms, request.preferred_worker or "", grace_ms])
         if waiting >= 0:
             raise EngineBusy(f"{waiting} sequences are already waiting for this model; retry later")
 
@@ -118,12 +197,11 @@ class RedisSequences:
 
     def cancel(self, request_id: str) -> None:
         payload = self._redis.get(self._key("request", request_id))
-        with self._redis.pipeline() as pipe:
-            if payload is not None:  # still waiting: no worker will take it now
-                pipe.zrem(self._key("waiting", codec.decode_request(payload).deployment_id), request_id)
-                pipe.delete(self._key("request", request_id))
-            pipe.set(self._key("cancel", request_id), 1, px=self._ttl_ms)
-            pipe.execute()
+        # Still waiting: out of its line (no worker will take it now); either way its worker sees the cancel key.
+        d = codec.decode_request(payload).deployment_id if payload is not None else None
+        keys = [self._key("waiting", d), self._key("request", request_id), self._key("preferences", d),
+                self._key("backlog", d), self._key("cancel", request_id)]  # fmt: skip
+        self._cancel(keys=keys, args=[request_id, self._ttl_ms])
 
     def abandon(self, request: SequenceRequest, reason: str) -> None:
         events = self._key("events", request.id)
@@ -147,21 +225,32 @@ class RedisSequences:
         reports = self._redis.hgetall(self._key("loads", deployment_id))
         return {worker.decode(): codec.decode_load(load) for worker, load in reports.items()}
 
+    def backlog(self, deployment_id: int) -> dict[str, int]:
+        counts = self._redis.hgetall(self._key("backlog", deployment_id))
+        return {worker.decode(): int(n) for worker, n in counts.items() if int(n) > 0}
+
     # --- worker side ---
     def take(self, deployment_id: int, worker_id: str, max_items: int, wait_s: float) -> list[SequenceRequest]:
         if max_items < 1:
             return []
-        keys = [self._key("waiting", deployment_id), self._key("taken", deployment_id)]
+        d = deployment_id
+        keys = [self._key("waiting", d), self._key("taken", d), self._key("preferences", d),
+                self._key("backlog", d), self._key("loads", d)]  # fmt: skip
         started = codec.encode_event(Started(worker_id))
-        args = [max_items, self._key("request", ""), self._key("events", ""), started, self._ttl_ms]
+        args = [max_items, self._key("request", ""), self._key("events", ""), started, self._ttl_ms, worker_id,
+                SCAN, REPORT_STALE_S]  # fmt: skip
+        deadline = time.monotonic() + wait_s
         payloads = self._take(keys=keys, args=args)
-        if not payloads and wait_s > 0:
-            # Block until one arrives (BZPOPMIN), then put it back and take as the script does: the script is the
-            # one place that moves a request from waiting to taken.
-            popped = self._redis.bzpopmin(keys[0], timeout=min(wait_s, MAX_BLOCK_S))
-            if popped is not None:
-                self._redis.zadd(keys[0], {popped[1]: popped[2]})
-                payloads = self._take(keys=keys, args=args)
+        while not payloads and (left := deadline - time.monotonic()) > 0:
+            if self._redis.zcard(keys[0]):  # others' sequences wait: look again as their graces run out
+                time.sleep(min(left, POLL_S))
+            else:
+                # Block until one arrives (BZPOPMIN), then put it back and take as the script does: the script is
+                # the one place that moves a request from waiting to taken.
+                popped = self._redis.bzpopmin(keys[0], timeout=min(left, MAX_BLOCK_S))
+                if popped is not None:
+                    self._redis.zadd(keys[0], {popped[1]: popped[2]})
+            payloads = self._take(keys=keys, args=args)
         taken, expired = [], []
         for payload in payloads:
             request = codec.decode_request(payload)

@@ -157,8 +157,9 @@ class RelayedStream:
                 except Exception:  # the client still learns why its stream ended; the log keeps what was lost
                     log.exception("billing sequence %s, cut short by its worker's death, failed", self.request.id)
             raise GenerationFailed(reason)
-        # Already admitted once: it waits as long as it takes now, and its old deadline is not held against it.
-        self.request = dataclasses.replace(self.request, timeout_s=None)
+        # Already admitted once: it waits as long as it takes now, and its old deadline is not held against it;
+        # any worker may take it (its preferred one may be the dead one).
+        self.request = dataclasses.replace(self.request, timeout_s=None, preferred_worker=None)
         self.worker_id = None
         self.resubmissions += 1
         try:

@@ -23,6 +23,9 @@ class SequenceRequest:
     # The gateway relaying its events, whose lease (reader_lease.py) keeps it running: set by a transport across
     # processes; None: read in the process that runs it.
     reader: str | None = None
+    # The worker that should take it (routing.py: the one caching its prompt's longest prefix, else the least
+    # loaded); any worker may take it after a grace, or at once when that one is gone or overloaded. None: anyone.
+    preferred_worker: str | None = None
 
     @property
     def id(self) -> str:
@@ -45,3 +48,9 @@ class WorkerLoad:
     waiting: int  # sequences it took that wait in its engine's line (for KV cache blocks)
     kv_blocks_free: int | None  # free blocks of its KV pool (None: an engine without block pools)
     reported_at: float = field(default_factory=time.time)
+    free_rows: int | None = None  # sequences it could take now (batch rows nobody holds); None: not told
+    block_size: int | None = None  # positions per KV block, which `prefixes` are digested by (None: no pool)
+    # Short digests of the prompt prefixes its pool holds or caches, each ending at a full block
+    # (block_pool.prefix_digests, first PREFIX_DIGEST_BYTES as hex): what a prompt routed to it can reuse.
+    prefixes: tuple[str, ...] = ()
+    reused_tokens: int = 0  # prompt tokens its engine found cached instead of prefilling, since it started

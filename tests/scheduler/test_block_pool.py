@@ -38,7 +38,7 @@ def test_a_sequence_larger_than_the_pool_is_named_and_double_reservations_refuse
     assert pool.in_use == 0
 
 
-def test_published_prompt_blocks_are_shared_and_freed_with_their_last_holder():
+def test_published_prompt_blocks_are_shared_and_cached_after_their_last_holder():
     pool = BlockPool(blocks=6, block_size=4)
     prompt = list(range(10, 20))  # 10 tokens: 2 full blocks
     assert pool.reserve("a", 12, prompt) and pool.shared["a"] == 0
@@ -52,8 +52,25 @@ def test_published_prompt_blocks_are_shared_and_freed_with_their_last_holder():
     pool.release("a")
     assert pool.in_use == 4 and len(pool.index) == 2  # c still holds the shared blocks, still published
     pool.release("c")
-    assert pool.in_use == 0 and not pool.index and not pool.digest_of
-    assert pool.reserve("e", 12, prompt) and pool.shared["e"] == 0  # unpublished once nobody held them
+    assert pool.in_use == 0 and len(pool.index) == 2 and len(pool.cached) == 2  # nobody holds them: cached
+    assert pool.reserve("e", 12, prompt) and pool.shared["e"] == 2  # found again after their holders ended
+    assert pool.reused_tokens == 2 * 4 + 2 * 4 and not pool.cached  # c's and e's shared blocks
+
+
+def test_cached_blocks_give_way_to_a_reservation_least_recent_first():
+    pool = BlockPool(blocks=4, block_size=2)
+    first, second = [1, 2, 3], [5, 6, 7]  # one full block each, published, then released
+    for owner, prompt in (("a", first), ("b", second)):
+        assert pool.reserve(owner, 3, prompt)
+        pool.publish(owner)
+        pool.release(owner)
+    assert pool.in_use == 0 and len(pool.cached) == 2 and len(pool.free) == 2
+    assert pool.reserve("c", 6)  # 3 blocks: the 2 free, then the least recently cached (a's)
+    assert len(pool.index) == 1 and pool.in_use == 3
+    pool.release("c")  # its blocks held no prompt: free, not cached
+    assert pool.reserve("d", 3, second) and pool.shared["d"] == 1  # b's survived
+    assert pool.reserve("e", 3, first) and pool.shared["e"] == 0  # a's was given up
+    assert not pool.reserve("f", 2) and pool.in_use == 4  # nothing free or cached is left: refused, none taken
 
 
 def test_the_block_holding_a_prompts_last_token_is_never_shared():

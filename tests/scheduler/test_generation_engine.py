@@ -186,7 +186,9 @@ def _a_common_prompt_prefix_shares_its_full_blocks(hf, model):
         engine.run_once()
     for s in (first, second):
         assert s.sequence.tokens == greedy_answer(hf, s.sequence.prompt, 8)
-    assert engine.batch.pool.in_use == 0 and not engine.batch.pool.index
+    pool = engine.batch.pool
+    assert pool.in_use == 0 and len(pool.index) == len(pool.cached) > 0  # nobody holds them: cached
+    assert pool.reused_tokens == 2 * size  # the second's two shared blocks were not prefilled again
     loop.close()
 
 

@@ -1,0 +1,98 @@
+"""Which worker a new sequence should go to: the one whose KV cache holds the longest prefix of its prompt
+(prefix-cache affinity: those tokens are not prefilled again), else the least loaded one.
+
+The knowledge of who holds what comes from the workers, not from an index a gateway keeps of what it routed:
+gateways are replicas, each sees only its own traffic, and none sees what an engine gave up when it needed room.
+Each worker reports the prefixes its pool holds or caches (the pool's own digests, at its own block size, so a
+match is exactly what its engine can reuse) with its load, through the transport every gateway reads: all
+gateways route on the same, engine-true picture. It lags by one report (a heartbeat, sooner after a round that
+cached new prefixes), so a burst of prompts sharing a prefix nobody holds yet goes by load, each gateway counting
+the sequences already waiting for each worker (the transport's `backlog`).
+
+The transport then delivers the sequence to that worker first, without stranding it (`others_may_take`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+from luminal.scheduler.generation.block_pool import prefix_digests
+from luminal.scheduler.sequences.request import WorkerLoad
+
+PREFIX_DIGEST_BYTES = 8  # of each reported digest: 2^-64 collisions, and a report of 2048 prefixes stays ~40 KB
+MAX_REPORTED_PREFIXES = 2048  # a big pool's report is cut here (the most recently published are kept)
+REPORT_STALE_S = 5.0  # a load reported longer ago than this (heartbeats are 1 s apart): its worker is taken for gone
+# How many more sequences than the least loaded worker the prefix's holder may hold and still get the sequence.
+# Wide: within its free rows (the other bound, `_full`) a sequence joins the holder's batch at once, and a bigger
+# batch steps only a little slower, while a worker without the prefix prefills it again; a burst sharing one prompt
+# thus stays on the worker caching it, and only a lopsided load spreads.
+BALANCE_SLACK = 32
+# How long a sequence waits for its preferred worker before any worker may take it: a worker with room takes
+# every round or wakes at once when idle, so this only covers one that stalls (a long prefill, a slow host).
+PREFERENCE_GRACE_S = 0.5
+
+
+def short_digest(digest: bytes) -> str:
+    """A pool's prefix digest as its worker reports it."""
+    return digest[:PREFIX_DIGEST_BYTES].hex()
+
+
+def short_digests(prompt: Sequence[int], block_size: int) -> list[str]:
+    """The reported form of each full block's prefix digest (block_pool.prefix_digests)."""
+    return [short_digest(d) for d in prefix_digests(prompt, block_size)]
+
+
+def cached_tokens(prompt: Sequence[int], load: WorkerLoad) -> int:
+    """Prompt tokens the worker's engine would find in its cache: its leading full blocks the worker reported,
+    never the block holding the prompt's last token (whose logits the engine computes: block_pool.reserve)."""
+    size = load.block_size
+    if not size or not load.prefixes:
+        return 0
+    held, found = set(load.prefixes), 0
+    for digest in short_digests(prompt[: (len(prompt) - 1) // size * size], size):
+        if digest not in held:
+            break
+        found += 1
+    return found * size
+
+
+def is_live(load: WorkerLoad, now: float) -> bool:
+    return now - load.reported_at <= REPORT_STALE_S
+
+
+def others_may_take(load: WorkerLoad | None, backlog: int, now: float) -> bool:
+    """Whether a sequence waiting for this worker may go to another before its grace ends: the worker is gone
+    (no report, or a stale one) or more sequences wait for it than it has free rows (it could not take them all)."""
+    if load is None or not is_live(load, now):
+        return True
+    return load.free_rows is not None and backlog > load.free_rows
+
+
+def choose_worker(
+    prompt: Sequence[int], loads: Mapping[str, WorkerLoad], backlog: Mapping[str, int], now: float | None = None
+) -> str | None:
+    """The worker the sequence should go to (None: no live worker reported). `backlog`: sequences waiting for
+    each worker in the transport. The cached prefix decides unless its worker is full or holds more than
+    BALANCE_SLACK sequences beyond the least loaded."""
+    now = time.time() if now is None else now
+    live = {w: load for w, load in loads.items() if is_live(load, now)}
+    if not live:
+        return None
+
+    def busyness(worker: str) -> tuple[int, int, str]:
+        load = live[worker]
+        return load.running + load.waiting + backlog.get(worker, 0), -(load.kv_blocks_free or 0), worker
+
+    least = min(live, key=busyness)
+    balanced = [w for w in live if busyness(w)[0] <= busyness(least)[0] + BALANCE_SLACK]
+    hits = {w: cached_tokens(prompt, live[w]) for w in balanced if not _full(live[w], backlog.get(w, 0))}
+    longest = max(hits.values(), default=0)
+    if longest > 0:
+        return min((w for w, n in hits.items() if n == longest), key=busyness)
+    return least
+
+
+def _full(load: WorkerLoad, backlog: int) -> bool:
+    """One more sequence for it would wait behind its free rows: affinity is not worth a queue."""
+    return load.free_rows is not None and backlog >= load.free_rows
