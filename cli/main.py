@@ -34,6 +34,10 @@ app = typer.Typer(help="Luminal Cloud: serve the platform, deploy .lgraph models
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    grpc_port: Annotated[
+        int | None,
+        typer.Option(help="also serve the Open Inference Protocol over gRPC here (0: off; default $LUMINAL_GRPC_PORT)"),
+    ] = None,
     data_dir: Annotated[
         Path | None, typer.Option(help="platform state (default $LUMINAL_DATA_DIR or ~/.luminal)")
     ] = None,
@@ -48,7 +52,8 @@ def serve(
     from luminal.store.settings import Settings
 
     try:
-        settings = Settings(**({"data_dir": data_dir} if data_dir else {}))
+        given = {"data_dir": data_dir, "grpc_port": grpc_port}
+        settings = Settings(grpc_host=host, **{k: v for k, v in given.items() if v is not None})
     except ValidationError as e:
         fail(f"invalid LUMINAL_* setting: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}")
 
@@ -58,7 +63,8 @@ def serve(
         elif platform.bootstrap_key:
             out.print("Created the first tenant. Its API key, shown only this once:")
             out.print(platform.bootstrap_key, highlight=False, soft_wrap=True)
-        out.print(f"Serving on http://{host}:{port} (data in {settings.data_dir})", highlight=False)
+        grpc = f" and gRPC on {host}:{settings.grpc_port}" if settings.grpc_port else ""
+        out.print(f"Serving on http://{host}:{port}{grpc} (data in {settings.data_dir})", highlight=False)
         settle_serving_process()
 
     uvicorn.run(create_app(settings, on_start=announce), host=host, port=port, log_level="warning")

@@ -179,6 +179,20 @@ def stop_platform(platform: Platform) -> None:
     platform.db.dispose()
 
 
+async def _start_grpc(platform: Platform):
+    """The OIP gRPC server on this event loop (grpc imported only where one is asked for)."""
+    from luminal.gateway.oip_grpc.server import start_grpc_server
+
+    server, _ = await start_grpc_server(platform, platform.settings.grpc_host, platform.settings.grpc_port)
+    return server
+
+
+async def _stop_grpc(server) -> None:
+    from luminal.gateway.oip_grpc.server import stop_grpc_server
+
+    await stop_grpc_server(server)
+
+
 def create_app(
     settings: Settings | None = None,
     backend: InferenceBackend | None = None,
@@ -197,10 +211,13 @@ def create_app(
             on_start(platform)
         sweeper = Sweeper.of(settings, platform.db, platform.artifacts)
         sweeper.start()
+        grpc_server = await _start_grpc(platform) if settings.grpc_port else None
         try:
             yield
         finally:
             try:
+                if grpc_server is not None:
+                    await _stop_grpc(grpc_server)
                 await platform.metadata_changes.close()
                 await sweeper.stop()
                 await app.state.platform.predictions.shutdown()

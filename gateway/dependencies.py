@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from luminal.gateway.bearer import bearer_credential
+from luminal.gateway.bearer import credential_of
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import InferenceBackend
 from luminal.gateway.platform import Platform
@@ -66,8 +66,12 @@ async def tenant_of(request: Request) -> Tenant:
     come from the platform's short-lived cache; a miss queries the database in a worker thread, off the loop.
     The platform is read from the app, not a sub-dependency: FastAPI solves each dependency's parameters anew on
     every request, and this one runs on every authenticated request."""
-    p: Platform = request.app.state.platform
-    key = bearer_credential(request, "api key", MAX_KEY_CHARS, _CHALLENGE)
+    return await tenant_with_key(request.app.state.platform, request.headers.get("authorization"))
+
+
+async def tenant_with_key(p: Platform, authorization: str | None) -> Tenant:
+    """`tenant_of` for the value of an `Authorization` header from any protocol (REST, gRPC metadata)."""
+    key = credential_of(authorization, "api key", MAX_KEY_CHARS, _CHALLENGE)
     tenant = p.tenants.get(key)
     if tenant is None:
         generation = p.tenants.generation()

@@ -98,7 +98,7 @@ def _params(obj: dict[str, Any], where: str) -> dict[str, Any]:
     return params
 
 
-def _shape(raw: Any, name: str) -> tuple[int, ...]:
+def checked_shape(raw: Any, name: str) -> tuple[int, ...]:
     if not isinstance(raw, list) or len(raw) > MAX_RANK:
         raise TensorError(f"input {name!r}: shape must be a list of at most {MAX_RANK} integers")
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in raw):
@@ -161,7 +161,7 @@ def _decode_json_data(raw: dict[str, Any], name: str, datatype: str, shape: tupl
         raise TensorError(f"input {name!r}: {e}") from None
 
 
-def _decode_binary(binary: memoryview, offset: int, size: Any, name: str, datatype: str, shape: tuple[int, ...]):
+def decode_binary(binary: memoryview, offset: int, size: Any, name: str, datatype: str, shape: tuple[int, ...]):
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise TensorError(f"input {name!r}: binary_data_size must be a non-negative integer")
     dtype = DATATYPES[datatype]
@@ -176,12 +176,33 @@ def _decode_binary(binary: memoryview, offset: int, size: Any, name: str, dataty
     return array.copy(), offset + size  # a copy: the runtime gets aligned memory it owns
 
 
+def expected_inputs(signature: dict[str, Any]) -> dict[str, str]:
+    """The model's input names and their OIP datatypes."""
+    return {e["name"]: oip_datatype(e["dtype"]) for e in signature["inputs"]}
+
+
+def check_input_identity(name: str, datatype: Any, expected: dict[str, str], given: dict[str, Any]) -> None:
+    """An input's name is the model's, not given before (`given`), and its datatype the model's."""
+    if name not in expected:
+        raise TensorError(f"unknown input {name!r:.100}; the model takes {sorted(expected)}")
+    if name in given:
+        raise TensorError(f"input {name!r} is given twice")
+    if datatype != expected[name]:
+        raise TensorError(f"input {name!r} has datatype {datatype!r:.20}; the model takes {expected[name]}")
+
+
+def check_all_given(expected: dict[str, str], given: dict[str, Any]) -> None:
+    missing = sorted(set(expected) - set(given))
+    if missing:
+        raise TensorError(f"missing input(s) {missing}")
+
+
 def parse_infer_request(body: bytes, header_length: str | None, signature: dict[str, Any]) -> InferRequest:
     """Decode and check an infer request against the model's signature (names and datatypes; the runtime checks
     shapes against the symbolic dims)."""
     json_part, binary = split_body(body, header_length)
     doc = _parse_json(json_part)
-    expected = {e["name"]: oip_datatype(e["dtype"]) for e in signature["inputs"]}
+    expected = expected_inputs(signature)
     raw_inputs = doc.get("inputs")
     if not isinstance(raw_inputs, list) or not raw_inputs:
         raise TensorError("the request must have a non-empty list 'inputs'")
@@ -190,37 +211,29 @@ def parse_infer_request(body: bytes, header_length: str | None, signature: dict[
     for raw in raw_inputs:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise TensorError("each input must be an object with a string 'name'")
-        name = raw["name"]
-        if name not in expected:
-            raise TensorError(f"unknown input {name!r:.100}; the model takes {sorted(expected)}")
-        if name in inputs:
-            raise TensorError(f"input {name!r} is given twice")
-        datatype = raw.get("datatype")
-        if datatype != expected[name]:
-            raise TensorError(f"input {name!r} has datatype {datatype!r:.20}; the model takes {expected[name]}")
-        shape = _shape(raw.get("shape"), name)
+        name, datatype = raw["name"], raw.get("datatype")
+        check_input_identity(name, datatype, expected, inputs)
+        shape = checked_shape(raw.get("shape"), name)
         params = _params(raw, f"input {name!r}")
         if "binary_data_size" in params:
-            inputs[name], offset = _decode_binary(binary, offset, params["binary_data_size"], name, datatype, shape)
+            inputs[name], offset = decode_binary(binary, offset, params["binary_data_size"], name, datatype, shape)
         else:
             inputs[name] = _decode_json_data(raw, name, datatype, shape)
     if offset != len(binary):
         raise TensorError(f"{len(binary) - offset} bytes of binary data follow the inputs and belong to none")
-    missing = sorted(set(expected) - set(inputs))
-    if missing:
-        raise TensorError(f"missing input(s) {missing}")
-    outputs, binary_outputs = _requested_outputs(doc, [e["name"] for e in signature["outputs"]])
+    check_all_given(expected, inputs)
+    outputs, binary_outputs = requested_outputs(doc, [e["name"] for e in signature["outputs"]])
     request_id = doc.get("id")
     if request_id is not None and (not isinstance(request_id, str) or len(request_id) > MAX_ID_CHARS):
         raise TensorError(f"id must be a string of at most {MAX_ID_CHARS} characters")
-    priority, timeout_us = _scheduling(_params(doc, "request"))
+    priority, timeout_us = scheduling(_params(doc, "request"))
     return InferRequest(request_id, inputs, outputs, binary_outputs, priority, timeout_us)
 
 
 MAX_TIMEOUT_US = 24 * 3600 * 10**6
 
 
-def _scheduling(params: dict[str, Any]) -> tuple[int, int | None]:
+def scheduling(params: dict[str, Any]) -> tuple[int, int | None]:
     priority = params.get("priority", 0)
     if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 10:
         raise TensorError("priority must be an integer from 1 (most urgent) to 10, or 0 for the default")
@@ -232,7 +245,7 @@ def _scheduling(params: dict[str, Any]) -> tuple[int, int | None]:
     return priority, timeout
 
 
-def _requested_outputs(doc: dict[str, Any], names: list[str]) -> tuple[list[str], set[str]]:
+def requested_outputs(doc: dict[str, Any], names: list[str]) -> tuple[list[str], set[str]]:
     default_binary = _params(doc, "request").get("binary_data_output", False)
     if not isinstance(default_binary, bool):
         raise TensorError("binary_data_output must be true or false")

@@ -28,6 +28,10 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(default=2048 * MiB, gt=0, description="largest accepted .lgraph upload")
     # An inference request's body (JSON or binary tensors) is read into memory, so it has its own, smaller cap.
     max_request_bytes: int = Field(default=64 * MiB, gt=0, description="largest accepted inference request body")
+    # The Open Inference Protocol over gRPC (tritonclient.grpc, KServe v2 gRPC) beside REST, in the same process
+    # and on the same event loop; off by default because a second listening port is a second thing to secure.
+    grpc_port: int = Field(default=0, ge=0, le=65535, description="gRPC inference port (0: no gRPC server)")
+    grpc_host: str = Field(default="127.0.0.1", description="address the gRPC server listens on")
     # Billing multiplies billed GPU-seconds by these; the keys are also the GPU types a deployment may ask for,
     # those with a compiler target of the same name (a10g has none yet: a deploy on it is refused, naming why).
     # The GPU rates are of the order of serverless GPU clouds' list prices (e.g. $4.54/h for an H200).

@@ -7,7 +7,9 @@ model is reported exactly like a missing one (404), so names cannot be probed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -24,7 +26,7 @@ from luminal.gateway.schemas import ModelNameInPath, tensor_specs
 from luminal.gateway.tensor_codec import InferRequest, TensorError, encode_infer_response, parse_infer_request
 from luminal.gateway.uploads import LLM_KIND
 from luminal.gateway.webhooks import DEFAULT_EVENTS
-from luminal.scheduler.work import InferenceRequest, effective_priority
+from luminal.scheduler.work import InferenceRequest, InferenceResult, effective_priority
 from luminal.store import deployments as deployment_store
 from luminal.store.database import Database
 from luminal.store.tables import Tenant
@@ -68,7 +70,7 @@ def _resolve(db: Database, tenant: Tenant, name: str, version: str | None) -> di
         }
 
 
-def _metadata(db: Database, tenant: Tenant, name: str, version: str | None) -> dict[str, Any]:
+def metadata_of(db: Database, tenant: Tenant, name: str, version: str | None) -> dict[str, Any]:
     d = _resolve(db, tenant, name, version)
     return {
         "name": name,
@@ -82,13 +84,21 @@ def _metadata(db: Database, tenant: Tenant, name: str, version: str | None) -> d
 
 
 def _ready(platform: Platform, tenant: Tenant, name: str, version: str | None) -> dict[str, Any]:
+    why_not = unready_reason(platform, tenant, name, version)
+    if why_not is not None:
+        raise ApiError(400, why_not)
+    return {"name": name, "ready": True}
+
+
+def unready_reason(platform: Platform, tenant: Tenant, name: str, version: str | None) -> str | None:
+    """Why the model cannot serve now, or None when it can (a missing model raises NotFound). Reads the database."""
     d = _resolve(platform.db, tenant, name, version)
     if d["status"] != deployment_store.READY:
-        raise ApiError(400, _not_ready_message(name, d))
+        return _not_ready_message(name, d)
     refusal = platform.unschedulable(d["gpu_type"])
     if refusal is not None:  # compiled, but no worker will ever take its requests: not ready to serve
-        raise ApiError(400, f"model {name!r} version {d['version']} is not ready (unschedulable): {refusal}")
-    return {"name": name, "ready": True}
+        return f"model {name!r} version {d['version']} is not ready (unschedulable): {refusal}"
+    return None
 
 
 def _not_ready_message(name: str, d: dict[str, Any]) -> str:
@@ -144,14 +154,25 @@ async def prepare(
     metrics: InferenceMetrics, tenant: Tenant, name: str, d: dict[str, Any], body: bytes, header_length: str | None
 ) -> PreparedInference:
     """Decode the body against the deployment's signature; a bad one is counted as an invalid request."""
+    decode = partial(parse_infer_request, body, header_length, d["signature"])
+    return await prepare_decoded(metrics, tenant, name, d, decode, inline=len(body) <= INLINE_PARSE_BYTES)
+
+
+async def prepare_decoded(
+    metrics: InferenceMetrics,
+    tenant: Tenant,
+    name: str,
+    d: dict[str, Any],
+    decode: Callable[[], InferRequest],
+    inline: bool,
+) -> PreparedInference:
+    """`prepare` for any protocol's request: `decode` checks it against `d`'s signature (raising TensorError), on
+    the event loop when `inline` (a small request: cheaper than a thread hop), else in a worker thread."""
     labels = ModelLabels.of(name, d["version"], d["id"])
     if d["signature"].get("kind") == LLM_KIND:  # its program is an .llmprog that only the generation engine runs
         raise ApiError(400, f"model {name!r} is a language model: call /openai/v1/completions or chat/completions")
     try:
-        if len(body) <= INLINE_PARSE_BYTES:
-            parsed = parse_infer_request(body, header_length, d["signature"])
-        else:
-            parsed = await run_in_threadpool(parse_infer_request, body, header_length, d["signature"])
+        parsed = decode() if inline else await run_in_threadpool(decode)
     except TensorError:
         metrics.record_failure(labels, INVALID)
         raise
@@ -184,19 +205,27 @@ async def answer_inference(request: Request, name: str, version: str | None, ten
     if prefers_async(request.headers.getlist("prefer")):  # answer 202 now; the result is polled or pushed
         prediction_id = await platform.predictions.submit(prepared.prediction_job(), tenant.id)
         return accepted_response(prediction_id, preference_applied=True)
-    parsed, ref = prepared.parsed, prepared.ref
-    result = await observed_infer(platform.metrics, prepared.labels, platform.backend, ref, prepared.request)
-    if not result.ok:
-        raise ApiError(result.status, result.error or "inference failed")
-    missing = [n for n in parsed.outputs if n not in result.outputs]
-    if missing:  # a backend bug, never the caller's: a 500, logged with the names
-        raise RuntimeError(f"deployment {ref.deployment_id}: the backend returned no output(s) {missing}")
+    result = await run_prepared(platform, prepared)
+    parsed = prepared.parsed
     payload, json_length = encode_infer_response(name, d["version"], parsed, result.outputs, d["signature"])
     headers = {HEADER_REQUEST_ID: result.request_id}
     if json_length is None:
         return Response(payload, media_type="application/json", headers=headers)
     headers[HEADER_LENGTH] = str(json_length)
     return Response(payload, media_type="application/octet-stream", headers=headers)
+
+
+async def run_prepared(platform: Platform, prepared: PreparedInference) -> InferenceResult:
+    """Admit, queue, batch, execute and bill a prepared request, counted in the metrics: the one path every
+    protocol's synchronous inference takes. A failure raises ApiError with the backend's status."""
+    ref = prepared.ref
+    result = await observed_infer(platform.metrics, prepared.labels, platform.backend, ref, prepared.request)
+    if not result.ok:
+        raise ApiError(result.status, result.error or "inference failed")
+    missing = [n for n in prepared.parsed.outputs if n not in result.outputs]
+    if missing:  # a backend bug, never the caller's: a 500, logged with the names
+        raise RuntimeError(f"deployment {ref.deployment_id}: the backend returned no output(s) {missing}")
+    return result
 
 
 def _queued_request(ref: DeploymentRef, parsed: InferRequest) -> InferenceRequest:
@@ -229,12 +258,12 @@ async def infer_version(request: Request, name: ModelNameInPath, version: str, t
 
 @router.get("/{name}")
 def model_metadata(name: ModelNameInPath, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
-    return _metadata(db, tenant, name, None)
+    return metadata_of(db, tenant, name, None)
 
 
 @router.get("/{name}/versions/{version}")
 def model_version_metadata(name: ModelNameInPath, version: str, tenant: TenantDep, db: DatabaseDep) -> dict[str, Any]:
-    return _metadata(db, tenant, name, version)
+    return metadata_of(db, tenant, name, version)
 
 
 @router.get("/{name}/ready")

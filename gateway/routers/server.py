@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.dependencies import DatabaseDep
 from luminal.gateway.errors import ApiError
+from luminal.store.database import Database
 
 router = APIRouter(prefix="/v2", tags=["inference"])
 SERVER_NAME = "luminal"
@@ -25,6 +26,14 @@ def live() -> dict[str, bool]:
 @router.get("/health/ready")
 async def ready(db: DatabaseDep) -> dict[str, bool]:
     """Ready when the metadata database answers (every model request needs it)."""
+    problem = await unready_database(db)
+    if problem is not None:
+        raise ApiError(503, problem)
+    return {"ready": True}
+
+
+async def unready_database(db: Database) -> str | None:
+    """What keeps the server from being ready (the metadata database unreachable), or None when it is ready."""
 
     def ping() -> None:
         with db.session() as session:
@@ -33,8 +42,8 @@ async def ready(db: DatabaseDep) -> dict[str, bool]:
     try:
         await run_in_threadpool(ping)
     except Exception as e:  # any database failure means not ready; the probe wants a status, not a trace
-        raise ApiError(503, f"the metadata database is unreachable: {type(e).__name__}") from None
-    return {"ready": True}
+        return f"the metadata database is unreachable: {type(e).__name__}"
+    return None
 
 
 @router.get("")

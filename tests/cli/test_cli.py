@@ -8,10 +8,8 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -23,6 +21,7 @@ from luminal.provisioner.device_offer import DeviceOffer
 from luminal.store.database import Database
 from luminal.store.tenants import tenant_for_key
 from tests.gateway.conftest import BOOTSTRAP_KEY, tiny_graph
+from tests.gateway.serve_process import wait_until_ready
 
 runner = CliRunner()
 
@@ -114,15 +113,7 @@ def _serve_once(data_dir: Path, env: dict[str, str]) -> str:
     cmd = [sys.executable, "-m", "luminal.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError(f"luminal serve did not start: {proc.communicate(timeout=5)[0]}")
+        wait_until_ready(f"http://127.0.0.1:{port}", proc)
     finally:
         proc.terminate()
     return proc.communicate(timeout=30)[0]

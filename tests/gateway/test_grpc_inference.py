@@ -1,0 +1,199 @@
+"""tritonclient.grpc, unchanged, against a real `luminal serve --grpc-port` process: the same answers, tenancy,
+billing and metrics as REST, errors under their gRPC codes, Triton's stream, and the asyncio client at
+concurrency. One server for the module (its start and one compile are most of the time)."""
+
+import asyncio
+import os
+import subprocess
+import sys
+
+import grpc
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as triton
+import tritonclient.grpc.aio as triton_aio
+from tritonclient.utils import InferenceServerException
+
+from luminal.gateway.oip_grpc import messages as pb
+from tests.gateway.conftest import BOOTSTRAP_KEY, RunningServer, deploy_and_wait, upload
+from tests.gateway.serve_process import wait_until_ready
+from tests.gateway.tenancy import ADMIN_TOKEN, new_tenant
+from tests.gateway.threaded_server import free_port
+
+AUTH = {"authorization": f"Bearer {BOOTSTRAP_KEY}"}
+ROWS = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+
+
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory, model_bytes):
+    """`luminal serve` with REST and gRPC ports, the tiny model deployed as "tiny"; (REST server, gRPC address)."""
+    port, grpc_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LUMINAL_")}
+    env |= {"LUMINAL_BOOTSTRAP_KEY": BOOTSTRAP_KEY, "LUMINAL_ADMIN_TOKEN": ADMIN_TOKEN}
+    env["LUMINAL_COMPILE_RUNNER"] = "thread"  # as the other gateway tests compile
+    if "LUMINAL_CACHE_DIR" in os.environ:
+        env["LUMINAL_CACHE_DIR"] = os.environ["LUMINAL_CACHE_DIR"]
+    data = tmp_path_factory.mktemp("grpc-serve")
+    cmd = [sys.executable, "-m", "luminal.cli", "serve", "--port", str(port), "--grpc-port", str(grpc_port)]
+    proc = subprocess.Popen(
+        [*cmd, "--data-dir", str(data)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        rest = RunningServer(f"http://127.0.0.1:{port}", f"127.0.0.1:{port}", None)
+        wait_until_ready(rest.url, proc)
+        c = rest.client()
+        assert upload(c, "tiny", model_bytes).status_code == 201
+        assert deploy_and_wait(c, "tiny")["status"] == "ready"
+        yield rest, f"127.0.0.1:{grpc_port}"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+def _rest_answer(rest: RunningServer, rows: np.ndarray) -> np.ndarray:
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": list(rows.shape), "data": rows.ravel().tolist()}]}
+    answer = rest.client().post("/v2/models/tiny/infer", json=body)
+    assert answer.status_code == 200, answer.text
+    return np.array(answer.json()["outputs"][0]["data"], np.float32).reshape(rows.shape[0], -1)
+
+
+def _input(rows: np.ndarray) -> triton.InferInput:
+    x = triton.InferInput("x", list(rows.shape), "FP32")
+    x.set_data_from_numpy(rows)
+    return x
+
+
+def _code(call) -> tuple[str, str]:
+    with pytest.raises(InferenceServerException) as refused:
+        call()
+    return refused.value.status(), refused.value.message()
+
+
+def test_liveness_readiness_and_metadata_are_rests(serving):
+    rest, address = serving
+    client = triton.InferenceServerClient(address)
+    assert client.is_server_live() and client.is_server_ready()
+    server = client.get_server_metadata(as_json=True)
+    assert server["name"] == "luminal" and "binary_tensor_data" in server["extensions"]
+    assert client.is_model_ready("tiny", headers=AUTH)
+    assert _plain(client.get_model_metadata("tiny", headers=AUTH)) == rest.client().get("/v2/models/tiny").json()
+    versioned = client.get_model_metadata("tiny", "1", headers=AUTH)
+    assert _plain(versioned) == rest.client().get("/v2/models/tiny/versions/1").json()
+
+
+def _plain(metadata) -> dict:
+    """Model metadata as REST's JSON (protobuf's own JSON writes int64 shapes as strings)."""
+    tensors = lambda ts: [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)} for t in ts]  # noqa: E731
+    return {
+        "name": metadata.name,
+        "versions": list(metadata.versions),
+        "platform": metadata.platform,
+        "inputs": tensors(metadata.inputs),
+        "outputs": tensors(metadata.outputs),
+    }
+
+
+def test_raw_tensor_answers_equal_rests(serving):
+    rest, address = serving
+    client = triton.InferenceServerClient(address)
+    answer = client.infer("tiny", [_input(ROWS)], headers=AUTH, request_id="req-1", priority=1, timeout=10**6)
+    probs = answer.as_numpy("probs")
+    np.testing.assert_allclose(probs, _rest_answer(rest, ROWS), rtol=1e-6)
+    assert probs.shape == (3, 3) and answer.get_response().id == "req-1"
+
+
+def test_typed_contents_in_typed_contents_out_billed_under_the_given_id(serving):
+    rest, address = serving
+    request = pb.ModelInferRequest(model_name="tiny", id="typed")
+    request.inputs.add(name="x", datatype="FP32", shape=[3, 4]).contents.fp32_contents.extend(ROWS.ravel().tolist())
+    with grpc.insecure_channel(address) as channel:
+        infer = channel.unary_unary(
+            "/inference.GRPCInferenceService/ModelInfer",
+            request_serializer=pb.ModelInferRequest.SerializeToString,
+            response_deserializer=pb.ModelInferResponse.FromString,
+        )
+        response, call = infer.with_call(request, metadata=tuple(AUTH.items()))
+    assert not response.raw_output_contents and response.id == "typed"
+    probs = np.array(response.outputs[0].contents.fp32_contents, np.float32).reshape(3, 3)
+    np.testing.assert_allclose(probs, _rest_answer(rest, ROWS), rtol=1e-6)
+    request_id = dict(call.trailing_metadata())["luminal-request-id"]
+    billed = {i for record in rest.client().get("/v1/usage/records").json() for i in record["request_ids"]}
+    assert request_id in billed  # billed exactly as REST's requests are, under the id the answer gave
+
+
+def test_errors_map_to_grpc_codes_with_rests_messages(serving):
+    _, address = serving
+    client = triton.InferenceServerClient(address)
+    infer = client.infer
+    assert _code(lambda: infer("tiny", [_input(ROWS)]))[0] == "StatusCode.UNAUTHENTICATED"
+    bad_key = {"authorization": "Bearer lm_not-a-key"}
+    assert _code(lambda: infer("tiny", [_input(ROWS)], headers=bad_key))[0] == "StatusCode.UNAUTHENTICATED"
+    assert _code(lambda: infer("absent", [_input(ROWS)], headers=AUTH))[0] == "StatusCode.NOT_FOUND"
+    wrong = triton.InferInput("y", [3, 4], "FP32")
+    wrong.set_data_from_numpy(ROWS)
+    code, message = _code(lambda: infer("tiny", [wrong], headers=AUTH))
+    assert code == "StatusCode.INVALID_ARGUMENT" and "unknown input 'y'" in message
+    as_int = triton.InferInput("x", [3, 4], "INT32")
+    as_int.set_data_from_numpy(ROWS.astype(np.int32))
+    code, message = _code(lambda: infer("tiny", [as_int], headers=AUTH))
+    assert code == "StatusCode.INVALID_ARGUMENT" and "datatype 'INT32'" in message
+    code, message = _code(lambda: infer("tiny", [_input(ROWS)], headers=AUTH, priority=11))
+    assert code == "StatusCode.INVALID_ARGUMENT" and "priority" in message
+    code, message = _code(lambda: infer("tiny", [_input(ROWS[:, :3].copy())], headers=AUTH))
+    assert code == "StatusCode.INVALID_ARGUMENT", message  # the program refuses the shape, as REST's 400
+    code, _ = _code(lambda: infer("tiny", [_input(ROWS)], headers=AUTH, client_timeout=1e-6))
+    assert code == "StatusCode.DEADLINE_EXCEEDED"
+
+
+def test_a_second_tenant_is_refused_the_first_ones_model(serving):
+    rest, address = serving
+    tenant, http = new_tenant(rest, "other")
+    other = {"authorization": f"Bearer {tenant['key']}"}
+    client = triton.InferenceServerClient(address)
+    assert _code(lambda: client.infer("tiny", [_input(ROWS)], headers=other))[0] == "StatusCode.NOT_FOUND"
+    assert _code(lambda: client.get_model_metadata("tiny", headers=other))[0] == "StatusCode.NOT_FOUND"
+    assert _code(lambda: client.is_model_ready("tiny", headers=other))[0] == "StatusCode.NOT_FOUND"
+    assert http.get("/v2/models/tiny").status_code == 404  # as REST refuses it
+
+
+def test_stream_answers_each_request_and_reports_bad_ones_in_the_stream(serving):
+    rest, address = serving
+    answers: list = []
+    client = triton.InferenceServerClient(address)
+    client.start_stream(callback=lambda result, error: answers.append((result, error)), headers=AUTH)
+    batches = [ROWS * k for k in range(1, 5)]
+    for k, rows in enumerate(batches):
+        client.async_stream_infer("tiny", [_input(rows)], request_id=f"s{k}")
+    wrong = triton.InferInput("y", [3, 4], "FP32")
+    wrong.set_data_from_numpy(ROWS)
+    client.async_stream_infer("tiny", [wrong], request_id="bad")
+    client.stop_stream()  # waits for every answer
+    results = {r.get_response().id: r.as_numpy("probs") for r, e in answers if e is None}
+    errors = [e for _, e in answers if e is not None]
+    assert sorted(results) == ["s0", "s1", "s2", "s3"]
+    for k, rows in enumerate(batches):
+        np.testing.assert_allclose(results[f"s{k}"], _rest_answer(rest, rows), rtol=1e-6)
+    assert len(errors) == 1 and "unknown input 'y'" in errors[0].message()
+
+
+def test_async_client_at_concurrency_gets_each_its_own_answer_counted_in_metrics(serving):
+    rest, address = serving
+    batches = [ROWS + k for k in range(32)]
+    before = _successes(rest)
+
+    async def run() -> list[np.ndarray]:
+        async with triton_aio.InferenceServerClient(address) as client:
+            calls = [client.infer("tiny", [_input(rows)], headers=AUTH) for rows in batches]
+            return [r.as_numpy("probs") for r in await asyncio.gather(*calls)]
+
+    for rows, probs in zip(batches, asyncio.run(run()), strict=True):
+        np.testing.assert_allclose(probs, _rest_answer(rest, rows), rtol=1e-6)
+    assert _successes(rest) - before == 2 * len(batches)  # the gRPC calls and their REST checks
+
+
+def _successes(rest: RunningServer) -> float:
+    for line in httpx.get(f"{rest.url}/metrics").text.splitlines():
+        if line.startswith("nv_inference_request_success{") and 'model="tiny"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
