@@ -174,6 +174,24 @@ def test_autoscaling():
     assert env["LUMINAL_COMPILE_RUNNER"] == "celery"  # compile workers run: the gateway sends its compiles there
 
 
+def test_grpc_is_a_second_port_of_the_gateway_only_when_set():
+    def gateway_of(values: dict) -> tuple[dict, dict]:
+        documents = render(values)
+        deployment = find(documents, "Deployment", "demo-luminal-gateway")
+        return deployment["spec"]["template"]["spec"]["containers"][0], find(
+            documents, "Service", "demo-luminal-gateway"
+        )
+
+    container, service = gateway_of({})
+    assert "--grpc-port" not in container["command"] and [p["name"] for p in container["ports"]] == ["http"]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["http"]
+    container, service = gateway_of({"gateway": {"grpcPort": 9001, "service": {"grpcPort": 9443}}})
+    assert container["command"][-2:] == ["--grpc-port", "9001"]
+    assert {"name": "grpc", "containerPort": 9001} in container["ports"]
+    grpc_port = [p for p in service["spec"]["ports"] if p["name"] == "grpc"]
+    assert grpc_port == [{"name": "grpc", "port": 9443, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "grpc"}]
+
+
 @pytest.mark.parametrize(
     ("values", "refusal"),
     [
@@ -181,6 +199,7 @@ def test_autoscaling():
         ({"workers": {"pools": [{"gpuType": "h100"}]}}, "missing property 'deploymentId'"),
         ({"gatway": {"replicas": 3}}, "'gatway' not allowed"),  # a misspelt key is no silent default
         ({"gateway": {"replicas": "three"}}, "/gateway/replicas"),
+        ({"gateway": {"grpcPort": 70000}}, "/gateway/grpcPort"),
         ({"secrets": {"adminToken": "short"}}, "/secrets/adminToken"),
         ({"externalServices": {"s3": {"cacheBytes": -1}}}, "/externalServices/s3/cacheBytes"),
         ({"externalServices": {"redis": {"url": "http://cache"}}}, "/externalServices/redis/url"),
