@@ -16,12 +16,15 @@
 (c) A real embedding model, all-MiniLM-L6-v2, with sentences of varied lengths at concurrency 1, 8 and 64, on
     both platforms, against the same compiled program and sentence-transformers in-process, and against a plain
     FastAPI endpoint calling that program (bench/sentence_load.py).
+(d) tritonclient over REST and over gRPC against the embedded platform: the synchronous clients one request at a
+    time, the asyncio clients at concurrency 1 and 8 (bench/protocol_load.py).
 
 Every server runs as its own process; the load client is asyncio aiohttp. The machine's load average is printed
 at the start and the end: on a shared machine, compare only figures of one run.
 `python bench/serve.py [--quick] [--only a|b|c] [--queue-url redis://host:port/db | none]`.
 Goals (issue 4): overhead under 1 ms at p50; at concurrency 64 batching gives >= 5x the throughput. Issue 20:
-in (c), p50 at concurrency 1 within +1 ms (embedded) and +3 ms (Redis) of the in-process program.
+in (c), p50 at concurrency 1 within +1 ms (embedded) and +3 ms (Redis) of the in-process program. Issue 48: in (d),
+both protocols' asyncio clients at concurrency 8 give >= 1.5x the requests/s of one request at a time.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 import numpy as np
@@ -47,6 +51,7 @@ import luminal.functional as F
 from luminal.cli.client import PlatformClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ holds scripts, not a package
+import protocol_load  # noqa: E402
 import sentence_load  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -224,13 +229,22 @@ def program_batching_bound(graph_path: Path, width: int = WIDE, rows: int = 64, 
             f"batching can give at most {bound:.1f}x here")  # fmt: skip
 
 
-def start_platform(tmp: Path, key: str, queue_url: str | None) -> tuple[subprocess.Popen, str, str | None]:
+class Served(NamedTuple):
+    process: subprocess.Popen
+    url: str
+    namespace: str | None  # its Redis keys' prefix, deleted afterwards
+    grpc_address: str  # host:port of its OIP gRPC server
+
+
+def start_platform(tmp: Path, key: str, queue_url: str | None) -> Served:
     """`luminal serve` in its own process: embedded (in-process queues, worker threads) when `queue_url` is None,
-    else on Redis Streams with worker processes, as `LUMINAL_QUEUE_URL=redis://...` runs it. Returns the process,
-    its URL and its Redis key namespace (to delete afterwards)."""
+    else on Redis Streams with worker processes, as `LUMINAL_QUEUE_URL=redis://...` runs it, with its
+    gRPC server on."""
     mode = "redis" if queue_url else "embedded"
     port = free_port()
     env = dict(os.environ, LUMINAL_DATA_DIR=str(tmp / f"data-{mode}"), LUMINAL_BOOTSTRAP_KEY=key)
+    grpc_port = free_port()
+    env["LUMINAL_GRPC_PORT"] = str(grpc_port)
     env["LUMINAL_MAX_QUEUE_DEPTH"] = "4096"
     namespace = None
     if queue_url:
@@ -239,7 +253,7 @@ def start_platform(tmp: Path, key: str, queue_url: str | None) -> tuple[subproce
     process = subprocess.Popen(
         [sys.executable, "-m", "luminal.cli", "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL
     )
-    return process, f"http://127.0.0.1:{port}", namespace
+    return Served(process, f"http://127.0.0.1:{port}", namespace, f"127.0.0.1:{grpc_port}")
 
 
 def start_plain(graph_path: Path, port: int) -> subprocess.Popen:
@@ -260,7 +274,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="serving overhead and batching throughput")
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter load phases")
     parser.add_argument(
-        "--only", choices=("a", "b", "c"), help="one section: (a) latency, (b) throughput, (c) a real model"
+        "--only",
+        choices=("a", "b", "c", "d"),
+        help="one section: (a) latency, (b) throughput, (c) a real model, (d) REST and gRPC through tritonclient",
     )
     parser.add_argument(
         "--queue-url",
@@ -290,10 +306,10 @@ def main() -> None:
             plain_minilm = start_plain(minilm, minilm_port)
             anchors.append(plain_minilm)
         try:
-            urls = {mode: url for mode, (_, url, _) in platforms.items()}
+            urls = {mode: served.url for mode, served in platforms.items()}
             plain_url = f"http://127.0.0.1:{plain_port}"
-            for process, url, _ in platforms.values():
-                wait_for(f"{url}/v2/health/live", process)
+            for served in platforms.values():
+                wait_for(f"{served.url}/v2/health/live", served.process)
             wait_for(f"{plain_url}/live", plain)
             if args.only in (None, "c"):
                 wait_for(f"http://127.0.0.1:{minilm_port}/live", plain_minilm)
@@ -301,6 +317,7 @@ def main() -> None:
                 client = PlatformClient(url, key, timeout=600)
                 if args.only in (None, "a"):
                     deploy(client, small, "small", max_batch_size=1, delay_ms=0)
+                if args.only in (None, "a", "d"):
                     deploy(client, small, "small-batching", max_batch_size=64, delay_ms=5)
                 if args.only in (None, "b") and mode == "embedded":
                     deploy(client, wide, "wide-batching-off", max_batch_size=1, delay_ms=0)
@@ -315,14 +332,17 @@ def main() -> None:
                 throughput(urls["embedded"], key, WIDE, seconds, wide)
             if args.only in (None, "c"):
                 sentence_load.run(urls, key, minilm, seconds, f"http://127.0.0.1:{minilm_port}")
+            if args.only in (None, "d"):
+                rest = urls["embedded"].removeprefix("http://")
+                protocol_load.run(rest, platforms["embedded"].grpc_address, key, "small-batching", seconds)
             print(f"load average at the end: {os.getloadavg()[0]:.2f}")
         finally:
-            for process in anchors + [p for p, _, _ in platforms.values()]:
+            for process in anchors + [served.process for served in platforms.values()]:
                 process.terminate()
                 process.wait(timeout=60)
-            for _, _, namespace in platforms.values():
-                if namespace:
-                    delete_namespace(queue_url, namespace)
+            for served in platforms.values():
+                if served.namespace:
+                    delete_namespace(queue_url, served.namespace)
 
 
 if __name__ == "__main__":
