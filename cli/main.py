@@ -49,6 +49,7 @@ def serve(
 
     from luminal.gateway.app import create_app
     from luminal.scheduler.collector import settle_serving_process
+    from luminal.scheduler.openmp_spin import bound_openmp_spinning
     from luminal.store.settings import Settings
 
     try:
@@ -56,6 +57,8 @@ def serve(
         settings = Settings(grpc_host=host, **{k: v for k, v in given.items() if v is not None})
     except ValidationError as e:
         fail(f"invalid LUMINAL_* setting: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}")
+
+    bound_openmp_spinning()  # before any program loads: the thread workers load theirs as the platform starts
 
     def announce(platform) -> None:
         if platform.bootstrap_key and settings.bootstrap_key:

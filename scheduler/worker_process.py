@@ -16,6 +16,7 @@ from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.collector import settle_serving_process
 from luminal.scheduler.ledger import SqlUsageLedger
 from luminal.scheduler.llm_worker import LanguageModelWorker
+from luminal.scheduler.openmp_spin import bound_openmp_spinning
 from luminal.scheduler.programs import ProgramCache
 from luminal.scheduler.queues import open_queue
 from luminal.scheduler.registry import WorkerRegistry, open_registry
@@ -55,6 +56,7 @@ def main(argv: list[str]) -> int:
         return 2
     deployment_id, worker_id = int(argv[0]), argv[1]
     device = argv[2] if len(argv) == 3 else "cpu"
+    bound_openmp_spinning()  # before its program loads (a worker started by Kubernetes or on a VM, not by serve)
     settings = Settings()
     db = Database(settings.resolved_database_url)
     with db.session() as session:
