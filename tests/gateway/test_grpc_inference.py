@@ -18,7 +18,7 @@ from tritonclient.utils import InferenceServerException
 from luminal.gateway.oip_grpc import messages as pb
 from tests.gateway.conftest import BOOTSTRAP_KEY, RunningServer, deploy_and_wait, upload
 from tests.gateway.serve_process import wait_until_ready
-from tests.gateway.tenancy import ADMIN_TOKEN, new_tenant
+from tests.gateway.tenancy import ADMIN_TOKEN, admin, new_tenant
 from tests.gateway.threaded_server import free_port
 
 AUTH = {"authorization": f"Bearer {BOOTSTRAP_KEY}"}
@@ -155,6 +155,21 @@ def test_a_second_tenant_is_refused_the_first_ones_model(serving):
     assert _code(lambda: client.get_model_metadata("tiny", headers=other))[0] == "StatusCode.NOT_FOUND"
     assert _code(lambda: client.is_model_ready("tiny", headers=other))[0] == "StatusCode.NOT_FOUND"
     assert http.get("/v2/models/tiny").status_code == 404  # as REST refuses it
+
+
+def test_a_tenant_over_its_quota_or_suspended_is_refused_as_over_rest(serving):
+    rest, address = serving
+    client = triton.InferenceServerClient(address)
+    tenant, _ = new_tenant(rest, "slow", max_requests_per_second=0.01)  # one request, then one per 100 s
+    slow = {"authorization": f"Bearer {tenant['key']}"}
+    assert _code(lambda: client.is_model_ready("tiny", headers=slow))[0] == "StatusCode.NOT_FOUND"  # admitted
+    code, message = _code(lambda: client.is_model_ready("tiny", headers=slow))
+    assert code == "StatusCode.RESOURCE_EXHAUSTED" and "quota" in message
+    tenant, _ = new_tenant(rest, "suspended")
+    assert admin(rest).post(f"/v1/admin/tenants/{tenant['id']}/suspend").status_code == 200
+    suspended = {"authorization": f"Bearer {tenant['key']}"}
+    code, message = _code(lambda: client.infer("tiny", [_input(ROWS)], headers=suspended))
+    assert code == "StatusCode.PERMISSION_DENIED" and "suspended" in message
 
 
 def test_stream_answers_each_request_and_reports_bad_ones_in_the_stream(serving):
