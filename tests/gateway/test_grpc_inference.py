@@ -3,9 +3,6 @@ billing and metrics as REST, errors under their gRPC codes, Triton's stream, and
 concurrency. One server for the module (its start and one compile are most of the time)."""
 
 import asyncio
-import os
-import subprocess
-import sys
 
 import grpc
 import httpx
@@ -16,10 +13,9 @@ import tritonclient.grpc.aio as triton_aio
 from tritonclient.utils import InferenceServerException
 
 from luminal.gateway.oip_grpc import messages as pb
-from tests.gateway.conftest import BOOTSTRAP_KEY, RunningServer, deploy_and_wait, upload
-from tests.gateway.serve_process import wait_until_ready
-from tests.gateway.tenancy import ADMIN_TOKEN, admin, new_tenant
-from tests.gateway.threaded_server import free_port
+from tests.gateway.conftest import BOOTSTRAP_KEY, RunningServer
+from tests.gateway.grpc_serving import serving_tiny
+from tests.gateway.tenancy import admin, new_tenant
 
 AUTH = {"authorization": f"Bearer {BOOTSTRAP_KEY}"}
 ROWS = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
@@ -27,28 +23,8 @@ ROWS = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
 
 @pytest.fixture(scope="module")
 def serving(tmp_path_factory, model_bytes):
-    """`luminal serve` with REST and gRPC ports, the tiny model deployed as "tiny"; (REST server, gRPC address)."""
-    port, grpc_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LUMINAL_")}
-    env |= {"LUMINAL_BOOTSTRAP_KEY": BOOTSTRAP_KEY, "LUMINAL_ADMIN_TOKEN": ADMIN_TOKEN}
-    env["LUMINAL_COMPILE_RUNNER"] = "thread"  # as the other gateway tests compile
-    if "LUMINAL_CACHE_DIR" in os.environ:
-        env["LUMINAL_CACHE_DIR"] = os.environ["LUMINAL_CACHE_DIR"]
-    data = tmp_path_factory.mktemp("grpc-serve")
-    cmd = [sys.executable, "-m", "luminal.cli", "serve", "--port", str(port), "--grpc-port", str(grpc_port)]
-    proc = subprocess.Popen(
-        [*cmd, "--data-dir", str(data)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    try:
-        rest = RunningServer(f"http://127.0.0.1:{port}", f"127.0.0.1:{port}", None)
-        wait_until_ready(rest.url, proc)
-        c = rest.client()
-        assert upload(c, "tiny", model_bytes).status_code == 201
-        assert deploy_and_wait(c, "tiny")["status"] == "ready"
-        yield rest, f"127.0.0.1:{grpc_port}"
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
+    with serving_tiny(tmp_path_factory.mktemp("grpc-serve"), model_bytes) as served:
+        yield served
 
 
 def _rest_answer(rest: RunningServer, rows: np.ndarray) -> np.ndarray:
