@@ -52,7 +52,7 @@ def served(sequences) -> Served:
     deployment = {"id": 5, "gpu_type": "cpu", "version": 1, "max_waiting": 8}
     metrics = GenerationMetrics(CollectorRegistry(), Engines())
     ledger = SimpleNamespace(record=[].append)  # bills nothing here: no worker dies
-    return Served(sequences, None, 64, 1, "tiny", deployment, metrics, 30.0, lambda d: None, None, ledger)
+    return Served(sequences, None, 64, 1, "tiny", deployment, metrics, 30.0, lambda d: None, None, ledger, False)
 
 
 def test_a_submit_runs_off_the_event_loop():

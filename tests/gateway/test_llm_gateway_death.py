@@ -121,6 +121,15 @@ def deployment_tenant(config, deployment_id: int) -> int:
         db.dispose()
 
 
+def free_blocks_of_both(sequences, deployment_id: int, timeout: float = 30) -> dict[str, int]:
+    """Each worker's free KV blocks before any load, once both have reported (ready in the registry comes first)."""
+    deadline = time.monotonic() + timeout
+    while len(loads := sequences.loads(deployment_id)) < 2:
+        assert time.monotonic() < deadline, f"the two workers did not report their loads: {loads}"
+        time.sleep(0.05)
+    return {w: load.kv_blocks_free for w, load in loads.items()}
+
+
 def wait_until_dropped(sequences, deployment_id: int, full: dict[str, int], timeout: float) -> float:
     """Seconds until nothing is in flight and every worker reports no sequence running and all its blocks free."""
     began = time.monotonic()
@@ -172,7 +181,7 @@ def check_dropped_and_billed(server, config, deployment, ready, full, received: 
 def test_a_relay_process_killed_mid_stream_ends_only_its_streams(server, settings, tmp_path, redis_namespace, capsys):
     model, tokenizer, deployment, ready = deployed_llama(server, tmp_path, POSITIONS)
     d = deployment["id"]
-    full = {w: load.kv_blocks_free for w, load in server.platform.sequences.loads(d).items()}
+    full = free_blocks_of_both(server.platform.sequences, d)
     prompts = [tokenizer(" ".join(WORDS[k : k + 3]))["input_ids"] for k in range(RELAYED)]
     other = RelayProcess({"redis_url": REDIS_URL, "namespace": redis_namespace, "deployment_id": d,
                           "tenant_id": deployment_tenant(settings, d), "gpu_type": deployment["gpu_type"],
@@ -194,7 +203,7 @@ def test_a_relay_process_killed_mid_stream_ends_only_its_streams(server, setting
 def test_a_gateway_process_killed_mid_stream_ends_only_its_streams(server, settings, tmp_path, redis_namespace, capsys):
     model, tokenizer, deployment, ready = deployed_llama(server, tmp_path, POSITIONS)
     d = deployment["id"]
-    full = {w: load.kv_blocks_free for w, load in server.platform.sequences.loads(d).items()}
+    full = free_blocks_of_both(server.platform.sequences, d)
     extra = {"LUMINAL_COMPILE_RUNNER": "thread", "LUMINAL_READER_LEASE_S": str(LEASE_S)}
     shared = Shared(settings.resolved_database_url, REDIS_URL, redis_namespace, str(settings.artifacts_dir),
                     BOOTSTRAP_KEY, extra)  # fmt: skip
