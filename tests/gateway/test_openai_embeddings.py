@@ -83,6 +83,19 @@ def test_concurrent_texts_embed_as_sentence_transformers(gateway, reference, enc
         assert answer.usage.prompt_tokens == answer.usage.total_tokens == tokens[k] + tokens[-1 - k]
 
 
+def test_tritonclient_sentences_embed_as_sentence_transformers(gateway, reference):
+    """The same deployment through the Open Inference Protocol: sentences as a BYTES tensor (Triton's strings)."""
+    import tritonclient.http as triton
+
+    text = triton.InferInput("text", [len(SENTENCES), 1], "BYTES")
+    text.set_data_from_numpy(np.array(SENTENCES, dtype=object).reshape(-1, 1))
+    answer = triton.InferenceServerClient(gateway.host_port).infer(
+        MODEL, [text], headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
+    )
+    got = answer.as_numpy("sentence_embedding")
+    assert cosines(got, reference.encode(SENTENCES, normalize_embeddings=True)).min() >= 0.9999
+
+
 def test_base64_is_little_endian_float32_of_the_floats(gateway):
     with httpx.Client(
         base_url=f"{gateway.url}/openai/v1", headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
