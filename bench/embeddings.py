@@ -33,7 +33,12 @@ from sentence_load import SENTENCES, model_folder  # noqa: E402
 
 from tests.gateway.conftest import BOOTSTRAP_KEY  # noqa: E402
 
-Cell = tuple[float, float]  # (sentences per second, p50 latency in ms)
+Cell = tuple[float, float, float]  # (sentences per second, p50 and p90 latency in ms)
+
+
+def _p50_p90(latencies: list[float]) -> tuple[float, float]:
+    deciles = statistics.quantiles(latencies, n=10) if len(latencies) > 1 else latencies * 9
+    return statistics.median(latencies), deciles[8]
 
 
 def _threads(call: Callable[[str], object], concurrency: int, seconds: float) -> Cell:
@@ -56,7 +61,7 @@ def _threads(call: Callable[[str], object], concurrency: int, seconds: float) ->
         t.start()
     for t in threads:
         t.join()
-    return len(latencies) / (time.perf_counter() - start), statistics.median(latencies)
+    return len(latencies) / (time.perf_counter() - start), *_p50_p90(latencies)
 
 
 async def _clients(base_url: str, concurrency: int, seconds: float, at_least: int = 0) -> Cell:
@@ -80,7 +85,7 @@ async def _clients(base_url: str, concurrency: int, seconds: float, at_least: in
     await asyncio.gather(*(one_client(k) for k in range(concurrency)))
     rate = len(latencies) / (time.perf_counter() - start)
     await client.close()
-    return rate, statistics.median(latencies)
+    return rate, *_p50_p90(latencies)
 
 
 def _batched_bound(reference, concurrency: int, seconds: float) -> Cell:
@@ -92,7 +97,7 @@ def _batched_bound(reference, concurrency: int, seconds: float) -> Cell:
         start = time.perf_counter()
         reference.encode(batch)
         times.append(time.perf_counter() - start)
-    return concurrency * len(times) / sum(times), statistics.median(times) * 1e3
+    return concurrency * len(times) / sum(times), *_p50_p90([t * 1e3 for t in times])
 
 
 def _program_alone(package, seconds: float) -> Cell:
@@ -156,10 +161,10 @@ def _print(rows: dict[str, dict[int, Cell]], levels: tuple[int, ...], seconds: f
     print(f"\nall-MiniLM-L6-v2 embeddings, one sentence per request, {seconds:g} s per cell")
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"CPU: {cpu_model()} ({os.cpu_count()} cores); load average {load}")
-    print(f"    {'runner':<40}{'concurrency':>12}{'sent/s':>9}{'p50 ms':>9}")
+    print(f"    {'runner':<40}{'concurrency':>12}{'sent/s':>9}{'p50 ms':>9}{'p90 ms':>9}")
     for name, cells in rows.items():
-        for concurrency, (rate, p50) in cells.items():
-            print(f"    {name:<40}{concurrency:>12}{rate:>9.1f}{p50:>9.2f}")
+        for concurrency, (rate, p50, p90) in cells.items():
+            print(f"    {name:<40}{concurrency:>12}{rate:>9.1f}{p50:>9.2f}{p90:>9.2f}")
     ours, theirs = rows["luminal, HTTP (openai client)"], rows["sentence-transformers in-process"]
     for concurrency in levels:
         ratio = ours[concurrency][0] / theirs[concurrency][0]
