@@ -8,6 +8,10 @@ In-process at concurrency 32 means 32 threads each calling encode() on one sente
 one process get); `encode(32 sentences)` is printed too, as the bound that batching the same work reaches. Cells
 are timed one after another for `--seconds` each; the machine is shared, so its load average and CPU are printed.
 
+OMP_NUM_THREADS (printed) sets both sides' threads. On a 2-CPU machine shared at load 9-14, the worker's two-thread
+OpenMP team waits at every parallel region for a CPU (bench/openmp_teams.py shows the mechanism): at concurrency 1
+its compute took 189 ms a request where OMP_NUM_THREADS=1 took 7 ms, so compare runs made under the same setting.
+
 `python bench/embeddings.py [--seconds S] [--small]` (--small: 0.5 s cells and concurrency 1 and 4, the smoke
 test's size).
 """
@@ -160,7 +164,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, Cell]]:
 def _print(rows: dict[str, dict[int, Cell]], levels: tuple[int, ...], seconds: float) -> None:
     print(f"\nall-MiniLM-L6-v2 embeddings, one sentence per request, {seconds:g} s per cell")
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
-    print(f"CPU: {cpu_model()} ({os.cpu_count()} cores); load average {load}")
+    threads = os.environ.get("OMP_NUM_THREADS", "unset")
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} cores); load average {load}; OMP_NUM_THREADS {threads}")
     print(f"    {'runner':<40}{'concurrency':>12}{'sent/s':>9}{'p50 ms':>9}{'p90 ms':>9}")
     for name, cells in rows.items():
         for concurrency, (rate, p50, p90) in cells.items():
