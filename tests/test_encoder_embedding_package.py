@@ -75,6 +75,16 @@ def test_an_oversized_tokenizer_is_not_read(folder, tmp_path):
         build_package(copy, pooling="mean")
 
 
+def test_a_transformer_module_outside_the_root_is_refused(tmp_path):
+    (tmp_path / "modules.json").write_text(json.dumps([
+        {"path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
+        {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]))  # fmt: skip
+    (tmp_path / "tokenizer.json").write_text(wordpiece_tokenizer().to_str())
+    with pytest.raises(NotImplementedError, match="0_Transformer"):
+        build_package(tmp_path)
+
+
 @pytest.mark.parametrize("path", ["../elsewhere", "/etc", "1_Pooling/../../x"])
 def test_a_module_path_out_of_the_folder_is_refused(tmp_path, path):
     (tmp_path / "modules.json").write_text(json.dumps([

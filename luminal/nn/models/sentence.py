@@ -44,6 +44,9 @@ class SentenceConfig:
         kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
         if kinds[:2] != ["Transformer", "Pooling"] or any(k != "Normalize" for k in kinds[2:]):
             raise NotImplementedError(f"sentence model: only Transformer, Pooling[, Normalize] is built, got {kinds}")
+        if modules[0]["path"] not in ("", "."):  # its config.json and weights would be in that folder, not read
+            raise NotImplementedError(f"sentence model: the Transformer module in {modules[0]['path']!r:.80} is not "
+                                      "built; only one at the folder's root")  # fmt: skip
         pooling_path = modules[1]["path"]
         flags = read_folder_json(folder, f"{pooling_path}/config.json" if pooling_path else "config.json")
         if not isinstance(flags, dict):
