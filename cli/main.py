@@ -83,7 +83,7 @@ def _default_name(path: Path) -> str:
 def deploy(
     file: Annotated[
         Path,
-        typer.Argument(help="a .lgraph file, or a Hugging Face LLM or sentence-transformers folder"),
+        typer.Argument(help="a .lgraph file, or a Hugging Face LLM, BERT encoder or sentence-transformers folder"),
     ],
     url: UrlOption = None,
     api_key: KeyOption = None,
@@ -106,6 +106,13 @@ def deploy(
     quantize: Annotated[
         str | None, typer.Option(help="int8: a language model's weights as Q8_0 (int8 in blocks of 32, one scale each)")
     ] = None,
+    pooling: Annotated[
+        str | None, typer.Option(help="mean, cls or last: how an encoder folder's token states become one embedding")
+    ] = None,
+    normalize: Annotated[bool, typer.Option(help="an encoder folder's embeddings scaled to unit length")] = False,
+    matryoshka: Annotated[
+        bool, typer.Option(help="the embedding model was trained so that `dimensions` may cut its embeddings")
+    ] = False,
 ) -> None:
     """Upload FILE (with a progress bar), deploy it, wait for the compile and print the endpoint."""
     folder = file if file.is_dir() else None
@@ -120,12 +127,14 @@ def deploy(
             fail("--quantize applies to a Hugging Face language-model folder, not to a graph file")
     embedding = folder is not None and is_embedding_folder(folder)
     if embedding and quantize is not None:
-        fail("--quantize applies to a language model, not to a sentence-transformers folder")
+        fail("--quantize applies to a language model, not to an embedding model's folder")
+    if not embedding and (pooling is not None or normalize or matryoshka):
+        fail("--pooling, --normalize and --matryoshka apply to a BERT or sentence-transformers folder")
     if folder is not None:  # built here, uploaded as one file: a language model's prefill and decode graphs, or
         # a sentence-transformers model's graph; each with its tokenizer
         name = name or _default_name(folder.with_name(folder.name + ".pkg"))  # "Llama-3.2-1B" keeps its dots
         if embedding:
-            file = embedding_package_file(folder, max_batch_size)
+            file = embedding_package_file(folder, max_batch_size, pooling, normalize, matryoshka)
         else:
             file = llm.llm_package_file(folder, max_batch_size, quantize)
     if not file.is_file():

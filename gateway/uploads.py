@@ -32,7 +32,8 @@ from luminal.store.models import UploadedGraph
 from luminal.store.tables import ModelVersion, Tenant
 
 LLM_KIND = "llm"  # a model version's signature["kind"] when the upload was an LLM package
-EMBEDDING_KIND = "embedding"  # ... an embedding package (its signature also says "max_seq_length")
+# ... an embedding package (its signature also says "max_seq_length", "normalized" and "matryoshka")
+EMBEDDING_KIND = "embedding"
 WRITE_BATCH = 4 << 20  # bytes gathered before one disk write (the server hands us ~64 KiB pieces)
 
 
@@ -81,7 +82,8 @@ def inspect_graph(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         return {**signature(graph), "kind": LLM_KIND}, symbol_table(graph)
     if is_embedding_package(path):
         package = load_embedding_package(path)
-        facts = {"kind": EMBEDDING_KIND, "max_seq_length": package.max_seq_length}
+        facts = {"kind": EMBEDDING_KIND, "max_seq_length": package.max_seq_length,
+                 "normalized": package.normalized, "matryoshka": package.matryoshka}  # fmt: skip
         return {**signature(package.graph), **facts}, symbol_table(package.graph)
     graph = load_graph(path)
     return signature(graph), symbol_table(graph)

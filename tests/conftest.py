@@ -19,7 +19,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 # platform under kills and load, model imports and generation, GPU programs built through the shims and nvcc.
 SLOW = (
     "bench/test_gpu_bench_small.py", "bench/test_gpu_serving_small.py", "bench/test_metal_kernels_small.py",
-    "bench/test_llm_http_small.py",
+    "bench/test_llm_http_small.py", "bench/test_embeddings_small.py",
     "cli/test_cli.py", "cli/test_llm_cli.py", "cli/test_llm_quantize_cli.py", "cli/test_predict_compile.py",
     "cli/test_serve_killed_billing.py",
     "compiler/cuda/test_attention_layout.py", "compiler/cuda/test_fuse_index.py",
@@ -43,6 +43,7 @@ SLOW = (
     "scheduler/test_generation_engine.py", "scheduler/test_generation_window.py", "scheduler/test_llm_worker.py",
     "gateway/test_llm_worker_processes.py", "gateway/test_llm_gateway_death.py", "test_embedding_package.py",
     "gateway/test_grpc_inference.py", "gateway/test_grpc_distributed.py",
+    "test_encoder_embedding_package.py", "gateway/test_encoder_embeddings.py", "gateway/test_oip_text.py",
     "scheduler/test_queues.py", "scheduler/test_llm_routing.py", "gateway/test_llm_routing_api.py",
     "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py",
     "deploy/test_wheel_install.py",

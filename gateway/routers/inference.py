@@ -24,7 +24,9 @@ from luminal.gateway.predictions import PredictionJob, accepted_response, prefer
 from luminal.gateway.request_body import read_capped_body
 from luminal.gateway.schemas import ModelNameInPath, tensor_specs
 from luminal.gateway.tensor_codec import InferRequest, TensorError, encode_infer_response, parse_infer_request
-from luminal.gateway.uploads import LLM_KIND
+from luminal.gateway.text_inference import answer_text_inference
+from luminal.gateway.text_tensors import TEXT_INPUT, is_text_request
+from luminal.gateway.uploads import EMBEDDING_KIND, LLM_KIND
 from luminal.gateway.webhooks import DEFAULT_EVENTS
 from luminal.scheduler.work import InferenceRequest, InferenceResult, effective_priority
 from luminal.store import deployments as deployment_store
@@ -78,9 +80,16 @@ def metadata_of(db: Database, tenant: Tenant, name: str, version: str | None) ->
         # Triton names the backend that serves the model (onnxruntime_onnx, tensorrt_plan): here, what it is
         # compiled for.
         "platform": f"luminal_{d['gpu_type']}",
-        "inputs": [s.model_dump() for s in tensor_specs(d["signature"]["inputs"])],
+        "inputs": [s.model_dump() for s in tensor_specs(d["signature"]["inputs"])] + _text_input(d["signature"]),
         "outputs": [s.model_dump() for s in tensor_specs(d["signature"]["outputs"])],
     }
+
+
+def _text_input(signature: dict[str, Any]) -> list[dict[str, Any]]:
+    """An embedding model also takes text (tokenized on the gateway): the BYTES input Triton's clients send."""
+    if signature.get("kind") != EMBEDDING_KIND:
+        return []
+    return [{"name": TEXT_INPUT, "datatype": "BYTES", "shape": [-1, 1]}]
 
 
 def _ready(platform: Platform, tenant: Tenant, name: str, version: str | None) -> dict[str, Any]:
@@ -201,7 +210,10 @@ async def answer_inference(request: Request, name: str, version: str | None, ten
     except ApiError:
         platform.metrics.record_failure(ModelLabels.of(name, d["version"], d["id"]), INVALID)
         raise
-    prepared = await prepare(platform.metrics, tenant, name, d, body, request.headers.get(HEADER_LENGTH))
+    header_length = request.headers.get(HEADER_LENGTH)
+    if d["signature"].get("kind") == EMBEDDING_KIND and is_text_request(body, header_length):
+        return await answer_text_inference(platform, deployment_ref(tenant, d), name, d, body, header_length)
+    prepared = await prepare(platform.metrics, tenant, name, d, body, header_length)
     if prefers_async(request.headers.getlist("prefer")):  # answer 202 now; the result is polled or pushed
         prediction_id = await platform.predictions.submit(prepared.prediction_job(), tenant.id)
         return accepted_response(prediction_id, preference_applied=True)

@@ -57,3 +57,12 @@ def mean_pool(hidden: Tensor, attention_mask: Tensor) -> Tensor:
     weights = attention_mask.to(hidden.dtype).unsqueeze(-1)  # [batch, seq, 1]
     total = (hidden * weights).sum(1)
     return total / weights.sum(1).clamp(min=1e-9)
+
+
+def last_token_pool(hidden: Tensor, attention_mask: Tensor) -> Tensor:
+    """The state of each row's last position whose mask is 1 (sentence-transformers' lasttoken pooling of a
+    right-padded batch): a one-hot weighting at position count - 1, so no gather with run-time indices."""
+    positions = hidden.graph.arange(hidden.shape[1])  # [seq] int64
+    count = attention_mask.to(positions.dtype).sum(1, keepdim=True)  # [batch, 1]
+    last = (positions == count - 1).to(hidden.dtype).unsqueeze(-1)  # [batch, seq, 1]
+    return (hidden * last).sum(1)

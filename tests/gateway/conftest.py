@@ -18,6 +18,8 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,8 +202,8 @@ class RunningServer:
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 
-@pytest.fixture
-def server(settings: Settings):
+@contextmanager
+def serving(settings: Settings) -> Iterator[RunningServer]:
     """The gateway under uvicorn in a thread, on a free port; stopped (and its compile jobs drained) after."""
     app = create_app(settings)
     port = free_port()
@@ -211,6 +213,12 @@ def server(settings: Settings):
         yield RunningServer(f"http://127.0.0.1:{port}", f"127.0.0.1:{port}", app)
     finally:
         uv.stop()
+
+
+@pytest.fixture
+def server(settings: Settings):
+    with serving(settings) as running:
+        yield running
 
 
 def upload(client: httpx.Client, name: str, data: bytes) -> httpx.Response:

@@ -14,14 +14,10 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from typer.testing import CliRunner
 
-from luminal.cli.main import app
-from luminal.gateway.app import create_app
-from luminal.store.settings import Settings
 from tests.gateway.conftest import BOOTSTRAP_KEY, RunningServer, deploy_and_wait, model_bytes, upload  # noqa: F401
+from tests.gateway.encoder_gateway import deploy_folder, running_gateway
 from tests.gateway.test_metrics import scrape, value
-from tests.gateway.threaded_server import ThreadedServer, free_port
 
 MODEL = "minilm"
 SENTENCES = [
@@ -43,22 +39,11 @@ def reference():
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     """A gateway with MiniLM deployed by the CLI from its sentence-transformers folder."""
-    tmp = tmp_path_factory.mktemp("embeddings")
-    settings = Settings(data_dir=tmp / "data", database_url=f"sqlite:///{tmp / 'meta.db'}",
-                        bootstrap_key=BOOTSTRAP_KEY, compile_runner="thread")  # fmt: skip
-    port = free_port()
-    application = create_app(settings)
-    server = ThreadedServer(application, port)
-    server.start()
-    url = f"http://127.0.0.1:{port}"
-    env = {"LUMINAL_URL": url, "LUMINAL_API_KEY": BOOTSTRAP_KEY}
-    # A long delay lets concurrent inputs gather into one padded batch: these tests are about what they share.
-    args = ["deploy", str(minilm.get_model_path()), "--name", MODEL, "--max-batch-size", "8", "--max-delay-ms", "50"]
-    deployed = CliRunner().invoke(app, args, env=env)
-    assert deployed.exit_code == 0, deployed.output
-    assert f"{url}/openai/v1/embeddings" in deployed.output
-    yield RunningServer(url, f"127.0.0.1:{port}", application)
-    server.stop()
+    with running_gateway(tmp_path_factory.mktemp("embeddings")) as running:
+        deployed = deploy_folder(running.url, minilm.get_model_path(), MODEL)
+        assert deployed.exit_code == 0, deployed.output
+        assert f"{running.url}/openai/v1/embeddings" in deployed.output
+        yield running
 
 
 def client(gateway: RunningServer) -> openai.OpenAI:
@@ -96,6 +81,19 @@ def test_concurrent_texts_embed_as_sentence_transformers(gateway, reference, enc
         assert got.shape == (2, 384)
         assert cosines(got, want[[k, -1 - k]]).min() >= 0.9999
         assert answer.usage.prompt_tokens == answer.usage.total_tokens == tokens[k] + tokens[-1 - k]
+
+
+def test_tritonclient_sentences_embed_as_sentence_transformers(gateway, reference):
+    """The same deployment through the Open Inference Protocol: sentences as a BYTES tensor (Triton's strings)."""
+    import tritonclient.http as triton
+
+    text = triton.InferInput("text", [len(SENTENCES), 1], "BYTES")
+    text.set_data_from_numpy(np.array(SENTENCES, dtype=object).reshape(-1, 1))
+    answer = triton.InferenceServerClient(gateway.host_port).infer(
+        MODEL, [text], headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
+    )
+    got = answer.as_numpy("sentence_embedding")
+    assert cosines(got, reference.encode(SENTENCES, normalize_embeddings=True)).min() >= 0.9999
 
 
 def test_base64_is_little_endian_float32_of_the_floats(gateway):
@@ -148,7 +146,8 @@ def test_an_input_over_the_limit_is_refused_unless_truncated(gateway, reference)
         ({"input": 3}, "input"),
         ({"input": ["a"] * 2049}, "at most 2048"),
         ({"input": [[1, 2], [5, 30522]]}, "outside the vocabulary"),
-        ({"input": "a", "dimensions": 128}, "cannot give 128"),
+        ({"input": "a", "dimensions": 128}, "not deployed as trained to be cut (Matryoshka"),
+        ({"input": "a", "dimensions": 385}, "cannot give 385"),
         ({"input": "a", "encoding_format": "int8"}, "encoding_format"),
         ({"input": "a", "truncate": "yes"}, "truncate"),
         ({}, "input"),
