@@ -11,10 +11,11 @@
 // here too.
 //
 // On x86-64 only compiler built-ins and operator new are used: metal_stdlib includes this, and MSL must not see the
-// C library. Other machines switch through <ucontext.h>.
+// C library. Other machines switch through <ucontext.h>. No standard container either: every shim build (one per
+// test program) instantiates what the headers use, and <vector> and <atomic> were two thirds of a small program's
+// g++ time; a block has at most LM_FIBERS_MAX threads, as on a GPU, so fixed arrays do.
 #pragma once
 #include <cstdint>
-#include <vector>
 #if !defined(__x86_64__) || defined(LM_FIBERS_UCONTEXT)
 #include <ucontext.h>
 #endif
@@ -23,6 +24,8 @@
 // libraries loaded together (built with the other switch, or by an older header) would share one pool of fibers
 // of different layouts.
 namespace {
+
+constexpr unsigned LM_FIBERS_MAX = 1024;  // threads in a block (CUDA's and Metal's limit)
 
 // What GPU threads wait at: `count` of them arrive, then all go on (CUDA's __syncthreads over a block, a warp's
 // shuffle over 32 lanes).
@@ -116,12 +119,14 @@ struct lm_fiber {
 struct lm_fiber_pool {
   static constexpr unsigned long STACK = 512 * 1024;  // reserved, not touched: only the pages used are memory
   static constexpr uint64_t CANARY = 0x6c6d2d7374616b21ull;
-  std::vector<lm_fiber> fibers;
+  lm_fiber* fibers = nullptr;  // LM_FIBERS_MAX of them once a launch ran here, the first `made` with stacks
+  unsigned made = 0;
   lm_fiber_context scheduler;
   unsigned current = 0;
   bool hung = false;  // a block's threads waited at different barriers: its launch was abandoned
   ~lm_fiber_pool() {
-    for (lm_fiber& f : fibers) ::operator delete(f.stack);
+    for (unsigned t = 0; t < made; t++) ::operator delete(fibers[t].stack);
+    delete[] fibers;
   }
 };
 inline thread_local lm_fiber_pool lm_fibers;
@@ -157,11 +162,12 @@ template <class Run> void lm_fiber_entry(void* run) {
 // and no barrier it waits at can open. The waiting fibers are dropped (kernel code holds nothing to release).
 template <class Run, class Enter> bool lm_fibers_run(unsigned threads, Run& run, Enter enter) {
   lm_fiber_pool& pool = lm_fibers;
-  while (pool.fibers.size() < threads) {
-    lm_fiber f;
+  if (threads > LM_FIBERS_MAX) lm_fiber_fail("a block of more than 1024 threads (a GPU refuses to launch it)");
+  if (pool.fibers == nullptr) pool.fibers = new lm_fiber[LM_FIBERS_MAX];
+  for (; pool.made < threads; pool.made++) {
+    lm_fiber& f = pool.fibers[pool.made];
     f.stack = static_cast<char*>(::operator new(lm_fiber_pool::STACK));
     *reinterpret_cast<uint64_t*>(f.stack) = lm_fiber_pool::CANARY;
-    pool.fibers.push_back(f);
   }
   for (unsigned t = 0; t < threads; t++) {
     lm_fiber& f = pool.fibers[t];
@@ -195,6 +201,19 @@ template <class Run, class Enter> bool lm_fibers_run(unsigned threads, Run& run,
   }
   return true;
 }
+
+// One launch's synchronisation, as the shims' warp shuffles and block barriers use it: a barrier over the block,
+// one per group of 32 threads (a CUDA warp, a Metal SIMD group), and each thread's exchange slot.
+struct lm_fiber_block {
+  lm_fiber_barrier all;
+  lm_fiber_barrier groups[LM_FIBERS_MAX / 32];
+  uint64_t exchange[LM_FIBERS_MAX];
+  explicit lm_fiber_block(unsigned threads) {
+    all.count = threads;
+    for (unsigned first = 0; first < threads && first < LM_FIBERS_MAX; first += 32)
+      groups[first / 32].count = threads - first < 32 ? threads - first : 32;
+  }
+};
 
 // Whether a launch since the last call hung (the shims' drivers ask after each launch).
 inline bool lm_fibers_hung() {

@@ -5,6 +5,9 @@ the launch with an error instead of hanging."""
 
 import ctypes
 import platform
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -60,6 +63,14 @@ __global__ void large_locals(float* out) {
   out[threadIdx.x] = sum;
 }
 
+// A block as large as a GPU allows, or larger: each warp's lanes sum their thread indices by shuffles.
+__global__ void warp_index_sums(int* out) {
+  int v = threadIdx.x;
+  for (int m = 16; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+  __syncthreads();
+  out[threadIdx.x] = v;
+}
+
 extern "C" int run_block_sums(float* out, const float* x, int blocks) {
   lm_launch(block_sums, blocks, 256, out, x);
   return lm_fibers_hung() ? 2 : 0;
@@ -70,6 +81,10 @@ extern "C" int run_neighbours(int* out, int barrier) {
 }
 extern "C" int run_divergent(int* out) {
   lm_launch(divergent, 3, 64, out);
+  return lm_fibers_hung() ? 2 : 0;
+}
+extern "C" int run_warp_index_sums(int* out, int threads) {
+  lm_launch(warp_index_sums, 1, threads, out);
   return lm_fibers_hung() ? 2 : 0;
 }
 extern "C" int run_large_locals(float* out) {
@@ -143,3 +158,15 @@ def test_a_thread_has_room_for_large_locals(lib):
     assert lib.run_large_locals(pointer(out)) == 0
     expected = sum(float(i % 7) for i in range(0, 16384, 1024)) + 16 * np.arange(128, dtype=np.float32)
     np.testing.assert_allclose(out, expected)
+
+
+def test_a_block_of_1024_threads_runs_and_a_larger_one_aborts(lib):
+    """The fibers and a launch's barriers are fixed arrays of 1024, CUDA's and Metal's limit: the limit runs, and a
+    launch past it stops the process (a GPU refuses it) instead of writing past the arrays."""
+    out = np.zeros(1024, np.int32)
+    assert lib.run_warp_index_sums(pointer(out), 1024) == 0
+    np.testing.assert_array_equal(out, np.arange(1024).reshape(32, 32).sum(axis=1).repeat(32))
+    script = (f"import ctypes, numpy as np; out = np.zeros(1025, np.int32); "
+              f"ctypes.CDLL({lib._name!r}).run_warp_index_sums(ctypes.c_void_p(out.ctypes.data), 1025)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert done.returncode == -signal.SIGABRT, done

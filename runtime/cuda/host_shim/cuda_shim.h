@@ -5,14 +5,12 @@
 // warp (so all 32 lanes must take part, as a full-mask shuffle requires on a GPU), and a static __shared__ array
 // is the running block's shared memory. The wmma API of tensor cores has its stand-in in mma.h.
 #pragma once
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
 #ifdef LM_SHIM_REVERSED_BLOCKS  // the run in reverse (shim.py reversed_blocks): each block's threads last first too
 #define LM_FIBERS_LAST_FIRST 1
@@ -49,31 +47,20 @@ inline void lm_shim_check_aligned(const void* p, unsigned bytes) {
 }
 inline dim3 blockDim, gridDim;
 
-// One launch's synchronisation: a barrier over the block, one per warp, and each thread's exchange slot.
-struct lm_shim_launch {
-  lm_fiber_barrier block;
-  std::vector<lm_fiber_barrier> warps;
-  std::vector<uint64_t> exchange;
-  explicit lm_shim_launch(unsigned threads) : exchange(threads) {
-    block.count = threads;
-    for (unsigned first = 0; first < threads; first += 32)
-      warps.push_back(lm_fiber_barrier{threads - first < 32 ? threads - first : 32});
-  }
-};
-inline thread_local lm_shim_launch* lm_shim_current;
+inline thread_local lm_fiber_block* lm_shim_current;  // the running launch's
 
-inline void __syncthreads() { lm_fiber_wait(lm_shim_current->block); }
+inline void __syncthreads() { lm_fiber_wait(lm_shim_current->all); }
 
 template <class T> T __shfl_xor_sync(unsigned, T value, int lane_mask) {
   static_assert(sizeof(T) <= sizeof(uint64_t), "a shuffle moves at most 8 bytes");
-  lm_shim_launch& launch = *lm_shim_current;
+  lm_fiber_block& launch = *lm_shim_current;
   const unsigned self = threadIdx.x, warp = self / 32;
   uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
   launch.exchange[self] = bits;
-  lm_fiber_wait(launch.warps[warp]);  // every lane has written
+  lm_fiber_wait(launch.groups[warp]);  // every lane has written
   bits = launch.exchange[warp * 32 + ((self % 32) ^ (unsigned)lane_mask)];
-  lm_fiber_wait(launch.warps[warp]);  // every lane has read before any writes again
+  lm_fiber_wait(launch.groups[warp]);  // every lane has read before any writes again
   T out;
   std::memcpy(&out, &bits, sizeof(T));
   return out;
@@ -81,9 +68,9 @@ template <class T> T __shfl_xor_sync(unsigned, T value, int lane_mask) {
 
 // Device-wide memory order. The blocks of a launch run one after another here, so an atomic read-modify-write
 // and a fence need only be what they are on one CPU; a "last block" count (compiler/cuda/arrivals.py) sees every
-// earlier block's arrival.
-inline int atomicAdd(int* address, int value) { return std::atomic_ref<int>(*address).fetch_add(value); }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+// earlier block's arrival. GCC's built-ins, not <atomic>: that header alone doubled a small program's build.
+inline int atomicAdd(int* address, int value) { return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST); }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 template <class T> T __ldcg(const T* address) { return *address; }  // a load past L1: a plain one on a CPU
 
 inline float __int_as_float(int i) {
@@ -97,7 +84,7 @@ template <class... Params, class... Args>
 void lm_launch(void (*kernel)(Params...), int64_t blocks, unsigned threads, Args... args) {
   gridDim = dim3{(unsigned)blocks, 1, 1};
   blockDim = dim3{threads, 1, 1};
-  lm_shim_launch launch(threads);
+  lm_fiber_block launch(threads);
   lm_shim_current = &launch;
   auto run = [&](unsigned) { kernel(args...); };
   for (int64_t b = 0; b < blocks; b++) {
