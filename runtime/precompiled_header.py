@@ -2,10 +2,10 @@
 
 Both host shims compile every program as C++20 against their stand-in header (runtime/cuda/host_shim/cuda_shim.h,
 runtime/metal/host_shim/metal_stdlib), which pulls in <cmath> (CUDA's) and the fibers: parsing them was about 0.45 s
-of each g++ run, more than half of a small program's build, when the headers also used <vector> and <atomic>. GCC (and clang, which reads the same
-`-include`/first-`#include` convention) uses `<header>.gch` from the first folder on the include path that holds
-one, when it was built by the same compiler with the same flags; otherwise it reads the header itself. So a
-precompiled header changes how long a build takes, never what it builds.
+of each g++ run, more than half of a small program's build, when the headers also used <vector> and <atomic>. GCC
+(and clang, which reads the same `-include`/first-`#include` convention) uses `<header>.gch` from the first folder
+on the include path that holds one, when it was built by the same compiler with the same flags; otherwise it reads
+the header itself. So a precompiled header changes how long a build takes, never what it builds.
 """
 
 from __future__ import annotations
