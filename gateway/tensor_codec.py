@@ -81,7 +81,7 @@ def split_body(body: bytes, header_length: str | None) -> tuple[bytes, memoryvie
     return body[:n], memoryview(body)[n:]
 
 
-def _parse_json(data: bytes) -> dict[str, Any]:
+def parse_json(data: bytes) -> dict[str, Any]:
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -91,7 +91,7 @@ def _parse_json(data: bytes) -> dict[str, Any]:
     return doc
 
 
-def _params(obj: dict[str, Any], where: str) -> dict[str, Any]:
+def checked_params(obj: dict[str, Any], where: str) -> dict[str, Any]:
     params = obj.get("parameters", {})
     if not isinstance(params, dict):
         raise TensorError(f"{where}: parameters must be an object")
@@ -106,7 +106,7 @@ def checked_shape(raw: Any, name: str) -> tuple[int, ...]:
     return tuple(raw)
 
 
-def _flatten(data: Any, name: str) -> list[Any]:
+def flattened(data: Any, name: str) -> list[Any]:
     """Nested or flat JSON lists to one flat list, iteratively (a deep nesting cannot exhaust the stack)."""
     flat: list[Any] = []
     stack = [iter(data if isinstance(data, list) else [data])]
@@ -150,7 +150,7 @@ def _checked_elements(flat: list[Any], datatype: str, name: str) -> list[Any]:
 def _decode_json_data(raw: dict[str, Any], name: str, datatype: str, shape: tuple[int, ...]) -> np.ndarray:
     if "data" not in raw:
         raise TensorError(f"input {name!r} has neither data nor a binary_data_size parameter")
-    flat = _flatten(raw["data"], name)
+    flat = flattened(raw["data"], name)
     count = math.prod(shape)
     if len(flat) != count:
         raise TensorError(f"input {name!r}: shape {list(shape)} needs {count} values, data holds {len(flat)}")
@@ -201,7 +201,7 @@ def parse_infer_request(body: bytes, header_length: str | None, signature: dict[
     """Decode and check an infer request against the model's signature (names and datatypes; the runtime checks
     shapes against the symbolic dims)."""
     json_part, binary = split_body(body, header_length)
-    doc = _parse_json(json_part)
+    doc = parse_json(json_part)
     expected = expected_inputs(signature)
     raw_inputs = doc.get("inputs")
     if not isinstance(raw_inputs, list) or not raw_inputs:
@@ -214,7 +214,7 @@ def parse_infer_request(body: bytes, header_length: str | None, signature: dict[
         name, datatype = raw["name"], raw.get("datatype")
         check_input_identity(name, datatype, expected, inputs)
         shape = checked_shape(raw.get("shape"), name)
-        params = _params(raw, f"input {name!r}")
+        params = checked_params(raw, f"input {name!r}")
         if "binary_data_size" in params:
             inputs[name], offset = decode_binary(binary, offset, params["binary_data_size"], name, datatype, shape)
         else:
@@ -226,7 +226,7 @@ def parse_infer_request(body: bytes, header_length: str | None, signature: dict[
     request_id = doc.get("id")
     if request_id is not None and (not isinstance(request_id, str) or len(request_id) > MAX_ID_CHARS):
         raise TensorError(f"id must be a string of at most {MAX_ID_CHARS} characters")
-    priority, timeout_us = scheduling(_params(doc, "request"))
+    priority, timeout_us = scheduling(checked_params(doc, "request"))
     return InferRequest(request_id, inputs, outputs, binary_outputs, priority, timeout_us)
 
 
@@ -246,7 +246,7 @@ def scheduling(params: dict[str, Any]) -> tuple[int, int | None]:
 
 
 def requested_outputs(doc: dict[str, Any], names: list[str]) -> tuple[list[str], set[str]]:
-    default_binary = _params(doc, "request").get("binary_data_output", False)
+    default_binary = checked_params(doc, "request").get("binary_data_output", False)
     if not isinstance(default_binary, bool):
         raise TensorError("binary_data_output must be true or false")
     raw_outputs = doc.get("outputs")
@@ -263,7 +263,7 @@ def requested_outputs(doc: dict[str, Any], names: list[str]) -> tuple[list[str],
             raise TensorError(f"unknown output {name!r:.100}; the model has {names}")
         if name in chosen:
             raise TensorError(f"output {name!r} is requested twice")
-        wants_binary = _params(raw, f"output {name!r}").get("binary_data", default_binary)
+        wants_binary = checked_params(raw, f"output {name!r}").get("binary_data", default_binary)
         if not isinstance(wants_binary, bool):
             raise TensorError(f"output {name!r}: binary_data must be true or false")
         chosen.append(name)

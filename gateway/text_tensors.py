@@ -14,12 +14,12 @@ from luminal.gateway.openai_embedding_schemas import MAX_INPUTS
 from luminal.gateway.tensor_codec import (
     InferRequest,
     TensorError,
-    _flatten,
-    _params,
-    _parse_json,
-    _requested_outputs,
-    _scheduling,
-    _shape,
+    checked_params,
+    checked_shape,
+    flattened,
+    parse_json,
+    requested_outputs,
+    scheduling,
     split_body,
 )
 
@@ -37,7 +37,7 @@ class TextInferRequest:
 def is_text_request(body: bytes, header_length: str | None) -> bool:
     """Whether the request carries a BYTES input (then it is text; a bad body is refused by parse_text_request)."""
     try:
-        doc = _parse_json(split_body(body, header_length)[0])
+        doc = parse_json(split_body(body, header_length)[0])
     except TensorError:
         return False
     inputs = doc.get("inputs")
@@ -47,7 +47,7 @@ def is_text_request(body: bytes, header_length: str | None) -> bool:
 def parse_text_request(body: bytes, header_length: str | None, output_names: list[str]) -> TextInferRequest:
     """Decode and check a text request; every defect is a TensorError (a 400) naming it."""
     json_part, binary = split_body(body, header_length)
-    doc = _parse_json(json_part)
+    doc = parse_json(json_part)
     raw_inputs = doc.get("inputs")
     if not isinstance(raw_inputs, list) or len(raw_inputs) != 1 or not isinstance(raw_inputs[0], dict):
         raise TensorError(f"an embedding model takes text as one BYTES input named {TEXT_INPUT!r}")
@@ -55,31 +55,31 @@ def parse_text_request(body: bytes, header_length: str | None, output_names: lis
     if raw.get("name") != TEXT_INPUT or raw.get("datatype") != "BYTES":
         raise TensorError(f"input {raw.get('name')!r:.100} ({raw.get('datatype')!r:.20}): an embedding model takes "
                           f"text as one BYTES input named {TEXT_INPUT!r}")  # fmt: skip
-    shape = _shape(raw.get("shape"), TEXT_INPUT)
+    shape = checked_shape(raw.get("shape"), TEXT_INPUT)
     if len(shape) not in (1, 2) or (len(shape) == 2 and shape[1] != 1) or not 1 <= shape[0] <= MAX_INPUTS:
         raise TensorError(f"input {TEXT_INPUT!r}: shape {list(shape)} must be [N] or [N, 1], N from 1 to {MAX_INPUTS}")
-    params = _params(raw, f"input {TEXT_INPUT!r}")
+    params = checked_params(raw, f"input {TEXT_INPUT!r}")
     if "binary_data_size" in params:
         texts = _binary_strings(binary, params["binary_data_size"], shape[0])
     else:
         if binary:
             raise TensorError(f"{len(binary)} bytes of binary data follow the inputs and belong to none")
         texts = _json_strings(raw.get("data"), shape[0])
-    request_params = _params(doc, "request")
+    request_params = checked_params(doc, "request")
     truncate = request_params.get("truncate", False)
     if not isinstance(truncate, bool):
         raise TensorError("truncate must be true or false")
-    outputs, binary_outputs = _requested_outputs(doc, output_names)
+    outputs, binary_outputs = requested_outputs(doc, output_names)
     request_id = doc.get("id")
     if request_id is not None and (not isinstance(request_id, str) or len(request_id) > 256):
         raise TensorError("id must be a string of at most 256 characters")
-    priority, timeout_us = _scheduling(request_params)
+    priority, timeout_us = scheduling(request_params)
     request = InferRequest(request_id, {}, outputs, binary_outputs, priority, timeout_us)
     return TextInferRequest(texts, truncate, request)
 
 
 def _json_strings(data: Any, count: int) -> list[str]:
-    flat = _flatten(data, TEXT_INPUT) if data is not None else []
+    flat = flattened(data, TEXT_INPUT) if data is not None else []
     if len(flat) != count:
         raise TensorError(f"input {TEXT_INPUT!r}: data holds {len(flat)} elements; its shape says {count}")
     if not all(isinstance(t, str) for t in flat):
