@@ -97,6 +97,16 @@ def deploy(
     quantize: Annotated[
         str | None, typer.Option(help="int8: a language model's weights as Q8_0 (int8 in blocks of 32, one scale each)")
     ] = None,
+    lora: Annotated[
+        list[str] | None,
+        typer.Option(help="NAME=ADAPTER_DIR: a PEFT LoRA adapter served as model NAME (repeatable)"),
+    ] = None,
+    lora_slots: Annotated[
+        int | None, typer.Option(help="LoRA adapters served at once, plus one for the base [default: 9 with --lora]")
+    ] = None,
+    lora_rank: Annotated[
+        int | None, typer.Option(help="the widest LoRA rank the deployment takes [default: 16 or the widest given]")
+    ] = None,
 ) -> None:
     """Upload FILE (with a progress bar), deploy it, wait for the compile and print the endpoint."""
     folder = file if file.is_dir() else None
@@ -109,6 +119,12 @@ def deploy(
             fail(f"--quantize: {e}")
         if folder is None:
             fail("--quantize applies to a Hugging Face language-model folder, not to a graph file")
+    try:
+        lora_options = llm.LoraOptions.parse(lora or [], lora_slots, lora_rank)
+    except ValueError as e:
+        fail(str(e))
+    if lora_options is not None and folder is None:
+        fail("--lora applies to a Hugging Face language-model folder, not to a graph file")
     embedding = folder is not None and is_embedding_folder(folder)
     if embedding and quantize is not None:
         fail("--quantize applies to a language model, not to a sentence-transformers folder")
@@ -118,7 +134,7 @@ def deploy(
         if embedding:
             file = embedding_package_file(folder, max_batch_size)
         else:
-            file = llm.llm_package_file(folder, max_batch_size, quantize)
+            file = llm.llm_package_file(folder, max_batch_size, quantize, lora_options)
     if not file.is_file():
         fail(f"{file}: no such file")
     name = name or _default_name(file)

@@ -59,7 +59,8 @@ def load_adapter(folder: Path) -> LoraAdapter:
         b = tensors.get(name.replace(".lora_A.", ".lora_B."))
         if b is None or a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[1]:
             raise LoraRefused(f"LoRA adapter: {path} has no lora_B of matching rank beside its lora_A")
-        factors[path] = (a.T.astype(np.float32), (b.T * scale).astype(np.float32))
+        # C order: a transposed view would be written by safetensors in its memory order, i.e. transposed.
+        factors[path] = (np.ascontiguousarray(a.T, np.float32), np.ascontiguousarray(b.T * scale, np.float32))
     if not factors:
         raise LoraRefused(f"LoRA adapter {folder}: {WEIGHTS} holds no lora_A/lora_B pairs")
     return LoraAdapter(str(config.get("base_model_name_or_path") or ""), rank, factors)

@@ -16,6 +16,9 @@ class LoraBank:
     def __init__(self, layout: LoraLayout, shapes: dict[str, tuple[int, int]]) -> None:
         self.layout, self.shapes = layout, dict(shapes)
         self.slots: dict[str, int] = {}  # adapter name -> slot
+        # Counts installs; a slot's install number names its adapter in the prefix cache (cache_namespace), so
+        # blocks an earlier adapter of that slot wrote are never shared with a later one.
+        self.installs, self.install_of = 0, [0] * layout.slots
         self.arrays: dict[str, np.ndarray] = {}
         for path, (n_in, n_out) in self.shapes.items():
             a_name, b_name = factor_names(path)
@@ -37,7 +40,13 @@ class LoraBank:
             self.arrays[a_name][slot, :, :rank] = a  # ranks below the layout's stay zero-padded
             self.arrays[b_name][slot, :rank, :] = b
         self.slots[name] = slot
+        self.installs += 1
+        self.install_of[slot] = self.installs
         return slot
+
+    def cache_namespace(self, slot: int) -> bytes:
+        """What keys a row's prefix-cache blocks apart by adapter: empty for the base (slot 0)."""
+        return b"" if slot == 0 else f"lora:{self.install_of[slot]}".encode()
 
     def remove(self, name: str) -> None:
         slot = self.slots.pop(name, None)

@@ -43,7 +43,7 @@ SLOW = (
     "scheduler/test_generation_engine.py", "scheduler/test_generation_window.py", "scheduler/test_llm_worker.py",
     "gateway/test_llm_worker_processes.py", "gateway/test_llm_gateway_death.py", "test_embedding_package.py",
     "scheduler/test_queues.py", "scheduler/test_llm_routing.py", "gateway/test_llm_routing_api.py",
-    "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py",
+    "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py", "scheduler/test_lora_engine.py",
     "deploy/test_wheel_install.py",
 )  # fmt: skip
 

@@ -2,11 +2,9 @@
 row by row, the greedy tokens of transformers running PEFT's merged adapter; adapters that do not fit are refused
 naming why."""
 
-import copy
 import json
 
 import numpy as np
-import peft
 import pytest
 import torch
 import transformers
@@ -17,29 +15,12 @@ from luminal.lora_bank import LoraBank
 from luminal.nn.lora import LoraLayout, adapted_shapes, attach_lora
 from luminal.nn.models.llama import LlamaForCausalLM
 from luminal.nn.models.paged_decoding import paged_chunk_graph, paged_step_graph, pool_name
+from tests.lora_adapters import ADAPTERS, make_adapter, make_adapters
 from tests.nn.hf import tiny_model
 
 CONFIG = transformers.LlamaConfig(vocab_size=40, hidden_size=24, intermediate_size=36, num_hidden_layers=2,
                                   num_attention_heads=4, num_key_value_heads=2, rope_theta=100.0)  # fmt: skip
 SIZE, BLOCKS_PER_ROW, NEW_TOKENS = 4, 8, 6
-ADAPTERS = {  # name -> (rank, alpha, targets): different ranks (one below the layout's) and different targets
-    "terse": (4, 8, ["q_proj", "v_proj"]),
-    "chatty": (8, 4, ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]),
-}
-
-
-def make_adapter(hf, folder, rank, alpha, targets, seed, **extra):
-    """A PEFT adapter on a copy of `hf` with random B factors (PEFT starts them at zero), saved to `folder`;
-    the merged transformers model it stands for."""
-    torch.manual_seed(seed)
-    config = peft.LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, **extra)
-    model = peft.get_peft_model(copy.deepcopy(hf), config)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name or "lora_A" in name:
-                p.normal_(0, 0.5)
-    model.save_pretrained(str(folder))
-    return model.merge_and_unload().eval()
 
 
 def hf_greedy(model, prompt):
@@ -53,7 +34,7 @@ def hf_greedy(model, prompt):
 def setup(tmp_path_factory):
     hf, weights = tiny_model(transformers.AutoModelForCausalLM.from_config, CONFIG)
     root = tmp_path_factory.mktemp("adapters")
-    merged = {name: make_adapter(hf, root / name, *spec, seed=k) for k, (name, spec) in enumerate(ADAPTERS.items())}
+    merged = make_adapters(hf, root)
     return hf, weights, root, merged
 
 
