@@ -23,7 +23,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import peft  # noqa: E402
 import torch  # noqa: E402
-from llm import write_folder  # noqa: E402
+from llm import model_arguments, write_folder  # noqa: E402
 
 from luminal.llm_package import build_package, save_package  # noqa: E402
 from luminal.scheduler.generation.engine import GenerationEngine  # noqa: E402
@@ -67,11 +67,7 @@ def run(engine: GenerationEngine, prompts: np.ndarray, adapters: list[str | None
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--hidden", type=int, default=384)
-    parser.add_argument("--vocab", type=int, default=4096)
-    parser.add_argument("--prompt", type=int, default=32)
-    parser.add_argument("--new-tokens", type=int, default=32)
+    model_arguments(parser, layers=4, hidden=384, vocab=4096)
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
