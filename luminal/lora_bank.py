@@ -1,6 +1,9 @@
 """The stacks a LoRA-adapted program reads (luminal/nn/lora.py): one [slots, in, rank] A and [slots, rank, out] B
 array per adapted projection, an adapter per slot, slot 0 always zero (the base). Installing or removing an
-adapter writes its slot in place, so a running program sees it at its next step without a recompile."""
+adapter writes its slot in place, so a running program sees it at its next step without a recompile.
+
+A slot is only written while no row reads it: an adapter is installed into a free slot, and a removed one is
+first retired (its name refused from then on) and cleared only once its last sequence has ended (`release`)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ class LoraBank:
     def __init__(self, layout: LoraLayout, shapes: dict[str, tuple[int, int]]) -> None:
         self.layout, self.shapes = layout, dict(shapes)
         self.slots: dict[str, int] = {}  # adapter name -> slot
+        self.retiring: set[int] = set()  # slots of removed adapters whose sequences still run: not yet free
         # Counts installs; a slot's install number names its adapter in the prefix cache (cache_namespace), so
         # blocks an earlier adapter of that slot wrote are never shared with a later one.
         self.installs, self.install_of = 0, [0] * layout.slots
@@ -29,7 +33,8 @@ class LoraBank:
         """Write `adapter` (checked by lora_adapter.check_adapter) into a free slot; its slot."""
         if name in self.slots:
             raise ValueError(f"LoRA adapter {name!r} is already loaded")
-        free = [s for s in range(1, self.layout.slots) if s not in self.slots.values()]
+        taken = set(self.slots.values()) | self.retiring
+        free = [s for s in range(1, self.layout.slots) if s not in taken]
         if not free:
             raise ValueError(f"LoRA: all {self.layout.slots - 1} adapter slots are taken; remove one first")
         slot = free[0]
@@ -49,9 +54,20 @@ class LoraBank:
         return b"" if slot == 0 else f"lora:{self.install_of[slot]}".encode()
 
     def remove(self, name: str) -> None:
+        """Retire and clear at once: for a bank no sequence reads."""
+        self.release(self.retire(name))
+
+    def retire(self, name: str) -> int:
+        """Refuse `name` from now on; its slot, which stays taken until `release`."""
         slot = self.slots.pop(name, None)
         if slot is None:
             raise KeyError(f"LoRA adapter {name!r} is not loaded")
+        self.retiring.add(slot)
+        return slot
+
+    def release(self, slot: int) -> None:
+        """A retired slot no sequence reads any more: zeroed and free."""
+        self.retiring.discard(slot)
         self._clear(slot)
 
     def slot_of(self, name: str | None) -> int:

@@ -29,6 +29,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from luminal.lora_adapter import LoraAdapter, check_adapter
+from luminal.lora_bank import LoraBank
 from luminal.nn.models.generation import positions_of
 from luminal.scheduler.generation.block_pool import PoolTooSmall, blocks_for
 from luminal.scheduler.generation.choosers import choose_each, chooser_for
@@ -127,13 +129,12 @@ class GenerationEngine:
             self.batch.check_fits(total)
         except PoolTooSmall as e:
             raise PromptTooLong(f"{e}: ask for fewer tokens") from None
-        slot = self._lora_slot(params.lora)
         codec = self.model.codec
         sequence = Sequence(prompt, params, codec.decode, codec.eos_token_ids, grammars=codec.grammars)
         stream = TokenStream(sequence, sink, account)
         stream.on_cancel = self._changed
-        stream.lora_slot = slot
-        with self._wake:
+        with self._wake:  # the slot resolved under the lock a removal takes: it cannot be freed in between
+            stream.lora_slot = self._lora_slot(params.lora)
             self.waiting.add(stream, priority, timeout_s, waited_s)
             self._changes += 1
             self._wake.notify()
@@ -147,6 +148,37 @@ class GenerationEngine:
             held = sorted(bank.slots) if bank else []
             raise UnknownAdapter(f"LoRA adapter {name!r:.80} is not loaded (this model holds {held})")
         return bank.slots[name]
+
+    def add_adapter(self, name: str, adapter: LoraAdapter) -> None:
+        """Serve LoRA adapter `name` from now on (LoraRefused when it does not fit the model's stacks, ValueError
+        when no slot is free). It is written into a slot no row reads, so the running batch goes on."""
+        bank = self._bank()
+        check_adapter(adapter, bank.layout, bank.shapes, base="")
+        with self._wake:
+            bank.install(name, adapter)
+
+    def remove_adapter(self, name: str) -> None:
+        """Refuse adapter `name` to new sequences now (KeyError when not loaded); its slot is cleared for reuse
+        once the sequences already using it have ended (they finish with it)."""
+        with self._wake:
+            self._bank().retire(name)
+            self._changes += 1
+            self._wake.notify()
+
+    def _bank(self) -> LoraBank:
+        if self.model.lora is None:
+            raise ValueError("this model was built without LoRA stacks (deploy it with --lora or --lora-slots)")
+        return self.model.lora
+
+    def _release_retired(self) -> None:
+        """Free the retired adapters' slots that no running, prefilling or waiting sequence reads."""
+        bank = self.model.lora
+        if bank is None or not bank.retiring:
+            return
+        with self._wake:
+            held = {s.lora_slot for s in (*self.running, *self.prefilling, *self.waiting)}
+            for slot in bank.retiring - held:
+                bank.release(slot)
 
     def lora_feed(self, streams: list[TokenStream]) -> dict[str, np.ndarray]:
         """The LoRA inputs of a run whose rows are `streams` (none for a model built without LoRA)."""
@@ -209,6 +241,7 @@ class GenerationEngine:
     def run_once(self) -> None:
         """Admit what fits (or prefill one round of chunks), then one decode step over everything running."""
         self._drop_cancelled()
+        self._release_retired()
         if self.chunked is None:
             self._admit()
         else:
