@@ -7,6 +7,8 @@ first retired (its name refused from then on) and cleared only once its last seq
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from luminal.lora_adapter import LoraAdapter
@@ -16,7 +18,7 @@ from luminal.nn.lora import SLOT_INPUT, LoraLayout, factor_names
 class LoraBank:
     """Adapters by name in slots 1.. of the stacks; `feed(names)` gives a batch's inputs."""
 
-    def __init__(self, layout: LoraLayout, shapes: dict[str, tuple[int, int]]) -> None:
+    def __init__(self, layout: LoraLayout, shapes: dict[str, tuple[int, int]], dtype: Any = np.float32) -> None:
         self.layout, self.shapes = layout, dict(shapes)
         self.slots: dict[str, int] = {}  # adapter name -> slot
         self.retiring: set[int] = set()  # slots of removed adapters whose sequences still run: not yet free
@@ -26,8 +28,8 @@ class LoraBank:
         self.arrays: dict[str, np.ndarray] = {}
         for path, (n_in, n_out) in self.shapes.items():
             a_name, b_name = factor_names(path)
-            self.arrays[a_name] = np.zeros((layout.slots, n_in, layout.rank), np.float32)
-            self.arrays[b_name] = np.zeros((layout.slots, layout.rank, n_out), np.float32)
+            self.arrays[a_name] = np.zeros((layout.slots, n_in, layout.rank), dtype)  # the graph's stacks' dtype
+            self.arrays[b_name] = np.zeros((layout.slots, layout.rank, n_out), dtype)
 
     def install(self, name: str, adapter: LoraAdapter) -> int:
         """Write `adapter` (checked by lora_adapter.check_adapter) into a free slot; its slot."""

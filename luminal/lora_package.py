@@ -108,7 +108,8 @@ def decode_adapters(blob: Any) -> dict[str, LoraAdapter]:
 
 def bank_for(layout: LoraLayout, graph: Graph, adapters: dict[str, LoraAdapter]) -> LoraBank:
     """A bank for `graph`'s stacks with `adapters` installed (each checked again: the entry is read as hostile)."""
-    bank = LoraBank(layout, lora_shapes(graph))
+    stacks = [graph.nodes[node].dtype.np for name, node in graph.inputs.items() if name.startswith("lora.")]
+    bank = LoraBank(layout, lora_shapes(graph), stacks[0] if stacks else np.float32)
     for name, adapter in adapters.items():
         check_adapter(adapter, layout, bank.shapes, base="")
         bank.install(name, adapter)

@@ -44,7 +44,7 @@ SLOW = (
     "gateway/test_llm_worker_processes.py", "gateway/test_llm_gateway_death.py", "test_embedding_package.py",
     "scheduler/test_queues.py", "scheduler/test_llm_routing.py", "gateway/test_llm_routing_api.py",
     "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py", "scheduler/test_lora_engine.py",
-    "gateway/test_openai_lora.py", "quantize/test_lora_int8.py",
+    "gateway/test_openai_lora.py", "quantize/test_lora_int8.py", "compiler/cuda/test_lora_step.py",
     "deploy/test_wheel_install.py",
 )  # fmt: skip
 

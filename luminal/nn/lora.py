@@ -11,7 +11,8 @@ layout's `rank` are zero-padded and each adapter's scale (alpha / r) is folded i
 
 Inputs a graph gains (created on first use by each adapted projection):
   lora_slot [batch] int64                        each row's adapter (0: the base model)
-  lora.{path}.A [slots, in, rank], .B [slots, rank, out]  float32, per adapted projection (path: its module)
+  lora.{path}.A [slots, in, rank], .B [slots, rank, out]  the activations' dtype, per adapted projection (path:
+                                                 its module)
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ class LoraSite:
         g, path = x.graph, module._path.rstrip(".")
         a_name, b_name = factor_names(path)
         slots, rank = self.layout.slots, self.layout.rank
-        a = _shared_input(g, a_name, (slots, self.in_features, rank), dt.float32)
-        b = _shared_input(g, b_name, (slots, rank, self.out_features), dt.float32)
+        # The activations' dtype (a bfloat16 model's stacks are bfloat16), as PyTorch multiplies one dtype.
+        a = _shared_input(g, a_name, (slots, self.in_features, rank), x.dtype)
+        b = _shared_input(g, b_name, (slots, rank, self.out_features), x.dtype)
         slot = _shared_input(g, SLOT_INPUT, (x.shape[0],), dt.int64)
         rows = x.reshape(x.shape[0], -1, self.in_features)  # [batch, tokens, in]: one matrix per row
         low = rows @ index_select(a, 0, slot)  # [batch, tokens, rank]
