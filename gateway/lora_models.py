@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from luminal.lora_package import lora_shapes
 from luminal.store import deployments as deployment_store
 from luminal.store.database import Database
 from luminal.store.tables import Tenant
@@ -16,7 +17,9 @@ def lora_signature(package: Any) -> dict[str, Any]:
     """What a version's signature says of its package's LoRA ({} without): the layout and the adapters packed."""
     if package.lora is None:
         return {}
-    return {"lora": {**package.lora.to_json(), "adapters": sorted(package.adapters)}}
+    shapes = lora_shapes(package.paged if package.paged is not None else package.graphs.step)
+    facts = {"adapters": sorted(package.adapters), "shapes": {p: list(s) for p, s in shapes.items()}}
+    return {"lora": {**package.lora.to_json(), **facts, "base": package.config.get("_name_or_path", "")}}
 
 
 def adapters_of(signature: dict[str, Any]) -> list[str]:
@@ -35,6 +38,8 @@ def ready_adapters(db: Database, tenant: Tenant) -> dict[str, tuple[str, int]]:
                 continue
             for adapter in adapters_of(version.signature):
                 found.setdefault(adapter, (version.model.name, int(d.created_at.timestamp())))
+            for row in d.lora_adapters:  # added live (store/lora_adapters.py)
+                found.setdefault(row.name, (version.model.name, int(row.created_at.timestamp())))
     return found
 
 
