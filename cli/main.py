@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from luminal.cli import admin, deployments, keys, llm, login, models, predict
+from luminal.cli import adapters, admin, deployments, keys, llm, login, models, predict
 from luminal.cli import compile as compile_command
 from luminal.cli.client import ClientError
 from luminal.cli.common import KeyOption, UrlOption, err, fail, out
@@ -186,6 +186,7 @@ def deploy(
 app.command()(login.login)
 app.add_typer(models.app, name="models")
 app.add_typer(deployments.app, name="deployments")
+app.add_typer(adapters.app, name="adapters")
 app.add_typer(keys.app, name="keys")
 app.add_typer(admin.app, name="admin")
 app.command()(predict.predict)

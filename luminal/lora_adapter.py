@@ -109,3 +109,17 @@ def check_adapter(adapter: LoraAdapter, layout: LoraLayout, shapes: dict[str, tu
 def _model_name(name: str) -> str:
     """A model reference compared by its last path part: "org/Model" and "/models/Model" are one model."""
     return name.rstrip("/").rsplit("/", 1)[-1]
+
+
+def upload_body(name: str, folder: Path) -> dict:
+    """The management API's body adding the PEFT folder's adapter as `name` (POST /v1/deployments/{id}/adapters):
+    its two files as they are, the weights in base64; the server checks them."""
+    import base64
+
+    folder = Path(folder)
+    for p in (folder / CONFIG, folder / WEIGHTS):
+        if not p.is_file():
+            raise LoraRefused(f"LoRA adapter {folder}: {p.name} is missing (PEFT's save_pretrained writes it)")
+    config = json.loads((folder / CONFIG).read_text())
+    weights = base64.b64encode((folder / WEIGHTS).read_bytes()).decode()
+    return {"name": name, "config": config, "weights_base64": weights}

@@ -5,16 +5,17 @@ added to the live deployment through the management API is listed and served at 
 refused 400 naming why, and a removed one is a 404 again."""
 
 import asyncio
-import base64
-import json
 
 import httpx
 import openai
 import pytest
 from tokenizers import Tokenizer
+from typer.testing import CliRunner
 
+from luminal.cli.main import app
 from luminal.gateway.app import create_app
 from luminal.llm_package import build_package, save_package
+from luminal.lora_adapter import upload_body
 from luminal.store.settings import Settings
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 from tests.gateway.tenancy import ADMIN_TOKEN
@@ -90,11 +91,7 @@ def test_an_unknown_model_is_still_a_404(world):
 
 
 def _post_adapter(url, deployment_id, name, folder):
-    body = {
-        "name": name,
-        "config": json.loads((folder / "adapter_config.json").read_text()),
-        "weights_base64": base64.b64encode((folder / "adapter_model.safetensors").read_bytes()).decode(),
-    }
+    body = upload_body(name, folder)
     headers = {"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
     return httpx.post(f"{url}/v1/deployments/{deployment_id}/adapters", json=body, headers=headers, timeout=60)
 
@@ -123,3 +120,21 @@ def test_an_adapter_added_live_is_served_then_removed(world):
     assert "late" not in {m.id for m in client.models.list().data}
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="late", prompt=prompt, max_tokens=1)
+
+
+def test_the_cli_adds_lists_and_removes_an_adapter(world):
+    url, references, tokenizer, deployment_id, tmp = world
+    env = {"LUMINAL_URL": url, "LUMINAL_API_KEY": BOOTSTRAP_KEY}
+    added = CliRunner().invoke(app, ["adapters", "add", str(deployment_id), "late-cli", str(tmp / "late")], env=env)
+    assert added.exit_code == 0, added.output
+    listed = CliRunner().invoke(app, ["adapters", "ls", str(deployment_id)], env=env)
+    assert "late-cli" in listed.output and "live" in listed.output and "terse" in listed.output
+    client = openai.OpenAI(base_url=f"{url}/openai/v1", api_key=BOOTSTRAP_KEY, max_retries=0, timeout=60)
+    answer = client.completions.create(model="late-cli", prompt=[3, 4, 5], max_tokens=3, temperature=0,
+                                       extra_body={"ignore_eos": True})  # fmt: skip
+    assert answer.choices[0].text == tokenizer.decode(greedy_answer(references["late"], [3, 4, 5], 3))
+    wide = CliRunner().invoke(app, ["adapters", "add", str(deployment_id), "w", str(tmp / "too-wide")], env=env)
+    assert wide.exit_code != 0 and "rank 20 is over" in wide.output
+    removed = CliRunner().invoke(app, ["adapters", "rm", str(deployment_id), "late-cli"], env=env)
+    assert removed.exit_code == 0, removed.output
+    assert "late-cli" not in {m.id for m in client.models.list().data}
