@@ -101,13 +101,18 @@ def hf_run(model, prompts: np.ndarray, new: int) -> tuple[float, float, float]:
     return ttft, len(prompts) * new / total, len(prompts) * (new - 1) / max(total - ttft, 1e-9)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--hidden", type=int, default=768)
-    parser.add_argument("--vocab", type=int, default=32000)
+def model_arguments(parser: argparse.ArgumentParser, layers: int = 12, hidden: int = 768, vocab: int = 32000) -> None:
+    """The model's and the run's shape options, which write_folder reads."""
+    parser.add_argument("--layers", type=int, default=layers)
+    parser.add_argument("--hidden", type=int, default=hidden)
+    parser.add_argument("--vocab", type=int, default=vocab)
     parser.add_argument("--prompt", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=32)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    model_arguments(parser)
     parser.add_argument("--no-int8", dest="int8", action="store_false", help="skip the int8 (Q8_0) deployment")
     parser.add_argument("--contiguous", action="store_true", help="add the concatenating-cache anchor")
     parser.add_argument("--redis", help="add the rows through worker processes on this Redis")

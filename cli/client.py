@@ -120,6 +120,15 @@ class PlatformClient(ApiClient):
     def delete_deployment(self, deployment_id: int) -> None:
         self._call("DELETE", f"/v1/deployments/{deployment_id}")
 
+    def list_adapters(self, deployment_id: int) -> list[dict]:
+        return self._call("GET", f"/v1/deployments/{deployment_id}/adapters")
+
+    def add_adapter(self, deployment_id: int, body: dict) -> dict:
+        return self._call("POST", f"/v1/deployments/{deployment_id}/adapters", json=body)
+
+    def remove_adapter(self, deployment_id: int, name: str) -> None:
+        self._call("DELETE", f"/v1/deployments/{deployment_id}/adapters/{name}")
+
     # ---- API keys -----------------------------------------------------------------------------------------
 
     def list_keys(self) -> list[dict]:

@@ -9,6 +9,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +23,35 @@ from luminal.cli.config import resolve
 MaxTokens = Annotated[int | None, typer.Option(help="most tokens to generate [default: the server's]")]
 Temperature = Annotated[float, typer.Option(help="0 is greedy; higher samples more freely")]
 Seed = Annotated[int | None, typer.Option(help="makes sampled text repeatable")]
+
+
+@dataclass(frozen=True)
+class LoraOptions:
+    """`luminal deploy`'s --lora NAME=DIR (repeatable), --lora-slots and --lora-rank."""
+
+    adapters: dict[str, Path]
+    slots: int | None = None
+    rank: int | None = None
+
+    @classmethod
+    def parse(cls, pairs: list[str], slots: int | None, rank: int | None) -> LoraOptions | None:
+        """None when no option asks for LoRA; ValueError naming a malformed --lora."""
+        adapters: dict[str, Path] = {}
+        for pair in pairs:
+            name, sep, folder = pair.partition("=")
+            if not sep or not name or not folder:
+                raise ValueError(f"--lora {pair!r}: expected NAME=ADAPTER_DIR")
+            if name in adapters:
+                raise ValueError(f"--lora: adapter name {name!r} is given twice")
+            adapters[name] = Path(folder)
+        if not adapters and slots is None:
+            return None
+        return cls(adapters, slots, rank)
+
+    def build_options(self) -> dict:
+        return {"lora": self.adapters, "lora_slots": self.slots, "lora_rank": self.rank}
+
+
 Priority = Annotated[
     int | None, typer.Option(help="place in the model's waiting line: 1 most urgent .. 10 [default: the server's, 5]")
 ]
@@ -30,9 +60,12 @@ QueueTimeout = Annotated[
 ]
 
 
-def llm_package_file(folder: Path, max_batch: int, quantize: str | None = None) -> Path:
+def llm_package_file(
+    folder: Path, max_batch: int, quantize: str | None = None, lora: LoraOptions | None = None
+) -> Path:
     """Build the folder's LLM package into a temporary file (removed when the command exits); quantize="int8"
-    stores the projections' weights as Q8_0."""
+    stores the projections' weights as Q8_0; `lora` builds the graphs with adapter stacks and packs the adapters
+    (an adapter that does not fit fails the command, naming why)."""
     from luminal.llm_package import build_package, save_package
 
     tmp = Path(tempfile.mkdtemp(prefix="luminal-llm-"))
@@ -40,7 +73,8 @@ def llm_package_file(folder: Path, max_batch: int, quantize: str | None = None) 
     path = tmp / f"{folder.name or 'model'}.lpkg"
     with err.status(f"building the prefill and decode graphs of {folder}"):
         try:
-            save_package(build_package(folder, max_batch=max_batch, quantize=quantize), path)
+            extra = {} if lora is None else lora.build_options()
+            save_package(build_package(folder, max_batch=max_batch, quantize=quantize, **extra), path)
         except (OSError, ValueError, NotImplementedError) as e:  # no tokenizer, unknown model_type, missing weights
             fail(f"{folder}: {e}")
     return path

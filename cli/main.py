@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from luminal.cli import admin, deployments, keys, llm, login, models, predict
+from luminal.cli import adapters, admin, deployments, keys, llm, login, models, predict
 from luminal.cli import compile as compile_command
 from luminal.cli.client import ClientError
 from luminal.cli.common import KeyOption, UrlOption, err, fail, out
@@ -113,6 +113,16 @@ def deploy(
     matryoshka: Annotated[
         bool, typer.Option(help="the embedding model was trained so that `dimensions` may cut its embeddings")
     ] = False,
+    lora: Annotated[
+        list[str] | None,
+        typer.Option(help="NAME=ADAPTER_DIR: a PEFT LoRA adapter served as model NAME (repeatable)"),
+    ] = None,
+    lora_slots: Annotated[
+        int | None, typer.Option(help="LoRA adapters served at once, plus one for the base [default: 9 with --lora]")
+    ] = None,
+    lora_rank: Annotated[
+        int | None, typer.Option(help="the widest LoRA rank the deployment takes [default: 16 or the widest given]")
+    ] = None,
 ) -> None:
     """Upload FILE (with a progress bar), deploy it, wait for the compile and print the endpoint."""
     folder = file if file.is_dir() else None
@@ -125,6 +135,12 @@ def deploy(
             fail(f"--quantize: {e}")
         if folder is None:
             fail("--quantize applies to a Hugging Face language-model folder, not to a graph file")
+    try:
+        lora_options = llm.LoraOptions.parse(lora or [], lora_slots, lora_rank)
+    except ValueError as e:
+        fail(str(e))
+    if lora_options is not None and folder is None:
+        fail("--lora applies to a Hugging Face language-model folder, not to a graph file")
     embedding = folder is not None and is_embedding_folder(folder)
     if embedding and quantize is not None:
         fail("--quantize applies to a language model, not to an embedding model's folder")
@@ -136,7 +152,7 @@ def deploy(
         if embedding:
             file = embedding_package_file(folder, max_batch_size, pooling, normalize, matryoshka)
         else:
-            file = llm.llm_package_file(folder, max_batch_size, quantize)
+            file = llm.llm_package_file(folder, max_batch_size, quantize, lora_options)
     if not file.is_file():
         fail(f"{file}: no such file")
     name = name or _default_name(file)
@@ -188,6 +204,7 @@ def deploy(
 app.command()(login.login)
 app.add_typer(models.app, name="models")
 app.add_typer(deployments.app, name="deployments")
+app.add_typer(adapters.app, name="adapters")
 app.add_typer(keys.app, name="keys")
 app.add_typer(admin.app, name="admin")
 app.command()(predict.predict)

@@ -19,6 +19,7 @@ from luminal.gateway.routers import (
     deployments,
     inference,
     keys,
+    lora_adapters,
     metrics,
     models,
     openai_api,
@@ -231,7 +232,8 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(InferFastPath)  # the infer routes' answers without FastAPI's routing (the hot path)
     # The inference router first: routes are matched in order, and its infer route is the hot path.
-    for module in (inference, server, models, deployments, workers, usage, predictions, metrics, keys, admin):
+    for module in (inference, server, models, deployments, lora_adapters, workers, usage, predictions, metrics, keys,
+                   admin):  # fmt: skip
         app.include_router(module.router)
     app.include_router(openai_api.router)
     return app

@@ -23,7 +23,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -32,6 +32,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.generation_metrics import GenerationMetrics, SequenceTimer
+from luminal.gateway.lora_models import base_of
 from luminal.gateway.metrics import ModelLabels
 from luminal.gateway.openai_errors import OpenAIError
 from luminal.gateway.openai_schemas import SamplingFields, SchedulingFields
@@ -50,6 +51,7 @@ from luminal.scheduler.sequences.relay import RelayedStream
 from luminal.scheduler.sequences.request import SequenceRequest
 from luminal.scheduler.sequences.routing import choose_worker
 from luminal.scheduler.work import effective_priority
+from luminal.store.errors import NotFound
 from luminal.store.tables import Tenant
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
@@ -74,6 +76,7 @@ class Served:
     registry: WorkerRegistry | None  # whether the worker running a sequence still lives (None: not watched)
     cut_short_ledger: UsageLedger  # bills what a worker delivered before it died
     prefix_routing: bool  # route each sequence to a worker (routing.py), or let any worker take it
+    lora: str | None = None  # the LoRA adapter the request named as its model (None: the base model)
 
     async def start(
         self, prompt: list[int], params: SamplingParams, scheduling: SchedulingFields, arrived: float
@@ -82,6 +85,7 @@ class Served:
         line is full). `arrived`: the request's arrival (time.perf_counter), which its waiting deadline counts
         from. The submit (a Redis call) runs off the event loop: a slow one stalls this request, not every stream."""
         check_length(prompt, params.max_tokens, self.max_positions)  # the pool's fit is checked by the worker
+        params = replace(params, lora=self.lora)
         d = self.deployment
         account = Account(uuid.uuid4().hex, d["id"], self.tenant_id, d["gpu_type"], self.name, int(d["version"]))
         wait = self.max_wait_s if scheduling.queue_timeout is None else min(scheduling.queue_timeout, self.max_wait_s)
@@ -106,8 +110,16 @@ class Served:
 
 
 async def language_model(platform: Platform, tenant: Tenant, name: str) -> Served:
-    """The tenant's deployed language model `name` (404 unknown, 400 not an LLM, 503 no worker can serve it)."""
-    d = await resolve_ready(platform, tenant, name, None)
+    """The tenant's deployed language model `name`, or the base serving LoRA adapter `name` (404 unknown, 400
+    not an LLM, 503 no worker can serve it)."""
+    lora = None
+    try:
+        d = await resolve_ready(platform, tenant, name, None)
+    except NotFound:
+        base = await run_in_threadpool(base_of, platform.db, tenant, name)
+        if base is None:
+            raise
+        d, lora = await resolve_ready(platform, tenant, base, None), name
     if d["signature"].get("kind") != LLM_KIND:
         raise OpenAIError(400, f"model {name!r} is not a language model (serve it with /v2/models)", "model")
     if platform.sequences is None:
@@ -119,7 +131,7 @@ async def language_model(platform: Platform, tenant: Tenant, name: str) -> Serve
     metrics, max_wait_s = platform.generation_metrics, platform.settings.request_timeout_s
     notify = platform.provisioner.notify if platform.provisioner is not None else lambda deployment_id: None
     return Served(platform.sequences, codec, max_positions, tenant.id, name, d, metrics, max_wait_s, notify,
-                  platform.registry, platform.cut_short_ledger, platform.settings.prefix_routing)  # fmt: skip
+                  platform.registry, platform.cut_short_ledger, platform.settings.prefix_routing, lora)  # fmt: skip
 
 
 def worker_alive(registry: WorkerRegistry, deployment_id: int, worker_id: str) -> bool:

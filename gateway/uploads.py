@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from luminal.embedding_package import is_embedding_package
 from luminal.embedding_package import load_package as load_embedding_package
 from luminal.gateway.errors import ApiError
+from luminal.gateway.lora_models import lora_signature
 from luminal.gateway.request_body import declared_length
 from luminal.graph_file import load_graph
 from luminal.graph_json import signature, symbol_table
@@ -78,8 +79,9 @@ def inspect_graph(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     An LLM package is described by its prefill graph, its signature marked with kind "llm"; an embedding package
     by its graph, marked with kind "embedding" and its max_seq_length."""
     if is_llm_package(path):
-        graph = load_package(path).graphs.prefill
-        return {**signature(graph), "kind": LLM_KIND}, symbol_table(graph)
+        package = load_package(path)
+        graph = package.graphs.prefill
+        return {**signature(graph), "kind": LLM_KIND, **lora_signature(package)}, symbol_table(graph)
     if is_embedding_package(path):
         package = load_embedding_package(path)
         facts = {"kind": EMBEDDING_KIND, "max_seq_length": package.max_seq_length,

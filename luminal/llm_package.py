@@ -14,6 +14,8 @@ One zip bundle (`luminal.zip_bundle`) of:
   tokenizer_config.json  optional: chat template, special tokens
   chat_template.jinja    optional: the chat template as transformers 5 saves it, beside tokenizer_config.json
   generation_config.json optional: eos ids and default sampling parameters
+  lora_adapters.safetensors optional: the LoRA adapters deployed with the model (luminal/lora_package.py); with
+                         the manifest's "lora" layout, every graph has the per-row adapter inputs (luminal/nn/lora.py)
 
 Both graphs are built with `padded=True` (attention_mask and position_ids inputs), so rows of different
 lengths share a batch. Reading checks the file like a `.lgraph` and never executes anything from it.
@@ -28,6 +30,10 @@ from typing import Any
 from luminal.graph import Graph, GraphError
 from luminal.graph_file import WEIGHTS, _bind, _safetensors_parts, read_safetensors
 from luminal.graph_json import GraphFileError, decode_graph, dump_json, encode_graph, parse_json, signature
+from luminal.lora_adapter import LoraAdapter
+from luminal.lora_package import ENTRY as LORA_ENTRY
+from luminal.lora_package import check_all, decode_adapters, encode_adapters, layout_for, lora_inputs, read_adapters
+from luminal.nn.lora import LoraLayout, attach_lora
 from luminal.nn.models.checkpoint import align_names, read_checkpoint, widen_to_float32
 from luminal.nn.models.config import load_config
 from luminal.nn.models.expert_checkpoint import stack_experts
@@ -62,6 +68,7 @@ FORMAT = BundleFormat(
         TOKENIZER_CONFIG: 16 * MiB,
         CHAT_TEMPLATE: 1 * MiB,
         GENERATION_CONFIG: 1 * MiB,
+        LORA_ENTRY: 16 * GiB,
     },
     required=frozenset({PREFILL, STEP, WEIGHTS, CONFIG, TOKENIZER}),
     error=LLMPackageError,
@@ -86,6 +93,8 @@ class LLMPackage:
     paged: Graph | None = None  # the paged decode step (packages built before it have none)
     block_size: int | None = None  # positions per KV block of `paged`
     chunk: Graph | None = None  # the paged chunk graph (packages built before it have none)
+    lora: LoraLayout | None = None  # the graphs' LoRA stacks (None: no adapters can be served)
+    adapters: dict[str, LoraAdapter] = field(default_factory=dict)  # deployed with the model, by name
 
 
 def build_package(
@@ -94,11 +103,16 @@ def build_package(
     positions: int | None = None,
     quantize: str | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
+    lora: dict[str, Path] | None = None,
+    lora_slots: int | None = None,
+    lora_rank: int | None = None,
 ) -> LLMPackage:
     """Build the prefill and decode graphs of a Hugging Face folder and bind its checkpoint to them; with
     quantize="int8" the projections' weights are quantised to Q8_0 here, so the package carries int8 weights.
     The paged step (KV blocks of `block_size` positions) and chunk graphs are built too, for every model
-    (sliding windows included)."""
+    (sliding windows included). `lora` (adapter name -> PEFT folder) or `lora_slots` builds every graph with
+    per-row adapter stacks (`lora_slots` - 1 adapters at once, ranks up to `lora_rank`); an adapter that does not
+    fit is refused with LoraRefused (a ValueError) naming why."""
     folder = Path(folder)
     check_quantize(quantize)
     if not (folder / TOKENIZER).exists():
@@ -106,6 +120,10 @@ def build_package(
     raw = load_config(folder / CONFIG)
     limit = positions or min(max_positions(raw), DEFAULT_MAX_POSITIONS)
     model = causal_lm(raw, quantize)
+    adapters = read_adapters(lora or {})
+    layout = layout_for(adapters, lora_slots, lora_rank) if adapters or lora_slots else None
+    if layout is not None:
+        attach_lora(model, layout)
     graphs = decoder_graphs(model, max_batch=max_batch, max_positions=limit, padded=True)
     weights = align_names(list(graphs.prefill.weights), stack_experts(widen_to_float32(read_checkpoint(folder))))
     if quantize is not None:
@@ -116,6 +134,8 @@ def build_package(
     missing = graphs.prefill.unbound_weights()
     if missing:
         raise GraphError(f"{len(missing)} weight(s) not in the checkpoint, e.g. {missing[:5]}")
+    if layout is not None:
+        check_all(adapters, layout, paged, raw.get("_name_or_path", ""))
     optional = {n: parse_json((folder / n).read_bytes(), n) for n in JSON_OBJECTS[1:] if (folder / n).exists()}
     template = folder / CHAT_TEMPLATE
     return LLMPackage(
@@ -131,6 +151,8 @@ def build_package(
         paged,
         block_size,
         chunk,
+        layout,
+        adapters,
     )
 
 
@@ -150,6 +172,8 @@ def save_package(package: LLMPackage, path: Any) -> None:
     for name, graph in ((PAGED, package.paged), (CHUNK, package.chunk)):
         if graph is not None:
             entries[name] = [dump_json(encode_graph(graph))]
+    if package.adapters:
+        entries[LORA_ENTRY] = [encode_adapters(package.adapters)]
     write_bundle(FORMAT, path, entries, _manifest_fields(package))
 
 
@@ -177,6 +201,7 @@ def _manifest_fields(package: LLMPackage) -> dict[str, Any]:
         "max_positions": package.max_positions,
         "quantize": package.quantize,
         "block_size": package.block_size,
+        "lora": package.lora.to_json() if package.lora else None,
         "signatures": _signatures(package.graphs.prefill, package.graphs.step, package.paged, package.chunk),
     }
 
@@ -206,6 +231,10 @@ def load_package(source: Any) -> LLMPackage:
     paged, chunk = (decode_graph(parse_json(bytes(raw[n]), n)) if n in raw else None for n in (PAGED, CHUNK))
     if manifest.get("signatures") != _signatures(prefill, step, paged, chunk):
         raise LLMPackageError("the manifest's signatures disagree with the graphs")
+    lora = _lora_layout(manifest.get("lora"))
+    for graph in (prefill, step, paged, chunk):
+        if graph is not None and lora is None and lora_inputs(graph):
+            raise LLMPackageError('the graphs have LoRA inputs but the manifest no "lora" layout')
     _check_decoder(prefill, step, layers)
     block_size = manifest.get("block_size")
     if chunk is not None and paged is None:
@@ -226,6 +255,10 @@ def load_package(source: Any) -> LLMPackage:
         template = bytes(raw[CHAT_TEMPLATE]).decode("utf-8") if CHAT_TEMPLATE in raw else None
     except UnicodeDecodeError as e:
         raise LLMPackageError(f"the tokenizer or chat template is not UTF-8: {e.reason}") from None
+    try:
+        adapters = decode_adapters(raw.get(LORA_ENTRY))
+    except ValueError as e:
+        raise LLMPackageError(str(e)) from None
     return LLMPackage(
         DecoderGraphs(prefill, step, layers, padded=True),
         objects[CONFIG],
@@ -239,7 +272,18 @@ def load_package(source: Any) -> LLMPackage:
         paged,
         block_size if paged is not None else None,
         chunk,
+        lora,
+        adapters,
     )
+
+
+def _lora_layout(raw: Any) -> LoraLayout | None:
+    if raw is None:
+        return None
+    try:
+        return LoraLayout.from_json(raw)
+    except (KeyError, TypeError, ValueError) as e:
+        raise LLMPackageError(f"manifest: lora {str(raw)[:80]!r} is not a LoRA layout: {e}") from None
 
 
 def _check_paged(paged: Graph, layers: int, block_size: Any, name: str = PAGED) -> None:
@@ -247,7 +291,7 @@ def _check_paged(paged: Graph, layers: int, block_size: Any, name: str = PAGED) 
     `block_size`."""
     pools = {pool_name(k, part) for k in range(layers) for part in ("key", "value")}
     inputs = {"input_ids", "position_ids", "block_table", "slots"} | pools
-    if set(paged.inputs) != inputs or set(paged.outputs) != {"logits"} | pools:
+    if set(paged.inputs) - lora_inputs(paged) != inputs or set(paged.outputs) != {"logits"} | pools:
         raise LLMPackageError(
             f"{name} is not a {layers}-layer paged graph: inputs {sorted(paged.inputs)[:8]}, "
             f"outputs {sorted(paged.outputs)[:8]}"
@@ -268,7 +312,7 @@ def _check_decoder(prefill: Graph, step: Graph, layers: int) -> None:
                {"logits"} | cache),
     }  # fmt: skip
     for name, (graph, inputs, outputs) in wanted.items():
-        if set(graph.inputs) != inputs or set(graph.outputs) != outputs:
+        if set(graph.inputs) - lora_inputs(graph) != inputs or set(graph.outputs) != outputs:
             raise LLMPackageError(
                 f"{name} is not a {layers}-layer decoder graph: inputs {sorted(graph.inputs)[:8]}, "
                 f"outputs {sorted(graph.outputs)[:8]}"

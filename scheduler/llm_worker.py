@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from luminal.lora_package import decode_adapters
 from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.compute_thread import ComputeThread
 from luminal.scheduler.generation.billing import SequenceBilling
@@ -100,7 +101,11 @@ class LanguageModelWorker:
     def _load(self) -> GenerationEngine:
         model = load_language_model(self.path_of(self.spec.program_key), compute=self.compute)
         billing = SequenceBilling(self.ledger, self.worker_id, self.device)
-        return GenerationEngine(model, self.spec.max_waiting, billing, prefill_chunk=self.spec.prefill_chunk)
+        engine = GenerationEngine(model, self.spec.max_waiting, billing, prefill_chunk=self.spec.prefill_chunk)
+        for name, key in self.spec.lora_adapters:  # added to the live deployment after its compile
+            for adapter in decode_adapters(self.path_of(key).read_bytes()).values():
+                engine.add_adapter(name, adapter)
+        return engine
 
     def _on_compute(self, fn: Callable[[], GenerationEngine]) -> GenerationEngine:
         """`fn()` on the process's compute thread, where one is given. Loading runs native code that can start an

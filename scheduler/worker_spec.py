@@ -37,6 +37,9 @@ class WorkerSpec:
     # A language model's engine settings: prompt tokens prefilled per round, and its waiting line's bound.
     prefill_chunk: int = 256
     max_waiting: int = 256
+    # LoRA adapters added to the live deployment, (name, artifact key of their factors): a worker installs them
+    # as it loads. Not in serves_like: a running worker's engine gets them from the gateway that added them.
+    lora_adapters: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_language_model(self) -> bool:
@@ -66,6 +69,7 @@ def _spec(row: Deployment) -> WorkerSpec:
         symbols=mv.symbols,
         prefill_chunk=row.prefill_chunk,
         max_waiting=row.max_waiting,
+        lora_adapters=tuple((a.name, a.artifact_key) for a in row.lora_adapters),
     )
 
 

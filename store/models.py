@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from luminal.store.errors import NotFound
-from luminal.store.tables import Deployment, Model, ModelVersion, Prediction, Tenant
+from luminal.store.tables import Deployment, LoraAdapterRow, Model, ModelVersion, Prediction, Tenant
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,7 @@ def unreferenced(session: Session, keys: set[str]) -> list[str]:
     used = set(session.scalars(select(ModelVersion.artifact_key).where(ModelVersion.artifact_key.in_(keys))))
     used |= set(session.scalars(select(Deployment.program_key).where(Deployment.program_key.in_(keys))))
     used |= set(session.scalars(select(Prediction.output_key).where(Prediction.output_key.in_(keys))))
+    used |= set(session.scalars(select(LoraAdapterRow.artifact_key).where(LoraAdapterRow.artifact_key.in_(keys))))
     return sorted(keys - used)
 
 

@@ -135,6 +135,24 @@ class Deployment(Base):
     created_at: Mapped[dt.datetime] = _now()
     updated_at: Mapped[dt.datetime] = _now()
     model_version: Mapped[ModelVersion] = relationship(back_populates="deployment")
+    lora_adapters: Mapped[list[LoraAdapterRow]] = relationship(
+        back_populates="deployment", cascade="all, delete-orphan", passive_deletes=True, order_by="LoraAdapterRow.id"
+    )
+
+
+class LoraAdapterRow(Base):
+    """A LoRA adapter added to a live language-model deployment: a model name of its tenant (as model names are),
+    its checked factors stored as an artifact (luminal/lora_package.py's entry format)."""
+
+    __tablename__ = "lora_adapters"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_lora_adapters_tenant_name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    artifact_key: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[dt.datetime] = _now()
+    deployment: Mapped[Deployment] = relationship(back_populates="lora_adapters")
 
 
 class UsageRecordRow(Base):

@@ -33,7 +33,7 @@ SLOW = (
     "gateway/test_deployments_api.py", "gateway/test_inference_api.py", "gateway/test_openai_api.py",
     "gateway/test_predictions.py", "gateway/test_scaling_api.py", "gateway/test_schemathesis.py",
     "gateway/test_openai_embeddings.py", "gateway/test_openai_structured.py", "gateway/test_openai_tools.py",
-    "nn/test_generation.py", "nn/test_minilm.py", "nn/test_moe.py", "nn/test_paged_chunk.py",
+    "nn/test_generation.py", "nn/test_minilm.py", "nn/test_moe.py", "nn/test_paged_chunk.py", "nn/test_multi_lora.py",
     "onnx/test_dynamic_models.py", "onnx/test_node_cases.py", "onnx/test_quantized.py",
     "provisioner/test_ec2_workers.py",
     "quantize/test_quantized_cuda.py", "quantize/test_quantized_models.py",
@@ -45,7 +45,8 @@ SLOW = (
     "gateway/test_grpc_inference.py", "gateway/test_grpc_distributed.py",
     "test_encoder_embedding_package.py", "gateway/test_encoder_embeddings.py", "gateway/test_oip_text.py",
     "scheduler/test_queues.py", "scheduler/test_llm_routing.py", "gateway/test_llm_routing_api.py",
-    "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py",
+    "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py", "scheduler/test_lora_engine.py",
+    "gateway/test_openai_lora.py", "quantize/test_lora_int8.py", "compiler/cuda/test_lora_step.py",
     "deploy/test_wheel_install.py",
 )  # fmt: skip
 

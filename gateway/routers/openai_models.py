@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.dependencies import DatabaseDep, TenantDep
+from luminal.gateway.lora_models import ready_adapters
 from luminal.gateway.openai_errors import OpenAIRoute
 from luminal.gateway.uploads import EMBEDDING_KIND, LLM_KIND
 from luminal.store import deployments as deployment_store
@@ -26,7 +27,14 @@ def _models(db: Database, tenant: Tenant) -> list[dict[str, Any]]:
             version = d.model_version
             if d.status == deployment_store.READY and version.signature.get("kind") in OPENAI_KINDS:
                 names.setdefault(version.model.name, int(d.created_at.timestamp()))
-        return [{"id": n, "object": "model", "created": c, "owned_by": tenant.name} for n, c in sorted(names.items())]
+        listed = [{"id": n, "object": "model", "created": c, "owned_by": tenant.name} for n, c in sorted(names.items())]
+    adapters = ready_adapters(db, tenant)
+    listed += [
+        {"id": a, "object": "model", "created": c, "owned_by": tenant.name, "parent": base}
+        for a, (base, c) in sorted(adapters.items())
+        if a not in names  # a model of that name is called by it
+    ]
+    return listed
 
 
 @router.get("/models")

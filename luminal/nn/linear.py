@@ -26,7 +26,9 @@ class Linear(Module):
         if x.shape[-1] != self.in_features:
             raise ShapeError(f"Linear({self.in_features}, {self.out_features}): got input {format_shape(x.shape)}")
         bias = self.param(x.graph, "bias") if self.has_bias else None
-        return F.linear(x, weight_of(self, x.graph), bias)
+        y = F.linear(x, weight_of(self, x.graph), bias)
+        lora = getattr(self, "lora", None)  # a LoRA site (luminal/nn/lora.py): per-row adapters' low-rank term
+        return y if lora is None else y + lora.delta(self, x)
 
     def extra_repr(self) -> str:
         q = ", quantized=int8" if is_quantized(self) else ""

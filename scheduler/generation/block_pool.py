@@ -60,12 +60,13 @@ class BlockPool:
                 f"the pool holds {self.blocks}"
             )
 
-    def reserve(self, owner: Hashable, positions: int, prompt: Sequence[int] = ()) -> bool:
+    def reserve(self, owner: Hashable, positions: int, prompt: Sequence[int] = (), namespace: bytes = b"") -> bool:
         """Give `owner` blocks for `positions` positions, the published blocks that begin `prompt` shared; False
-        (nothing taken) when too few are free."""
+        (nothing taken) when too few are free. Blocks are shared only within one `namespace`: a LoRA adapter
+        that adapts k_proj or v_proj writes other keys and values for the same tokens."""
         if owner in self.tables:
             raise ValueError(f"{owner!r} already holds cache blocks")
-        digests = prefix_digests(prompt, self.block_size)
+        digests = prefix_digests(prompt, self.block_size, namespace)
         shared = []
         # Only blocks before the prompt's last token: its logits are computed, so its block is the sequence's own.
         for digest in digests[: (len(prompt) - 1) // self.block_size]:
@@ -122,9 +123,10 @@ class BlockPool:
         return self.tables[owner][block] * self.block_size + offset
 
 
-def prefix_digests(prompt: Sequence[int], block_size: int) -> list[bytes]:
-    """The digest of each full block's prompt prefix: every token from the start to the block's end."""
-    running, digests = hashlib.sha256(), []
+def prefix_digests(prompt: Sequence[int], block_size: int, namespace: bytes = b"") -> list[bytes]:
+    """The digest of each full block's prompt prefix: every token from the start to the block's end, after
+    `namespace` (empty for the base model, so its digests are what they were)."""
+    running, digests = hashlib.sha256(namespace), []
     for end in range(block_size, len(prompt) + 1, block_size):
         running.update(b"".join(int(t).to_bytes(8, "little", signed=True) for t in prompt[end - block_size : end]))
         digests.append(running.copy().digest())

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from luminal.scheduler.generation.paged_cache import PagedCache
 from luminal.scheduler.generation.stream import Failed, TokenStream
@@ -36,11 +36,18 @@ class Prefilling:
 
 
 class ChunkedPrefill:
-    def __init__(self, program: LoadedProgram, cache: PagedCache, tokens_per_round: int = PREFILL_CHUNK):
+    def __init__(
+        self,
+        program: LoadedProgram,
+        cache: PagedCache,
+        tokens_per_round: int = PREFILL_CHUNK,
+        extra_feed: Callable[[list[TokenStream]], dict[str, Any]] = lambda streams: {},
+    ):
         most = program.program.graph.nodes[program.program.graph.inputs["input_ids"]].shape[1].hi
         if tokens_per_round < 1:
             raise ValueError(f"a prefill chunk must hold at least one token, got {tokens_per_round}")
         self.program, self.cache = program, cache
+        self.extra_feed = extra_feed  # inputs a run takes beside the cache's, by its rows' streams (LoRA slots)
         self.tokens_per_round = min(tokens_per_round, int(most))  # the chunk graph's `chunk` symbol bounds a run
         self.queue: list[Prefilling] = []
         # Counters for tests and metrics: chunk-program runs, and the prompt positions they computed.
@@ -94,7 +101,8 @@ class ChunkedPrefill:
         rows = [(id(p.stream), p.stream.sequence.prompt[p.done : p.done + step], p.done) for p in items]
         began = time.perf_counter()
         try:
-            out = self.cache.memory.run(self.program, self.cache.chunk_feed(rows))
+            feed = {**self.cache.chunk_feed(rows), **self.extra_feed([p.stream for p in items])}
+            out = self.cache.memory.run(self.program, feed)
         except Exception as e:  # these sequences fail; the others and the running batch go on
             log.exception("prefill chunk failed")
             for item in items:

@@ -29,6 +29,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from luminal.lora_adapter import LoraAdapter, check_adapter
+from luminal.lora_bank import LoraBank
 from luminal.nn.models.generation import positions_of
 from luminal.scheduler.generation.block_pool import PoolTooSmall, blocks_for
 from luminal.scheduler.generation.choosers import choose_each, chooser_for
@@ -56,6 +58,10 @@ DEFAULT_CACHE_BYTES = 1 << 30
 
 class PromptTooLong(ValueError):
     """The prompt plus the tokens asked for do not fit the model's positions (a 400)."""
+
+
+class UnknownAdapter(ValueError):
+    """The sequence names a LoRA adapter the model does not hold (a 404 at the API)."""
 
 
 def check_length(prompt: list[int], max_tokens: int, max_positions: int) -> int:
@@ -89,7 +95,9 @@ class GenerationEngine:
         self.batch: PagedCache | KVBatch = _cache(model, cache_blocks, self.memory)
         self.chooser = chooser_for(self.memory)
         # Newcomers' prompts prefilled `prefill_chunk` tokens a round, when the model has a chunk program.
-        self.chunked = None if model.chunk is None else ChunkedPrefill(model.chunk, self.batch, prefill_chunk)
+        self.chunked = (
+            None if model.chunk is None else ChunkedPrefill(model.chunk, self.batch, prefill_chunk, self.lora_feed)
+        )
         self.running: list[TokenStream] = []  # row r of the batch is running[r]
         self.waiting = WaitingLine(max_waiting, clock)  # its clock times the waiting sequences' deadlines
         self._wake = threading.Condition()
@@ -125,11 +133,57 @@ class GenerationEngine:
         sequence = Sequence(prompt, params, codec.decode, codec.eos_token_ids, grammars=codec.grammars)
         stream = TokenStream(sequence, sink, account)
         stream.on_cancel = self._changed
-        with self._wake:
+        with self._wake:  # the slot resolved under the lock a removal takes: it cannot be freed in between
+            stream.lora_slot = self._lora_slot(params.lora)
             self.waiting.add(stream, priority, timeout_s, waited_s)
             self._changes += 1
             self._wake.notify()
         return stream
+
+    def _lora_slot(self, name: str | None) -> int:
+        bank = self.model.lora
+        if name is None:
+            return 0
+        if bank is None or name not in bank.slots:
+            held = sorted(bank.slots) if bank else []
+            raise UnknownAdapter(f"LoRA adapter {name!r:.80} is not loaded (this model holds {held})")
+        return bank.slots[name]
+
+    def add_adapter(self, name: str, adapter: LoraAdapter) -> None:
+        """Serve LoRA adapter `name` from now on (LoraRefused when it does not fit the model's stacks, ValueError
+        when no slot is free). It is written into a slot no row reads, so the running batch goes on."""
+        bank = self._bank()
+        check_adapter(adapter, bank.layout, bank.shapes, base="")
+        with self._wake:
+            bank.install(name, adapter)
+
+    def remove_adapter(self, name: str) -> None:
+        """Refuse adapter `name` to new sequences now (KeyError when not loaded); its slot is cleared for reuse
+        once the sequences already using it have ended (they finish with it)."""
+        with self._wake:
+            self._bank().retire(name)
+            self._changes += 1
+            self._wake.notify()
+
+    def _bank(self) -> LoraBank:
+        if self.model.lora is None:
+            raise ValueError("this model was built without LoRA stacks (deploy it with --lora or --lora-slots)")
+        return self.model.lora
+
+    def _release_retired(self) -> None:
+        """Free the retired adapters' slots that no running, prefilling or waiting sequence reads."""
+        bank = self.model.lora
+        if bank is None or not bank.retiring:
+            return
+        with self._wake:
+            held = {s.lora_slot for s in (*self.running, *self.prefilling, *self.waiting)}
+            for slot in bank.retiring - held:
+                bank.release(slot)
+
+    def lora_feed(self, streams: list[TokenStream]) -> dict[str, np.ndarray]:
+        """The LoRA inputs of a run whose rows are `streams` (none for a model built without LoRA)."""
+        bank = self.model.lora
+        return {} if bank is None else bank.feed([s.lora_slot for s in streams])
 
     def _changed(self) -> None:
         """Something that may let a waiting sequence join happened (a cancel): wake the thread."""
@@ -187,6 +241,7 @@ class GenerationEngine:
     def run_once(self) -> None:
         """Admit what fits (or prefill one round of chunks), then one decode step over everything running."""
         self._drop_cancelled()
+        self._release_retired()
         if self.chunked is None:
             self._admit()
         else:
@@ -228,6 +283,7 @@ class GenerationEngine:
             prompt = stream.sequence.prompt
             ids[r, width - len(prompt) :], mask[r, width - len(prompt) :] = prompt, 1
         feed = {"input_ids": ids, "attention_mask": mask, "position_ids": positions_of(mask)}
+        feed.update(self.lora_feed(arrivals))
         started, began = time.time(), time.perf_counter()
         try:
             out = self.model.prefill.run(feed)
@@ -269,7 +325,8 @@ class GenerationEngine:
                 if taken and self.chunked is None and width * (len(taken) + 1) > MAX_PREFILL_TOKENS:
                     break
                 prompt, params = stream.sequence.prompt, stream.sequence.params
-                if not self.batch.reserve(id(stream), len(prompt) + params.max_tokens, prompt):
+                namespace = self.model.lora.cache_namespace(stream.lora_slot) if self.model.lora else b""
+                if not self.batch.reserve(id(stream), len(prompt) + params.max_tokens, prompt, namespace):
                     break
                 taken.append(self.waiting.pop_first())
         return taken
@@ -278,7 +335,7 @@ class GenerationEngine:
         tokens = np.array([s.sequence.tokens[-1] for s in self.running], np.int64)
         began = time.perf_counter()
         try:
-            out = self.memory.run(self.model.step, self.batch.step_feed(tokens))
+            out = self.memory.run(self.model.step, {**self.batch.step_feed(tokens), **self.lora_feed(self.running)})
             choices = self.chooser.choose([s.sequence for s in self.running], out["logits"])
         except Exception as e:  # every running sequence fails and the cache starts over
             log.exception("decode step failed")

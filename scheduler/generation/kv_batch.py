@@ -37,7 +37,7 @@ class KVBatch:
     def check_fits(self, positions: int) -> None:
         pass
 
-    def reserve(self, owner: Hashable, positions: int, prompt: Sequence[int] = ()) -> bool:
+    def reserve(self, owner: Hashable, positions: int, prompt: Sequence[int] = (), namespace: bytes = b"") -> bool:
         return True
 
     def release(self, owner: Hashable) -> None:

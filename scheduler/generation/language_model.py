@@ -5,6 +5,9 @@ Format 4 holds the prefill, decode-step and prefill-chunk programs' code (graph.
 source, report, per program) and their weights once, in one safetensors entry all programs bind
 (`shared_weights`), beside the package's tokenizer files; its step and chunk are paged (KV block pools written
 in place), with the manifest's `block_size`, and the engine prefills prompts a chunk at a time. Format 3 is the
+same without the chunk program (any of them may carry LoRA: the manifest's "lora" layout, every program with
+the per-row adapter inputs, and the adapters deployed with the model in `lora_adapters.safetensors`; the
+engine's `LoraBank` holds the stacks the programs read); format 3 is the
 same without the chunk program (packages without a chunk graph still compile to it: the engine prefills in one
 go), format 2 the same with the concatenating step (packages without a paged step still compile to it), and
 both are still read, as is format 1: two self-contained `.lprog` entries, each with every weight.
@@ -32,6 +35,10 @@ from luminal.llm_package import (
     load_package,
     text_entries,
 )
+from luminal.lora_bank import LoraBank
+from luminal.lora_package import ENTRY as LORA_ENTRY
+from luminal.lora_package import bank_for, decode_adapters, encode_adapters
+from luminal.nn.lora import LoraLayout
 from luminal.padding import PaddingError, apply_manifest_padding
 from luminal.scheduler.compute_thread import ComputeThread
 from luminal.scheduler.generation.resident_weights import release_packed_weights
@@ -53,6 +60,7 @@ FORMAT = BundleFormat(
     caps={
         **{f"{p}.{part}": cap for p in PROGRAMS for part, cap in PROGRAM_CAPS.items()},
         WEIGHTS: 66 * GiB,
+        LORA_ENTRY: 16 * GiB,
         **TEXT_CAPS,
     },
     required=frozenset({f"{p}.{part}" for p in PROGRAMS for part in PARTS} | {WEIGHTS, CONFIG, TOKENIZER}),
@@ -87,6 +95,7 @@ class LanguageModel:
     max_positions: int  # prompt plus generated tokens of one sequence
     block_size: int | None = None  # positions per KV block of a paged step; None: the step concatenates caches
     chunk: LoadedProgram | None = None  # the paged prefill chunk (format 4); None: prompts are prefilled at once
+    lora: LoraBank | None = None  # the adapters' stacks every program reads (None: built without LoRA)
 
 
 def compile_package(package_path: Path, target: str, out_path: Path) -> None:
@@ -114,6 +123,10 @@ def compile_package(package_path: Path, target: str, out_path: Path) -> None:
     }
     if package.paged is not None:
         fields["block_size"] = package.block_size
+    if package.lora is not None:
+        fields["lora"] = package.lora.to_json()
+        if package.adapters:
+            entries[LORA_ENTRY] = [encode_adapters(package.adapters)]
     fmt = FORMAT if package.paged is None else FORMAT_V3 if package.chunk is None else FORMAT_V4
     write_bundle(fmt, out_path, {**entries, **text_entries(package)}, fields)
 
@@ -140,7 +153,19 @@ def load_language_model(path: Path, keep_weights: bool = False, compute: Compute
         release_packed_weights(list(programs.values()))  # packed into panels: the floats are not read again
     prefill, step = (loaded[p] for p in PROGRAMS)
     chunk = loaded.get("chunk")
-    return LanguageModel(prefill, step, codec, *sizes, block_size, chunk)
+    lora = _lora_bank(manifest, raw, programs["step"].graph)
+    return LanguageModel(prefill, step, codec, *sizes, block_size, chunk, lora)
+
+
+def _lora_bank(manifest: dict[str, Any], raw: dict[str, bytearray], step: lm.Graph) -> LoraBank | None:
+    """The bank of a model compiled with LoRA stacks, its deployed adapters installed; None without."""
+    if manifest.get("lora") is None:
+        return None
+    try:
+        layout = LoraLayout.from_json(manifest["lora"])
+        return bank_for(layout, step, decode_adapters(raw.pop(LORA_ENTRY, None)))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ArtifactError(f"LoRA: {e}") from None
 
 
 def load_serving_text(path: Path) -> tuple[TextCodec, int]:

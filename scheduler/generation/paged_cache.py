@@ -49,8 +49,8 @@ class PagedCache:
     def check_fits(self, positions: int) -> None:
         self.pool.check_fits(positions)
 
-    def reserve(self, owner: Hashable, positions: int, prompt: Sequence[int] = ()) -> bool:
-        return self.pool.reserve(owner, positions, prompt)
+    def reserve(self, owner: Hashable, positions: int, prompt: Sequence[int] = (), namespace: bytes = b"") -> bool:
+        return self.pool.reserve(owner, positions, prompt, namespace)
 
     def release(self, owner: Hashable) -> None:
         self.pool.release(owner)

@@ -31,6 +31,7 @@ class SamplingParams:
     # logits before the choice.
     response_format: str | None = None
     logit_bias: tuple[tuple[int, float], ...] = ()
+    lora: str | None = None  # the LoRA adapter the sequence runs with, by name (None: the base model)
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:

@@ -105,6 +105,7 @@ class TokenStream:
         # (its prefill, and each decode step's time divided among the rows stepped).
         self.started_at: float | None = None
         self.compute_s = 0.0
+        self.lora_slot = 0  # the LoRA stacks' slot its rows read (0: the base model); set by the engine at submit
         self.sink = LoopSink(sink) if isinstance(sink, asyncio.AbstractEventLoop) else sink
         self._cancelled = threading.Event()
         self.on_cancel: Callable[[], None] | None = None  # the engine's wake-up: a cancel may let others join

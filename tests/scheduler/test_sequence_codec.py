@@ -25,7 +25,7 @@ def request(**params) -> SequenceRequest:
 @pytest.mark.parametrize(
     "params",
     [{}, {"temperature": 0.0, "top_k": 5, "top_p": 0.5, "seed": 7}, {"stop": ("a", "bc"), "stop_token_ids": (3, 4)},
-     {"ignore_eos": True, "logprobs": 0}, {"logprobs": 20}],
+     {"ignore_eos": True, "logprobs": 0}, {"logprobs": 20}, {"lora": "terse"}],
 )  # fmt: skip
 def test_requests_cross_whole(params):
     sent = request(**params)
