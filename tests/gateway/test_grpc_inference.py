@@ -118,8 +118,20 @@ def test_errors_map_to_grpc_codes_with_rests_messages(serving):
     assert code == "StatusCode.INVALID_ARGUMENT" and "priority" in message
     code, message = _code(lambda: infer("tiny", [_input(ROWS[:, :3].copy())], headers=AUTH))
     assert code == "StatusCode.INVALID_ARGUMENT", message  # the program refuses the shape, as REST's 400
-    code, _ = _code(lambda: infer("tiny", [_input(ROWS)], headers=AUTH, client_timeout=1e-6))
-    assert code == "StatusCode.DEADLINE_EXCEEDED"
+    assert _past_deadline(lambda: infer("tiny", [_input(ROWS)], headers=AUTH, client_timeout=1e-6))
+
+
+def _past_deadline(call, attempts: int = 20) -> bool:
+    """Whether a call made with a deadline already past ends DEADLINE_EXCEEDED. gRPC keeps deadlines in whole
+    milliseconds, rounded up, and the tiny model can answer within one: such a call may succeed, so it is tried
+    again; any other error fails at once."""
+    for _ in range(attempts):
+        try:
+            call()
+        except InferenceServerException as refused:
+            assert str(refused.status()) == "StatusCode.DEADLINE_EXCEEDED", refused
+            return True
+    return False
 
 
 def test_a_second_tenant_is_refused_the_first_ones_model(serving):
