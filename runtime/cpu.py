@@ -24,6 +24,7 @@ from luminal.compiler import ir, memory, prepack
 from luminal.compiler.cuda.arrivals import ROLE as COUNTERS
 from luminal.compiler.derived_weights import ROLE as DERIVED
 from luminal.graph import Graph
+from luminal.runtime.linker import link_flags
 from luminal.runtime.reference import bind_symbols, bound_weights
 
 # -ffp-contract=off: every operation rounds as the reference interpreter's numpy does; GCC's default under gnu11
@@ -84,7 +85,8 @@ def build_library(source: str) -> Path:
         src = Path(tmp) / "program.c"
         src.write_text(source)
         out = Path(tmp) / "program.so"
-        done = subprocess.run([cc, *flags, "-o", str(out), str(src), "-lm"], capture_output=True, text=True)
+        cmd = [cc, *flags, *link_flags(cc), "-o", str(out), str(src), "-lm"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"C compilation failed:\n{done.stderr[-4000:]}")
         staged = lib.with_suffix(f".{os.getpid()}.tmp")

@@ -33,6 +33,7 @@ from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
 from luminal.runtime.cuda import buckets
 from luminal.runtime.cuda.cublas import DATA_TYPE
+from luminal.runtime.linker import link_flags
 
 SHIM = Path(__file__).resolve().parent / "host_shim"
 FIBERS = Path(__file__).resolve().parents[1] / "host_fibers"  # how a block's threads run (lm_fibers.h)
@@ -158,7 +159,8 @@ def build_library(
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "program.cu", Path(tmp) / "program.so"
         src.write_text(source)
-        cmd = [cxx, *flags, "-x", "c++", *includes, "-include", "cuda_shim.h", "-o", str(out), str(src)]
+        build = [*flags, *link_flags(cxx), "-x", "c++", *includes, "-include", "cuda_shim.h"]
+        cmd = [cxx, *build, "-o", str(out), str(src)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"the CUDA source did not compile through the host shim:\n{done.stderr[-4000:]}")

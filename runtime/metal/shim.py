@@ -26,6 +26,7 @@ from luminal.runtime import precompiled_header
 from luminal.runtime.cpu import CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
 from luminal.runtime.cuda import shim as cuda_shim
+from luminal.runtime.linker import link_flags
 
 HEADERS = Path(__file__).resolve().parent / "host_shim"
 # The CUDA shim's build (-ffp-contract=off: every op rounds as the reference does; the runtime compiles MSL
@@ -74,7 +75,8 @@ def build_library(msl: str, driver: str) -> Path:
     pch = precompiled_header.folder(cxx, flags, HEADERS / "metal_stdlib", INCLUDES, headers, lib.parent / "pch")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "program.so"
-        _run_compiler([*FLAGS, "-o", str(out)], source, "build", ["-I", str(pch)] if pch else [])
+        link = link_flags(cxx)
+        _run_compiler([*FLAGS, *link, "-o", str(out)], source, "build", ["-I", str(pch)] if pch else [])
         staged = lib.with_suffix(f".{os.getpid()}.tmp")
         shutil.copyfile(out, staged)
         os.replace(staged, lib)
