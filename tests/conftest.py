@@ -47,7 +47,7 @@ SLOW = (
     "scheduler/test_queues.py", "scheduler/test_llm_routing.py", "gateway/test_llm_routing_api.py",
     "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py", "scheduler/test_lora_engine.py",
     "gateway/test_openai_lora.py", "quantize/test_lora_int8.py", "compiler/cuda/test_lora_step.py",
-    "deploy/test_wheel_install.py",
+    "deploy/test_wheel_install.py", "gateway/test_traffic_api.py",
 )  # fmt: skip
 
 
