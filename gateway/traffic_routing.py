@@ -27,6 +27,8 @@ from luminal.store.tables import Tenant
 if TYPE_CHECKING:
     from luminal.gateway.platform import Platform
 
+# The OpenAI routes' answers name the version that answered in this header (OIP answers carry model_version).
+MODEL_VERSION_HEADER = "x-luminal-model-version"
 Weights = tuple[tuple[int, int], ...]  # (version, percent) of the ready versions, by version
 
 
