@@ -64,6 +64,10 @@ class VersionChooser:
     def __init__(self):
         self._rounds: dict[tuple[int, str], SmoothRoundRobin] = {}
 
+    def forget(self, key: tuple[int, str]) -> None:
+        """The model has no split (any more): its round is dropped, so deleted splits do not pile up."""
+        self._rounds.pop(key, None)
+
     def choose(self, key: tuple[int, str], weights: Weights) -> int:
         rounds = self._rounds.get(key)
         if rounds is None or rounds.weights != weights:
@@ -78,16 +82,23 @@ async def routed_version(platform: Platform, tenant: Tenant, name: str) -> str |
     split = platform.traffic_splits.get(key)
     if split is None:
         generation = platform.traffic_splits.generation()
-        split = await run_in_threadpool(_read_split, platform.db, tenant, name)
+        split = await run_in_threadpool(read_ready_split, platform.db, tenant, name)
         platform.traffic_splits.put(key, split, generation)
+        if split.weights is None:
+            platform.version_chooser.forget(key)
     if split.weights is None:
         return None
     if not split.weights:
-        raise ApiError(503, f"no version in model {name!r}'s traffic split is ready; set a new split or clear it")
+        raise ApiError(503, no_ready_version(name))
     return str(platform.version_chooser.choose(key, split.weights))
 
 
-def _read_split(db: Database, tenant: Tenant, name: str) -> ReadySplit:
+def no_ready_version(name: str) -> str:
+    return f"no version in model {name!r}'s traffic split is ready; set a new split or clear it"
+
+
+def read_ready_split(db: Database, tenant: Tenant, name: str) -> ReadySplit:
+    """The model's split over its ready versions, read now (blocking); no split for a model that does not exist."""
     try:
         with db.session() as session:
             ready = traffic_store.ready_split(session, tenant, name)

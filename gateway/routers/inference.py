@@ -27,7 +27,7 @@ from luminal.gateway.schemas import ModelNameInPath, tensor_specs
 from luminal.gateway.tensor_codec import InferRequest, TensorError, encode_infer_response, parse_infer_request
 from luminal.gateway.text_inference import answer_text_inference
 from luminal.gateway.text_tensors import TEXT_INPUT, is_text_request
-from luminal.gateway.traffic_routing import routed_version
+from luminal.gateway.traffic_routing import no_ready_version, read_ready_split, routed_version
 from luminal.gateway.uploads import EMBEDDING_KIND, LLM_KIND
 from luminal.gateway.webhooks import DEFAULT_EVENTS
 from luminal.scheduler.work import InferenceRequest, InferenceResult, effective_priority
@@ -102,7 +102,12 @@ def _ready(platform: Platform, tenant: Tenant, name: str, version: str | None) -
 
 
 def unready_reason(platform: Platform, tenant: Tenant, name: str, version: str | None) -> str | None:
-    """Why the model cannot serve now, or None when it can (a missing model raises NotFound). Reads the database."""
+    """Why the model cannot serve now, or None when it can (a missing model raises NotFound). Reads the database.
+    Without a version, a model with a traffic split can serve when one of the versions that split serves can."""
+    split = None if version is not None else read_ready_split(platform.db, tenant, name).weights
+    if split is not None:
+        reasons = [unready_reason(platform, tenant, name, str(v)) for v, _ in split]
+        return None if None in reasons else "; ".join(reasons) or no_ready_version(name)
     d = _resolve(platform.db, tenant, name, version)
     if d["status"] != deployment_store.READY:
         return _not_ready_message(name, d)

@@ -90,6 +90,10 @@ def test_a_version_that_stops_being_ready_drops_out(server, model_bytes):
     assert {answered_by(c)[0] for _ in range(4)} == {"1"}  # version 2's share went to version 1
     shown = c.get("/v1/models/tiny/traffic").json()
     assert shown["versions"][1] == {"version": 2, "percent": 50, "status": "not deployed"}
+    assert c.get("/v2/models/tiny/ready").json() == {"name": "tiny", "ready": True}  # version 1 serves
     assert c.delete(f"/v1/deployments/{first['id']}").status_code == 204
+    none_left = "no version in model 'tiny''s traffic split is ready"
     r = c.post("/v2/models/tiny/infer", json={"inputs": []})
-    assert r.status_code == 503 and "no version in model 'tiny''s traffic split is ready" in r.json()["error"]
+    assert r.status_code == 503 and none_left in r.json()["error"]
+    r = c.get("/v2/models/tiny/ready")
+    assert r.status_code == 400 and none_left in r.json()["error"]
