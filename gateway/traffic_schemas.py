@@ -30,7 +30,10 @@ class TrafficSplitUpdate(BaseModel):
     @field_validator("split")
     @classmethod
     def _valid_split(cls, split: dict[str, int]) -> dict[str, int]:
-        check_percentages({_version_of(v): p for v, p in split.items()})
+        versions = {_version_of(v): p for v, p in split.items()}
+        if len(versions) < len(split):  # "1" and "01"
+            raise ValueError(f"a version is named twice: {sorted(split)}")
+        check_percentages(versions)
         return split
 
     def versions(self) -> dict[int, int]:

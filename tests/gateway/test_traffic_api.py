@@ -65,6 +65,7 @@ def test_bad_splits_are_refused_naming_the_problem(server, model_bytes):
         ({"split": {"0": 100}}, 422, "version '0' is not a positive integer"),
         ({"split": {"1": 90.5, "2": 9.5}}, 422, "split.1: Input should be a valid integer"),
         ({"split": {"1": 100, "2": 0}}, 422, "percent 0 is outside 1..100"),
+        ({"split": {"1": 50, "01": 50}}, 422, "a version is named twice: ['01', '1']"),
         ({"split": {}}, 422, "split: Dictionary should have at least 1 item"),
         ({"split": {"1": 50, "9": 50}}, 404, "model 'tiny' has no version 9"),
     ]
