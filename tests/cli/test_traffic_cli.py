@@ -1,10 +1,14 @@
 """`luminal deployments traffic | rollback` against a real server (SQLite and PostgreSQL): a split set from the
 command line is the one the API holds and routes by, the listing shows each version's share and state, the
-history names each change, rollback restores the split before, and bad input is one line naming the problem."""
+history names each change, rollback restores the split before, usage bills each version its answers, and bad
+input is one line naming the problem."""
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+from collections import Counter
 
 from tests.cli.test_manage import luminal, one_line_error
 from tests.gateway.model_versions import answered_by, deploy_versions
@@ -31,6 +35,13 @@ def test_set_show_history_and_rollback(server, model_bytes):
     assert rolled.exit_code == 0 and "Rolled back tiny's traffic split." in rolled.stdout, rolled.output
     assert re.search(r"1\s+100%\s+ready", rolled.stdout), rolled.stdout
     assert {answered_by(c)[0] for _ in range(5)} == {"1"}
+
+    # `luminal usage` bills each version its own answers: 9 + 5 by version 1, 1 by version 2.
+    usage = luminal(server, "usage", "--since", "0", "--by", "day", "--format", "csv")
+    billed = Counter()
+    for row in csv.DictReader(io.StringIO(usage.stdout)):
+        billed[row["version"]] += int(row["requests"])
+    assert billed == {"1": 14, "2": 1}, usage.stdout
 
     cleared = luminal(server, "deployments", "traffic", "tiny", "--clear")
     assert cleared.exit_code == 0 and "no traffic split" in cleared.stdout
