@@ -77,7 +77,8 @@ class VersionChooser:
 
 async def routed_version(platform: Platform, tenant: Tenant, name: str) -> str | None:
     """The version that answers an unversioned request for `name` (as the path's text), or None when the model
-    has no split. 503 when it has one but none of its versions is ready; NotFound when there is no such model."""
+    has no split (or does not exist: the deployment lookup then answers as before). 503 when it has a split but
+    none of its versions is ready."""
     key = (tenant.id, name)
     split = platform.traffic_splits.get(key)
     if split is None:
