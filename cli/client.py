@@ -129,6 +129,23 @@ class PlatformClient(ApiClient):
     def remove_adapter(self, deployment_id: int, name: str) -> None:
         self._call("DELETE", f"/v1/deployments/{deployment_id}/adapters/{name}")
 
+    # ---- traffic splits -----------------------------------------------------------------------------------
+
+    def traffic(self, name: str) -> dict:
+        return self._call("GET", _traffic_path(name))
+
+    def set_traffic(self, name: str, split: dict[int, int]) -> dict:
+        return self._call("PUT", _traffic_path(name), json={"split": {str(v): p for v, p in split.items()}})
+
+    def clear_traffic(self, name: str) -> dict:
+        return self._call("DELETE", _traffic_path(name))
+
+    def rollback_traffic(self, name: str) -> dict:
+        return self._call("POST", _traffic_path(name) + "/rollback")
+
+    def traffic_history(self, name: str) -> list[dict]:
+        return self._call("GET", _traffic_path(name) + "/history")
+
     # ---- API keys -----------------------------------------------------------------------------------------
 
     def list_keys(self) -> list[dict]:
@@ -143,3 +160,7 @@ class PlatformClient(ApiClient):
 
 def _oip_path(name: str, version: int | None) -> str:
     return f"/v2/models/{quote(name, safe='')}" + (f"/versions/{version}" if version is not None else "")
+
+
+def _traffic_path(name: str) -> str:
+    return f"/v1/models/{quote(name, safe='')}/traffic"

@@ -218,4 +218,5 @@ def main() -> None:
     app()
 
 
+from luminal.cli import traffic as _traffic  # noqa: E402, F401  (registers `luminal deployments traffic`, `rollback`)
 from luminal.cli import usage as _usage  # noqa: E402, F401  (registers `luminal usage` on app)

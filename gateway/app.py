@@ -25,6 +25,7 @@ from luminal.gateway.routers import (
     openai_api,
     predictions,
     server,
+    traffic,
     usage,
     workers,
 )
@@ -232,8 +233,8 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(InferFastPath)  # the infer routes' answers without FastAPI's routing (the hot path)
     # The inference router first: routes are matched in order, and its infer route is the hot path.
-    for module in (inference, server, models, deployments, lora_adapters, workers, usage, predictions, metrics, keys,
-                   admin):  # fmt: skip
+    for module in (inference, server, models, traffic, deployments, lora_adapters, workers, usage, predictions,
+                   metrics, keys, admin):  # fmt: skip
         app.include_router(module.router)
     app.include_router(openai_api.router)
     return app

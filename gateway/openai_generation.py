@@ -38,6 +38,7 @@ from luminal.gateway.openai_errors import OpenAIError
 from luminal.gateway.openai_schemas import SamplingFields, SchedulingFields
 from luminal.gateway.platform import Platform
 from luminal.gateway.routers.inference import resolve_ready
+from luminal.gateway.traffic_routing import MODEL_VERSION_HEADER
 from luminal.gateway.uploads import LLM_KIND
 from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.generation.engine import PromptTooLong, check_length
@@ -225,8 +226,13 @@ class Answer:
     def _logprobs(self, tokens: list[TokenLogprob]) -> dict[str, Any] | None:
         return None if self.logprobs is None else self.logprobs(tokens)
 
+    def headers(self) -> dict[str, str]:
+        """Which version of the model generates this answer (its traffic split chose it when none was named)."""
+        account = self.stream.account
+        return {} if account is None else {MODEL_VERSION_HEADER: str(account.model_version)}
+
     def sse(self, include_usage: bool) -> StreamingResponse:
-        return StreamingResponse(self._events(include_usage), media_type="text/event-stream")
+        return StreamingResponse(self._events(include_usage), media_type="text/event-stream", headers=self.headers())
 
     async def _events(self, include_usage: bool) -> AsyncIterator[str]:
         usage = {"usage": None} if include_usage else {}

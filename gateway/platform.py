@@ -14,6 +14,7 @@ from luminal.gateway.metrics import InferenceMetrics
 from luminal.gateway.predictions import PredictionRunner
 from luminal.gateway.rate_limits import RateLimiter, open_rate_limiter
 from luminal.gateway.replicas import ReplicaHeartbeat
+from luminal.gateway.traffic_routing import ReadySplit, VersionChooser
 from luminal.gateway.ttl_cache import TtlCache
 from luminal.gateway.webhooks import WebhookSender, webhook_secret
 from luminal.provisioner.provisioner import Provisioner
@@ -76,10 +77,14 @@ class Platform:
     # The hot path's lookups: API key -> tenant, and (tenant, model, version) -> its ready deployment.
     tenants: TtlCache[Tenant] = field(init=False)
     ready_deployments: TtlCache[dict[str, Any]] = field(init=False)
+    # (tenant, model) -> its traffic split over its ready versions, and each split's round (traffic_routing.py).
+    traffic_splits: TtlCache[ReadySplit] = field(init=False)
+    version_chooser: VersionChooser = field(default_factory=VersionChooser)
 
     def __post_init__(self) -> None:
         self.tenants = TtlCache(self.settings.metadata_cache_s)
         self.ready_deployments = TtlCache(self.settings.metadata_cache_s)
+        self.traffic_splits = TtlCache(self.settings.metadata_cache_s)
         self.rate_limiter = open_rate_limiter(self.settings.queue_url, self.settings.queue_namespace)
         webhooks = WebhookSender(webhook_secret(self.settings), self.settings.webhook_allow_private)
         self.generation_metrics = GenerationMetrics(self.metrics.registry, self.generation)
@@ -96,6 +101,7 @@ class Platform:
     def clear_caches(self) -> None:
         self.tenants.clear()
         self.ready_deployments.clear()
+        self.traffic_splits.clear()
 
     def metadata_changed(self) -> None:
         """Another gateway (or this one) changed keys, tenants, models or deployments: forget what the caches hold,

@@ -155,6 +155,38 @@ class LoraAdapterRow(Base):
     deployment: Mapped[Deployment] = relationship(back_populates="lora_adapters")
 
 
+class TrafficSplitRow(Base):
+    """How requests naming a model without a version are shared among its versions: version (as text, JSON's
+    key type) -> percent, summing to 100. No row: the newest deployed version answers them all."""
+
+    __tablename__ = "traffic_splits"
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    split: Mapped[dict[str, int]] = mapped_column(JSON)
+    updated_at: Mapped[dt.datetime] = _now()
+
+
+class TrafficChangeRow(Base):
+    """One change of a model's traffic split, appended, never edited: the audit trail, and what a rollback
+    restores (the `old_split` of the newest change). Its name is copied in and its id set to NULL when the model
+    is deleted: the trail outlives the model, as billing history does, and a model made again under the same name
+    starts a fresh one (an id alone would not do: SQLite gives a deleted row's id to the next row)."""
+
+    __tablename__ = "traffic_changes"
+    __table_args__ = (Index("ix_traffic_changes_model", "model_id", "id"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id", ondelete="SET NULL"), nullable=True)
+    model_name: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(16))  # set | rollback | clear
+    old_split: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)  # None: no split before
+    new_split: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)  # None: the split was cleared
+    # Who: the API key that made the change (its id and label copied, so the trail survives a revoked key).
+    api_key_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    api_key_name: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    changed_at: Mapped[dt.datetime] = _now()
+
+
 class UsageRecordRow(Base):
     """One executed batch, billed once (`batch_id` is unique), holding the requests it billed: each request is
     billed once in all (`billed_requests`), so a batch whose requests were all billed before writes no row.

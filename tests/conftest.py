@@ -21,7 +21,7 @@ SLOW = (
     "bench/test_gpu_bench_small.py", "bench/test_gpu_serving_small.py", "bench/test_metal_kernels_small.py",
     "bench/test_llm_http_small.py", "bench/test_embeddings_small.py",
     "cli/test_cli.py", "cli/test_llm_cli.py", "cli/test_llm_quantize_cli.py", "cli/test_predict_compile.py",
-    "cli/test_serve_killed_billing.py",
+    "cli/test_serve_killed_billing.py", "cli/test_traffic_cli.py",
     "compiler/cuda/test_attention_layout.py", "compiler/cuda/test_fuse_index.py",
     "compiler/cuda/test_half_activations.py", "compiler/cuda/test_nvcc.py", "compiler/cuda/test_paged_decode.py",
     "compiler/cuda/test_paged_decode_full_width.py", "compiler/cuda/test_paged_decode_phi3.py",
@@ -47,7 +47,7 @@ SLOW = (
     "scheduler/test_queues.py", "scheduler/test_llm_routing.py", "gateway/test_llm_routing_api.py",
     "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py", "scheduler/test_lora_engine.py",
     "gateway/test_openai_lora.py", "quantize/test_lora_int8.py", "compiler/cuda/test_lora_step.py",
-    "deploy/test_wheel_install.py",
+    "deploy/test_wheel_install.py", "gateway/test_traffic_api.py", "gateway/test_traffic_split_serving.py",
 )  # fmt: skip
 
 

@@ -1,6 +1,7 @@
 """OIP model endpoints: `/v2/models/{name}[/versions/{version}]` metadata, `.../ready` and `.../infer`.
 
-A name is the tenant's model name; without a version the newest deployed version answers. Another tenant's
+A name is the tenant's model name; without a version the model's traffic split picks the version that answers
+(gateway/traffic_routing.py), or the newest deployed version answers when it has none. Another tenant's
 model is reported exactly like a missing one (404), so names cannot be probed.
 """
 
@@ -26,6 +27,7 @@ from luminal.gateway.schemas import ModelNameInPath, tensor_specs
 from luminal.gateway.tensor_codec import InferRequest, TensorError, encode_infer_response, parse_infer_request
 from luminal.gateway.text_inference import answer_text_inference
 from luminal.gateway.text_tensors import TEXT_INPUT, is_text_request
+from luminal.gateway.traffic_routing import no_ready_version, read_ready_split, routed_version
 from luminal.gateway.uploads import EMBEDDING_KIND, LLM_KIND
 from luminal.gateway.webhooks import DEFAULT_EVENTS
 from luminal.scheduler.work import InferenceRequest, InferenceResult, effective_priority
@@ -100,7 +102,12 @@ def _ready(platform: Platform, tenant: Tenant, name: str, version: str | None) -
 
 
 def unready_reason(platform: Platform, tenant: Tenant, name: str, version: str | None) -> str | None:
-    """Why the model cannot serve now, or None when it can (a missing model raises NotFound). Reads the database."""
+    """Why the model cannot serve now, or None when it can (a missing model raises NotFound). Reads the database.
+    Without a version, a model with a traffic split can serve when one of the versions that split serves can."""
+    split = None if version is not None else read_ready_split(platform.db, tenant, name).weights
+    if split is not None:
+        reasons = [unready_reason(platform, tenant, name, str(v)) for v, _ in split]
+        return None if None in reasons else "; ".join(reasons) or no_ready_version(name)
     d = _resolve(platform.db, tenant, name, version)
     if d["status"] != deployment_store.READY:
         return _not_ready_message(name, d)
@@ -118,7 +125,10 @@ def _not_ready_message(name: str, d: dict[str, Any]) -> str:
 
 async def resolve_ready(platform: Platform, tenant: Tenant, name: str, version: str | None) -> dict[str, Any]:
     """The deployment serving `name` (at `version`), refused with 400 unless it is ready. Ready deployments
-    come from the platform's short-lived cache; anything else is read fresh every time."""
+    come from the platform's short-lived cache; anything else is read fresh every time. Without a version, the
+    model's traffic split picks one (when it has a split)."""
+    if version is None:
+        version = await routed_version(platform, tenant, name)
     key = (tenant.id, name, version)
     d = platform.ready_deployments.get(key)
     if d is not None:

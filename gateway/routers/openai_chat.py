@@ -73,4 +73,4 @@ async def create_chat_completion(request: Request, tenant: TenantDep, platform: 
         if calls:
             message["tool_calls"] = calls
     choice = {"index": 0, "message": message, "logprobs": token_logprobs, "finish_reason": reason}
-    return JSONResponse(answer.envelope("chat.completion", [choice], usage=answer.usage()))
+    return JSONResponse(answer.envelope("chat.completion", [choice], usage=answer.usage()), headers=answer.headers())

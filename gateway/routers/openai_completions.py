@@ -39,4 +39,4 @@ async def create_completion(request: Request, tenant: TenantDep, platform: Platf
         return answer.sse(body.include_usage)
     text, reason, token_logprobs = await answer.collect(request)
     choice = _choice(text, reason, token_logprobs)
-    return JSONResponse(answer.envelope("text_completion", [choice], usage=answer.usage()))
+    return JSONResponse(answer.envelope("text_completion", [choice], usage=answer.usage()), headers=answer.headers())

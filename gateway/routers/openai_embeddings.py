@@ -10,7 +10,7 @@ import base64
 from typing import Any
 
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.dependencies import PlatformDep, TenantDep
@@ -22,6 +22,7 @@ from luminal.gateway.openai_embedding_schemas import EmbeddingCreate
 from luminal.gateway.openai_errors import OpenAIError, OpenAIRoute
 from luminal.gateway.request_body import read_json_model
 from luminal.gateway.routers.inference import deployment_ref, resolve_ready
+from luminal.gateway.traffic_routing import MODEL_VERSION_HEADER
 from luminal.gateway.uploads import EMBEDDING_KIND
 
 router = APIRouter(route_class=OpenAIRoute)
@@ -29,9 +30,12 @@ MAX_BODY_BYTES = 16 << 20  # 2048 inputs of a few KiB of text each
 
 
 @router.post("/embeddings")
-async def create_embeddings(request: Request, tenant: TenantDep, platform: PlatformDep) -> dict[str, Any]:
+async def create_embeddings(
+    request: Request, response: Response, tenant: TenantDep, platform: PlatformDep
+) -> dict[str, Any]:
     body = await read_json_model(request, EmbeddingCreate, MAX_BODY_BYTES)
     d = await resolve_ready(platform, tenant, body.model, None)
+    response.headers[MODEL_VERSION_HEADER] = d["version"]
     if d["signature"].get("kind") != EMBEDDING_KIND:
         raise OpenAIError(400, f"model {body.model!r} is not an embedding model", "model")
     dimensions = checked_dimensions(d["signature"], body.model, body.dimensions)

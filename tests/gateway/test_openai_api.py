@@ -286,3 +286,18 @@ def test_chat_logprobs_equal_transformers_streamed_and_not(world, model):
     streamed = [c for chunk in client.chat.completions.create(**kwargs, stream=True) if chunk.choices[0].logprobs
                 for c in chunk.choices[0].logprobs.content]  # fmt: skip
     assert [c.model_dump() for c in streamed] == [c.model_dump() for c in content]
+
+
+def test_answers_name_the_version_that_generated_them(world):
+    http = httpx.Client(base_url=world.url, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}, timeout=60)
+    completion = {"model": "tiny-gpt2", "prompt": PROMPTS[1], "max_tokens": 2}
+    chat = {"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    assert http.put("/v1/models/tiny-gpt2/traffic", json={"split": {"1": 100}}).status_code == 200
+    try:
+        for path, body in (("/openai/v1/completions", completion), ("/openai/v1/chat/completions", chat)):
+            for stream in (False, True):
+                answer = http.post(path, json=body | {"stream": stream})
+                assert answer.status_code == 200, answer.text
+                assert answer.headers["x-luminal-model-version"] == "1", (path, stream)
+    finally:
+        http.delete("/v1/models/tiny-gpt2/traffic")

@@ -172,6 +172,8 @@ def test_models_are_resolved_as_the_other_routes_resolve_them(gateway):
             model=MODEL, input="a"
         )
     assert MODEL in [m.id for m in client(gateway).models.list()]
+    raw = client(gateway).embeddings.with_raw_response.create(model=MODEL, input="a")
+    assert raw.headers["x-luminal-model-version"] == "1"  # the version that answered
 
 
 def test_a_model_that_is_not_an_embedding_model_is_refused(gateway, model_bytes):  # noqa: F811
