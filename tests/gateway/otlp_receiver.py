@@ -32,6 +32,14 @@ class ReceivedSpan:
     end_ns: int
     attributes: dict[str, Any]
     resource: dict[str, Any]  # the exporting process's: service.name, process.pid
+    events: tuple[ReceivedEvent, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReceivedEvent:
+    name: str
+    time_ns: int
+    attributes: dict[str, Any]
 
 
 def _value(value: AnyValue) -> Any:
@@ -50,9 +58,10 @@ def decoded(body: bytes) -> list[ReceivedSpan]:
         resource = _attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for s in scope_spans.spans:
+                events = tuple(ReceivedEvent(e.name, e.time_unix_nano, _attributes(e.attributes)) for e in s.events)
                 spans.append(ReceivedSpan(s.name, s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(), s.kind,
                                           s.status.code, s.start_time_unix_nano, s.end_time_unix_nano,
-                                          _attributes(s.attributes), resource))  # fmt: skip
+                                          _attributes(s.attributes), resource, events))  # fmt: skip
     return spans
 
 
