@@ -50,7 +50,7 @@ class InferFastPath:
                 response = await answer_inference(request, match.group(1), match.group(2), None)
             except Exception as exc:
                 response = await _handled(request, exc)
-            tracing.answered(response.status_code, failed=response.status_code >= 500)
+            tracing.http_answered(response.status_code)
             await response(scope, receive, send)
 
 
@@ -66,4 +66,5 @@ async def _handled(request: Request, exc: Exception) -> Response:
         if handler is not None:
             response = handler(request, exc)
             return await response if inspect.isawaitable(response) else response
+    tracing.http_answered(500)  # what ServerErrorMiddleware will answer
     raise exc

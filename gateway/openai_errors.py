@@ -106,7 +106,7 @@ class OpenAIRoute(APIRoute):
             attributes = {"http.request.method": request.method, "http.route": route}
             with tracing.server_span(f"{request.method} {route}", request.headers, attributes):
                 response = await _answered(request)
-                tracing.answered(response.status_code, failed=response.status_code >= 500)
+                tracing.http_answered(response.status_code)
                 return response
 
         async def _answered(request: Request) -> Response:

@@ -47,12 +47,12 @@ def wanted(environ: Mapping[str, str] = os.environ) -> bool:
     return any(environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
 
 
-def configure(default_service_name: str, environ: Mapping[str, str] = os.environ) -> bool:
+def configure(default_service_name: str) -> bool:
     """Export this process's spans when the environment asks for it (`wanted`); whether tracing is now on.
     `default_service_name` is the resource's service.name unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES
     names one."""
     global _tracer, _provider
-    if _tracer is not None or not wanted(environ):
+    if _tracer is not None or not wanted():
         return _tracer is not None
     # The SDK and exporter are imported only here: a process that does not trace never loads them.
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -60,7 +60,7 @@ def configure(default_service_name: str, environ: Mapping[str, str] = os.environ
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
     if protocol and protocol != "http/protobuf":
         log.warning("OTLP protocol %r is not supported: traces are sent as http/protobuf", protocol)
     resource = Resource.create({PROCESS_PID: os.getpid()})
@@ -96,8 +96,8 @@ def server_span(name: str, carrier: Mapping[str, str] | None, attributes: Mappin
     if _tracer is None:
         return _NOTHING
     parent = _PROPAGATOR.extract(carrier_of(carrier)) if carrier else None
-    # The caller sets the status (`answered`): an exception escaping the span is a server error, but a refused
-    # request raised as an ApiError is not.
+    # The caller records the status (`http_answered`, `grpc_answered`): a refused request may leave as an exception
+    # (gRPC's errors do), and that is the caller's error, not the span's.
     return _tracer.start_as_current_span(
         name, context=parent, kind=trace.SpanKind.SERVER, attributes=attributes, set_status_on_exception=False
     )
@@ -111,13 +111,21 @@ def stage(name: str, attributes: Mapping[str, Any] | None = None):
     return _tracer.start_as_current_span(name, attributes=attributes)
 
 
-def answered(status: int, failed: bool) -> None:
-    """Record the current server span's answer: its status code, and whether it failed on the server's side (a
-    5xx, or a gRPC error of the same kind); a refused request (a 4xx) is the caller's error, not the span's."""
+def http_answered(status_code: int) -> None:
+    """Record the current server span's HTTP status; only a 5xx is the span's error (a 4xx is the caller's)."""
+    _answered("http.response.status_code", status_code, failed=status_code >= 500)
+
+
+def grpc_answered(code: int, failed: bool) -> None:
+    """Record the current server span's gRPC status code; `failed`: a code the server is to blame for."""
+    _answered("rpc.grpc.status_code", code, failed)
+
+
+def _answered(attribute: str, status: int, failed: bool) -> None:
     if _tracer is None:
         return
     span = trace.get_current_span()
-    span.set_attribute("http.response.status_code" if status >= 100 else "rpc.grpc.status_code", status)
+    span.set_attribute(attribute, status)
     if failed:
         span.set_status(trace.Status(trace.StatusCode.ERROR))
 

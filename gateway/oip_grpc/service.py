@@ -79,18 +79,14 @@ class InferenceService:
         return response
 
     async def ModelInfer(self, request: pb.ModelInferRequest, context) -> pb.ModelInferResponse:
-        # A trace per call, child of the caller's span when its metadata carries a `traceparent`.
-        attributes = {"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": "ModelInfer",
-                      "luminal.model.name": request.model_name}  # fmt: skip
-        with tracing.server_span(f"{SERVICE}/ModelInfer", context.invocation_metadata() or (), attributes):
+        with _server_span("ModelInfer", context, request):
             try:
                 response, request_id = await self._infer(partial(self._tenant, context), request,
                                                          context.time_remaining())  # fmt: skip
             except Exception as exc:
-                code, _ = grpc_status(exc)
-                tracing.answered(code.value[0], failed=code in SERVER_FAILURES)
+                _traced_status(grpc_status(exc)[0])
                 raise
-            tracing.answered(grpc.StatusCode.OK.value[0], failed=False)
+            _traced_status(grpc.StatusCode.OK)
         context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
         return response
 
@@ -99,20 +95,24 @@ class InferenceService:
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         """Each request runs as it arrives, so a stream's requests batch together; each answer (or its error, in
         `error_message`, as Triton sends it) is sent as it completes, matched to its request by `id`. The key is
-        checked once; the tenant's standing (suspension, requests per second) for every request."""
+        checked once; the tenant's standing (suspension, requests per second) for every request. Each request is
+        traced on its own, under the call's `traceparent`."""
         authorization = _authorization(context)
         await tenant_with_key(self.platform, authorization)  # a bad key fails the call before any request is read
         answers: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
 
         async def answer(request: pb.ModelInferRequest) -> None:
-            try:
-                # The key is cached: this re-checks only the standing.
-                standing = partial(tenant_with_key, self.platform, authorization)
-                response, _ = await self._infer(standing, request, context.time_remaining())
-                await answers.put(pb.ModelStreamInferResponse(infer_response=response))
-            except Exception as exc:
-                code, message = grpc_status(exc)
-                await answers.put(pb.ModelStreamInferResponse(error_message=f"{code.name}: {message}"))
+            with _server_span("ModelStreamInfer", context, request):
+                try:
+                    # The key is cached: this re-checks only the standing.
+                    standing = partial(tenant_with_key, self.platform, authorization)
+                    response, _ = await self._infer(standing, request, context.time_remaining())
+                    _traced_status(grpc.StatusCode.OK)
+                    await answers.put(pb.ModelStreamInferResponse(infer_response=response))
+                except Exception as exc:
+                    code, message = grpc_status(exc)
+                    _traced_status(code)
+                    await answers.put(pb.ModelStreamInferResponse(error_message=f"{code.name}: {message}"))
 
         async def read_all() -> None:
             try:
@@ -150,6 +150,17 @@ class InferenceService:
         with tracing.stage(ANSWER):
             response = model_infer_response(name, d["version"], prepared.parsed, result.outputs, d["signature"], typed)
         return response, result.request_id
+
+
+def _server_span(method: str, context, request: pb.ModelInferRequest):
+    """The server span of one inference, child of the caller's span when the call's metadata has a `traceparent`."""
+    attributes = {"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": method,
+                  "luminal.model.name": request.model_name}  # fmt: skip
+    return tracing.server_span(f"{SERVICE}/{method}", context.invocation_metadata() or (), attributes)
+
+
+def _traced_status(code: grpc.StatusCode) -> None:
+    tracing.grpc_answered(code.value[0], failed=code in SERVER_FAILURES)
 
 
 def _decoded_within(request: pb.ModelInferRequest, signature: dict[str, Any], seconds_left: float | None):

@@ -7,6 +7,7 @@ tracing off, nothing is exported and the answers are the same."""
 
 from __future__ import annotations
 
+import queue
 import secrets
 import uuid
 
@@ -127,6 +128,38 @@ def test_grpc_call_joins_the_callers_trace(traced, receiver):
     assert spans[server_name].attributes["rpc.method"] == "ModelInfer"
     assert spans[server_name].attributes["rpc.grpc.status_code"] == 0
     assert _parent(spans, "luminal.batch") == "luminal.dispatch"
+
+
+def test_grpc_stream_traces_each_request_under_the_calls_span(traced, receiver):
+    _, address = traced
+    trace_id, span_id, traceparent = caller()
+    answers: queue.Queue = queue.Queue()
+    x = triton_grpc.InferInput("x", list(ROWS.shape), "FP32")
+    x.set_data_from_numpy(ROWS)
+    with triton_grpc.InferenceServerClient(address) as client:
+        headers = {"authorization": f"Bearer {BOOTSTRAP_KEY}", "traceparent": traceparent}
+        client.start_stream(lambda result, error: answers.put(error), headers=headers)
+        for k in range(2):
+            client.async_stream_infer("tiny", [x], request_id=f"s{k}")
+        assert [answers.get(timeout=60) for _ in range(2)] == [None, None]
+        client.stop_stream()
+    server_name = "inference.GRPCInferenceService/ModelStreamInfer"
+
+    def both_answered(spans: list[ReceivedSpan]) -> list[ReceivedSpan] | None:
+        mine = [s for s in spans if s.trace_id == trace_id]
+        ends = [s for s in mine if s.name in ("luminal.execute", server_name)]  # outermost and innermost, twice
+        return mine if len(ends) == 4 else None
+
+    spans = receiver.wait_until(both_answered)
+    by_id = {s.span_id: s for s in spans}
+    servers = [s for s in spans if s.name == server_name]
+    assert len(servers) == 2 and all(s.parent_id == span_id for s in servers)
+    for execute in (s for s in spans if s.name == "luminal.execute"):
+        chain = [execute]
+        while chain[-1].parent_id in by_id:
+            chain.append(by_id[chain[-1].parent_id])
+        assert [s.name for s in chain] == ["luminal.execute", "luminal.batch", "luminal.dispatch", server_name]
+    assert {s.span_id for s in servers} == {by_id[s.parent_id].parent_id for s in spans if s.name == "luminal.batch"}
 
 
 def test_refused_call_is_traced_without_worker_spans(traced, receiver):
