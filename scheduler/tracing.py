@@ -103,6 +103,14 @@ def server_span(name: str, carrier: Mapping[str, str] | None, attributes: Mappin
     )
 
 
+def continued(name: str, carrier: Mapping[str, str] | None, attributes: Mapping[str, Any] | None = None):
+    """A span of work done later for a traced request (an asynchronous prediction), child of the span `carrier`
+    names (`current_carrier()` taken while the request was served), current inside; a no-op without one."""
+    if _tracer is None or not carrier:
+        return _NOTHING
+    return _tracer.start_as_current_span(name, context=_PROPAGATOR.extract(carrier), attributes=attributes)
+
+
 def stage(name: str, attributes: Mapping[str, Any] | None = None):
     """A child span of the current request's span, current inside the `with`. Only within a traced request: a
     stage outside one (an untraced route, a background job) records nothing rather than starting a stray trace."""

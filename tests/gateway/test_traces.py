@@ -162,6 +162,23 @@ def test_grpc_stream_traces_each_request_under_the_calls_span(traced, receiver):
     assert {s.span_id for s in servers} == {by_id[s.parent_id].parent_id for s in spans if s.name == "luminal.batch"}
 
 
+def test_asynchronous_prediction_continues_the_requests_trace(traced, receiver):
+    rest, _ = traced
+    trace_id, span_id, traceparent = caller()
+    headers = {**AUTH, "traceparent": traceparent, "Prefer": "respond-async"}
+    accepted = httpx.post(f"{rest.url}/v2/models/tiny/infer", json=BODY, headers=headers, timeout=60)
+    assert accepted.status_code == 202, accepted.text
+    server_name = "POST /v2/models/{name}/infer"
+    wanted = {server_name, "luminal.admission", "luminal.prediction", "luminal.dispatch"} | WORKER
+    spans = _one_tree(receiver.wait_for_trace(trace_id, wanted), root_parent=span_id)
+    assert set(spans) == wanted  # the 202 is sent without an answer stage
+    assert spans[server_name].attributes["http.response.status_code"] == 202
+    assert _parent(spans, "luminal.prediction") == server_name
+    assert spans["luminal.prediction"].attributes["luminal.prediction.id"] == accepted.json()["id"]
+    assert _parent(spans, "luminal.dispatch") == "luminal.prediction"
+    assert _parent(spans, "luminal.batch") == "luminal.dispatch"
+
+
 def test_refused_call_is_traced_without_worker_spans(traced, receiver):
     """A 400 (an input the model does not take) is recorded on its server span as the caller's error, not the
     server's; nothing was queued, so no worker span."""
