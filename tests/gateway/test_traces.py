@@ -77,16 +77,20 @@ def _one_tree(spans: list[ReceivedSpan], root_parent: str) -> dict[str, Received
     return {s.name: s for s in spans}
 
 
+def traced_call(rest, body: dict = BODY, **headers: str) -> tuple[httpx.Response, str, str]:
+    """(the answer, its trace id, the caller's span id) of an infer call made under a new caller span."""
+    trace_id, span_id, traceparent = caller()
+    headers = {**AUTH, "traceparent": traceparent, **headers}
+    return httpx.post(f"{rest.url}/v2/models/tiny/infer", json=body, headers=headers, timeout=60), trace_id, span_id
+
+
 def _parent(spans: dict[str, ReceivedSpan], name: str) -> str:
     parent_id = spans[name].parent_id
     return next(s.name for s in spans.values() if s.span_id == parent_id)
 
 
 def test_rest_call_is_one_trace_across_the_worker_process(traced, receiver):
-    rest, _ = traced
-    trace_id, span_id, traceparent = caller()
-    headers = {**AUTH, "traceparent": traceparent, "tracestate": "vendor=opaque"}
-    answer = httpx.post(f"{rest.url}/v2/models/tiny/infer", json=BODY, headers=headers, timeout=60)
+    answer, trace_id, span_id = traced_call(traced[0], tracestate="vendor=opaque")
     assert answer.status_code == 200, answer.text
     spans = _one_tree(receiver.wait_for_trace(trace_id, GATEWAY | WORKER), root_parent=span_id)
     assert set(spans) == GATEWAY | WORKER
@@ -163,10 +167,7 @@ def test_grpc_stream_traces_each_request_under_the_calls_span(traced, receiver):
 
 
 def test_asynchronous_prediction_continues_the_requests_trace(traced, receiver):
-    rest, _ = traced
-    trace_id, span_id, traceparent = caller()
-    headers = {**AUTH, "traceparent": traceparent, "Prefer": "respond-async"}
-    accepted = httpx.post(f"{rest.url}/v2/models/tiny/infer", json=BODY, headers=headers, timeout=60)
+    accepted, trace_id, span_id = traced_call(traced[0], Prefer="respond-async")
     assert accepted.status_code == 202, accepted.text
     server_name = "POST /v2/models/{name}/infer"
     wanted = {server_name, "luminal.admission", "luminal.prediction", "luminal.dispatch"} | WORKER
@@ -182,11 +183,8 @@ def test_asynchronous_prediction_continues_the_requests_trace(traced, receiver):
 def test_refused_call_is_traced_without_worker_spans(traced, receiver):
     """A 400 (an input the model does not take) is recorded on its server span as the caller's error, not the
     server's; nothing was queued, so no worker span."""
-    rest, _ = traced
-    trace_id, span_id, traceparent = caller()
     body = {"inputs": [{"name": "y", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
-    headers = {**AUTH, "traceparent": traceparent}
-    answer = httpx.post(f"{rest.url}/v2/models/tiny/infer", json=body, headers=headers, timeout=60)
+    answer, trace_id, span_id = traced_call(traced[0], body)
     assert answer.status_code == 400
     server_name = "POST /v2/models/{name}/infer"
     spans = _one_tree(receiver.wait_for_trace(trace_id, {server_name, "luminal.admission"}), span_id)
