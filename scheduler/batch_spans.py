@@ -56,7 +56,8 @@ def record_answered(
         if usage is not None:
             inside = trace.set_span_in_context(batch, parent)
             tracer.start_span(EXECUTE, inside, start_time=_ns(usage.started_at)).end(_ns(usage.ended_at))
-        batch.end(_ns(max(answered_at, taken)))
+        # The run's end is its start plus a perf_counter duration: never let the clocks' drift put it past the batch.
+        batch.end(_ns(max(answered_at, taken, usage.ended_at if usage is not None else taken)))
 
 
 def _batch_attributes(spec: WorkerSpec, worker_id: str, result: InferenceResult) -> dict:
