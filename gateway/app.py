@@ -35,6 +35,7 @@ from luminal.provisioner.backends import ThreadWorkers
 from luminal.provisioner.provisioner import Provisioner, ProvisionerSettings
 from luminal.provisioner.tenant_limits import TenantLimits
 from luminal.provisioner.worker_backends import open_worker_backend
+from luminal.scheduler import tracing
 from luminal.scheduler.compile_jobs import ProcessCompileRunner, ThreadCompileRunner
 from luminal.scheduler.compute_thread import ComputeThread
 from luminal.scheduler.generation.engines import Engines
@@ -55,6 +56,8 @@ from luminal.store.leases import PROVISIONER, LeaseKeeper, startup_lock
 from luminal.store.settings import Settings
 from luminal.store.tenant_admin import constrained_tenants
 from luminal.store.tenants import ensure_bootstrap_tenant
+
+GATEWAY_SERVICE = "luminal-gateway"  # service.name of its spans unless OTEL_SERVICE_NAME names one
 
 
 def start_platform(settings: Settings, backend: InferenceBackend | None = None) -> Platform:
@@ -205,6 +208,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        tracing.configure(GATEWAY_SERVICE)  # on only where OTEL_EXPORTER_OTLP_ENDPOINT is set
         app.state.platform = platform = start_platform(settings, backend)
         # Subscribed before the first request: a change another gateway makes from now on clears this one's caches.
         platform.metadata_changes = open_metadata_changes(settings.queue_url, settings.queue_namespace)
@@ -226,6 +230,7 @@ def create_app(
                 await app.state.platform.rate_limiter.close()
             finally:
                 stop_platform(app.state.platform)
+                tracing.shutdown()  # after the thread workers stopped: their last spans are exported too
 
     # strict_content_type=False: clients (curl, SDKs) often omit Content-Type; a body is parsed as what the route
     # expects, never by what a header claims.

@@ -7,6 +7,9 @@ machine, a fifth of the loop's work for a request. This middleware answers `POST
 `answer_inference`) and the app's own exception handlers, so the answers are the routes' answers. Anything it does not
 recognise, including a name the route would refuse as too long, goes on to FastAPI, which judges it as before.
 The routes stay declared: they document the API (OpenAPI) and answer what this passes on.
+
+Each request's trace starts here (scheduler/tracing.py): its server span, child of the caller's `traceparent`,
+covers the whole answer, sending included; the routes' rare answers are not traced.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from luminal.gateway.dependencies import tenant_of
 from luminal.gateway.routers.inference import answer_inference
 from luminal.gateway.schemas import MAX_MODEL_NAME_CHARS
+from luminal.scheduler import tracing
 
 # What the routes match: Starlette's `{name}` is one path segment, of at least one character.
 _INFER_PATH = re.compile(r"/v2/models/([^/]+)/(?:versions/([^/]+)/)?infer")
+# The routes as OpenAPI names them: a trace's server span is named by its route, never by the model's name.
+ROUTE, VERSION_ROUTE = "/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer"
 
 
 class InferFastPath:
@@ -38,12 +43,15 @@ class InferFastPath:
             await self.app(scope, receive, send)
             return
         request = Request(scope, receive, send)  # scope["app"] is the FastAPI app: Starlette set it
-        try:
-            tenant = await tenant_of(request)
-            response = await answer_inference(request, match.group(1), match.group(2), tenant)
-        except Exception as exc:
-            response = await _handled(request, exc)
-        await response(scope, receive, send)
+        route = ROUTE if match.group(2) is None else VERSION_ROUTE
+        attributes = {"http.request.method": "POST", "http.route": route, "luminal.model.name": match.group(1)}
+        with tracing.server_span(f"POST {route}", request.headers, attributes):
+            try:
+                response = await answer_inference(request, match.group(1), match.group(2), None)
+            except Exception as exc:
+                response = await _handled(request, exc)
+            tracing.http_answered(response.status_code)
+            await response(scope, receive, send)
 
 
 async def _handled(request: Request, exc: Exception) -> Response:
@@ -58,4 +66,5 @@ async def _handled(request: Request, exc: Exception) -> Response:
         if handler is not None:
             response = handler(request, exc)
             return await response if inspect.isawaitable(response) else response
+    tracing.http_answered(500)  # what ServerErrorMiddleware will answer
     raise exc

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 
 from luminal.compiler.artifact_json import ArtifactError
 from luminal.gateway.errors import ApiError
+from luminal.scheduler import tracing
 from luminal.scheduler.generation.chat_template import ChatTemplateError
 from luminal.scheduler.generation.engine import EngineBusy, PromptTooLong
 from luminal.scheduler.generation.grammar import GrammarError
@@ -100,6 +101,15 @@ class OpenAIRoute(APIRoute):
 
         async def answer(request: Request) -> Response:
             request.state.arrived = time.perf_counter()
+            # A streamed answer's span ends as its response starts; the worker's sequence span covers the rest.
+            route = _route_of(request.url.path, self.path_format) if tracing.enabled() else ""
+            attributes = {"http.request.method": request.method, "http.route": route}
+            with tracing.server_span(f"{request.method} {route}", request.headers, attributes):
+                response = await _answered(request)
+                tracing.http_answered(response.status_code)
+                return response
+
+        async def _answered(request: Request) -> Response:
             try:
                 return await handler(request)
             except Exception as e:
@@ -110,3 +120,11 @@ class OpenAIRoute(APIRoute):
                 return error.response()
 
         return answer
+
+
+def _route_of(path: str, path_format: str) -> str:
+    """The full route of a request to `path_format` (a route of an included router, which knows it without the
+    prefixes it is mounted under): the path's own leading segments, then the route's, so a trace names the route,
+    never a model."""
+    kept = path.rstrip("/").count("/") - path_format.rstrip("/").count("/")
+    return "/".join(path.split("/")[: kept + 1]) + path_format

@@ -40,6 +40,7 @@ from luminal.gateway.platform import Platform
 from luminal.gateway.routers.inference import resolve_ready
 from luminal.gateway.traffic_routing import MODEL_VERSION_HEADER
 from luminal.gateway.uploads import LLM_KIND
+from luminal.scheduler import tracing
 from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.generation.engine import PromptTooLong, check_length
 from luminal.scheduler.generation.logprobs import TokenLogprob
@@ -92,13 +93,14 @@ class Served:
         wait = self.max_wait_s if scheduling.queue_timeout is None else min(scheduling.queue_timeout, self.max_wait_s)
         priority, waited = effective_priority(scheduling.priority), max(0.0, time.perf_counter() - arrived)
         arrived_at = time.time() - waited
+        trace = tracing.current_carrier()  # the worker's spans of the sequence join this request's trace
 
         def queue() -> SequenceRequest:  # blocking transport reads and writes: off the event loop
             preferred = None
             if self.prefix_routing:
                 preferred = choose_worker(prompt, self.sequences.loads(d["id"]), self.sequences.backlog(d["id"]))
             request = SequenceRequest(
-                account, tuple(prompt), params, priority, wait, arrived_at, preferred_worker=preferred
+                account, tuple(prompt), params, priority, wait, arrived_at, preferred_worker=preferred, trace=trace
             )
             self.sequences.submit(request, d["max_waiting"])
             return request

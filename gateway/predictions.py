@@ -31,6 +31,7 @@ from luminal.gateway.metrics import REJECTED, InferenceMetrics, ModelLabels, obs
 from luminal.gateway.prediction_schemas import PredictionAccepted, PredictionPublic
 from luminal.gateway.tensor_codec import InferRequest, encode_infer_response
 from luminal.gateway.webhooks import COMPLETED, DEFAULT_EVENTS, START, Delivery, WebhookSender
+from luminal.scheduler import tracing
 from luminal.scheduler.queues.base import QueueFull
 from luminal.scheduler.work import InferenceRequest
 from luminal.store import predictions as store
@@ -47,6 +48,7 @@ INLINE_OUTPUT_BYTES = 1 * MiB
 MAX_UNFINISHED = 1024
 SHUTDOWN_GRACE_S = 5.0
 SHUTDOWN_MESSAGE = "interrupted: the gateway shut down before it finished"
+PREDICTION_SPAN = "luminal.prediction"  # from the start of its background task to its result stored and sent
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,9 @@ class PredictionRunner:
             tenant_id, job.ref.deployment_id, job.model, int(job.version), job.webhook_url, self.owner
         )
         prediction_id = await anyio.to_thread.run_sync(self._create, spec)
-        task = asyncio.create_task(self._run(prediction_id, job), name=f"prediction-{prediction_id}")
+        # The request's span ends with its 202; the prediction's own span continues its trace.
+        run = self._run(prediction_id, job, tracing.current_carrier())
+        task = asyncio.create_task(run, name=f"prediction-{prediction_id}")
         self._tasks[prediction_id] = task
         task.add_done_callback(lambda _t: self._tasks.pop(prediction_id, None))
         return prediction_id
@@ -141,24 +145,25 @@ class PredictionRunner:
 
     # --- the background task ---
 
-    async def _run(self, prediction_id: str, job: PredictionJob) -> None:
-        started: asyncio.Task[Delivery] | None = None
-        try:
-            running = await anyio.to_thread.run_sync(self._mark_running, prediction_id)
-            if job.wants(START) and running is not None:
-                started = asyncio.create_task(self._notify(prediction_id, job, START, running))
-            outcome = await self._execute(job)
-            document = await anyio.to_thread.run_sync(self._finish, prediction_id, outcome)
-            deliveries = [await started] if started is not None else []  # "start" is sent before "completed"
-            if job.wants(COMPLETED) and document is not None:
-                deliveries.append(await self._notify(prediction_id, job, COMPLETED, document))
-            if deliveries:
-                await anyio.to_thread.run_sync(self._record_webhook, prediction_id, deliveries)
-        except Exception:  # a database failure: logged; the prediction stays unfinished until the next start
-            log.exception("prediction %s could not be completed", prediction_id)
-        finally:
-            if started is not None and not started.done():  # cancelled at shutdown: its delivery goes too
-                started.cancel()
+    async def _run(self, prediction_id: str, job: PredictionJob, trace: dict[str, str] | None = None) -> None:
+        with tracing.continued(PREDICTION_SPAN, trace, {"luminal.prediction.id": prediction_id}):
+            started: asyncio.Task[Delivery] | None = None
+            try:
+                running = await anyio.to_thread.run_sync(self._mark_running, prediction_id)
+                if job.wants(START) and running is not None:
+                    started = asyncio.create_task(self._notify(prediction_id, job, START, running))
+                outcome = await self._execute(job)
+                document = await anyio.to_thread.run_sync(self._finish, prediction_id, outcome)
+                deliveries = [await started] if started is not None else []  # "start" is sent before "completed"
+                if job.wants(COMPLETED) and document is not None:
+                    deliveries.append(await self._notify(prediction_id, job, COMPLETED, document))
+                if deliveries:
+                    await anyio.to_thread.run_sync(self._record_webhook, prediction_id, deliveries)
+            except Exception:  # a database failure: logged; the prediction stays unfinished until the next start
+                log.exception("prediction %s could not be completed", prediction_id)
+            finally:
+                if started is not None and not started.done():  # cancelled at shutdown: its delivery goes too
+                    started.cancel()
 
     async def _execute(self, job: PredictionJob) -> store.Outcome:
         try:

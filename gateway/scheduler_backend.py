@@ -13,10 +13,12 @@ import time
 
 from luminal.gateway.inference_backend import DeploymentRef
 from luminal.provisioner.provisioner import Provisioner
+from luminal.scheduler import tracing
 from luminal.scheduler.queues.base import RequestQueue, ResultTimeout
 from luminal.scheduler.work import EXPIRED, UNSCHEDULABLE, InferenceRequest, InferenceResult, expired_result
 
 DEADLINE_GRACE_S = 0.05  # a result stored right at the deadline is still returned
+DISPATCH = "luminal.dispatch"  # the span from admission into the queue until the worker's result is back
 
 
 class SchedulerBackend:
@@ -33,6 +35,14 @@ class SchedulerBackend:
         self.request_timeout_s, self.execution_timeout_s = request_timeout_s, execution_timeout_s
 
     async def infer(self, deployment: DeploymentRef, request: InferenceRequest) -> InferenceResult:
+        # Its span covers the queue round trip; the worker's spans (batch_spans.py) are its children.
+        with tracing.stage(DISPATCH, {"luminal.deployment.id": deployment.deployment_id}):
+            request.trace = tracing.current_carrier()
+            result = await self._dispatch(deployment, request)
+            tracing.set_attributes({"luminal.status": result.status, "luminal.request.id": result.request_id})
+            return result
+
+    async def _dispatch(self, deployment: DeploymentRef, request: InferenceRequest) -> InferenceResult:
         refusal = self.provisioner.unschedulable(deployment.gpu_type)
         if refusal is not None:
             return InferenceResult(request.id, UNSCHEDULABLE, error=refusal)

@@ -22,6 +22,7 @@ import numpy as np
 from luminal.batching.assemble import assemble, padded_runs, split
 from luminal.batching.layout import BatchLayout
 from luminal.batching.policy import BatchPolicy
+from luminal.scheduler import batch_spans, tracing
 from luminal.scheduler.billing import UsageLedger, UsageRecord
 from luminal.scheduler.programs import InvalidInput
 from luminal.scheduler.queues.base import Delivery, RequestQueue
@@ -52,18 +53,23 @@ class BatchExecutor:
         # A request held for a later batch (or reclaimed) may have passed its deadline since it was taken.
         expired = [d for d in deliveries if d.request.expired(now)]
         if expired:
-            self.queue.complete_all([(d, expired_result(d.request)) for d in expired])
+            self._answer([(d, expired_result(d.request)) for d in expired], None)
         requests = [d.request for d in deliveries if not d.request.expired(now)]
         groups = padded_runs(requests, self.layout) if self.layout is not None else [[r] for r in requests]
         for group in groups:
             for answered, record in self._run_group(run, group):  # one step per program run: one Redis round trip
-                completions = [(by_id[request.id], result) for request, result in answered]
-                if record is not None and self.ledger is None:
-                    self.queue.complete_all(completions, usage=record)  # the answers and their bill, atomically
-                    continue
-                if record is not None:
-                    self._bill(record)
-                self.queue.complete_all(completions)
+                self._answer([(by_id[request.id], result) for request, result in answered], record)
+
+    def _answer(self, completions: list[tuple[Delivery, InferenceResult]], record: UsageRecord | None) -> None:
+        """Bill and answer one program run's requests (`record` None: nothing ran), then trace them."""
+        if record is not None and self.ledger is None:
+            self.queue.complete_all(completions, usage=record)  # the answers and their bill, atomically
+        else:
+            if record is not None:
+                self._bill(record)
+            self.queue.complete_all(completions)
+        if tracing.enabled():
+            batch_spans.record_answered(self.spec, self.worker_id, completions, record, time.time())
 
     def _bill(self, record: UsageRecord) -> None:
         try:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from luminal.lora_package import decode_adapters
+from luminal.scheduler import tracing
 from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.compute_thread import ComputeThread
 from luminal.scheduler.generation.billing import SequenceBilling
@@ -32,6 +33,7 @@ from luminal.scheduler.generation.engines import Engines
 from luminal.scheduler.generation.language_model import load_language_model
 from luminal.scheduler.generation.stream import Delta, Event, Failed, TokenStream
 from luminal.scheduler.registry import UnknownWorker, WorkerInfo, WorkerRegistry
+from luminal.scheduler.sequence_spans import SequenceSpans
 from luminal.scheduler.sequences.base import SequenceTransport, is_last
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 from luminal.scheduler.sequences.routing import MAX_REPORTED_PREFIXES, short_digest
@@ -47,9 +49,12 @@ class _Sink:
 
     def __init__(self, request_id: str, outbox: list[tuple[str, Event]]):
         self.request_id, self.outbox = request_id, outbox
+        self.spans: SequenceSpans | None = None  # set for a traced sequence: it watches the events go by
 
     def put(self, event: Delta | Failed) -> None:
         self.outbox.append((self.request_id, event))
+        if self.spans is not None:
+            self.spans.saw(event)
 
 
 class LanguageModelWorker:
@@ -156,6 +161,8 @@ class LanguageModelWorker:
             self._outbox.append((request.id, Failed(str(e))))
             return
         self._live[request.id] = stream
+        if request.trace and tracing.enabled():
+            sink.spans = SequenceSpans(request, stream, self.spec, self.worker_id, lambda: len(self.engine.running))
 
     def _flush(self) -> None:
         """Emit the round's events in one call; forget the sequences they end."""

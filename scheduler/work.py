@@ -45,6 +45,9 @@ class InferenceRequest:
     deadline: float | None = None  # wall-clock time by which execution must start; None: no deadline
     id: str = field(default_factory=new_request_id)
     enqueued_at: float = field(default_factory=time.time)
+    # The W3C trace context (traceparent, tracestate) of the gateway span that queued it, so the worker's spans
+    # join the caller's trace (scheduler/tracing.py); None when the request is not traced.
+    trace: dict[str, str] | None = None
 
     def expired(self, now: float | None = None) -> bool:
         return self.deadline is not None and (time.time() if now is None else now) >= self.deadline

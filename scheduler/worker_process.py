@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 
+from luminal.scheduler import tracing
 from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.collector import settle_serving_process
 from luminal.scheduler.ledger import SqlUsageLedger
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 # Set by the local provisioner (provisioner/local_processes.py): the pid of the gateway that started this worker.
 PARENT_ENV = "LUMINAL_WORKER_PARENT_PID"
 PARENT_POLL_S = 0.5
+WORKER_SERVICE = "luminal-worker"  # service.name of its spans unless OTEL_SERVICE_NAME names one
 
 
 def stop_with_parent(stop: threading.Event, parent_pid: int, poll_s: float = PARENT_POLL_S) -> threading.Thread:
@@ -77,6 +79,7 @@ def main(argv: list[str]) -> int:
     # are released. Either way a killed worker process loses no billing.
     ledger = None if queue.stores_usage else SqlUsageLedger(db, settings.gpu_prices_per_second)
     settle_serving_process()
+    tracing.configure(WORKER_SERVICE)  # its spans join the gateways' traces (OTEL_EXPORTER_OTLP_ENDPOINT)
     try:
         if spec.is_language_model:
             _serve_language_model(spec, settings, programs, ledger or _usage_stream(settings), registry, worker_id,
@@ -86,6 +89,7 @@ def main(argv: list[str]) -> int:
     finally:
         queue.close()
         db.dispose()
+        tracing.shutdown()  # the spans still buffered are exported before the process exits
     return 0
 
 

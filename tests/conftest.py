@@ -31,6 +31,7 @@ SLOW = (
     "compiler/test_artifact.py", "compiler/test_compile_history.py", "compiler/test_cpu_runtime.py",
     "compiler/test_egraph.py", "compiler/test_matmul.py",
     "gateway/test_deployments_api.py", "gateway/test_inference_api.py", "gateway/test_openai_api.py",
+    "gateway/test_traces.py", "gateway/test_llm_traces.py",
     "gateway/test_predictions.py", "gateway/test_scaling_api.py", "gateway/test_schemathesis.py",
     "gateway/test_openai_embeddings.py", "gateway/test_openai_structured.py", "gateway/test_openai_tools.py",
     "nn/test_generation.py", "nn/test_minilm.py", "nn/test_moe.py", "nn/test_paged_chunk.py", "nn/test_multi_lora.py",

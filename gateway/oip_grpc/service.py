@@ -26,6 +26,8 @@ from luminal.gateway.oip_grpc.status_codes import grpc_status
 from luminal.gateway.oip_grpc.tensors import model_infer_response, parse_model_infer
 from luminal.gateway.platform import Platform
 from luminal.gateway.routers.inference import (
+    ADMISSION,
+    ANSWER,
     INLINE_PARSE_BYTES,
     metadata_of,
     prepare_decoded,
@@ -35,11 +37,16 @@ from luminal.gateway.routers.inference import (
 )
 from luminal.gateway.routers.server import EXTENSIONS, SERVER_NAME, SERVER_VERSION, unready_database
 from luminal.gateway.tensor_codec import InferRequest
+from luminal.scheduler import tracing
 from luminal.store.tables import Tenant
 
 SERVICE = "inference.GRPCInferenceService"
 # Sent with each answered inference, as REST's Luminal-Request-Id header: the id its usage record is billed under.
 REQUEST_ID_KEY = "luminal-request-id"
+# The codes OpenTelemetry's conventions count as the server's failure (the others are the caller's errors).
+_CODE = grpc.StatusCode
+SERVER_FAILURES = frozenset({_CODE.UNKNOWN, _CODE.DEADLINE_EXCEEDED, _CODE.UNIMPLEMENTED, _CODE.INTERNAL,
+                             _CODE.UNAVAILABLE, _CODE.DATA_LOSS})  # fmt: skip
 
 
 class InferenceService:
@@ -72,8 +79,14 @@ class InferenceService:
         return response
 
     async def ModelInfer(self, request: pb.ModelInferRequest, context) -> pb.ModelInferResponse:
-        tenant = await self._tenant(context)
-        response, request_id = await self._infer(tenant, request, context.time_remaining())
+        with _server_span("ModelInfer", context, request):
+            try:
+                response, request_id = await self._infer(partial(self._tenant, context), request,
+                                                         context.time_remaining())  # fmt: skip
+            except Exception as exc:
+                _traced_status(grpc_status(exc)[0])
+                raise
+            _traced_status(grpc.StatusCode.OK)
         context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
         return response
 
@@ -82,19 +95,24 @@ class InferenceService:
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         """Each request runs as it arrives, so a stream's requests batch together; each answer (or its error, in
         `error_message`, as Triton sends it) is sent as it completes, matched to its request by `id`. The key is
-        checked once; the tenant's standing (suspension, requests per second) for every request."""
+        checked once; the tenant's standing (suspension, requests per second) for every request. Each request is
+        traced on its own, under the call's `traceparent`."""
         authorization = _authorization(context)
-        tenant = await tenant_with_key(self.platform, authorization)
+        await tenant_with_key(self.platform, authorization)  # a bad key fails the call before any request is read
         answers: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
 
         async def answer(request: pb.ModelInferRequest) -> None:
-            try:
-                await tenant_with_key(self.platform, authorization)  # cached: this re-checks only the standing
-                response, _ = await self._infer(tenant, request, context.time_remaining())
-                await answers.put(pb.ModelStreamInferResponse(infer_response=response))
-            except Exception as exc:
-                code, message = grpc_status(exc)
-                await answers.put(pb.ModelStreamInferResponse(error_message=f"{code.name}: {message}"))
+            with _server_span("ModelStreamInfer", context, request):
+                try:
+                    # The key is cached: this re-checks only the standing.
+                    standing = partial(tenant_with_key, self.platform, authorization)
+                    response, _ = await self._infer(standing, request, context.time_remaining())
+                    _traced_status(grpc.StatusCode.OK)
+                    await answers.put(pb.ModelStreamInferResponse(infer_response=response))
+                except Exception as exc:
+                    code, message = grpc_status(exc)
+                    _traced_status(code)
+                    await answers.put(pb.ModelStreamInferResponse(error_message=f"{code.name}: {message}"))
 
         async def read_all() -> None:
             try:
@@ -116,18 +134,33 @@ class InferenceService:
         return await tenant_with_key(self.platform, _authorization(context))
 
     async def _infer(
-        self, tenant: Tenant, request: pb.ModelInferRequest, seconds_left: float | None
+        self, authorize: Callable[[], Awaitable[Tenant]], request: pb.ModelInferRequest, seconds_left: float | None
     ) -> tuple[pb.ModelInferResponse, str]:
-        """The inference path REST's `answer_inference` takes, for one message: its answer and billed request id."""
+        """The inference path REST's `answer_inference` takes, for one message: its answer and billed request id.
+        `authorize` checks the caller's key and standing (within the admission stage of a traced call)."""
         name, version = request.model_name, request.model_version or None
-        d = await resolve_ready(self.platform, tenant, name, version)
-        decode = partial(_decoded_within, request, d["signature"], seconds_left)
-        inline = request.ByteSize() <= INLINE_PARSE_BYTES
-        prepared = await prepare_decoded(self.platform.metrics, tenant, name, d, decode, inline)
+        with tracing.stage(ADMISSION):
+            tenant = await authorize()
+            d = await resolve_ready(self.platform, tenant, name, version)
+            decode = partial(_decoded_within, request, d["signature"], seconds_left)
+            inline = request.ByteSize() <= INLINE_PARSE_BYTES
+            prepared = await prepare_decoded(self.platform.metrics, tenant, name, d, decode, inline)
         result = await run_prepared(self.platform, prepared)
         typed = not request.raw_input_contents
-        response = model_infer_response(name, d["version"], prepared.parsed, result.outputs, d["signature"], typed)
+        with tracing.stage(ANSWER):
+            response = model_infer_response(name, d["version"], prepared.parsed, result.outputs, d["signature"], typed)
         return response, result.request_id
+
+
+def _server_span(method: str, context, request: pb.ModelInferRequest):
+    """The server span of one inference, child of the caller's span when the call's metadata has a `traceparent`."""
+    attributes = {"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": method,
+                  "luminal.model.name": request.model_name}  # fmt: skip
+    return tracing.server_span(f"{SERVICE}/{method}", context.invocation_metadata() or (), attributes)
+
+
+def _traced_status(code: grpc.StatusCode) -> None:
+    tracing.grpc_answered(code.value[0], failed=code in SERVER_FAILURES)
 
 
 def _decoded_within(request: pb.ModelInferRequest, signature: dict[str, Any], seconds_left: float | None):

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from luminal.gateway.dependencies import DatabaseDep, PlatformDep, TenantDep
+from luminal.gateway.dependencies import DatabaseDep, PlatformDep, TenantDep, tenant_of
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import DeploymentRef
 from luminal.gateway.metrics import INVALID, InferenceMetrics, ModelLabels, observed_infer
@@ -30,6 +30,7 @@ from luminal.gateway.text_tensors import TEXT_INPUT, is_text_request
 from luminal.gateway.traffic_routing import no_ready_version, read_ready_split, routed_version
 from luminal.gateway.uploads import EMBEDDING_KIND, LLM_KIND
 from luminal.gateway.webhooks import DEFAULT_EVENTS
+from luminal.scheduler import tracing
 from luminal.scheduler.work import InferenceRequest, InferenceResult, effective_priority
 from luminal.store import deployments as deployment_store
 from luminal.store.database import Database
@@ -41,6 +42,9 @@ HEADER_LENGTH = "Inference-Header-Content-Length"
 HEADER_REQUEST_ID = "Luminal-Request-Id"
 # A body this small decodes in tens of microseconds: on the event loop, that is cheaper than a thread hop.
 INLINE_PARSE_BYTES = 64 * 1024
+# The stages of a request's trace on the gateway (scheduler/tracing.py): checking the key, the tenant's standing,
+# the deployment and the body; and encoding the answer. Between them, the backend's queue round trip.
+ADMISSION, ANSWER = "luminal.admission", "luminal.answer"
 
 
 def _parse_version(version: str | None) -> int | None:
@@ -211,25 +215,31 @@ def deployment_ref(tenant: Tenant, d: dict[str, Any]) -> DeploymentRef:
     )
 
 
-async def answer_inference(request: Request, name: str, version: str | None, tenant: Tenant) -> Response:
-    """The answer of an infer route (also given, without FastAPI's routing, by gateway/infer_fast_path.py)."""
+async def answer_inference(request: Request, name: str, version: str | None, tenant: Tenant | None) -> Response:
+    """The answer of an infer route (also given, without FastAPI's routing, by gateway/infer_fast_path.py).
+    `tenant` None: the caller's key and standing are checked here, within the admission stage of its trace."""
     platform: Platform = request.app.state.platform
-    d = await resolve_ready(platform, tenant, name, version)
-    try:
-        body = await read_capped_body(request, platform.settings.max_request_bytes)
-    except ApiError:
-        platform.metrics.record_failure(ModelLabels.of(name, d["version"], d["id"]), INVALID)
-        raise
-    header_length = request.headers.get(HEADER_LENGTH)
-    if d["signature"].get("kind") == EMBEDDING_KIND and is_text_request(body, header_length):
+    with tracing.stage(ADMISSION):
+        if tenant is None:
+            tenant = await tenant_of(request)
+        d = await resolve_ready(platform, tenant, name, version)
+        try:
+            body = await read_capped_body(request, platform.settings.max_request_bytes)
+        except ApiError:
+            platform.metrics.record_failure(ModelLabels.of(name, d["version"], d["id"]), INVALID)
+            raise
+        header_length = request.headers.get(HEADER_LENGTH)
+        text = d["signature"].get("kind") == EMBEDDING_KIND and is_text_request(body, header_length)
+        prepared = None if text else await prepare(platform.metrics, tenant, name, d, body, header_length)
+    if prepared is None:
         return await answer_text_inference(platform, deployment_ref(tenant, d), name, d, body, header_length)
-    prepared = await prepare(platform.metrics, tenant, name, d, body, header_length)
     if prefers_async(request.headers.getlist("prefer")):  # answer 202 now; the result is polled or pushed
         prediction_id = await platform.predictions.submit(prepared.prediction_job(), tenant.id)
         return accepted_response(prediction_id, preference_applied=True)
     result = await run_prepared(platform, prepared)
     parsed = prepared.parsed
-    payload, json_length = encode_infer_response(name, d["version"], parsed, result.outputs, d["signature"])
+    with tracing.stage(ANSWER):
+        payload, json_length = encode_infer_response(name, d["version"], parsed, result.outputs, d["signature"])
     headers = {HEADER_REQUEST_ID: result.request_id}
     if json_length is None:
         return Response(payload, media_type="application/json", headers=headers)

@@ -10,7 +10,8 @@ redis://...`: consumer groups, acknowledgement after the result is stored). The 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from luminal.scheduler.billing import UsageRecord
@@ -38,6 +39,8 @@ class Delivery:
     request: InferenceRequest
     tag: str
     attempts: int = 1  # deliveries so far, reclaims included
+    # Wall-clock seconds when this consumer took it: its queue wait ends here and its batch forming starts (traces).
+    taken_at: float = field(default_factory=time.time)
 
 
 class RequestQueue(Protocol):

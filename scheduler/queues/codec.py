@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from luminal import dtypes as dt
+from luminal.scheduler.tracing import carrier_of
 from luminal.scheduler.work import HIGHEST_PRIORITY, LOWEST_PRIORITY, InferenceRequest, InferenceResult
 
 MAGIC = b"LMQ2"
@@ -48,6 +49,8 @@ def encode_request(request: InferenceRequest) -> bytes:
         "id": request.id,
         "enqueued_at": request.enqueued_at,
     }
+    if request.trace:  # absent when untraced: the header stays as small as before
+        header["trace"] = request.trace
     return _pack(header, {"inputs": request.inputs})
 
 
@@ -112,7 +115,18 @@ def decode_request(data: bytes) -> InferenceRequest:
         deadline=_field(header, "deadline", float, optional=True),
         id=_field(header, "id", str),
         enqueued_at=_field(header, "enqueued_at", float),
+        trace=_trace(header),
     )
+
+
+def _trace(header: dict) -> dict[str, str] | None:
+    """The request's W3C trace context; a message without one (an older gateway's) is simply not traced."""
+    carrier = header.get("trace")
+    if carrier is None:
+        return None
+    if not isinstance(carrier, dict):
+        raise ValueError(f"malformed header: 'trace' should be an object, got {type(carrier).__name__}")
+    return carrier_of(carrier) or None
 
 
 def decode_result(data: bytes) -> InferenceResult:

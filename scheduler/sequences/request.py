@@ -26,6 +26,9 @@ class SequenceRequest:
     # The worker that should take it (routing.py: the one caching its prompt's longest prefix, else the least
     # loaded); any worker may take it after a grace, or at once when that one is gone or overloaded. None: anyone.
     preferred_worker: str | None = None
+    # The W3C trace context (traceparent, tracestate) of the gateway span that queued it, so the worker's spans
+    # join the caller's trace (scheduler/sequence_spans.py); None when it is not traced.
+    trace: dict[str, str] | None = None
 
     @property
     def id(self) -> str:

@@ -140,6 +140,7 @@ def test_forged_shapes_that_are_no_shape_are_refused(shape):
         ({"arrays": {}}, "'arrays' should be list"),
         ({"arrays": [{"group": "outputs", "name": "x", "dtype": "float32", "nbytes": 0}]}, "unexpected"),
         ({"arrays": [{"group": "inputs", "name": "x", "dtype": "complex64", "nbytes": 0}]}, "unsupported dtype"),
+        ({"trace": "00-ab-cd-01"}, "'trace' should be an object"),
     ],
 )
 def test_malformed_headers_name_the_problem(change, message):
@@ -156,3 +157,21 @@ def test_nan_in_header_is_refused():
     text = json.dumps({**HEADER, "arrays": []}).replace('"enqueued_at": 0.0', '"enqueued_at": NaN').encode()
     with pytest.raises(ValueError, match="NaN"):
         decode_request(MAGIC + struct.pack(">I", len(text)) + text)
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_trace_context_travels_with_the_request():
+    request = InferenceRequest(3, 9, {}, trace={"traceparent": TRACEPARENT, "tracestate": "vendor=1"})
+    assert decode_request(encode_request(request)).trace == request.trace
+    assert decode_request(encode_request(InferenceRequest(3, 9, {}))).trace is None
+
+
+def test_trace_context_is_optional_and_keeps_only_w3c_entries():
+    """A message from a gateway that does not trace has no field: not traced. Anything but the W3C entries, or an
+    oversized value, is dropped rather than handed to the propagator."""
+    assert decode_request(forge({**HEADER, "arrays": []})).trace is None
+    forged = {"traceparent": TRACEPARENT, "cookie": "secret", "tracestate": "x" * 5000}
+    assert decode_request(forge({**HEADER, "arrays": [], "trace": forged})).trace == {"traceparent": TRACEPARENT}
+    assert decode_request(forge({**HEADER, "arrays": [], "trace": {"tracestate": 5}})).trace is None

@@ -78,3 +78,13 @@ def test_a_request_that_does_not_fit_is_refused_naming_the_field(tamper, words):
 def test_malformed_events_are_refused(data):
     with pytest.raises(ValueError):
         codec.decode_event(data)
+
+
+def test_trace_context_crosses_and_is_optional():
+    """The gateway span's W3C context crosses with the request; one sent without it (an untraced request, an
+    older gateway) is not traced."""
+    traced = dataclasses.replace(request(), trace={"traceparent": "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"})
+    assert codec.decode_request(codec.encode_request(traced)) == traced
+    untraced = json.loads(codec.encode_request(request()))
+    del untraced["trace"]
+    assert codec.decode_request(json.dumps(untraced).encode()).trace is None
