@@ -95,7 +95,7 @@ class Served:
         def queue() -> SequenceRequest:  # blocking transport reads and writes: off the event loop
             preferred = None
             if self.prefix_routing:
-                preferred = choose_worker(prompt, self.sequences.loads(d["id"]), self.sequences.backlog(d["id"]))
+                preferred = choose_worker(prompt, self.sequences.recent_loads(d["id"]), self.sequences.backlog(d["id"]))
             request = SequenceRequest(
                 account, tuple(prompt), params, priority, wait, arrived_at, preferred_worker=preferred
             )

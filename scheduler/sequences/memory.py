@@ -12,11 +12,12 @@ import asyncio
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 
 from luminal.scheduler.generation.stream import Delta, Event, Failed, Started
 from luminal.scheduler.generation.waiting import WaitingLine
 from luminal.scheduler.sequences.base import is_last
+from luminal.scheduler.sequences.load_view import LoadView
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 from luminal.scheduler.sequences.routing import PREFERENCE_GRACE_S, others_may_take
 
@@ -72,6 +73,7 @@ class MemorySequences:
         self._channels: dict[str, _Channel] = {}
         self._running: dict[int, int] = defaultdict(int)
         self._loads: dict[int, dict[str, WorkerLoad]] = defaultdict(dict)
+        self._view = LoadView(self.loads)  # told of each report in `report`
 
     # --- gateway side ---
     def submit(self, request: SequenceRequest, max_waiting: int) -> None:
@@ -126,6 +128,9 @@ class MemorySequences:
     def loads(self, deployment_id: int) -> dict[str, WorkerLoad]:
         with self._lock:
             return dict(self._loads[deployment_id])
+
+    def recent_loads(self, deployment_id: int) -> Mapping[str, WorkerLoad]:
+        return self._view.loads(deployment_id)
 
     def backlog(self, deployment_id: int) -> dict[str, int]:
         with self._lock:
@@ -216,6 +221,7 @@ class MemorySequences:
             else:
                 self._loads[deployment_id][worker_id] = load
             self._lock.notify_all()  # a worker gone or full: others may take its waiting sequences now
+        self._view.published(deployment_id)
 
     def close(self) -> None:
         pass

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.stream import Account
@@ -54,3 +55,8 @@ class WorkerLoad:
     # (block_pool.prefix_digests, first PREFIX_DIGEST_BYTES as hex): what a prompt routed to it can reuse.
     prefixes: tuple[str, ...] = ()
     reused_tokens: int = 0  # prompt tokens its engine found cached instead of prefilling, since it started
+
+    @cached_property
+    def held_prefixes(self) -> frozenset[str]:
+        """`prefixes` as a set, built once per report: routing looks prompts up in it per request."""
+        return frozenset(self.prefixes)

@@ -43,14 +43,19 @@ def short_digests(prompt: Sequence[int], block_size: int) -> list[str]:
     return [short_digest(d) for d in prefix_digests(prompt, block_size)]
 
 
-def cached_tokens(prompt: Sequence[int], load: WorkerLoad) -> int:
+def cached_tokens(prompt: Sequence[int], load: WorkerLoad, digested: dict[int, list[str]] | None = None) -> int:
     """Prompt tokens the worker's engine would find in its cache: its leading full blocks the worker reported,
-    never the block holding the prompt's last token (whose logits the engine computes: block_pool.reserve)."""
+    never the block holding the prompt's last token (whose logits the engine computes: block_pool.reserve).
+    `digested`: the prompt's digests by block size, filled as needed, so routing hashes a prompt once per decision
+    rather than once per worker."""
     size = load.block_size
     if not size or not load.prefixes:
         return 0
-    held, found = set(load.prefixes), 0
-    for digest in short_digests(prompt[: (len(prompt) - 1) // size * size], size):
+    digested = {} if digested is None else digested
+    if size not in digested:
+        digested[size] = short_digests(prompt[: (len(prompt) - 1) // size * size], size)
+    held, found = load.held_prefixes, 0
+    for digest in digested[size]:
         if digest not in held:
             break
         found += 1
@@ -86,7 +91,8 @@ def choose_worker(
 
     least = min(live, key=busyness)
     balanced = [w for w in live if busyness(w)[0] <= busyness(least)[0] + BALANCE_SLACK]
-    hits = {w: cached_tokens(prompt, live[w]) for w in balanced if not _full(live[w], backlog.get(w, 0))}
+    digested: dict[int, list[str]] = {}
+    hits = {w: cached_tokens(prompt, live[w], digested) for w in balanced if not _full(live[w], backlog.get(w, 0))}
     longest = max(hits.values(), default=0)
     if longest > 0:
         return min((w for w, n in hits.items() if n == longest), key=busyness)
