@@ -7,8 +7,9 @@ else the least loaded (scheduler/sequences/routing.py), and its events come back
 
 A streamed answer is a series of `data: {chunk}` events ending in `data: [DONE]`; with
 stream_options.include_usage the last chunk before [DONE] has no choices and carries the usage (and every other
-chunk `"usage": null`), as OpenAI sends them. A client that goes away cancels its sequence: the worker's engine
-drops it (and its cache rows) before its next step.
+chunk `"usage": null`), as OpenAI sends them. A client that goes away cancels its sequence, whether or not a
+token was read yet: the worker's engine drops it (and its cache rows) before its next step, and bills only what
+it generated.
 
 A sequence waits for a place in the batch at its `priority` for at most its `queue_timeout` (capped by the
 platform's request_timeout_s, the wait an inference request is allowed), counted from the request's arrival (as
@@ -30,6 +31,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
 from luminal.gateway.generation_metrics import GenerationMetrics, SequenceTimer
 from luminal.gateway.lora_models import base_of
@@ -55,6 +57,7 @@ from luminal.store.errors import NotFound
 from luminal.store.tables import Tenant
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
+CLIENT_CLOSED = 499  # the status of an answer whose client went away first (nginx's; nobody reads it)
 # A language-model worker heartbeats every second between rounds (each a few milliseconds): one silent this long
 # is dead or hung, and the sequence it was generating ends (or goes to another worker, had it sent nothing).
 WORKER_SILENT_S = 15.0
@@ -194,9 +197,22 @@ class Answer:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "choices": choices, **extra}
 
     async def collect(self, request: Request) -> tuple[str, str | None, dict[str, Any] | None]:
-        """The whole text, finish reason and logprobs (None when not asked for); the sequence is cancelled if the
-        client disconnects first."""
-        watcher = asyncio.create_task(_cancel_on_disconnect(request, self.stream))
+        """The whole text, finish reason and logprobs (None when not asked for). A client that disconnects first
+        cancels the sequence, and the answer ends at once (a 499 nobody reads) rather than waiting on a sequence
+        that will never end, or only at its waiting deadline."""
+        reading = asyncio.ensure_future(self._whole())
+        watcher = asyncio.create_task(_disconnected(request))
+        try:
+            await asyncio.wait({reading, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not reading.done():
+                raise OpenAIError(CLIENT_CLOSED, "the client closed the connection before the answer was complete")
+            return reading.result()
+        finally:
+            watcher.cancel()
+            reading.cancel()
+            self.stream.cancel()  # a no-op for a finished sequence
+
+    async def _whole(self) -> tuple[str, str | None, dict[str, Any] | None]:
         try:
             parts, reason, tokens = [], None, []
             async for delta in self._timed():
@@ -207,9 +223,6 @@ class Answer:
             return "".join(parts), reason, self._logprobs(tokens)
         except GenerationFailed as e:
             raise _failure(e) from None
-        finally:
-            watcher.cancel()
-            self.stream.cancel()  # a no-op for a finished sequence
 
     async def _timed(self) -> AsyncIterator[Delta]:
         """The stream's deltas, each token's time observed; the tokens counted when it ends (its prompt only if it
@@ -226,7 +239,7 @@ class Answer:
         return None if self.logprobs is None else self.logprobs(tokens)
 
     def sse(self, include_usage: bool) -> StreamingResponse:
-        return StreamingResponse(self._events(include_usage), media_type="text/event-stream")
+        return _CancellingStream(self._events(include_usage), self.stream)
 
     async def _events(self, include_usage: bool) -> AsyncIterator[str]:
         usage = {"usage": None} if include_usage else {}
@@ -263,7 +276,23 @@ def _event(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-async def _cancel_on_disconnect(request: Request, stream: RelayedStream) -> None:
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has gone away."""
     while not await request.is_disconnected():
         await asyncio.sleep(DISCONNECT_POLL_S)
-    stream.cancel()
+
+
+class _CancellingStream(StreamingResponse):
+    """Server-sent events that cancel their sequence however the response ends. The body's own `finally` does not
+    cover a client gone before the first chunk was asked for: Starlette then cancels the response before it starts
+    the body, so none of the body's code runs, and the sequence would run (and bill) to its end unread."""
+
+    def __init__(self, body: AsyncIterator[str], stream: RelayedStream):
+        super().__init__(body, media_type="text/event-stream")
+        self.stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.stream.cancel()  # a no-op for a sequence that ended
