@@ -55,6 +55,8 @@ class WorkerLoad:
     # (block_pool.prefix_digests, first PREFIX_DIGEST_BYTES as hex): what a prompt routed to it can reuse.
     prefixes: tuple[str, ...] = ()
     reused_tokens: int = 0  # prompt tokens its engine found cached instead of prefilling, since it started
+    kv_blocks: int | None = None  # blocks in its KV pool, free or not (None: no pool)
+    tokens_per_s: float = 0.0  # tokens it generated per second, over the time since its previous report
 
     @cached_property
     def held_prefixes(self) -> frozenset[str]:

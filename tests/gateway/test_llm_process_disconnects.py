@@ -11,45 +11,19 @@ import asyncio
 import http.client
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-import httpx
 import pytest
-import redis
 
-from luminal.gateway.app import create_app
-from luminal.llm_package import build_package, save_package
 from luminal.scheduler.generation.stream import Delta, Failed
 from luminal.scheduler.sequences.codec import decode_event
-from luminal.store.settings import Settings
-from tests.gateway.conftest import BOOTSTRAP_KEY, COMPILE_RUNNER, deploy_and_wait, upload
+from tests.gateway.conftest import BOOTSTRAP_KEY
+from tests.gateway.llm_process_world import POSITIONS, World, serving
+from tests.gateway.test_llm_routing_api import wait_for
 from tests.gateway.test_llm_worker_processes import billed_records
-from tests.gateway.threaded_server import ThreadedServer, free_port
-from tests.llm_folders import hf_folder
-from tests.scheduler.queue_fixtures import REDIS_URL, fresh_namespace
+from tests.scheduler.queue_fixtures import fresh_namespace
 
-POSITIONS, MAX_TOKENS = 512, 440  # a sequence long enough that one left running would be seen to
+MAX_TOKENS = POSITIONS - 72  # a sequence long enough that one left running would be seen to
 CHAT = "/openai/v1/chat/completions"
-
-
-class World:
-    def __init__(self, server: ThreadedServer, app, settings: Settings, deployment: dict):
-        self.server, self.app, self.settings, self.deployment = server, app, settings, deployment
-        self.port = server.config.port
-        self.redis = redis.Redis.from_url(REDIS_URL)
-
-    @property
-    def sequences(self):
-        return self.app.state.platform.sequences
-
-    def streams(self) -> set[bytes]:
-        """The event streams of the sequences workers took so far (one each, named by request id)."""
-        return set(self.redis.scan_iter(match=f"{self.settings.queue_namespace}:seq:events:*", count=500))
-
-    def queued(self) -> bool:
-        d = self.deployment["id"]
-        return self.sequences.depth(d) + self.sequences.in_flight(d) > 0
 
 
 @pytest.fixture(scope="module")
@@ -57,32 +31,6 @@ def world(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("llm-disconnects")
     with fresh_namespace() as namespace, serving(tmp, namespace) as world:
         yield world
-
-
-@contextmanager
-def serving(tmp, namespace: str) -> Iterator[World]:
-    """The gateway on Redis, its one-worker deployment of a tiny llama ready in a worker process."""
-    settings = Settings(data_dir=tmp / "data", database_url=f"sqlite:///{tmp / 'meta.db'}", bootstrap_key=BOOTSTRAP_KEY,
-                        compile_runner=COMPILE_RUNNER, queue_url=REDIS_URL, queue_namespace=namespace,
-                        worker_backend="process")  # fmt: skip
-    app = create_app(settings)
-    server = ThreadedServer(app, free_port())
-    server.start()
-    try:
-        folder = tmp / "llama"
-        hf_folder(folder, "llama")
-        save_package(build_package(folder, max_batch=4, positions=POSITIONS), folder / "model.lpkg")
-        with httpx.Client(base_url=f"http://127.0.0.1:{server.config.port}", timeout=60,
-                          headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"}) as http:  # fmt: skip
-            assert upload(http, "tiny-llama", (folder / "model.lpkg").read_bytes()).status_code == 201
-            deployment = deploy_and_wait(http, "tiny-llama", gpu_type="cpu", min_replicas=1, max_replicas=1)
-            wait_until(lambda: any(w["ready_at"] for w in http.get(f"/v1/deployments/{deployment['id']}/workers")
-                                   .json()["workers"]), "the worker process is ready", 120)  # fmt: skip
-        world = World(server, app, settings, deployment)
-        yield world
-        world.redis.close()
-    finally:
-        server.stop()
 
 
 def chat_body(stream: bool) -> bytes:
@@ -96,13 +44,13 @@ def assert_cancelled_and_billed_for_what_ran(world: World, streams_before: set[b
     """Nothing of the deployment waits or runs within a short bound; each sequence a worker took ended cancelled,
     with fewer deltas than asked for, and its usage (if any) counts exactly those."""
     d, gone_at = world.deployment["id"], time.time()
-    wait_until(lambda: not world.queued(), "the sequence is no longer queued or in flight", 10)
+    wait_for(lambda: not world.queued(), "the sequence is no longer queued or in flight", 10)
 
     def freed() -> bool:  # a report made after the client went away: the engine holds nothing
         loads = world.sequences.loads(d).values()
         return bool(loads) and all(w.reported_at > gone_at and w.running == w.waiting == 0 for w in loads)
 
-    wait_until(freed, "the worker reports its slot freed", 10)
+    wait_for(freed, "the worker reports its slot freed", 10)
     assert world.app.state.platform.usage_drainer.flush(timeout=30), "the usage records were not drained"
     billed = {rid: tokens for rid, _, _, tokens in billed_records(world.settings)}
     for key in world.streams() - streams_before:
@@ -119,7 +67,7 @@ def test_a_streamed_chat_whose_client_closes_before_reading_is_cancelled_on_the_
     connection = http.client.HTTPConnection("127.0.0.1", world.port, timeout=30)
     headers = {"Authorization": f"Bearer {BOOTSTRAP_KEY}", "Content-Type": "application/json"}
     connection.request("POST", CHAT, chat_body(stream=True), headers)
-    wait_until(world.queued, "the sequence is queued")  # the body was read: a sequence exists
+    wait_for(world.queued, "the sequence is queued")  # the body was read: a sequence exists
     connection.close()  # not a byte of the answer read
     assert_cancelled_and_billed_for_what_ran(world, before)
 
@@ -153,10 +101,3 @@ def test_a_client_gone_before_the_response_begins_cancels_its_sequence(world, st
     assert_cancelled_and_billed_for_what_ran(world, before)
     if not stream:  # its answer (nobody reads it) says why it ended
         assert sent[0]["status"] == 499
-
-
-def wait_until(condition, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.02)
