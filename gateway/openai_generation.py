@@ -1,9 +1,10 @@
 """What the completion and chat routes share: the named deployment's tokenizer and context length, the request's
 sampling parameters, and the answer, whole or as server-sent events in the chunks the `openai` client parses.
 
-The gateway holds no model: a sequence goes through the platform's sequence transport to a worker of the
-deployment holding its engine (scheduler/llm_worker.py), routed to the one caching the longest prefix of its prompt,
-else the least loaded (scheduler/sequences/routing.py), and its events come back the same way (RelayedStream).
+The gateway holds no model: a sequence goes through the platform's sequence transport to a worker of the deployment
+holding its engine (scheduler/llm_worker.py), routed to the one caching the longest prefix of its prompt, else the
+least loaded, among those holding its LoRA adapter if it names one (scheduler/sequences/routing.py), and its events
+come back the same way (RelayedStream).
 
 A streamed answer is a series of `data: {chunk}` events ending in `data: [DONE]`; with
 stream_options.include_usage the last chunk before [DONE] has no choices and carries the usage (and every other
@@ -98,7 +99,8 @@ class Served:
         def queue() -> SequenceRequest:  # blocking transport reads and writes: off the event loop
             preferred = None
             if self.prefix_routing:
-                preferred = choose_worker(prompt, self.sequences.recent_loads(d["id"]), self.sequences.backlog(d["id"]))
+                loads, backlog = self.sequences.recent_loads(d["id"]), self.sequences.backlog(d["id"])
+                preferred = choose_worker(prompt, loads, backlog, adapter=self.lora)
             request = SequenceRequest(
                 account, tuple(prompt), params, priority, wait, arrived_at, preferred_worker=preferred
             )

@@ -194,8 +194,16 @@ class LanguageModelWorker:
             prefixes=prefixes, reused_tokens=0 if pool is None else pool.reused_tokens,
             kv_blocks=None if pool is None else pool.blocks,
             tokens_per_s=(self._generated - tokens_then) / (now - then) if now > then else 0.0,
+            adapters=self._adapters(),
         )  # fmt: skip
         self.sequences.report(self.spec.deployment_id, self.worker_id, load)
+
+    def _adapters(self) -> tuple[tuple[str, str], ...]:
+        """The LoRA adapters its engine serves now, with their prefix-cache namespaces (routing.py reads both)."""
+        bank = self.engine.model.lora
+        if bank is None:
+            return ()
+        return tuple(sorted((name, bank.cache_namespace(slot).decode()) for name, slot in bank.slots.items()))
 
     def _prefix_mark(self) -> tuple[int, bytes | None]:
         """Changes when the pool publishes or gives up a prefix (cheap, checked every round): how many it holds

@@ -57,6 +57,9 @@ class WorkerLoad:
     reused_tokens: int = 0  # prompt tokens its engine found cached instead of prefilling, since it started
     kv_blocks: int | None = None  # blocks in its KV pool, free or not (None: no pool)
     tokens_per_s: float = 0.0  # tokens it generated per second, over the time since its previous report
+    # The LoRA adapters its engine serves, each with the namespace its prefix-cache blocks are digested under
+    # (lora_bank.cache_namespace: it differs between workers, by the order adapters were installed).
+    adapters: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def held_prefixes(self) -> frozenset[str]:
