@@ -2,22 +2,23 @@
 machine share it.
 
 Per deployment, a sorted set of waiting request ids, scored by priority level then arrival (a counter), so the most
-urgent and then the oldest is taken first; admission (the bound) and taking are Lua scripts, so replicas and workers
-never race on them. Each request's JSON sits under its own key until taken; the deployment's set of taken ids is its
-in-flight load. Each sequence's events go to a stream of their own (XADD by the worker, a whole step in one
-pipeline; XREAD BLOCK by the gateway relaying it), and a cancel is a key with a TTL that the worker reads with one
-MGET per step. Workers' load reports are a hash per deployment; each report is also announced on a pub/sub channel,
-so a gateway's cached view of them (load_view.py) is read again only when one changed. A sequence routed to a worker
-has its preference in a hash (the worker and the end of its grace, in Redis' own clock, so gateways' clocks never
-matter; a report's age is its worker's clock against Redis', within REPORT_STALE_S) and counts in that worker's
-backlog; the take script skips those a worker may not take yet (routing.others_may_take, decided on the load reports
-it reads in the same step). Requests, event streams, cancels, preferences and load reports expire (`ttl_s`), so none
-that a dead gateway or worker left behind stays; so do a deployment's waiting set, arrivals counter and taken set,
-`ttl_s` after their last use (a deleted deployment's). The taken set's entries of dead workers are dropped when the
-load is read (taken_owners.py). Expired sequences are ended by the worker that takes them (the deadline is counted
-from the request's arrival), or by the gateway's relay when none does (RelayedStream). Each gateway holds a reader
-lease (reader_lease.py) named in the requests it submits: a worker drops the sequences whose gateway's lease lapsed,
-as if cancelled (read with the cancels).
+urgent and then the oldest is taken first; admission (the bound) and taking are Lua scripts, so replicas and
+workers never race on them. Each request's JSON sits under its own key until taken; the deployment's set of taken
+ids is its in-flight load. Each sequence's events go to a stream of their own (XADD by the worker, a whole step in
+one pipeline; XREAD BLOCK by the gateway relaying it), and a cancel is a key with a TTL that the worker reads
+with one MGET per step. Workers' load reports are a hash per deployment, each report also announced on a pub/sub
+channel so that a gateway's cached view of them (load_view.py) is read again only when one changed. A sequence
+routed to a worker has its
+preference in a hash (the worker and the end of its grace, in Redis' own clock, so gateways' clocks never matter;
+a report's age is its worker's clock against Redis', within REPORT_STALE_S) and counts in that worker's backlog;
+the take script skips those a worker may not take yet (routing.others_may_take, decided on the load reports it
+reads in the same step). Requests, event streams, cancels, preferences and load reports expire (`ttl_s`), so
+none that a dead gateway or worker left behind stays; so do a deployment's waiting set, arrivals counter and taken
+set, `ttl_s` after their last use (a deleted deployment's). The taken set's entries of dead workers are dropped
+when the load is read (taken_owners.py). Expired sequences are ended by the worker that takes them (the deadline
+is counted from the request's arrival), or by the gateway's relay when none does (RelayedStream). Each gateway
+holds a reader lease (reader_lease.py) named in the requests it submits: a worker drops the sequences whose
+gateway's lease lapsed, as if cancelled (read with the cancels).
 """
 
 from __future__ import annotations
