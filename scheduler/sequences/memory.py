@@ -3,7 +3,8 @@
 Each deployment has a `WaitingLine` (the engine's own rules: priority then arrival, a bound, deadlines counted from
 the request's arrival); each sequence an event channel its gateway-side reader awaits on its event loop while
 workers' threads fill it. A worker takes, in line order, the sequences it may: those for no worker or for itself,
-and those for another whose grace passed or who cannot take them (routing.others_may_take).
+and those for another whose grace passed or who cannot take them (routing.others_may_take), if it holds their
+LoRA adapter where that matters (routing.may_take_adapter).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from luminal.scheduler.generation.waiting import WaitingLine
 from luminal.scheduler.sequences.base import is_last
 from luminal.scheduler.sequences.load_view import LoadView
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
-from luminal.scheduler.sequences.routing import PREFERENCE_GRACE_S, others_may_take
+from luminal.scheduler.sequences.routing import PREFERENCE_GRACE_S, may_take_adapter, others_may_take
 
 
 class _Channel:
@@ -172,16 +173,18 @@ class MemorySequences:
             return taken
 
     def _may_take(self, deployment_id: int, worker_id: str) -> Callable[[_Waiting], bool]:
-        """Whether `worker_id` may take a waiting sequence now: it is for no worker or for this one, its grace
-        passed, or its worker cannot take it."""
+        """Whether `worker_id` may take a waiting sequence now: it is for no worker or for this one, or its grace
+        passed or its worker cannot take it, and this one holds its LoRA adapter where that matters."""
         now, wall = self.clock(), time.time()
         loads, backlog = self._loads[deployment_id], self._backlog(deployment_id)
 
         def may(waiting: _Waiting) -> bool:
             preferred = waiting.request.preferred_worker
-            if preferred is None or preferred == worker_id or now >= waiting.grace_until:
+            if preferred is None or preferred == worker_id:
                 return True
-            return others_may_take(loads.get(preferred), backlog.get(preferred, 0), wall)
+            if now < waiting.grace_until and not others_may_take(loads.get(preferred), backlog.get(preferred, 0), wall):
+                return False
+            return may_take_adapter(waiting.request.params.lora, loads.get(worker_id), loads.get(preferred), wall)
 
         return may
 

@@ -11,8 +11,9 @@ channel so that a gateway's cached view of them (load_view.py) is read again onl
 routed to a worker has its
 preference in a hash (the worker and the end of its grace, in Redis' own clock, so gateways' clocks never matter;
 a report's age is its worker's clock against Redis', within REPORT_STALE_S) and counts in that worker's backlog;
-the take script skips those a worker may not take yet (routing.others_may_take, decided on the load reports it
-reads in the same step). Requests, event streams, cancels, preferences and load reports expire (`ttl_s`), so
+the take script skips those a worker may not take yet (routing.others_may_take and may_take_adapter, decided
+on the load reports it reads in the same step). Requests, event streams, cancels, preferences and load reports
+expire (`ttl_s`), so
 none that a dead gateway or worker left behind stays; so do a deployment's waiting set, arrivals counter and taken
 set, `ttl_s` after their last use (a deleted deployment's). The taken set's entries of dead workers are dropped
 when the load is read (taken_owners.py). Expired sequences are ended by the worker that takes them (the deadline
@@ -58,8 +59,8 @@ local function now_ms()
 end
 """
 # KEYS: waiting set, request key, arrivals counter, preferences hash, backlog hash. ARGV: request id, level, max
-# waiting, payload, ttl ms, preferred worker ('' for none), grace ms. Returns -1 when queued, else the count
-# already waiting (refused).
+# waiting, payload, ttl ms, preferred worker ('' for none), grace ms, LoRA adapter ('' for the base). Returns -1 when
+# queued, else the count already waiting (refused). A preference reads `worker|grace end ms|adapter`.
 SUBMIT = (
     NOW_MS
     + """
@@ -71,7 +72,7 @@ redis.call('ZADD', KEYS[1], tonumber(ARGV[2]) * 1099511627776 + arrival, ARGV[1]
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[3], ARGV[5])
 if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[4], ARGV[1], ARGV[6] .. '|' .. (now_ms() + tonumber(ARGV[7])))
+  redis.call('HSET', KEYS[4], ARGV[1], ARGV[6] .. '|' .. (now_ms() + tonumber(ARGV[7])) .. '|' .. ARGV[8])
   redis.call('HINCRBY', KEYS[5], ARGV[6], 1)
   redis.call('PEXPIRE', KEYS[4], ARGV[5])
   redis.call('PEXPIRE', KEYS[5], ARGV[5])
@@ -100,19 +101,33 @@ TAKE = (
     + FORGET_PREFERENCE
     + """
 local now = now_ms()
-local open = {}  -- worker -> whether others may take its sequences (routing.others_may_take)
-local function others_may_take(worker)
-  if open[worker] ~= nil then return open[worker] end
-  local report = redis.call('HGET', KEYS[5], worker)
-  local answer = true
-  if report then
-    local load = cjson.decode(report)
-    local backlog = tonumber(redis.call('HGET', KEYS[4], worker) or '0')
-    local live = now / 1000 - load['reported_at'] <= tonumber(ARGV[8])
-    answer = (not live) or (type(load['free_rows']) == 'number' and backlog > load['free_rows'])
+local reports = {}  -- worker -> its decoded live load report, or false (none, or stale)
+local function live_report(worker)
+  if reports[worker] == nil then
+    local report = redis.call('HGET', KEYS[5], worker)
+    local load = report and cjson.decode(report)
+    reports[worker] = (load and now / 1000 - load['reported_at'] <= tonumber(ARGV[8])) and load or false
   end
-  open[worker] = answer
-  return answer
+  return reports[worker]
+end
+local open = {}  -- worker -> whether others may take its sequences (routing.others_may_take), as at the first ask
+local function others_may_take(worker)
+  if open[worker] == nil then
+    local load = live_report(worker)
+    local backlog = tonumber(redis.call('HGET', KEYS[4], worker) or '0')
+    open[worker] = (not load) or (type(load['free_rows']) == 'number' and backlog > load['free_rows'])
+  end
+  return open[worker]
+end
+local function holds(load, adapter)
+  for _, pair in ipairs(load and load['adapters'] or {}) do
+    if pair[1] == adapter then return true end
+  end
+  return false
+end
+local function may_take_adapter(adapter, preferred)  -- routing.may_take_adapter, for this worker (ARGV[6])
+  if adapter == '' or not holds(live_report(preferred), adapter) then return true end
+  return holds(live_report(ARGV[6]), adapter)
 end
 local taken = {}
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[7]) - 1)) do
@@ -120,9 +135,9 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[7]) - 1)) do
   local preference = redis.call('HGET', KEYS[3], id)
   local may = true
   if preference then
-    local bar = string.find(preference, '|', 1, true)
-    local worker, grace = string.sub(preference, 1, bar - 1), tonumber(string.sub(preference, bar + 1))
-    may = worker == ARGV[6] or now >= grace or others_may_take(worker)
+    local worker, grace, adapter = string.match(preference, '^([^|]*)|([^|]*)|?(.*)$')
+    grace = tonumber(grace)
+    may = worker == ARGV[6] or ((now >= grace or others_may_take(worker)) and may_take_adapter(adapter, worker))
   end
   if may then
     redis.call('ZREM', KEYS[1], id)
@@ -193,7 +208,8 @@ class RedisSequences:
                 self._key("preferences", d), self._key("backlog", d)]  # fmt: skip
         args = [request.id, effective_priority(request.priority), max_waiting, codec.encode_request(request)]
         grace_ms = int(PREFERENCE_GRACE_S * 1000)
-        waiting = self._submit(keys=keys, args=[*args, self._ttl_ms, request.preferred_worker or "", grace_ms])
+        preference = [request.preferred_worker or "", grace_ms, request.params.lora or ""]
+        waiting = self._submit(keys=keys, args=[*args, self._ttl_ms, *preference])
         if waiting >= 0:
             raise EngineBusy(f"{waiting} sequences are already waiting for this model; retry later")
 

@@ -14,7 +14,8 @@ reaches only the engines its gateway holds, and worker processes started later),
 the adapter's own cache namespace on each (blocks are shared only within one adapter: block_pool.reserve), never
 in the base model's. When no live worker reports it, all are candidates, as before adapters were reported.
 
-The transport then delivers the sequence to that worker first, without stranding it (`others_may_take`).
+The transport then delivers the sequence to that worker first, without stranding it (`others_may_take`), and a
+sequence for an adapter only to another worker holding it while its preferred worker lives (`may_take_adapter`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,15 @@ def others_may_take(load: WorkerLoad | None, backlog: int, now: float) -> bool:
     if load is None or not is_live(load, now):
         return True
     return load.free_rows is not None and backlog > load.free_rows
+
+
+def may_take_adapter(adapter: str | None, taker: WorkerLoad | None, preferred: WorkerLoad | None, now: float) -> bool:
+    """Whether a worker other than the sequence's preferred one may take it, as far as its LoRA `adapter` (None: the
+    base model) goes: the taker holds the adapter, or the preferred worker does not (it is gone, or held none when
+    routed: nobody may hold it, and waiting would only strand it)."""
+    if adapter is None or preferred is None or not is_live(preferred, now) or adapter not in dict(preferred.adapters):
+        return True
+    return taker is not None and adapter in dict(taker.adapters)
 
 
 def choose_worker(
