@@ -1,14 +1,16 @@
 """What the completion and chat routes share: the named deployment's tokenizer and context length, the request's
 sampling parameters, and the answer, whole or as server-sent events in the chunks the `openai` client parses.
 
-The gateway holds no model: a sequence goes through the platform's sequence transport to a worker of the
-deployment holding its engine (scheduler/llm_worker.py), routed to the one caching the longest prefix of its prompt,
-else the least loaded (scheduler/sequences/routing.py), and its events come back the same way (RelayedStream).
+The gateway holds no model: a sequence goes through the platform's sequence transport to a worker of the deployment
+holding its engine (scheduler/llm_worker.py), routed to the one caching the longest prefix of its prompt, else the
+least loaded, among those holding its LoRA adapter if it names one (scheduler/sequences/routing.py), and its events
+come back the same way (RelayedStream).
 
 A streamed answer is a series of `data: {chunk}` events ending in `data: [DONE]`; with
 stream_options.include_usage the last chunk before [DONE] has no choices and carries the usage (and every other
-chunk `"usage": null`), as OpenAI sends them. A client that goes away cancels its sequence: the worker's engine
-drops it (and its cache rows) before its next step.
+chunk `"usage": null`), as OpenAI sends them. A client that goes away cancels its sequence, whether or not a
+token was read yet: the worker's engine drops it (and its cache rows) before its next step, and bills only what
+it generated.
 
 A sequence waits for a place in the batch at its `priority` for at most its `queue_timeout` (capped by the
 platform's request_timeout_s, the wait an inference request is allowed), counted from the request's arrival (as
@@ -30,6 +32,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
 from luminal.gateway.generation_metrics import GenerationMetrics, SequenceTimer
 from luminal.gateway.lora_models import base_of
@@ -57,6 +60,7 @@ from luminal.store.errors import NotFound
 from luminal.store.tables import Tenant
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
+CLIENT_CLOSED = 499  # the status of an answer whose client went away first (nginx's; nobody reads it)
 # A language-model worker heartbeats every second between rounds (each a few milliseconds): one silent this long
 # is dead or hung, and the sequence it was generating ends (or goes to another worker, had it sent nothing).
 WORKER_SILENT_S = 15.0
@@ -98,7 +102,8 @@ class Served:
         def queue() -> SequenceRequest:  # blocking transport reads and writes: off the event loop
             preferred = None
             if self.prefix_routing:
-                preferred = choose_worker(prompt, self.sequences.loads(d["id"]), self.sequences.backlog(d["id"]))
+                loads, backlog = self.sequences.recent_loads(d["id"]), self.sequences.backlog(d["id"])
+                preferred = choose_worker(prompt, loads, backlog, adapter=self.lora)
             request = SequenceRequest(
                 account, tuple(prompt), params, priority, wait, arrived_at, preferred_worker=preferred, trace=trace
             )
@@ -197,9 +202,22 @@ class Answer:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "choices": choices, **extra}
 
     async def collect(self, request: Request) -> tuple[str, str | None, dict[str, Any] | None]:
-        """The whole text, finish reason and logprobs (None when not asked for); the sequence is cancelled if the
-        client disconnects first."""
-        watcher = asyncio.create_task(_cancel_on_disconnect(request, self.stream))
+        """The whole text, finish reason and logprobs (None when not asked for). A client that disconnects first
+        cancels the sequence, and the answer ends at once (a 499 nobody reads) rather than waiting on a sequence
+        that will never end, or only at its waiting deadline."""
+        reading = asyncio.ensure_future(self._whole())
+        watcher = asyncio.create_task(_disconnected(request))
+        try:
+            await asyncio.wait({reading, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not reading.done():
+                raise OpenAIError(CLIENT_CLOSED, "the client closed the connection before the answer was complete")
+            return reading.result()
+        finally:
+            watcher.cancel()
+            reading.cancel()
+            self.stream.cancel()  # a no-op for a finished sequence
+
+    async def _whole(self) -> tuple[str, str | None, dict[str, Any] | None]:
         try:
             parts, reason, tokens = [], None, []
             async for delta in self._timed():
@@ -210,9 +228,6 @@ class Answer:
             return "".join(parts), reason, self._logprobs(tokens)
         except GenerationFailed as e:
             raise _failure(e) from None
-        finally:
-            watcher.cancel()
-            self.stream.cancel()  # a no-op for a finished sequence
 
     async def _timed(self) -> AsyncIterator[Delta]:
         """The stream's deltas, each token's time observed; the tokens counted when it ends (its prompt only if it
@@ -234,7 +249,7 @@ class Answer:
         return {} if account is None else {MODEL_VERSION_HEADER: str(account.model_version)}
 
     def sse(self, include_usage: bool) -> StreamingResponse:
-        return StreamingResponse(self._events(include_usage), media_type="text/event-stream", headers=self.headers())
+        return _CancellingStream(self._events(include_usage), self.stream, self.headers())
 
     async def _events(self, include_usage: bool) -> AsyncIterator[str]:
         usage = {"usage": None} if include_usage else {}
@@ -271,7 +286,23 @@ def _event(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-async def _cancel_on_disconnect(request: Request, stream: RelayedStream) -> None:
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has gone away."""
     while not await request.is_disconnected():
         await asyncio.sleep(DISCONNECT_POLL_S)
-    stream.cancel()
+
+
+class _CancellingStream(StreamingResponse):
+    """Server-sent events that cancel their sequence however the response ends. The body's own `finally` does not
+    cover a client gone before the first chunk was asked for: Starlette then cancels the response before it starts
+    the body, so none of the body's code runs, and the sequence would run (and bill) to its end unread."""
+
+    def __init__(self, body: AsyncIterator[str], stream: RelayedStream, headers: dict[str, str]):
+        super().__init__(body, media_type="text/event-stream", headers=headers)
+        self.stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.stream.cancel()  # a no-op for a sequence that ended

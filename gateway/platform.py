@@ -17,6 +17,7 @@ from luminal.gateway.replicas import ReplicaHeartbeat
 from luminal.gateway.traffic_routing import ReadySplit, VersionChooser
 from luminal.gateway.ttl_cache import TtlCache
 from luminal.gateway.webhooks import WebhookSender, webhook_secret
+from luminal.gateway.worker_metrics import WorkerLoadCollector
 from luminal.provisioner.provisioner import Provisioner
 from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.compile_jobs import CompileRunner
@@ -88,6 +89,8 @@ class Platform:
         self.rate_limiter = open_rate_limiter(self.settings.queue_url, self.settings.queue_namespace)
         webhooks = WebhookSender(webhook_secret(self.settings), self.settings.webhook_allow_private)
         self.generation_metrics = GenerationMetrics(self.metrics.registry, self.generation)
+        if self.sequences is not None and self.registry is not None:  # every LLM worker's gauges, from its reports
+            self.metrics.registry.register(WorkerLoadCollector(self.registry, self.sequences))
         self.embedding_tokenizers = EmbeddingTokenizers(self.artifacts.local_path)
         self.language_models = LanguageModelTexts(self.artifacts.local_path)
         self.cut_short_ledger = SqlUsageLedger(self.db, self.settings.gpu_prices_per_second)

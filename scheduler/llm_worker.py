@@ -79,6 +79,8 @@ class LanguageModelWorker:
         self._live: dict[str, TokenStream] = {}  # the sequences it took and has not ended, by request id
         self._outbox: list[tuple[str, Event]] = []
         self._reported_mark: tuple[int, bytes | None] = (0, None)  # `_prefix_mark()` when it last reported
+        self._generated = 0  # tokens it emitted since it started
+        self._reported_tokens = (0, time.monotonic())  # `_generated` when it last reported, and when
 
     def run(self, stop: threading.Event) -> None:
         started = time.time()
@@ -172,6 +174,7 @@ class LanguageModelWorker:
         for request_id, event in events:
             if is_last(event):
                 self._live.pop(request_id, None)
+        self._generated += sum(isinstance(event, Delta) for _, event in events)
         self.sequences.emit(events)
 
     def _with_compute(self, request_id: str, event: Event) -> tuple[str, Event]:
@@ -184,18 +187,30 @@ class LanguageModelWorker:
 
     def _report(self) -> None:
         """Tell the transport what this worker holds: its sequences, free rows, its KV pool's free blocks and the
-        prefixes it caches, and the prompt tokens it reused so far."""
+        prefixes it caches, the prompt tokens it reused so far, and its tokens per second since the last report."""
         engine = self.engine
         pool = getattr(engine.batch, "pool", None)
         held = len(engine.running) + len(engine.prefilling)
         self._reported_mark, prefixes = self._prefix_mark(), self._prefixes()
+        (tokens_then, then), now = self._reported_tokens, time.monotonic()
+        self._reported_tokens = (self._generated, now)
         load = WorkerLoad(
             held, len(engine.waiting), None if pool is None else pool.blocks - pool.in_use,
             free_rows=max(0, engine.model.max_batch - held - len(engine.waiting)),
             block_size=None if pool is None else pool.block_size,
             prefixes=prefixes, reused_tokens=0 if pool is None else pool.reused_tokens,
+            kv_blocks=None if pool is None else pool.blocks,
+            tokens_per_s=(self._generated - tokens_then) / (now - then) if now > then else 0.0,
+            adapters=self._adapters(),
         )  # fmt: skip
         self.sequences.report(self.spec.deployment_id, self.worker_id, load)
+
+    def _adapters(self) -> tuple[tuple[str, str], ...]:
+        """The LoRA adapters its engine serves now, with their prefix-cache namespaces (routing.py reads both)."""
+        bank = self.engine.model.lora
+        if bank is None:
+            return ()
+        return tuple(sorted((name, bank.cache_namespace(slot).decode()) for name, slot in bank.slots.items()))
 
     def _prefix_mark(self) -> tuple[int, bytes | None]:
         """Changes when the pool publishes or gives up a prefix (cheap, checked every round): how many it holds

@@ -2,7 +2,7 @@
 recent cold-start times, why it can have none when its GPU type is not provided) and the worker registry's records
 (host, pid, the device type each runs on, heartbeats), and for a language model's workers the load each last
 reported (running and waiting sequences, free KV cache blocks, the prompt prefixes its cache holds and the prompt
-tokens it found there instead of prefilling them)."""
+tokens it found there instead of prefilling them, the LoRA adapters its engine serves)."""
 
 from __future__ import annotations
 
@@ -47,4 +47,4 @@ def deployment_workers(
 def _load(load: WorkerLoad) -> dict[str, Any]:
     return {"running": load.running, "waiting": load.waiting, "kv_blocks_free": load.kv_blocks_free,
             "cached_prefixes": len(load.prefixes), "reused_prompt_tokens": load.reused_tokens,
-            "reported_at": load.reported_at}  # fmt: skip
+            "lora_adapters": [name for name, _ in load.adapters], "reported_at": load.reported_at}  # fmt: skip

@@ -11,15 +11,16 @@ Worker side: `take` (the next sequences it may take, most urgent first and in ar
 each one's reader told in the same step which worker took it, with Started; those whose waiting deadline passed
 are ended with Expired and never returned), `emit` (a step's events of many sequences at once), `cancelled`
 (which of its sequences' clients went away: checked every step), `report` (its load, each heartbeat). `depth`
-and `in_flight` are the deployment's load, for the autoscaler; `loads` its workers' reports, `backlog` the
-sequences waiting for each worker.
+and `in_flight` are the deployment's load, for the autoscaler; `loads` its workers' reports (`recent_loads` the
+same through a cached view, load_view.py, which routing reads per request), `backlog` the sequences waiting for
+each worker.
 Backends: `MemorySequences` (the embedded default, one process) and `RedisSequences` (gateways and worker
 processes on a shared Redis); the same contract tests run on each.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Protocol
 
 from luminal.scheduler.generation.stream import Delta, Event, Failed
@@ -61,6 +62,10 @@ class SequenceTransport(Protocol):
 
     def loads(self, deployment_id: int) -> dict[str, WorkerLoad]:
         """The last load each of the deployment's live workers reported, by worker id."""
+        ...
+
+    def recent_loads(self, deployment_id: int) -> Mapping[str, WorkerLoad]:
+        """`loads` as a copy no older than the newest report published, nor than load_view.MAX_AGE_S."""
         ...
 
     def backlog(self, deployment_id: int) -> dict[str, int]:

@@ -3,7 +3,8 @@
 Each deployment has a `WaitingLine` (the engine's own rules: priority then arrival, a bound, deadlines counted from
 the request's arrival); each sequence an event channel its gateway-side reader awaits on its event loop while
 workers' threads fill it. A worker takes, in line order, the sequences it may: those for no worker or for itself,
-and those for another whose grace passed or who cannot take them (routing.others_may_take).
+and those for another whose grace passed or who cannot take them (routing.others_may_take), if it holds their
+LoRA adapter where that matters (routing.may_take_adapter).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import asyncio
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 
 from luminal.scheduler.generation.stream import Delta, Event, Failed, Started
 from luminal.scheduler.generation.waiting import WaitingLine
 from luminal.scheduler.sequences.base import is_last
+from luminal.scheduler.sequences.load_view import LoadView
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
-from luminal.scheduler.sequences.routing import PREFERENCE_GRACE_S, others_may_take
+from luminal.scheduler.sequences.routing import PREFERENCE_GRACE_S, may_take_adapter, others_may_take
 
 
 class _Channel:
@@ -72,6 +74,7 @@ class MemorySequences:
         self._channels: dict[str, _Channel] = {}
         self._running: dict[int, int] = defaultdict(int)
         self._loads: dict[int, dict[str, WorkerLoad]] = defaultdict(dict)
+        self._view = LoadView(self.loads)  # told of each report in `report`
 
     # --- gateway side ---
     def submit(self, request: SequenceRequest, max_waiting: int) -> None:
@@ -127,6 +130,9 @@ class MemorySequences:
         with self._lock:
             return dict(self._loads[deployment_id])
 
+    def recent_loads(self, deployment_id: int) -> Mapping[str, WorkerLoad]:
+        return self._view.loads(deployment_id)
+
     def backlog(self, deployment_id: int) -> dict[str, int]:
         with self._lock:
             return self._backlog(deployment_id)
@@ -167,16 +173,18 @@ class MemorySequences:
             return taken
 
     def _may_take(self, deployment_id: int, worker_id: str) -> Callable[[_Waiting], bool]:
-        """Whether `worker_id` may take a waiting sequence now: it is for no worker or for this one, its grace
-        passed, or its worker cannot take it."""
+        """Whether `worker_id` may take a waiting sequence now: it is for no worker or for this one, or its grace
+        passed or its worker cannot take it, and this one holds its LoRA adapter where that matters."""
         now, wall = self.clock(), time.time()
         loads, backlog = self._loads[deployment_id], self._backlog(deployment_id)
 
         def may(waiting: _Waiting) -> bool:
             preferred = waiting.request.preferred_worker
-            if preferred is None or preferred == worker_id or now >= waiting.grace_until:
+            if preferred is None or preferred == worker_id:
                 return True
-            return others_may_take(loads.get(preferred), backlog.get(preferred, 0), wall)
+            if now < waiting.grace_until and not others_may_take(loads.get(preferred), backlog.get(preferred, 0), wall):
+                return False
+            return may_take_adapter(waiting.request.params.lora, loads.get(worker_id), loads.get(preferred), wall)
 
         return may
 
@@ -216,6 +224,7 @@ class MemorySequences:
             else:
                 self._loads[deployment_id][worker_id] = load
             self._lock.notify_all()  # a worker gone or full: others may take its waiting sequences now
+        self._view.published(deployment_id)
 
     def close(self) -> None:
         pass

@@ -6,11 +6,14 @@ urgent and then the oldest is taken first; admission (the bound) and taking are 
 workers never race on them. Each request's JSON sits under its own key until taken; the deployment's set of taken
 ids is its in-flight load. Each sequence's events go to a stream of their own (XADD by the worker, a whole step in
 one pipeline; XREAD BLOCK by the gateway relaying it), and a cancel is a key with a TTL that the worker reads
-with one MGET per step. Workers' load reports are a hash per deployment. A sequence routed to a worker has its
+with one MGET per step. Workers' load reports are a hash per deployment, each report also announced on a pub/sub
+channel so that a gateway's cached view of them (load_view.py) is read again only when one changed. A sequence
+routed to a worker has its
 preference in a hash (the worker and the end of its grace, in Redis' own clock, so gateways' clocks never matter;
 a report's age is its worker's clock against Redis', within REPORT_STALE_S) and counts in that worker's backlog;
-the take script skips those a worker may not take yet (routing.others_may_take, decided on the load reports it
-reads in the same step). Requests, event streams, cancels, preferences and load reports expire (`ttl_s`), so
+the take script skips those a worker may not take yet (routing.others_may_take and may_take_adapter, decided
+on the load reports it reads in the same step). Requests, event streams, cancels, preferences and load reports
+expire (`ttl_s`), so
 none that a dead gateway or worker left behind stays; so do a deployment's waiting set, arrivals counter and taken
 set, `ttl_s` after their last use (a deleted deployment's). The taken set's entries of dead workers are dropped
 when the load is read (taken_owners.py). Expired sequences are ended by the worker that takes them (the deadline
@@ -23,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
+import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 
 import redis
 import redis.asyncio
@@ -34,12 +39,14 @@ from luminal.scheduler.generation.stream import Event, Expired, Failed, Started,
 from luminal.scheduler.generation.waiting import EngineBusy
 from luminal.scheduler.sequences import codec
 from luminal.scheduler.sequences.base import is_last
+from luminal.scheduler.sequences.load_view import MAX_AGE_S, LoadView
 from luminal.scheduler.sequences.reader_lease import READER_LEASE_S, ReaderLease
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 from luminal.scheduler.sequences.routing import PREFERENCE_GRACE_S, REPORT_STALE_S
 from luminal.scheduler.sequences.taken_owners import reap
 from luminal.scheduler.work import effective_priority
 
+log = logging.getLogger(__name__)
 MAX_BLOCK_S = 1.0  # one blocking call's longest wait, well under any socket timeout
 DEFAULT_TTL_S = 3600.0  # how long a request, its events and a cancel are kept: past any sequence's lifetime
 ARRIVALS = 1 << 40  # a level's score span: arrivals counted below it order requests within their level
@@ -52,8 +59,8 @@ local function now_ms()
 end
 """
 # KEYS: waiting set, request key, arrivals counter, preferences hash, backlog hash. ARGV: request id, level, max
-# waiting, payload, ttl ms, preferred worker ('' for none), grace ms. Returns -1 when queued, else the count
-# already waiting (refused).
+# waiting, payload, ttl ms, preferred worker ('' for none), grace ms, LoRA adapter ('' for the base). Returns -1 when
+# queued, else the count already waiting (refused). A preference reads `worker|grace end ms|adapter`.
 SUBMIT = (
     NOW_MS
     + """
@@ -65,7 +72,7 @@ redis.call('ZADD', KEYS[1], tonumber(ARGV[2]) * 1099511627776 + arrival, ARGV[1]
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[3], ARGV[5])
 if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[4], ARGV[1], ARGV[6] .. '|' .. (now_ms() + tonumber(ARGV[7])))
+  redis.call('HSET', KEYS[4], ARGV[1], ARGV[6] .. '|' .. (now_ms() + tonumber(ARGV[7])) .. '|' .. ARGV[8])
   redis.call('HINCRBY', KEYS[5], ARGV[6], 1)
   redis.call('PEXPIRE', KEYS[4], ARGV[5])
   redis.call('PEXPIRE', KEYS[5], ARGV[5])
@@ -94,19 +101,33 @@ TAKE = (
     + FORGET_PREFERENCE
     + """
 local now = now_ms()
-local open = {}  -- worker -> whether others may take its sequences (routing.others_may_take)
-local function others_may_take(worker)
-  if open[worker] ~= nil then return open[worker] end
-  local report = redis.call('HGET', KEYS[5], worker)
-  local answer = true
-  if report then
-    local load = cjson.decode(report)
-    local backlog = tonumber(redis.call('HGET', KEYS[4], worker) or '0')
-    local live = now / 1000 - load['reported_at'] <= tonumber(ARGV[8])
-    answer = (not live) or (type(load['free_rows']) == 'number' and backlog > load['free_rows'])
+local reports = {}  -- worker -> its decoded live load report, or false (none, or stale)
+local function live_report(worker)
+  if reports[worker] == nil then
+    local report = redis.call('HGET', KEYS[5], worker)
+    local load = report and cjson.decode(report)
+    reports[worker] = (load and now / 1000 - load['reported_at'] <= tonumber(ARGV[8])) and load or false
   end
-  open[worker] = answer
-  return answer
+  return reports[worker]
+end
+local open = {}  -- worker -> whether others may take its sequences (routing.others_may_take), as at the first ask
+local function others_may_take(worker)
+  if open[worker] == nil then
+    local load = live_report(worker)
+    local backlog = tonumber(redis.call('HGET', KEYS[4], worker) or '0')
+    open[worker] = (not load) or (type(load['free_rows']) == 'number' and backlog > load['free_rows'])
+  end
+  return open[worker]
+end
+local function holds(load, adapter)
+  for _, pair in ipairs(load and load['adapters'] or {}) do
+    if pair[1] == adapter then return true end
+  end
+  return false
+end
+local function may_take_adapter(adapter, preferred)  -- routing.may_take_adapter, for this worker (ARGV[6])
+  if adapter == '' or not holds(live_report(preferred), adapter) then return true end
+  return holds(live_report(ARGV[6]), adapter)
 end
 local taken = {}
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[7]) - 1)) do
@@ -114,9 +135,9 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[7]) - 1)) do
   local preference = redis.call('HGET', KEYS[3], id)
   local may = true
   if preference then
-    local bar = string.find(preference, '|', 1, true)
-    local worker, grace = string.sub(preference, 1, bar - 1), tonumber(string.sub(preference, bar + 1))
-    may = worker == ARGV[6] or now >= grace or others_may_take(worker)
+    local worker, grace, adapter = string.match(preference, '^([^|]*)|([^|]*)|?(.*)$')
+    grace = tonumber(grace)
+    may = worker == ARGV[6] or ((now >= grace or others_may_take(worker)) and may_take_adapter(adapter, worker))
   end
   if may then
     redis.call('ZREM', KEYS[1], id)
@@ -151,7 +172,12 @@ POLL_S = 0.02  # how often a take waiting on a line of others' sequences looks a
 
 class RedisSequences:
     def __init__(
-        self, url: str, namespace: str = "lm", ttl_s: float = DEFAULT_TTL_S, reader_lease_s: float = READER_LEASE_S
+        self,
+        url: str,
+        namespace: str = "lm",
+        ttl_s: float = DEFAULT_TTL_S,
+        reader_lease_s: float = READER_LEASE_S,
+        view_max_age_s: float = MAX_AGE_S,  # of `recent_loads`' copies (load_view.py)
     ):
         self._url, self._ns = url, namespace
         self._ttl_ms = max(1, int(ttl_s * 1000))
@@ -165,6 +191,9 @@ class RedisSequences:
         self._reader_of: dict[str, str] = {}  # the reader lease key of each sequence this worker took, until it ends
         self.reader_id = uuid.uuid4().hex  # this gateway's, held from its first submit
         self._lease = ReaderLease(self._redis, self._key("reader", self.reader_id), reader_lease_s)
+        self._view = LoadView(self.loads, view_max_age_s)
+        self._notices = None  # the thread hearing of new reports, started by the first `recent_loads` (a gateway's)
+        self._notices_lock = threading.Lock()
 
     def _key(self, *parts: object) -> str:
         return ":".join([self._ns, "seq", *map(str, parts)])
@@ -179,7 +208,8 @@ class RedisSequences:
                 self._key("preferences", d), self._key("backlog", d)]  # fmt: skip
         args = [request.id, effective_priority(request.priority), max_waiting, codec.encode_request(request)]
         grace_ms = int(PREFERENCE_GRACE_S * 1000)
-        waiting = self._submit(keys=keys, args=[*args, self._ttl_ms, request.preferred_worker or "", grace_ms])
+        preference = [request.preferred_worker or "", grace_ms, request.params.lora or ""]
+        waiting = self._submit(keys=keys, args=[*args, self._ttl_ms, *preference])
         if waiting >= 0:
             raise EngineBusy(f"{waiting} sequences are already waiting for this model; retry later")
 
@@ -224,6 +254,28 @@ class RedisSequences:
     def loads(self, deployment_id: int) -> dict[str, WorkerLoad]:
         reports = self._redis.hgetall(self._key("loads", deployment_id))
         return {worker.decode(): codec.decode_load(load) for worker, load in reports.items()}
+
+    def recent_loads(self, deployment_id: int) -> Mapping[str, WorkerLoad]:
+        self._hear_reports()
+        return self._view.loads(deployment_id)
+
+    def _hear_reports(self) -> None:
+        """Listen (once, on a thread) for the reports' announcements, each telling the view its deployment's copy
+        is stale. A lost one (a reconnect) only delays a read by the view's max age."""
+        with self._notices_lock:
+            if self._notices is not None:
+                return
+            listener = self._redis.pubsub(ignore_subscribe_messages=True)
+            listener.subscribe(**{self._key("reports"): self._on_report})
+            self._notices = listener.run_in_thread(sleep_time=MAX_BLOCK_S, daemon=True,
+                                                   exception_handler=_log_notice_error)  # fmt: skip
+
+    def _on_report(self, message: dict) -> None:
+        try:
+            deployment_id = int(message["data"])
+        except (TypeError, ValueError):  # not ours: a report names its deployment by id
+            return
+        self._view.published(deployment_id)
 
     def backlog(self, deployment_id: int) -> dict[str, int]:
         counts = self._redis.hgetall(self._key("backlog", deployment_id))
@@ -305,15 +357,20 @@ class RedisSequences:
 
     def report(self, deployment_id: int, worker_id: str, load: WorkerLoad | None) -> None:
         key = self._key("loads", deployment_id)
-        if load is None:
-            self._redis.hdel(key, worker_id)
-            return
         with self._redis.pipeline() as pipe:  # the hash outlives its workers only by `ttl_s` (a killed one's entry)
-            pipe.hset(key, worker_id, codec.encode_load(load))
-            pipe.pexpire(key, self._ttl_ms)
+            if load is None:
+                pipe.hdel(key, worker_id)
+            else:
+                pipe.hset(key, worker_id, codec.encode_load(load))
+                pipe.pexpire(key, self._ttl_ms)
+            pipe.publish(self._key("reports"), deployment_id)  # gateways' cached views read it again
             pipe.execute()
 
     def close(self) -> None:
+        with self._notices_lock:
+            notices, self._notices = self._notices, None
+        if notices is not None:
+            notices.stop()  # closes its connection within MAX_BLOCK_S
         self._lease.close()
         self._redis.close()
         self._async_clients.clear()  # each closes with its event loop
@@ -324,3 +381,9 @@ class RedisSequences:
         if client is None:
             client = self._async_clients[loop] = redis.asyncio.Redis.from_url(self._url)
         return client
+
+
+def _log_notice_error(error: Exception, listener, thread) -> None:
+    """A failed read of the announcements (Redis away): the next one reconnects; the view's max age covers the gap."""
+    log.warning("reading the load reports' announcements failed: %s", error)
+    time.sleep(MAX_BLOCK_S)

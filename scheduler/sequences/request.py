@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from luminal.scheduler.generation.sampling import SamplingParams
 from luminal.scheduler.generation.stream import Account
@@ -57,3 +58,13 @@ class WorkerLoad:
     # (block_pool.prefix_digests, first PREFIX_DIGEST_BYTES as hex): what a prompt routed to it can reuse.
     prefixes: tuple[str, ...] = ()
     reused_tokens: int = 0  # prompt tokens its engine found cached instead of prefilling, since it started
+    kv_blocks: int | None = None  # blocks in its KV pool, free or not (None: no pool)
+    tokens_per_s: float = 0.0  # tokens it generated per second, over the time since its previous report
+    # The LoRA adapters its engine serves, each with the namespace its prefix-cache blocks are digested under
+    # (lora_bank.cache_namespace: it differs between workers, by the order adapters were installed).
+    adapters: tuple[tuple[str, str], ...] = ()
+
+    @cached_property
+    def held_prefixes(self) -> frozenset[str]:
+        """`prefixes` as a set, built once per report: routing looks prompts up in it per request."""
+        return frozenset(self.prefixes)

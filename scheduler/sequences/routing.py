@@ -9,7 +9,13 @@ gateways route on the same, engine-true picture. It lags by one report (a heartb
 cached new prefixes), so a burst of prompts sharing a prefix nobody holds yet goes by load, each gateway counting
 the sequences already waiting for each worker (the transport's `backlog`).
 
-The transport then delivers the sequence to that worker first, without stranding it (`others_may_take`).
+A sequence for a LoRA adapter goes among the workers reporting the adapter loaded (one added to a live deployment
+reaches only the engines its gateway holds, and worker processes started later), and its prefix is looked up in
+the adapter's own cache namespace on each (blocks are shared only within one adapter: block_pool.reserve), never
+in the base model's. When no live worker reports it, all are candidates, as before adapters were reported.
+
+The transport then delivers the sequence to that worker first, without stranding it (`others_may_take`), and a
+sequence for an adapter only to another worker holding it while its preferred worker lives (`may_take_adapter`).
 """
 
 from __future__ import annotations
@@ -38,19 +44,31 @@ def short_digest(digest: bytes) -> str:
     return digest[:PREFIX_DIGEST_BYTES].hex()
 
 
-def short_digests(prompt: Sequence[int], block_size: int) -> list[str]:
+def short_digests(prompt: Sequence[int], block_size: int, namespace: bytes = b"") -> list[str]:
     """The reported form of each full block's prefix digest (block_pool.prefix_digests)."""
-    return [short_digest(d) for d in prefix_digests(prompt, block_size)]
+    return [short_digest(d) for d in prefix_digests(prompt, block_size, namespace)]
 
 
-def cached_tokens(prompt: Sequence[int], load: WorkerLoad) -> int:
-    """Prompt tokens the worker's engine would find in its cache: its leading full blocks the worker reported,
-    never the block holding the prompt's last token (whose logits the engine computes: block_pool.reserve)."""
+def cached_tokens(
+    prompt: Sequence[int],
+    load: WorkerLoad,
+    digested: dict[tuple[int, str], list[str]] | None = None,
+    adapter: str | None = None,
+) -> int:
+    """Prompt tokens the worker's engine would find in its cache for the base model (or LoRA `adapter`): its
+    leading full blocks the worker reported, never the block holding the prompt's last token (whose logits the
+    engine computes: block_pool.reserve). `digested`: the prompt's digests by block size and namespace, filled as
+    needed, so routing hashes a prompt once per decision rather than once per worker."""
     size = load.block_size
-    if not size or not load.prefixes:
+    namespace = "" if adapter is None else dict(load.adapters).get(adapter)
+    if not size or not load.prefixes or namespace is None:
         return 0
-    held, found = set(load.prefixes), 0
-    for digest in short_digests(prompt[: (len(prompt) - 1) // size * size], size):
+    digested = {} if digested is None else digested
+    if (size, namespace) not in digested:
+        kept = prompt[: (len(prompt) - 1) // size * size]
+        digested[size, namespace] = short_digests(kept, size, namespace.encode())
+    held, found = load.held_prefixes, 0
+    for digest in digested[size, namespace]:
         if digest not in held:
             break
         found += 1
@@ -69,14 +87,30 @@ def others_may_take(load: WorkerLoad | None, backlog: int, now: float) -> bool:
     return load.free_rows is not None and backlog > load.free_rows
 
 
+def may_take_adapter(adapter: str | None, taker: WorkerLoad | None, preferred: WorkerLoad | None, now: float) -> bool:
+    """Whether a worker other than the sequence's preferred one may take it, as far as its LoRA `adapter` (None: the
+    base model) goes: the taker holds the adapter, or the preferred worker does not (it is gone, or held none when
+    routed: nobody may hold it, and waiting would only strand it)."""
+    if adapter is None or preferred is None or not is_live(preferred, now) or adapter not in dict(preferred.adapters):
+        return True
+    return taker is not None and adapter in dict(taker.adapters)
+
+
 def choose_worker(
-    prompt: Sequence[int], loads: Mapping[str, WorkerLoad], backlog: Mapping[str, int], now: float | None = None
+    prompt: Sequence[int],
+    loads: Mapping[str, WorkerLoad],
+    backlog: Mapping[str, int],
+    now: float | None = None,
+    adapter: str | None = None,
 ) -> str | None:
     """The worker the sequence should go to (None: no live worker reported). `backlog`: sequences waiting for
-    each worker in the transport. The cached prefix decides unless its worker is full or holds more than
-    BALANCE_SLACK sequences beyond the least loaded."""
+    each worker in the transport; `adapter`: the LoRA adapter it is for (None: the base model), which narrows the
+    candidates to the workers holding it, if any do. The cached prefix decides unless its worker is full or holds
+    more than BALANCE_SLACK sequences beyond the least loaded."""
     now = time.time() if now is None else now
     live = {w: load for w, load in loads.items() if is_live(load, now)}
+    if adapter is not None:
+        live = {w: load for w, load in live.items() if adapter in dict(load.adapters)} or live
     if not live:
         return None
 
@@ -86,7 +120,9 @@ def choose_worker(
 
     least = min(live, key=busyness)
     balanced = [w for w in live if busyness(w)[0] <= busyness(least)[0] + BALANCE_SLACK]
-    hits = {w: cached_tokens(prompt, live[w]) for w in balanced if not _full(live[w], backlog.get(w, 0))}
+    digested: dict[tuple[int, str], list[str]] = {}
+    open_ = [w for w in balanced if not _full(live[w], backlog.get(w, 0))]
+    hits = {w: cached_tokens(prompt, live[w], digested, adapter) for w in open_}
     longest = max(hits.values(), default=0)
     if longest > 0:
         return min((w for w, n in hits.items() if n == longest), key=busyness)

@@ -19,6 +19,7 @@ from luminal.lora_adapter import upload_body
 from luminal.store.settings import Settings
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 from tests.gateway.tenancy import ADMIN_TOKEN
+from tests.gateway.test_llm_routing_api import wait_for
 from tests.gateway.threaded_server import ThreadedServer, free_port
 from tests.llm_folders import greedy_answer, hf_folder
 from tests.lora_adapters import make_adapter, make_adapters
@@ -120,6 +121,19 @@ def test_an_adapter_added_live_is_served_then_removed(world):
     assert "late" not in {m.id for m in client.models.list().data}
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="late", prompt=prompt, max_tokens=1)
+
+
+def test_the_worker_reports_the_adapters_it_serves(world):
+    """What adapter-aware routing reads (routing.choose_worker): the deployment's adapters, as its worker's engine
+    holds them, in the worker's load report."""
+    url, _, _, deployment_id, _ = world
+    headers = {"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
+
+    def reported() -> set[str]:
+        workers = httpx.get(f"{url}/v1/deployments/{deployment_id}/workers", headers=headers).json()["workers"]
+        return {name for w in workers if "sequences" in w for name in w["sequences"]["lora_adapters"]}
+
+    wait_for(lambda: reported() == {"terse", "chatty"}, "the worker reports the deployment's adapters")
 
 
 def test_the_cli_adds_lists_and_removes_an_adapter(world):

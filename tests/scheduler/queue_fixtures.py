@@ -5,9 +5,11 @@ are deleted afterwards. When that Redis is unreachable the Redis cases skip with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -30,6 +32,13 @@ def ok_result(req: InferenceRequest, worker: str = "w1") -> InferenceResult:
 
 @pytest.fixture
 def redis_namespace():
+    with fresh_namespace() as namespace:
+        yield namespace
+
+
+@contextlib.contextmanager
+def fresh_namespace() -> Iterator[str]:
+    """A namespace of its own on the test Redis, its keys deleted afterwards (for fixtures of any scope)."""
     import redis
 
     client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)

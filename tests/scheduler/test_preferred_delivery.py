@@ -1,7 +1,9 @@
 """Delivering a routed sequence (SequenceRequest.preferred_worker) in every sequence transport (in memory, and on
 the Redis at LUMINAL_TEST_REDIS_URL): its worker takes it first; another worker takes it only after the grace, or
 at once when its worker is gone from the load reports, reported long ago, or has more waiting for it than free
-rows; priorities still order what a worker may take; a cancel and a take keep each worker's backlog true."""
+rows; a sequence for a LoRA adapter its worker holds goes, past the grace, only to another worker holding it, unless
+its worker is gone; priorities still order what a worker may take; a cancel and a take keep each worker's backlog
+true."""
 
 from __future__ import annotations
 
@@ -16,12 +18,12 @@ from tests.scheduler.queue_fixtures import redis_namespace  # noqa: F401 (a fixt
 from tests.scheduler.test_sequence_transport import DEPLOYMENT, sequence, transport  # noqa: F401 (a fixture)
 
 
-def routed(to: str | None, priority: int = 5):
-    return dataclasses.replace(sequence(priority), preferred_worker=to)
+def routed(to: str | None, priority: int = 5, **params):
+    return dataclasses.replace(sequence(priority, **params), preferred_worker=to)
 
 
-def report(transport, worker: str, free_rows: int | None = 4, reported_at: float | None = None) -> None:  # noqa: F811
-    load = WorkerLoad(0, 0, 64, time.time() if reported_at is None else reported_at, free_rows)
+def report(transport, worker: str, free_rows: int | None = 4, reported_at: float | None = None, adapters=()) -> None:  # noqa: F811
+    load = WorkerLoad(0, 0, 64, time.time() if reported_at is None else reported_at, free_rows, adapters=adapters)
     transport.report(DEPLOYMENT, worker, load)
 
 
@@ -94,3 +96,28 @@ def test_a_cancelled_routed_sequence_leaves_the_backlog(transport):  # noqa: F81
     transport.cancel(gone.id)
     assert transport.backlog(DEPLOYMENT) == {"w1": 1} and transport.depth(DEPLOYMENT) == 1
     assert ids(transport.take(DEPLOYMENT, "w1", 4, 0.0)) == [kept.id]
+
+
+def test_past_its_grace_an_adapters_sequence_goes_only_to_another_holder(transport):  # noqa: F811
+    report(transport, "w1", adapters=(("sql", "lora:1"),))
+    report(transport, "w2")
+    report(transport, "w3", adapters=(("sql", "lora:2"),))
+    held, base = routed("w1", lora="sql"), routed("w1")
+    transport.submit(held, max_waiting=8)
+    transport.submit(base, max_waiting=8)
+    assert ids(transport.take(DEPLOYMENT, "w2", 4, PREFERENCE_GRACE_S + 0.3)) == [base.id]  # w2 lacks the adapter
+    assert transport.take(DEPLOYMENT, "w2", 4, 0.0) == []
+    assert ids(transport.take(DEPLOYMENT, "w3", 4, 0.0)) == [held.id]  # it holds it too
+
+
+@pytest.mark.parametrize("why", ["its worker stopped", "its worker held none"])
+def test_an_adapters_sequence_goes_to_any_worker_when_its_own_cannot_serve_it(transport, why):  # noqa: F811
+    report(transport, "w2")
+    if why == "its worker stopped":
+        report(transport, "w1", adapters=(("sql", "lora:1"),))
+        transport.report(DEPLOYMENT, "w1", None)
+    else:  # routed while nobody held it: waiting for w1 would only strand it
+        report(transport, "w1")
+    stranded = routed("w1", lora="sql")
+    transport.submit(stranded, max_waiting=8)
+    assert ids(transport.take(DEPLOYMENT, "w2", 4, PREFERENCE_GRACE_S + 2.0)) == [stranded.id]
