@@ -93,7 +93,8 @@ def test_series_and_summary_follow_the_traffic(server, model_bytes):
     failures = summary["failures"]
     assert [f["status"] for f in failures] == [400, 400, 400]
     assert all(f["reason"] == "invalid" and f["deployment_id"] == deployment["id"] for f in failures)
-    assert "x" in failures[0]["message"] and failures[0]["model"] == "tiny"
+    assert all(f["message"].startswith("input 'x' must have shape (batch, 4), got (1, 5)") for f in failures)
+    assert failures[0]["model"] == "tiny" and failures[0]["version"] == "1" and len(failures[0]["request_id"]) == 32
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,12 @@ function el(tag, attributes = {}, ...children) {
 }
 
 function number(value, digits = 2) {
-  return value === null || value === undefined ? "–" : Number(value).toFixed(digits).replace(/\.?0+$/, "");
+  return value === null || value === undefined ? "–" : String(Number(Number(value).toFixed(digits)));
+}
+
+// Costs are often fractions of a cent: three significant digits, however small.
+function money(value) {
+  return `$${value ? Number(value.toPrecision(3)) : 0}`;
 }
 
 // A line chart of `lines` ({name, values}) over the points' times; null values leave gaps.
@@ -52,25 +57,26 @@ function lineChart(title, unit, times, lines) {
       }
     }
   });
-  const latest = lines.map((l) => `${l.name} ${number(l.values.at(-1))}`).join(" · ");
-  return el("figure", { "data-chart": title }, svg, el("figcaption", {}, `${title} (${unit}): ${latest}`));
+  const latest = lines.map((l) => `${l.name} ${number(l.values.findLast((v) => v !== null))}`).join(" · ");
+  return el("figure", { "data-chart": title }, svg, el("figcaption", {}, `${title} (${unit}), latest: ${latest}`));
 }
 
 function barChart(days) {
   const width = 40 + days.length * 28, height = 130;
   const top = Math.max(...days.map((d) => d.cost), 0) || 1;
   const svg = el("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
-  svg.append(el("svg:text", { x: 2, y: 10 }, `$${number(top, 4)}`));
+  svg.append(el("svg:text", { x: 2, y: 10 }, money(top)));
   days.forEach((d, i) => {
     const h = (d.cost / top) * (height - 40);
     const bar = el("svg:rect", { x: 40 + i * 28, y: height - 22 - h, width: 20, height: h, fill: COLORS[0] });
-    bar.append(el("svg:title", {}, `${d.day}: $${number(d.cost, 6)}, ${d.requests} requests`));
-    svg.append(bar, el("svg:text", { x: 40 + i * 28, y: height - 8 }, d.day.slice(5)));
+    bar.append(el("svg:title", {}, `${d.day}: ${money(d.cost)}, ${d.requests} requests`));
+    svg.append(bar, el("svg:text", { x: 44 + i * 28, y: height - 8 }, d.day.slice(8)));  // the day of the month
   });
   const total = days.reduce((sum, d) => sum + d.cost, 0);
   const requests = days.reduce((sum, d) => sum + d.requests, 0);
   return el("figure", { "data-chart": "cost" }, svg,
-    el("figcaption", {}, `$${number(total, 6)} for ${requests} billed requests in ${days.length} days`));
+    el("figcaption", {}, `${money(total)} for ${requests} billed requests in ${days.length} days (UTC), `
+      + `${days[0].day} to ${days.at(-1).day}`));
 }
 
 function renderDeployments(deployments) {
