@@ -96,6 +96,11 @@ def test_series_and_summary_follow_the_traffic(server, model_bytes):
     assert all(f["message"].startswith("input 'x' must have shape (batch, 4), got (1, 5)") for f in failures)
     assert failures[0]["model"] == "tiny" and failures[0]["version"] == "1" and len(failures[0]["request_id"]) == 32
 
+    assert c.put("/v1/models/tiny/traffic", json={"split": {"1": 100}}).status_code == 200
+    narrowed = c.get("/v1/dashboard/summary", params={"days": "1", "failures": "2"}).json()
+    assert narrowed["deployments"][0]["traffic_percent"] == 100
+    assert len(narrowed["usage_by_day"]) == 1 and narrowed["failures"] == failures[:2]
+
 
 @pytest.mark.parametrize(
     ("path", "params", "named"),

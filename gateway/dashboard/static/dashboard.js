@@ -57,8 +57,10 @@ function lineChart(title, unit, times, lines) {
       }
     }
   });
-  const latest = lines.map((l) => `${l.name} ${number(l.values.findLast((v) => v !== null))}`).join(" · ");
-  return el("figure", { "data-chart": title }, svg, el("figcaption", {}, `${title} (${unit}), latest: ${latest}`));
+  // The legend: each line's name in its color, with its latest value.
+  const latest = lines.map((l, i) =>
+    el("span", { style: `color: ${COLORS[i]}` }, ` ${l.name} ${number(l.values.findLast((v) => v !== null))}`));
+  return el("figure", { "data-chart": title }, svg, el("figcaption", {}, `${title} (${unit}), latest:`, ...latest));
 }
 
 function barChart(days) {
