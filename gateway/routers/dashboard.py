@@ -26,6 +26,13 @@ STATIC = files("luminal.gateway.dashboard") / "static"
 MAX_DAYS = 366
 MAX_FAILURES = 500
 MAX_WINDOW_S = 7 * 86_400
+# The page loads only its own script and style sheet and talks only to this gateway: the browser enforces that, so
+# nothing injected into it (a model name, an error message) could load or send anything elsewhere.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-cache",  # a new gateway version's page is fetched, not an old one from the cache
+}
 
 
 def static_files() -> StaticFiles:
@@ -35,7 +42,7 @@ def static_files() -> StaticFiles:
 
 @router.get("/dashboard", include_in_schema=False)
 def dashboard_page() -> FileResponse:
-    return FileResponse(str(STATIC / "index.html"), media_type="text/html")
+    return FileResponse(str(STATIC / "index.html"), media_type="text/html", headers=PAGE_HEADERS)
 
 
 @router.get("/dashboard/", include_in_schema=False)

@@ -120,6 +120,7 @@ def test_the_page_and_its_files_are_served_without_a_key(server):
     page = c.get("/dashboard")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "/dashboard/static/dashboard.js" in page.text
+    assert page.headers["content-security-policy"].startswith("default-src 'self'")
     for name, kind in (("dashboard.js", "javascript"), ("dashboard.css", "text/css")):
         served = c.get(f"/dashboard/static/{name}")
         assert served.status_code == 200 and kind in served.headers["content-type"]

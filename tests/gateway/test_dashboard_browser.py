@@ -62,6 +62,11 @@ def test_dashboard_shows_the_traffic(server, model_bytes, browser_page, tmp_path
         assert c.post("/v2/models/tiny/infer", json=BAD).status_code == 400
 
     page = browser_page
+    # Console errors: a refused key's 401 is logged as one (expected); any other, such as a script error or a
+    # Content-Security-Policy violation, fails the test.
+    errors = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(f"{server.url}/dashboard")
     page.fill("#api-key", "lm_not-a-key-of-anyone-0123456789abcdef")
     page.click("#sign-in button[type=submit]")
@@ -93,3 +98,4 @@ def test_dashboard_shows_the_traffic(server, model_bytes, browser_page, tmp_path
 
     page.click("#sign-out")
     assert page.is_visible("#sign-in") and page.is_hidden("#board")
+    assert [e for e in errors if "401" not in e] == [], errors

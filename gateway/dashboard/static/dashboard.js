@@ -32,19 +32,27 @@ function number(value, digits = 2) {
 
 // Costs are often fractions of a cent: three significant digits, however small.
 function money(value) {
-  return `$${value ? Number(value.toPrecision(3)) : 0}`;
+  return `$${value.toLocaleString("en-US", { maximumSignificantDigits: 3, maximumFractionDigits: 20 })}`;
+}
+
+function clock(epochSeconds) {
+  return new Date(epochSeconds * 1000).toLocaleTimeString();
 }
 
 // A line chart of `lines` ({name, values}) over the points' times; null values leave gaps.
 function lineChart(title, unit, times, lines) {
-  const width = 320, height = 120, pad = 28;
+  const width = 320, height = 130, pad = 28;
   const values = lines.flatMap((l) => l.values).filter((v) => v !== null);
   const top = Math.max(...values, 0) || 1;
   const start = times[0] ?? 0, span = (times[times.length - 1] ?? 1) - start || 1;
   const x = (t) => pad + ((t - start) / span) * (width - pad - 4);
-  const y = (v) => height - 14 - (v / top) * (height - 24);
+  const y = (v) => height - 24 - (v / top) * (height - 34);
   const svg = el("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
-  svg.append(el("svg:text", { x: 2, y: 10 }, `${number(top)} ${unit}`), el("svg:text", { x: 2, y: height - 4 }, "0"));
+  svg.append(el("svg:text", { x: 2, y: 10 }, `${number(top)} ${unit}`), el("svg:text", { x: 2, y: height - 20 }, "0"));
+  if (times.length) {  // the time axis: the first and the last point's times
+    svg.append(el("svg:text", { x: pad, y: height - 4 }, clock(times[0])),
+      el("svg:text", { x: width - 4, y: height - 4, "text-anchor": "end" }, clock(times.at(-1))));
+  }
   lines.forEach((line, i) => {
     const segments = [[]];
     line.values.forEach((v, j) => (v === null ? segments.push([]) : segments.at(-1).push(`${x(times[j])},${y(v)}`)));
@@ -58,8 +66,11 @@ function lineChart(title, unit, times, lines) {
     }
   });
   // The legend: each line's name in its color, with its latest value.
-  const latest = lines.map((l, i) =>
-    el("span", { style: `color: ${COLORS[i]}` }, ` ${l.name} ${number(l.values.findLast((v) => v !== null))}`));
+  const latest = lines.map((l, i) => {
+    const name = el("span", {}, ` ${l.name} ${number(l.values.findLast((v) => v !== null))}`);
+    name.style.color = COLORS[i];  // through the CSSOM: the page's CSP refuses style attributes
+    return name;
+  });
   return el("figure", { "data-chart": title }, svg, el("figcaption", {}, `${title} (${unit}), latest:`, ...latest));
 }
 
@@ -94,7 +105,7 @@ function renderDeployments(deployments) {
 
 function renderFailures(failures) {
   const rows = failures.map((f) => el("tr", {},
-    el("td", {}, new Date(f.at * 1000).toLocaleTimeString()), el("td", {}, `${f.model} v${f.version}`),
+    el("td", {}, clock(f.at)), el("td", {}, `${f.model} v${f.version}`),
     el("td", {}, String(f.status)), el("td", {}, f.reason), el("td", {}, f.message),
     el("td", {}, f.request_id || "–")));
   if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: 6 }, "No failed requests.")));
