@@ -178,10 +178,14 @@ class InferenceMetrics:
 
     def record_failure(self, labels: ModelLabels, status: int, message: str, request_id: str | None = None) -> None:
         """Count a request answered with error `status`, and keep it with its message among the recent failures."""
-        reason = failure_reason(status)
-        self.failure.labels(*labels.values(), reason).inc()
+        self.failure.labels(*labels.values(), failure_reason(status)).inc()
+        self.note_failure(labels, status, message, request_id)
+
+    def note_failure(self, labels: ModelLabels, status: int, message: str, request_id: str | None = None) -> None:
+        """Keep a failed request among the recent failures only: a language model's, which the Triton counters
+        (requests that reached a tensor backend) do not count."""
         model, version, deployment = labels.values()
-        self.failures.record(int(deployment), model, version, status, reason, message, request_id)
+        self.failures.record(int(deployment), model, version, status, failure_reason(status), message, request_id)
 
     @contextmanager
     def pending_request(self, labels: ModelLabels) -> Iterator[None]:
