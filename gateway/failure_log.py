@@ -31,6 +31,7 @@ class FailureLog:
     def __init__(self, per_deployment: int = 50, clock: Callable[[], float] = time.time):
         self.per_deployment, self.clock = per_deployment, clock
         self._recent: dict[int, deque[Failure]] = {}
+        self._counts: dict[int, int] = {}  # every failure ever recorded per deployment (the charts' error rate)
         # Failures are recorded from the event loop and from prediction tasks; readers copy under the lock.
         self._lock = threading.Lock()
 
@@ -43,6 +44,12 @@ class FailureLog:
         )
         with self._lock:
             self._recent.setdefault(deployment_id, deque(maxlen=self.per_deployment)).append(failure)
+            self._counts[deployment_id] = self._counts.get(deployment_id, 0) + 1
+
+    def counts(self) -> dict[int, int]:
+        """How many failures each deployment has had since the gateway started, the ones dropped included."""
+        with self._lock:
+            return dict(self._counts)
 
     def recent(self, deployment_ids: Iterable[int], limit: int) -> list[Failure]:
         """The newest `limit` failures of these deployments, newest first."""

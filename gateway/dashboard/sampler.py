@@ -44,7 +44,7 @@ class _Reading:
 
     at: float
     success: dict[int, float]
-    failure: dict[int, float]
+    failure: dict[int, int]
     latency: dict[int, Buckets]
     pending: dict[int, float]
     tokens: dict[int, float]
@@ -73,7 +73,8 @@ class MetricsSampler:
     def _read(self) -> _Reading:
         m, g = self.metrics, self.generation
         return _Reading(
-            self.clock(), totals(m.success), totals(m.failure), buckets(m.latency), totals(m.pending, ""),
+            # Failures from the failure log, not the Triton counter: it also holds a language model's.
+            self.clock(), totals(m.success), m.failures.counts(), buckets(m.latency), totals(m.pending, ""),
             totals(g.generated_tokens), buckets(g.first_token),
         )  # fmt: skip
 

@@ -13,11 +13,10 @@ import pytest
 
 from luminal.store.settings import Settings
 from tests.gateway.conftest import BOOTSTRAP_KEY, COMPILE_RUNNER, deploy_and_wait, upload
-from tests.prerequisites import chromium_path
+from tests.gateway.dashboard_browser import WAIT_MS, chromium_page, screenshot, sign_in
 
 GOOD = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1.0, 2.0, 3.0, 4.0]}]}
 BAD = {"inputs": [{"name": "x", "shape": [1, 3], "datatype": "FP32", "data": [1.0, 2.0, 3.0]}]}
-WAIT_MS = 30_000  # the page refreshes every second; a loaded machine may take several
 
 
 @pytest.fixture
@@ -33,21 +32,8 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def browser_page():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        # --no-sandbox: Chromium's sandbox refuses to run as root, which CI's machines are.
-        browser = playwright.chromium.launch(executable_path=chromium_path(), headless=True, args=["--no-sandbox"])
-        try:
-            yield browser.new_page(viewport={"width": 1280, "height": 1000})
-        finally:
-            browser.close()
-
-
-def _screenshot(page, path: Path, record_property) -> None:
-    page.screenshot(path=str(path), full_page=True)
-    record_property("screenshot", str(path))
-    print(f"screenshot: {path}")
+    with chromium_page() as page:
+        yield page
 
 
 @pytest.mark.needs("chromium")
@@ -62,18 +48,11 @@ def test_dashboard_shows_the_traffic(server, model_bytes, browser_page, tmp_path
         assert c.post("/v2/models/tiny/infer", json=BAD).status_code == 400
 
     page = browser_page
-    # Console errors: a refused key's 401 is logged as one (expected); any other, such as a script error or a
-    # Content-Security-Policy violation, fails the test.
-    errors = []
-    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{server.url}/dashboard")
-    page.fill("#api-key", "lm_not-a-key-of-anyone-0123456789abcdef")
-    page.click("#sign-in button[type=submit]")
+    sign_in(page, server.url, "lm_not-a-key-of-anyone-0123456789abcdef")
     page.wait_for_selector("#sign-in-error:has-text('refused')", timeout=WAIT_MS)
     assert "invalid or revoked API key" in page.text_content("#sign-in-error")
     assert page.is_hidden("#board")
-    _screenshot(page, tmp_path / "dashboard-wrong-key.png", record_property)
+    screenshot(page, tmp_path / "dashboard-wrong-key.png", record_property)
 
     page.fill("#api-key", BOOTSTRAP_KEY)
     page.click("#sign-in button[type=submit]")
@@ -94,8 +73,10 @@ def test_dashboard_shows_the_traffic(server, model_bytes, browser_page, tmp_path
         _, model, status, reason, message, request_id = (td.text_content() for td in failure.query_selector_all("td"))
         assert (model, status, reason) == ("tiny v1", "400", "invalid")
         assert "input 'x' must have shape" in message and re.fullmatch(r"[0-9a-f]{32}", request_id)
-    _screenshot(page, tmp_path / "dashboard.png", record_property)
+    screenshot(page, tmp_path / "dashboard.png", record_property)
 
     page.click("#sign-out")
     assert page.is_visible("#sign-in") and page.is_hidden("#board")
-    assert [e for e in errors if "401" not in e] == [], errors
+    # A refused key's 401 is logged as a console error (expected); any other, such as a script error or a
+    # Content-Security-Policy violation, fails the test.
+    assert [e for e in page.console_errors if "401" not in e] == [], page.console_errors

@@ -35,6 +35,11 @@ function money(value) {
   return `$${value.toLocaleString("en-US", { maximumSignificantDigits: 3, maximumFractionDigits: 20 })}`;
 }
 
+// "1 error", "3 errors": `plural` names the things counted.
+function counting(n, plural) {
+  return `${n} ${n === 1 ? plural.slice(0, -1) : plural}`;
+}
+
 function clock(epochSeconds) {
   return new Date(epochSeconds * 1000).toLocaleTimeString();
 }
@@ -112,24 +117,27 @@ function renderFailures(failures) {
   document.querySelector("#failures tbody").replaceChildren(...rows);
 }
 
+// A tensor model's requests, latency and queue depth; a language model's sequences (those that got a first token),
+// tokens/s and time to first token, which its gateway measures instead (its requests are streams, not batches).
 function deploymentCharts(d, points) {
   const times = points.map((p) => p.at);
   const field = (name) => points.map((p) => p[name]);
-  const perSecond = (name) => points.map((p) => p[name] / p.seconds);
-  const requests = points.reduce((sum, p) => sum + p.requests, 0);
-  const errors = points.reduce((sum, p) => sum + p.errors, 0);
-  const charts = [
-    lineChart("Requests", "/s", times, [{ name: "now", values: perSecond("requests") }]),
-    lineChart("Errors", "/s", times, [{ name: "now", values: perSecond("errors") }]),
+  const perSecond = (name) => points.map((p) => (p[name] ?? 0) / p.seconds);
+  const total = (name) => points.reduce((sum, p) => sum + (p[name] ?? 0), 0);
+  const errors = lineChart("Errors", "/s", times, [{ name: "now", values: perSecond("errors") }]);
+  const llm = d.kind === "llm";
+  const counted = llm ? "sequences" : "requests";
+  const charts = llm ? [
+    lineChart("Sequences", "/s", times, [{ name: "now", values: perSecond("sequences") }]), errors,
+    lineChart("Tokens", "/s", times, [{ name: "now", values: field("tokens_per_s") }]),
+    lineChart("Time to first token", "ms", times, ["p50", "p95"].map((q) => ({ name: q, values: field(`ttft_${q}_ms`) }))),
+  ] : [
+    lineChart("Requests", "/s", times, [{ name: "now", values: perSecond("requests") }]), errors,
     lineChart("Latency", "ms", times, ["p50", "p95", "p99"].map((q) => ({ name: q, values: field(`latency_${q}_ms`) }))),
     lineChart("Queue depth", "requests", times, [{ name: "now", values: field("pending") }]),
   ];
-  if (d.kind === "llm") {
-    charts.push(lineChart("Tokens", "/s", times, [{ name: "now", values: field("tokens_per_s") }]),
-      lineChart("Time to first token", "ms", times,
-        ["p50", "p95"].map((q) => ({ name: q, values: field(`ttft_${q}_ms`) }))));
-  }
-  const heading = `${d.model} v${d.version}: ${requests} requests, ${errors} errors in the window`;
+  const heading = `${d.model} v${d.version}: ${counting(total(counted), counted)}, `
+    + `${counting(total("errors"), "errors")} in the window`;
   return el("div", { class: "deployment-charts", "data-deployment-id": d.id },
     el("h3", {}, heading), el("div", { class: "chart-row" }, ...charts));
 }
