@@ -225,6 +225,7 @@ def create_app(
             yield
         finally:
             sampling.cancel()
+            await asyncio.gather(sampling, return_exceptions=True)  # stopped before the platform it reads
             try:
                 if grpc_server is not None:
                     await _stop_grpc(grpc_server)

@@ -5,11 +5,13 @@ first token).
 
 `sample()` is one step (tests call it to mark an interval, no clock to wait on); `run()` steps every
 `interval_s` on the gateway's event loop. Each gateway samples its own metrics: with several replicas each
-one's dashboard shows the traffic it answered."""
+one's dashboard shows the traffic it answered. A deleted deployment's ring stays until the gateway restarts, as
+its Prometheus series do (a ring is at most `max_points` small points)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections import deque
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from luminal.gateway.dashboard.readings import Buckets, buckets, difference, quantile, totals
 from luminal.gateway.generation_metrics import GenerationMetrics
 from luminal.gateway.metrics import InferenceMetrics
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,10 @@ class MetricsSampler:
     async def run(self) -> None:
         """Sample every interval until cancelled (started with the gateway)."""
         while True:
-            self.sample()
+            try:
+                self.sample()
+            except Exception:  # a bug here must not stop the charts for good, nor anything else on the loop
+                log.exception("dashboard sampling failed")
             await asyncio.sleep(self.interval_s)
 
 
