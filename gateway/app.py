@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -16,6 +17,7 @@ from luminal.gateway.platform import Platform
 from luminal.gateway.replicas import ReplicaHeartbeat, replica_id
 from luminal.gateway.routers import (
     admin,
+    dashboard,
     deployments,
     inference,
     keys,
@@ -218,9 +220,12 @@ def create_app(
         sweeper = Sweeper.of(settings, platform.db, platform.artifacts)
         sweeper.start()
         grpc_server = await _start_grpc(platform) if settings.grpc_port else None
+        sampling = asyncio.create_task(platform.dashboard_sampler.run(), name="dashboard-sampler")
         try:
             yield
         finally:
+            sampling.cancel()
+            await asyncio.gather(sampling, return_exceptions=True)  # stopped before the platform it reads
             try:
                 if grpc_server is not None:
                     await _stop_grpc(grpc_server)
@@ -239,7 +244,8 @@ def create_app(
     app.add_middleware(InferFastPath)  # the infer routes' answers without FastAPI's routing (the hot path)
     # The inference router first: routes are matched in order, and its infer route is the hot path.
     for module in (inference, server, models, traffic, deployments, lora_adapters, workers, usage, predictions,
-                   metrics, keys, admin):  # fmt: skip
+                   metrics, keys, admin, dashboard):  # fmt: skip
         app.include_router(module.router)
+    app.mount("/dashboard/static", dashboard.static_files(), name="dashboard-static")
     app.include_router(openai_api.router)
     return app

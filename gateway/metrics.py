@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from luminal.gateway.failure_log import FailureLog
 from luminal.scheduler.queues.base import QueueFull
 from luminal.scheduler.work import EXPIRED, INVALID_INPUT, UNSCHEDULABLE, InferenceRequest, InferenceResult
 
@@ -144,6 +145,8 @@ class InferenceMetrics:
             labels,
             registry=r,
         )
+        # The recent failures with their messages, for the dashboard (counters keep only how many and why).
+        self.failures = FailureLog()
         # Each model's labelled series, looked up once: `.labels()` validates and locks on every call, eight times
         # per request otherwise. Series are never removed, so a cached one stays the registry's.
         self._series: dict[ModelLabels, _ModelSeries] = {}
@@ -161,7 +164,7 @@ class InferenceMetrics:
     def record_result(self, labels: ModelLabels, result: InferenceResult, seconds: float) -> None:
         """Count a backend's answer; `seconds` is the request's end-to-end duration."""
         if not result.ok:
-            self.failure.labels(*labels.values(), failure_reason(result.status)).inc()
+            self.record_failure(labels, result.status, result.error or "inference failed", result.request_id)
             return
         series = self._of(labels)
         series.success.inc()
@@ -173,8 +176,16 @@ class InferenceMetrics:
         series.compute_us.inc(max(result.compute_seconds, 0.0) * 1e6)
         series.latency.observe(max(seconds, 0.0))
 
-    def record_failure(self, labels: ModelLabels, reason: str) -> None:
-        self.failure.labels(*labels.values(), reason).inc()
+    def record_failure(self, labels: ModelLabels, status: int, message: str, request_id: str | None = None) -> None:
+        """Count a request answered with error `status`, and keep it with its message among the recent failures."""
+        self.failure.labels(*labels.values(), failure_reason(status)).inc()
+        self.note_failure(labels, status, message, request_id)
+
+    def note_failure(self, labels: ModelLabels, status: int, message: str, request_id: str | None = None) -> None:
+        """Keep a failed request among the recent failures only: a language model's, which the Triton counters
+        (requests that reached a tensor backend) do not count."""
+        model, version, deployment = labels.values()
+        self.failures.record(int(deployment), model, version, status, failure_reason(status), message, request_id)
 
     @contextmanager
     def pending_request(self, labels: ModelLabels) -> Iterator[None]:
@@ -225,11 +236,11 @@ async def observed_infer(
     with metrics.pending_request(labels):
         try:
             result = await backend.infer(deployment, request)
-        except QueueFull:
-            metrics.record_failure(labels, REJECTED)
+        except QueueFull as e:
+            metrics.record_failure(labels, 429, str(e) or "the deployment's queue is full", request.id)
             raise
-        except Exception:  # a backend bug or a lost worker: the caller gets a 500, the operator sees a failure
-            metrics.record_failure(labels, FAILED)
+        except Exception as e:  # a backend bug or a lost worker: the caller gets a 500, the operator sees a failure
+            metrics.record_failure(labels, 500, f"internal error ({type(e).__name__})", request.id)
             raise
     metrics.record_result(labels, result, time.time() - request.enqueued_at)
     return result

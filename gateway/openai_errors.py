@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 
 from luminal.compiler.artifact_json import ArtifactError
 from luminal.gateway.errors import ApiError
+from luminal.gateway.metrics import ModelLabels
 from luminal.scheduler import tracing
 from luminal.scheduler.generation.chat_template import ChatTemplateError
 from luminal.scheduler.generation.engine import EngineBusy, PromptTooLong
@@ -89,6 +90,12 @@ def as_openai_error(e: Exception) -> OpenAIError | None:
     return None
 
 
+def note_model(request: Request, labels: ModelLabels) -> None:
+    """Name the deployment the request is for: an error raised from here on, before the answer starts, is kept
+    among that deployment's recent failures (the dashboard lists them)."""
+    request.state.model_labels = labels
+
+
 def arrival_of(request: Request) -> float:
     """When the request reached its route (time.perf_counter): its waiting deadline and time to first token
     count from there."""
@@ -117,6 +124,9 @@ class OpenAIRoute(APIRoute):
                 if error is None:
                     log.error("unhandled error", exc_info=e)
                     error = OpenAIError(500, "internal error")
+                labels = getattr(request.state, "model_labels", None)
+                if labels is not None:
+                    request.app.state.platform.metrics.note_failure(labels, error.status, error.message)
                 return error.response()
 
         return answer

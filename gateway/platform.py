@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from luminal.gateway.dashboard.sampler import MetricsSampler
 from luminal.gateway.embedding_tokenizers import EmbeddingTokenizers
 from luminal.gateway.generation_metrics import GenerationMetrics
 from luminal.gateway.inference_backend import InferenceBackend
@@ -67,6 +68,8 @@ class Platform:
     # Built from the parts above (the webhook secret may be generated under data_dir on the first start).
     predictions: PredictionRunner = field(init=False)
     generation_metrics: GenerationMetrics = field(init=False)
+    # The dashboard's time series, sampled from the two above (started with the app: gateway/app.py).
+    dashboard_sampler: MetricsSampler = field(init=False)
     # Where this gateway bills the tokens a language-model worker delivered before it died (a dead worker bills
     # nothing; relay.py): straight to the database, once per request like every record.
     cut_short_ledger: UsageLedger = field(init=False)
@@ -91,6 +94,10 @@ class Platform:
         self.generation_metrics = GenerationMetrics(self.metrics.registry, self.generation)
         if self.sequences is not None and self.registry is not None:  # every LLM worker's gauges, from its reports
             self.metrics.registry.register(WorkerLoadCollector(self.registry, self.sequences))
+        s = self.settings
+        self.dashboard_sampler = MetricsSampler(
+            self.metrics, self.generation_metrics, s.dashboard_sample_s, s.dashboard_points
+        )
         self.embedding_tokenizers = EmbeddingTokenizers(self.artifacts.local_path)
         self.language_models = LanguageModelTexts(self.artifacts.local_path)
         self.cut_short_ledger = SqlUsageLedger(self.db, self.settings.gpu_prices_per_second)

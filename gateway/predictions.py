@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse
 
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import DeploymentRef, InferenceBackend
-from luminal.gateway.metrics import REJECTED, InferenceMetrics, ModelLabels, observed_infer
+from luminal.gateway.metrics import InferenceMetrics, ModelLabels, observed_infer
 from luminal.gateway.prediction_schemas import PredictionAccepted, PredictionPublic
 from luminal.gateway.tensor_codec import InferRequest, encode_infer_response
 from luminal.gateway.webhooks import COMPLETED, DEFAULT_EVENTS, START, Delivery, WebhookSender
@@ -117,8 +117,9 @@ class PredictionRunner:
     async def submit(self, job: PredictionJob, tenant_id: int) -> str:
         """Store the prediction `queued` and start its task; returns its id."""
         if len(self._tasks) >= MAX_UNFINISHED:
-            self.metrics.record_failure(job.labels, REJECTED)
-            raise ApiError(429, f"this gateway runs {MAX_UNFINISHED} predictions already; retry shortly")
+            refusal = f"this gateway runs {MAX_UNFINISHED} predictions already; retry shortly"
+            self.metrics.record_failure(job.labels, 429, refusal)
+            raise ApiError(429, refusal)
         spec = store.PredictionSpec(
             tenant_id, job.ref.deployment_id, job.model, int(job.version), job.webhook_url, self.owner
         )

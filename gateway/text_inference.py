@@ -15,7 +15,7 @@ from luminal.gateway.embedding_batch import embed
 from luminal.gateway.embedding_inputs import token_sequences
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import DeploymentRef
-from luminal.gateway.metrics import INVALID, ModelLabels
+from luminal.gateway.metrics import ModelLabels
 from luminal.gateway.openai_errors import OpenAIError
 from luminal.gateway.platform import Platform
 from luminal.gateway.tensor_codec import TensorError, encode_infer_response
@@ -31,8 +31,8 @@ async def answer_text_inference(
     labels = ModelLabels.of(name, d["version"], d["id"])
     try:
         parsed = parse_text_request(body, header_length, [OUTPUT])
-    except TensorError:
-        platform.metrics.record_failure(labels, INVALID)
+    except TensorError as e:
+        platform.metrics.record_failure(labels, 400, str(e))
         raise
     tokenizer = await run_in_threadpool(platform.embedding_tokenizers.get, d["graph_key"])
     try:

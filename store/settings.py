@@ -95,6 +95,10 @@ class Settings(BaseSettings):
     # A language-model sequence goes to the worker caching the longest prefix of its prompt, else the least loaded
     # (scheduler/sequences/routing.py); off, any worker with room takes it (benchmarks compare the two).
     prefix_routing: bool = Field(default=True, description="route LLM sequences by prefix-cache affinity")
+    # The dashboard's charts (/dashboard): this gateway samples its own metrics every dashboard_sample_s and keeps
+    # the last dashboard_points samples per deployment (the default: one hour at 5 s, about 60 KiB a deployment).
+    dashboard_sample_s: float = Field(default=5.0, ge=0.1, le=3600, description="seconds between dashboard samples")
+    dashboard_points: int = Field(default=720, ge=2, le=100_000, description="dashboard samples kept per deployment")
     # How long the gateway waits for a batch to run once it has started, before it answers 504.
     execution_timeout_s: float = Field(default=300.0, gt=0, le=86400, description="longest batch execution")
     # A delivery left unacknowledged this long is taken over by another worker (its worker died or hung).

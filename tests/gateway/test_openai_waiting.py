@@ -94,6 +94,8 @@ def test_an_expired_sequence_is_a_504_and_never_runs(world, engine):
     error = caught.value
     assert error.status_code == 504 and error.body["code"] == "timeout"
     assert "timeout passed before generation started" in error.body["message"]
+    newest = _newest_failure(world)  # the dashboard lists it
+    assert (newest["model"], newest["status"], newest["reason"]) == (MODEL, 504, "expired")
     assert engine.prompt_runs == prefills and not engine.waiting
     assert _prompt_tokens_counted(world) == prompt_tokens  # its prompt was never read
 
@@ -144,6 +146,15 @@ def test_a_full_waiting_line_is_a_429_with_retry_after(world, monkeypatch):
     assert error.status_code == 429 and error.body["type"] == "rate_limit_error"
     assert "already waiting for this model" in error.body["message"]
     assert int(error.response.headers["retry-after"]) >= 1
+    newest = _newest_failure(world)
+    assert (newest["model"], newest["status"], newest["reason"]) == (MODEL, 429, "rejected")
+    assert newest["message"] == error.body["message"]
+
+
+def _newest_failure(world) -> dict:
+    headers = {"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
+    summary = httpx.get(f"{world.url}/v1/dashboard/summary", headers=headers, timeout=30).json()
+    return summary["failures"][0]
 
 
 def test_the_deployments_generation_settings_make_its_engine(world):

@@ -40,6 +40,7 @@ NAMING = {
     ("PATCH", "/v1/deployments/{deployment_id}"): {"max_batch_size": 2, "min_replicas": 0},
     ("DELETE", "/v1/deployments/{deployment_id}"): None,
     ("GET", "/v1/deployments/{deployment_id}/workers"): None,
+    ("GET", "/v1/dashboard/deployments/{deployment_id}/series"): None,
     ("GET", "/v1/deployments/{deployment_id}/adapters"): None,
     ("POST", "/v1/deployments/{deployment_id}/adapters"): {"name": "a1", "config": {}, "weights_base64": ""},
     ("DELETE", "/v1/deployments/{deployment_id}/adapters/{name}"): None,
@@ -59,6 +60,7 @@ LISTING = {
     ("GET", "/v1/predictions"): None,
     ("GET", "/v1/usage"): {"deployment_id": "{deployment_id}", "since": "0"},
     ("GET", "/v1/usage/records"): {"deployment_id": "{deployment_id}"},
+    ("GET", "/v1/dashboard/summary"): None,
     ("GET", "/openai/v1/models"): None,
 }
 # Routes that make something of the caller's own: run last, then the first tenant's things are checked intact.
