@@ -12,10 +12,11 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch first: a later unpinned request would pull several GB of CUDA packages.
-	# --no-compile: byte-compiling every installed module took 60 of the install's 130 s of CPU; Python compiles
-	# the modules a process imports when it first imports them, a fraction of them.
-	$(PY) -m pip install -q --no-compile torch==2.13.0
-	$(PY) -m pip install -q --no-compile -e ".[dev]"
+	# Installed modules are byte-compiled here, not on first import: where PYTHONDONTWRITEBYTECODE is set nothing
+	# would keep them, and every worker process, CLI run and test child would compile torch's again (a cold
+	# `make test` with pip's --no-compile was on course for 40 minutes instead of 27).
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
 # The tests' compile caches (C libraries, CUBINs, programs) live in the checkout, so a fresh clone runs cold, as
