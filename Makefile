@@ -25,8 +25,14 @@ $(STAMP): pyproject.toml
 PYTEST := LUMINAL_CACHE_DIR=$(CURDIR)/.cache $(PY) -m pytest
 WORKERS ?= 2
 
+# Where PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it) no process keeps the bytecode of what
+# it imports: the project's modules compiled once here save each worker process, CLI run and test child the
+# compile (importing the gateway and a worker process: 1.8 s of CPU without bytecode, 1.5 s with).
+BYTECODE := $(PY) -m compileall -q -j 0 luminal compiler runtime store gateway scheduler batching provisioner cli tests bench
+
 test: $(STAMP)
 	$(PY) -m tests.prerequisites
+	$(BYTECODE)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PYTEST) -q -n $(WORKERS) --dist worksteal --durations=25 tests
@@ -34,6 +40,7 @@ test: $(STAMP)
 # What to run between edits (a few minutes): lint, then every test but the op suite's compiled targets and the
 # tests marked slow (tests/conftest.py): `make test` runs those too.
 test-fast: $(STAMP)
+	$(BYTECODE)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	LUMINAL_OPCHECK_TARGET=reference $(PYTEST) -q -n $(WORKERS) --dist worksteal -m "not slow" tests
