@@ -79,7 +79,6 @@ def test_an_adapter_added_live_is_served_by_both_worker_processes(world):
     env = {"LUMINAL_URL": url, "LUMINAL_API_KEY": BOOTSTRAP_KEY}
     added = CliRunner().invoke(cli, ["adapters", "add", str(deployment_id), "late", str(tmp / "late")], env=env)
     assert added.exit_code == 0, added.output
-    # No wait here: the gateway queues a sequence for the adapter only once a worker reports holding it.
     client = openai.AsyncOpenAI(base_url=f"{url}/openai/v1", api_key=BOOTSTRAP_KEY, max_retries=0, timeout=120)
 
     async def complete(prompt):
@@ -87,11 +86,16 @@ def test_an_adapter_added_live_is_served_by_both_worker_processes(world):
                                                  extra_body={"ignore_eos": True})  # fmt: skip
         return answer.id.removeprefix("cmpl-"), answer.choices[0].text
 
-    async def all_at_once():
-        return await asyncio.gather(*(complete(p) for p in PROMPTS * 2))
+    def holding():
+        return all("late" in r["lora_adapters"] for r in _reports(http, deployment_id).values())
 
-    answers = asyncio.run(all_at_once())
-    for (_, text), prompt in zip(answers, PROMPTS * 2):
+    async def first_then_all_at_once():
+        first = await complete(PROMPTS[0])  # at once: the gateway queues it once a worker reports holding it
+        await asyncio.to_thread(wait_for, holding, "both workers report the adapter", 15)
+        return [first, *await asyncio.gather(*(complete(p) for p in PROMPTS * 2))]  # spread over both workers
+
+    answers = asyncio.run(first_then_all_at_once())
+    for (_, text), prompt in zip(answers, [PROMPTS[0], *PROMPTS * 2]):
         want = greedy_answer(late, prompt, NEW_TOKENS)
         assert text == tokenizer.decode(want), prompt
     assert greedy_answer(late, PROMPTS[0], NEW_TOKENS) != greedy_answer(hf, PROMPTS[0], NEW_TOKENS)
