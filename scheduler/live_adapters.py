@@ -47,10 +47,24 @@ class LiveAdapters:
         which may have changed since the spec was read (a board that does not read leaves the spec's)."""
         for name, key in adapters:
             self._load(engine, name, key)
+        self.follow(engine)
+
+    def follow(self, engine: GenerationEngine) -> bool:
+        """Between rounds: free the slots of removed adapters whose last sequence ended, then follow the board
+        (loading again what failed for want of a slot once one is freed); whether what the engine holds changed,
+        so the worker reports at once. A board that does not read (Redis away) is read next time."""
+        bank = engine.model.lora
+        if bank is None:
+            return False
+        retiring = len(bank.retiring)
+        engine.release_retired()
+        freed = len(bank.retiring) != retiring
         try:
-            self.sync(engine)
-        except Exception as e:  # a transport error: the next round reads it again
+            changed = self.sync(engine, retry=freed)
+        except Exception as e:  # a transport error: the worker serves on
             log.warning("reading the posted LoRA adapters failed: %s", e)
+            changed = False
+        return changed or freed
 
     def sync(self, engine: GenerationEngine, retry: bool = False) -> bool:
         """Follow the board (between rounds); whether anything changed, so the worker reports at once. `retry`:

@@ -143,7 +143,7 @@ class LanguageModelWorker:
             now = time.monotonic()
             if now - last_adapters >= ADAPTERS_S:
                 last_adapters = now
-                if self._follow_adapters():
+                if self.adapters.follow(engine):
                     last_report = now
                     self._report()
             if now - last_beat >= HEARTBEAT_S:
@@ -153,22 +153,6 @@ class LanguageModelWorker:
             elif now - last_report >= REPORT_S and self._prefix_mark() != self._reported_mark:
                 last_report = now
                 self._report()
-
-    def _follow_adapters(self) -> bool:
-        """Load and retire the adapters posted for the deployment, and free the slots of retired ones whose last
-        sequence ended; whether what it holds changed. A board it cannot read (Redis away) is read next time."""
-        bank = self.engine.model.lora
-        if bank is None:
-            return False
-        retiring = len(bank.retiring)
-        self.engine.release_retired()
-        freed = len(bank.retiring) != retiring
-        try:
-            changed = self.adapters.sync(self.engine, retry=freed)
-        except Exception as e:  # any transport error: the worker serves on, and reads the board next time
-            log.warning("reading the posted LoRA adapters failed: %s", e)
-            changed = False
-        return changed or freed
 
     def _start(self, request: SequenceRequest) -> None:
         """Hand a taken sequence to the engine (its waiting deadline still counted from its request's arrival)."""

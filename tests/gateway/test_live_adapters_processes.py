@@ -33,7 +33,8 @@ from tests.lora_adapters import make_adapter
 from tests.scheduler.queue_fixtures import REDIS_URL, fresh_namespace
 from tests.scheduler.test_billing_under_kills import ready_workers
 
-NEW_TOKENS, PROMPTS = 5, [[9, 44, 120, 7], [3, 4, 5, 6, 7], [200, 17], [61, 62, 63], [8, 8, 1], [90, 91, 92, 93]]
+# Long enough that one worker's 4 rows stay busy while the burst arrives: the rest must go to the other worker.
+NEW_TOKENS, PROMPTS = 24, [[9, 44, 120, 7], [3, 4, 5, 6, 7], [200, 17], [61, 62, 63], [8, 8, 1], [90, 91, 92, 93]]
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,7 @@ def test_an_adapter_added_live_is_served_by_both_worker_processes(world):
     async def first_then_all_at_once():
         first = await complete(PROMPTS[0])  # at once: the gateway queues it once a worker reports holding it
         await asyncio.to_thread(wait_for, holding, "both workers report the adapter", 15)
-        return [first, *await asyncio.gather(*(complete(p) for p in PROMPTS * 2))]  # spread over both workers
+        return [first, *await asyncio.gather(*(complete(p) for p in PROMPTS * 2))]  # more than one worker's rows
 
     answers = asyncio.run(first_then_all_at_once())
     for (_, text), prompt in zip(answers, [PROMPTS[0], *PROMPTS * 2]):
