@@ -1,6 +1,7 @@
 """`luminal adapters ls ID | add ID NAME ADAPTER_DIR | rm ID NAME`: the LoRA adapters of a live language-model
-deployment (one deployed with --lora or --lora-slots). An added adapter is served at once as model NAME; a
-removed one is refused to new requests while the sequences using it finish."""
+deployment (one deployed with --lora or --lora-slots). An added adapter is served as model NAME by every running
+worker, without a restart, once each has loaded it (a moment); a removed one is refused to new requests while the
+sequences using it finish."""
 
 from __future__ import annotations
 

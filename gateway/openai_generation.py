@@ -4,7 +4,8 @@ sampling parameters, and the answer, whole or as server-sent events in the chunk
 The gateway holds no model: a sequence goes through the platform's sequence transport to a worker of the deployment
 holding its engine (scheduler/llm_worker.py), routed to the one caching the longest prefix of its prompt, else the
 least loaded, among those holding its LoRA adapter if it names one (scheduler/sequences/routing.py), and its events
-come back the same way (RelayedStream).
+come back the same way (RelayedStream). A sequence for an adapter is always routed so, and is queued only once a
+worker reports holding the adapter (adapter_wait.py: an adapter added live reaches the workers a moment later).
 
 A streamed answer is a series of `data: {chunk}` events ending in `data: [DONE]`; with
 stream_options.include_usage the last chunk before [DONE] has no choices and carries the usage (and every other
@@ -34,6 +35,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
+from luminal.gateway.adapter_wait import await_adapter
 from luminal.gateway.generation_metrics import GenerationMetrics, SequenceTimer
 from luminal.gateway.lora_models import base_of
 from luminal.gateway.metrics import ModelLabels
@@ -98,10 +100,12 @@ class Served:
         priority, waited = effective_priority(scheduling.priority), max(0.0, time.perf_counter() - arrived)
         arrived_at = time.time() - waited
         trace = tracing.current_carrier()  # the worker's spans of the sequence join this request's trace
+        if self.lora is not None:
+            await await_adapter(self.sequences, d["id"], self.lora)
 
         def queue() -> SequenceRequest:  # blocking transport reads and writes: off the event loop
             preferred = None
-            if self.prefix_routing:
+            if self.prefix_routing or self.lora is not None:  # an adapter's sequence only to a worker holding it
                 loads, backlog = self.sequences.recent_loads(d["id"]), self.sequences.backlog(d["id"])
                 preferred = choose_worker(prompt, loads, backlog, adapter=self.lora)
             request = SequenceRequest(

@@ -5,7 +5,9 @@ transport while the engine has rows for them, drops those whose clients went awa
 Each sequence that ran is billed when it ends, under this worker's id and the device it runs on. Each heartbeat
 it reports its load (running and waiting sequences, free rows and KV blocks, the prompt prefixes its KV pool holds,
 which the gateways route by: routing.py) through the transport, and sooner (REPORT_S) after a round that cached
-new prefixes, so prompts sharing them find this worker.
+new prefixes, so prompts sharing them find this worker. Between rounds (every ADAPTERS_S) it follows the LoRA
+adapters posted for its deployment, loading added ones and retiring removed ones (live_adapters.py), and reports
+at once when that changed what it holds.
 
 The engine keeps its own waiting line (priorities, deadlines) for sequences taken but not yet joined (waiting for
 cache blocks); the worker takes no more than the batch has rows for, so the rest wait in the transport, where any
@@ -23,7 +25,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from luminal.lora_package import decode_adapters
 from luminal.scheduler import tracing
 from luminal.scheduler.billing import UsageLedger
 from luminal.scheduler.compute_thread import ComputeThread
@@ -32,6 +33,7 @@ from luminal.scheduler.generation.engine import EngineBusy, GenerationEngine
 from luminal.scheduler.generation.engines import Engines
 from luminal.scheduler.generation.language_model import load_language_model
 from luminal.scheduler.generation.stream import Delta, Event, Failed, TokenStream
+from luminal.scheduler.live_adapters import LiveAdapters
 from luminal.scheduler.registry import UnknownWorker, WorkerInfo, WorkerRegistry
 from luminal.scheduler.sequence_spans import SequenceSpans
 from luminal.scheduler.sequences.base import SequenceTransport, is_last
@@ -42,6 +44,8 @@ from luminal.scheduler.worker_spec import WorkerSpec
 
 log = logging.getLogger(__name__)
 REPORT_S = 0.1  # the soonest a report follows the last when the pool cached new prefixes (one Redis write)
+# How often it reads its deployment's posted adapters (one Redis read): an added adapter is served this much later.
+ADAPTERS_S = 0.2
 
 
 class _Sink:
@@ -76,6 +80,7 @@ class LanguageModelWorker:
         self.device = device
         self.ready = threading.Event()
         self.engine: GenerationEngine | None = None
+        self.adapters = LiveAdapters(spec.deployment_id, sequences.adapters, path_of)
         self._live: dict[str, TokenStream] = {}  # the sequences it took and has not ended, by request id
         self._outbox: list[tuple[str, Event]] = []
         self._reported_mark: tuple[int, bytes | None] = (0, None)  # `_prefix_mark()` when it last reported
@@ -109,9 +114,7 @@ class LanguageModelWorker:
         model = load_language_model(self.path_of(self.spec.program_key), compute=self.compute)
         billing = SequenceBilling(self.ledger, self.worker_id, self.device)
         engine = GenerationEngine(model, self.spec.max_waiting, billing, prefill_chunk=self.spec.prefill_chunk)
-        for name, key in self.spec.lora_adapters:  # added to the live deployment after its compile
-            for adapter in decode_adapters(self.path_of(key).read_bytes()).values():
-                engine.add_adapter(name, adapter)
+        self.adapters.start(engine, self.spec.lora_adapters)  # added to the live deployment after its compile
         return engine
 
     def _on_compute(self, fn: Callable[[], GenerationEngine]) -> GenerationEngine:
@@ -123,7 +126,7 @@ class LanguageModelWorker:
 
     def _serve(self, stop: threading.Event) -> None:
         engine = self.engine
-        last_beat = last_report = time.monotonic()
+        last_beat = last_report = last_adapters = time.monotonic()
         while not stop.is_set() or engine.busy:
             held = len(engine.running) + len(engine.prefilling) + len(engine.waiting)
             room = 0 if stop.is_set() else engine.model.max_batch - held
@@ -138,6 +141,11 @@ class LanguageModelWorker:
                 engine.run_once()
             self._flush()
             now = time.monotonic()
+            if now - last_adapters >= ADAPTERS_S:
+                last_adapters = now
+                if self.adapters.follow(engine):
+                    last_report = now
+                    self._report()
             if now - last_beat >= HEARTBEAT_S:
                 last_beat = last_report = now
                 self._heartbeat(stop)
@@ -201,7 +209,8 @@ class LanguageModelWorker:
             prefixes=prefixes, reused_tokens=0 if pool is None else pool.reused_tokens,
             kv_blocks=None if pool is None else pool.blocks,
             tokens_per_s=(self._generated - tokens_then) / (now - then) if now > then else 0.0,
-            adapters=self._adapters(),
+            adapters=self._adapters(), adapter_slots_free=self._free_slots(),
+            adapter_errors=self.adapters.errors(),
         )  # fmt: skip
         self.sequences.report(self.spec.deployment_id, self.worker_id, load)
 
@@ -211,6 +220,10 @@ class LanguageModelWorker:
         if bank is None:
             return ()
         return tuple(sorted((name, bank.cache_namespace(slot).decode()) for name, slot in bank.slots.items()))
+
+    def _free_slots(self) -> int | None:
+        bank = self.engine.model.lora
+        return None if bank is None else bank.layout.slots - 1 - len(bank.slots) - len(bank.retiring)
 
     def _prefix_mark(self) -> tuple[int, bytes | None]:
         """Changes when the pool publishes or gives up a prefix (cheap, checked every round): how many it holds

@@ -38,7 +38,7 @@ class WorkerSpec:
     prefill_chunk: int = 256
     max_waiting: int = 256
     # LoRA adapters added to the live deployment, (name, artifact key of their factors): a worker installs them
-    # as it loads. Not in serves_like: a running worker's engine gets them from the gateway that added them.
+    # as it loads. Not in serves_like: a running worker follows them on its deployment's board (live_adapters.py).
     lora_adapters: tuple[tuple[str, str], ...] = ()
 
     @property

@@ -44,6 +44,7 @@ SLOW = (
     "scheduler/test_generation_engine.py", "scheduler/test_generation_window.py", "scheduler/test_llm_worker.py",
     "gateway/test_llm_worker_processes.py", "gateway/test_llm_gateway_death.py", "test_embedding_package.py",
     "gateway/test_llm_process_disconnects.py", "gateway/test_llm_process_metrics.py",
+    "gateway/test_live_adapters_processes.py", "scheduler/test_live_adapters.py",
     "gateway/test_grpc_inference.py", "gateway/test_grpc_distributed.py",
     "test_encoder_embedding_package.py", "gateway/test_encoder_embeddings.py", "gateway/test_oip_text.py",
     "scheduler/test_queues.py", "scheduler/test_llm_routing.py", "gateway/test_llm_routing_api.py",

@@ -1,8 +1,10 @@
 """`/v1/deployments/{id}/adapters`: LoRA adapters of a live language-model deployment. Adding one checks it
-against the deployment's LoRA stacks (rank, targets, base; refused 400 naming why), stores its factors as an
-artifact, and installs it into the engines this process runs: no recompile, the running batch goes on. Removing
-one refuses its name at once; the sequences already using it finish with it. Workers started later read the
-deployment's adapters from their spec (scheduler/worker_spec.py)."""
+against the deployment's LoRA stacks (rank, targets, base, finite factors; refused 400 naming why) and its free
+slots (409), stores its factors as an artifact, and posts it on the deployment's board, which every running worker
+(thread or process) reads between rounds and loads it from (scheduler/live_adapters.py): no recompile, no restart,
+the running batch goes on. Removing one refuses its name at once at the API and posts its removal: each worker
+refuses it to new sequences, lets the sequences already using it finish with it, then frees its slot. Workers
+started later read the deployment's adapters from their spec (scheduler/worker_spec.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from luminal.gateway.schemas import RowId
 from luminal.lora_adapter import CONFIG, WEIGHTS, LoraAdapter, LoraRefused, check_adapter, load_adapter
 from luminal.lora_package import check_adapter_name, encode_adapters
 from luminal.nn.lora import LoraLayout
+from luminal.scheduler.live_adapters import check_factors
 from luminal.store import deployments as deployment_store
 from luminal.store import lora_adapters as adapter_store
 from luminal.store.tables import Tenant
@@ -74,31 +77,37 @@ def remove_adapter(
     platform: PlatformDep,
 ) -> Response:  # fmt: skip
     with db.session() as session:
-        program_key = deployment_store.get_deployment(session, tenant, deployment_id).program_key
+        deployment_store.get_deployment(session, tenant, deployment_id)  # NotFound for another tenant's
         unused = adapter_store.remove_adapter(session, tenant, deployment_id, name)
-    for key in unused:
+    _post(platform, deployment_id, name, None)
+    for key in unused:  # a worker that has not loaded it yet no longer will (a failed fetch is only logged)
         artifacts.delete(key)
-    for key, engine in platform.generation.snapshot():
-        if key == program_key and name in (engine.model.lora.slots if engine.model.lora else {}):
-            engine.remove_adapter(name)
     return Response(status_code=204)
 
 
 def _add(platform: Platform, tenant: Tenant, deployment_id: int, body: LoraAdapterCreate, artifacts) -> Any:
     with platform.db.session() as session:
         row = deployment_store.get_deployment(session, tenant, deployment_id)
-        lora, program_key = row.model_version.signature.get("lora"), row.program_key
+        lora, held = row.model_version.signature.get("lora"), len(adapters_of(row.model_version.signature))
+        held += len(row.lora_adapters)
     if not lora:
         raise ApiError(400, f"deployment {deployment_id} was built without LoRA stacks: deploy it with --lora or "
                             "--lora-slots to add adapters")  # fmt: skip
     adapter = _checked(body, lora)
+    if held >= int(lora["slots"]) - 1:  # slot 0 is the base's
+        raise ApiError(409, f"deployment {deployment_id} serves {held} LoRA adapters, all of its "
+                            f"{int(lora['slots']) - 1} slots: remove one first")  # fmt: skip
     key = artifacts.put_bytes(encode_adapters({body.name: adapter}))
     with platform.db.session() as session:
         adapter_store.add_adapter(session, tenant, deployment_id, body.name, key)
-    for running_key, engine in platform.generation.snapshot():
-        if running_key == program_key:
-            engine.add_adapter(body.name, adapter)
+    _post(platform, deployment_id, body.name, key)
     return LoraAdapterPublic(name=body.name, deployment_id=deployment_id, added_live=True)
+
+
+def _post(platform: Platform, deployment_id: int, name: str, key: str | None) -> None:
+    """Tell the deployment's running workers (none where this gateway serves no language models)."""
+    if platform.sequences is not None:
+        platform.sequences.adapters.post(deployment_id, name, key)
 
 
 def _checked(body: LoraAdapterCreate, lora: dict[str, Any]) -> LoraAdapter:
@@ -112,6 +121,7 @@ def _checked(body: LoraAdapterCreate, lora: dict[str, Any]) -> LoraAdapter:
             adapter = load_adapter(Path(tmp))
         shapes = {path: (int(s[0]), int(s[1])) for path, s in lora["shapes"].items()}
         check_adapter(adapter, LoraLayout.from_json(lora), shapes, lora.get("base", ""))
+        check_factors(adapter)
     except binascii.Error as e:
         raise ApiError(400, f"weights_base64 is not base64: {e}") from None
     except LoraRefused as e:

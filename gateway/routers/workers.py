@@ -2,7 +2,8 @@
 recent cold-start times, why it can have none when its GPU type is not provided) and the worker registry's records
 (host, pid, the device type each runs on, heartbeats), and for a language model's workers the load each last
 reported (running and waiting sequences, free KV cache blocks, the prompt prefixes its cache holds and the prompt
-tokens it found there instead of prefilling them, the LoRA adapters its engine serves)."""
+tokens it found there instead of prefilling them, the LoRA adapters its engine serves, its free adapter slots
+and the posted adapters it could not load, with why)."""
 
 from __future__ import annotations
 
@@ -47,4 +48,5 @@ def deployment_workers(
 def _load(load: WorkerLoad) -> dict[str, Any]:
     return {"running": load.running, "waiting": load.waiting, "kv_blocks_free": load.kv_blocks_free,
             "cached_prefixes": len(load.prefixes), "reused_prompt_tokens": load.reused_tokens,
-            "lora_adapters": [name for name, _ in load.adapters], "reported_at": load.reported_at}  # fmt: skip
+            "lora_adapters": [name for name, _ in load.adapters], "lora_slots_free": load.adapter_slots_free,
+            "lora_errors": dict(load.adapter_errors), "reported_at": load.reported_at}  # fmt: skip

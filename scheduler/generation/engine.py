@@ -170,7 +170,7 @@ class GenerationEngine:
             raise ValueError("this model was built without LoRA stacks (deploy it with --lora or --lora-slots)")
         return self.model.lora
 
-    def _release_retired(self) -> None:
+    def release_retired(self) -> None:
         """Free the retired adapters' slots that no running, prefilling or waiting sequence reads."""
         bank = self.model.lora
         if bank is None or not bank.retiring:
@@ -241,7 +241,7 @@ class GenerationEngine:
     def run_once(self) -> None:
         """Admit what fits (or prefill one round of chunks), then one decode step over everything running."""
         self._drop_cancelled()
-        self._release_retired()
+        self.release_retired()
         if self.chunked is None:
             self._admit()
         else:

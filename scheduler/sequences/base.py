@@ -14,6 +14,8 @@ are ended with Expired and never returned), `emit` (a step's events of many sequ
 and `in_flight` are the deployment's load, for the autoscaler; `loads` its workers' reports (`recent_loads` the
 same through a cached view, load_view.py, which routing reads per request), `backlog` the sequences waiting for
 each worker.
+`adapters` is the board where gateways post the LoRA adapters added to or removed from a live deployment and its
+workers read them (adapter_board.py).
 Backends: `MemorySequences` (the embedded default, one process) and `RedisSequences` (gateways and worker
 processes on a shared Redis); the same contract tests run on each.
 """
@@ -24,6 +26,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Protocol
 
 from luminal.scheduler.generation.stream import Delta, Event, Failed
+from luminal.scheduler.sequences.adapter_board import AdapterBoard
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 
 
@@ -33,6 +36,8 @@ def is_last(event: Event) -> bool:
 
 
 class SequenceTransport(Protocol):
+    adapters: AdapterBoard  # the LoRA adapters posted for live deployments' workers
+
     # --- gateway side ---
     def submit(self, request: SequenceRequest, max_waiting: int) -> None:
         """Queue the sequence in its deployment's waiting line (bounded by `max_waiting`) or raise EngineBusy."""

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 
 from luminal.scheduler.generation.stream import Delta, Event, Failed, Started
 from luminal.scheduler.generation.waiting import WaitingLine
+from luminal.scheduler.sequences.adapter_board import MemoryAdapterBoard
 from luminal.scheduler.sequences.base import is_last
 from luminal.scheduler.sequences.load_view import LoadView
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
@@ -75,6 +76,7 @@ class MemorySequences:
         self._running: dict[int, int] = defaultdict(int)
         self._loads: dict[int, dict[str, WorkerLoad]] = defaultdict(dict)
         self._view = LoadView(self.loads)  # told of each report in `report`
+        self.adapters = MemoryAdapterBoard()
 
     # --- gateway side ---
     def submit(self, request: SequenceRequest, max_waiting: int) -> None:

@@ -38,6 +38,7 @@ import redis.asyncio
 from luminal.scheduler.generation.stream import Event, Expired, Failed, Started, expired_message
 from luminal.scheduler.generation.waiting import EngineBusy
 from luminal.scheduler.sequences import codec
+from luminal.scheduler.sequences.adapter_board import RedisAdapterBoard
 from luminal.scheduler.sequences.base import is_last
 from luminal.scheduler.sequences.load_view import MAX_AGE_S, LoadView
 from luminal.scheduler.sequences.reader_lease import READER_LEASE_S, ReaderLease
@@ -185,6 +186,7 @@ class RedisSequences:
         self._submit = self._redis.register_script(SUBMIT)
         self._take = self._redis.register_script(TAKE)
         self._cancel = self._redis.register_script(CANCEL)
+        self.adapters = RedisAdapterBoard(self._redis, namespace)
         # redis.asyncio clients belong to the event loop they were made on: one per loop that reads events.
         self._async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
         self._deployment_of: dict[str, int] = {}  # the deployment of each sequence this worker took, until it ends

@@ -63,6 +63,10 @@ class WorkerLoad:
     # The LoRA adapters its engine serves, each with the namespace its prefix-cache blocks are digested under
     # (lora_bank.cache_namespace: it differs between workers, by the order adapters were installed).
     adapters: tuple[tuple[str, str], ...] = ()
+    adapter_slots_free: int | None = None  # LoRA slots neither loaded nor still read by a removed adapter's rows
+    # Adapters posted for the deployment (adapter_board.py) this worker could not load, with why: the gateway
+    # answers their requests with that reason instead of waiting for this worker to hold them.
+    adapter_errors: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def held_prefixes(self) -> frozenset[str]:

@@ -10,9 +10,10 @@ cached new prefixes), so a burst of prompts sharing a prefix nobody holds yet go
 the sequences already waiting for each worker (the transport's `backlog`).
 
 A sequence for a LoRA adapter goes among the workers reporting the adapter loaded (one added to a live deployment
-reaches only the engines its gateway holds, and worker processes started later), and its prefix is looked up in
-the adapter's own cache namespace on each (blocks are shared only within one adapter: block_pool.reserve), never
-in the base model's. When no live worker reports it, all are candidates, as before adapters were reported.
+reaches each worker a moment later: scheduler/live_adapters.py, and the gateway queues the sequence only once one
+reports it: gateway/adapter_wait.py), and its prefix is looked up in the adapter's own cache namespace on each
+(blocks are shared only within one adapter: block_pool.reserve), never in the base model's. When no live worker
+reports it, all are candidates (a worker that starts loads the deployment's adapters before it takes anything).
 
 The transport then delivers the sequence to that worker first, without stranding it (`others_may_take`), and a
 sequence for an adapter only to another worker holding it while its preferred worker lives (`may_take_adapter`).
