@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the compiler tests' model builders live under tests/
 
 import luminal as lm  # noqa: E402
-from luminal.compiler.targets import get_target  # noqa: E402
+from luminal.compiler.analysis.targets import get_target  # noqa: E402
 from tests.compiler.cuda.graphs import gpt2  # noqa: E402
 from tests.compiler.metal.models import (  # noqa: E402
     llama_decode,

@@ -1,6 +1,6 @@
 """The code generator of each target kind: a kernel program's whole source for a target.
 
-Every generator is the one C-like renderer (codegen_c.py's Emitter) in a dialect (compiler/dialects.py); the
+Every generator is the one C-like renderer (codegen_c.py's Emitter) in a dialect (compiler/renderer/dialects.py); the
 kinds differ in how kernels map onto the machine: C loops over OpenMP threads for the CPU, grids of CUDA thread
 blocks (compiler/cuda/) for NVIDIA GPUs, the same launches as Metal threadgroups (compiler/metal/) for Apple
 GPUs. A loaded artifact's stored source is checked against this.
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from luminal.compiler import ir
-from luminal.compiler.targets import get_target
+from luminal.compiler.analysis.targets import get_target
+from luminal.compiler.kernels import ir
 
 
 def _c(kernels: ir.KernelProgram) -> str:
-    from luminal.compiler import codegen_c
+    from luminal.compiler.cpu import codegen_c
 
     slots = {name: k for k, name in enumerate(sorted(kernels.buffers))}
     return codegen_c.program_source(kernels, slots, sorted(kernels.symbols))

@@ -1,10 +1,10 @@
 """CompiledProgram: what `lm.compile` returns, and the pipeline of named stages that builds it.
 
-Stages: the deterministic passes (compiler/passes.py); the e-graph search (compiler/search/stage.py), which
+Stages: the deterministic passes (compiler/graph/passes.py); the e-graph search (compiler/search/stage.py), which
 yields candidate graphs; for each candidate, lowering to the kernel IR (one kernel per compute node, views
-folded into loads) and fusion (as the search chose, compiler/fuse_chosen.py, then the single-consumer policy,
-compiler/fuse.py); selection of one candidate by the roofline cost model or, with profile=True, by timing
-(compiler/profile.py); code generation for the target's kind (compiler/codegen.py: C, CUDA C++ or MSL).
+folded into loads) and fusion (as the search chose, compiler/fusion/fuse_chosen.py, then the single-consumer policy,
+compiler/fusion/fuse.py); selection of one candidate by the roofline cost model or, with profile=True, by timing
+(compiler/analysis/profile.py); code generation for the target's kind (compiler/codegen.py: C, CUDA C++ or MSL).
 `LUMINAL_DEBUG=all` (or a comma list of stage names) prints each stage's graph; `program.report` holds the
 stages, e-graph sizes, what each rule set found, the candidates with their estimated (and measured) costs, and
 the choice.
@@ -20,26 +20,29 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal import dtypes as dt
-from luminal.compiler import codegen, codegen_gemm, ir, memory
-from luminal.compiler.attention_plan import add_partials_buffers
-from luminal.compiler.cost import estimate_program
-from luminal.compiler.derived_weights import derive_at_load, derived_bytes
-from luminal.compiler.fold_indices import fold_indices
-from luminal.compiler.fuse import fuse_single_consumers
-from luminal.compiler.fuse_chosen import fuse_chosen
-from luminal.compiler.fuse_dequant import fuse_dequantised_weights
-from luminal.compiler.fuse_index import inline_index_functions
-from luminal.compiler.fuse_int_operands import fuse_integer_operands
-from luminal.compiler.fuse_residual import store_residuals
-from luminal.compiler.fused_ops import Inline
-from luminal.compiler.half_activations import check_mode, store_half_activations
-from luminal.compiler.in_place import scatter_in_place
-from luminal.compiler.lower import buffer_name, lower
-from luminal.compiler.passes import PASSES
-from luminal.compiler.prepack import add_packed_buffers
-from luminal.compiler.stored_values import read_stored_values
-from luminal.compiler.targets import TARGETS as KNOWN_TARGETS
-from luminal.compiler.targets import get_target
+from luminal.compiler import codegen
+from luminal.compiler.analysis import memory
+from luminal.compiler.analysis.attention_plan import add_partials_buffers
+from luminal.compiler.analysis.cost import estimate_program
+from luminal.compiler.analysis.targets import TARGETS as KNOWN_TARGETS
+from luminal.compiler.analysis.targets import get_target
+from luminal.compiler.cpu import codegen_gemm
+from luminal.compiler.cpu.fuse_dequant import fuse_dequantised_weights
+from luminal.compiler.cpu.fuse_int_operands import fuse_integer_operands
+from luminal.compiler.cpu.prepack import add_packed_buffers
+from luminal.compiler.fusion.fuse import fuse_single_consumers
+from luminal.compiler.fusion.fuse_chosen import fuse_chosen
+from luminal.compiler.fusion.fuse_index import inline_index_functions
+from luminal.compiler.fusion.fuse_residual import store_residuals
+from luminal.compiler.graph.fused_ops import Inline
+from luminal.compiler.graph.passes import PASSES
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.derived_weights import derive_at_load, derived_bytes
+from luminal.compiler.kernels.fold_indices import fold_indices
+from luminal.compiler.kernels.half_activations import check_mode, store_half_activations
+from luminal.compiler.kernels.in_place import scatter_in_place
+from luminal.compiler.kernels.lower import buffer_name, lower
+from luminal.compiler.kernels.stored_values import read_stored_values
 from luminal.graph import Graph, GraphError
 
 # The interpreter, and every target whose kind has a code generator (compiler/codegen.py).
@@ -105,13 +108,14 @@ OPTIONS = {
     "gemm_library": "CUDA targets: 'auto' (default) adds each candidate's variant with cuBLAS GEMM steps where the "
     "roofline prefers them; 'always' gives cuBLAS every GEMM it can compute alone; 'never' keeps generated kernels",
     "activation_dtype": "CUDA and Metal targets: 'auto' (default) stores each temporary buffer that holds only half "
-    "values (a bf16 or fp16 model's activations) in its half type (compiler/half_activations.py); 'float32' keeps "
-    "float32",
+    "values (a bf16 or fp16 model's activations) in its half type (compiler/kernels/half_activations.py); "
+    "'float32' keeps float32",
 }
 
 
 def compile_graph(graph: Graph, target: str = "cpu", *, cache: bool = True, **options: Any) -> CompiledProgram:
-    """Compile `graph` for `target`, or load it from the compile cache (compiler/cache.py) unless cache=False."""
+    """Compile `graph` for `target`, or load it from the compile cache (compiler/storage/cache.py) unless
+    cache=False."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; available now: {', '.join(TARGETS)}")
     unknown = sorted(set(options) - set(OPTIONS))
@@ -132,7 +136,7 @@ def compile_graph(graph: Graph, target: str = "cpu", *, cache: bool = True, **op
         )
     if not cache:
         return _compile(graph, target, options)
-    from luminal.compiler.cache import compile_cached  # here: cache -> artifact -> program would be circular
+    from luminal.compiler.storage.cache import compile_cached  # here: cache -> artifact -> program would be circular
 
     return compile_cached(graph, target, options, _compile)
 
@@ -163,8 +167,8 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
     chosen, kernels, report["candidates"] = select(candidates, target, options)
     report["choice"] = chosen
     if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan, merges included
-        from luminal.compiler.cuda.copy_order import copies_beside_partners
-        from luminal.compiler.cuda.sibling_gemms import merge_sibling_gemms
+        from luminal.compiler.gpu.copy_order import copies_beside_partners
+        from luminal.compiler.gpu.sibling_gemms import merge_sibling_gemms
 
         # GEMMs of one input become one GEMM over their weights side by side, a copy into an output moves up
         # beside a thread kernel it can share a launch with, and what the program computes from weights alone
@@ -222,7 +226,7 @@ def fused_program(
             kernels = fuse_single_consumers(reading, get_target(target))
         kernels = inline_index_functions(kernels, get_target(target))
     if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan and kernel bodies
-        from luminal.compiler.cuda.norm_prologue import fuse_norms_into_gemvs
+        from luminal.compiler.gpu.norm_prologue import fuse_norms_into_gemvs
 
         # Residual sums stored by the GEMVs that make them, so a norm reads one vector: then each norm goes
         # into the prologues of the GEMVs that read it (one launch fewer per norm).
@@ -230,18 +234,18 @@ def fused_program(
     stats["fused_by_policy"] = before - len(kernels.kernels)
     kernels = fold_indices(kernels)  # what fusion's and views' reshapes left: divisions by launch-time sizes
     # Weight panels packed at load are the CPU GEMM's layout, Q8_0 weights dequantised in its loads
-    # (compiler/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
+    # (compiler/cpu/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
     # source (compiler/cuda/read_past_casts.py), activations that hold half values are stored in their half type
-    # (compiler/half_activations.py), and a flash-decoding attention has a scratch buffer.
+    # (compiler/kernels/half_activations.py), and a flash-decoding attention has a scratch buffer.
     # Metal runs CUDA's launch plan (compiler/metal/program.py) and these passes, but not the tensor cores' half
     # operands or flash decoding's arrival counters.
     kind = get_target(target).kind
     if kind in ("cuda", "metal"):  # each runtime binds a donated device array or MTLBuffer in place
         from luminal.compiler.cuda.arrivals import add_arrival_counters
-        from luminal.compiler.cuda.attention_layout import store_attentions_in_reader_layout
-        from luminal.compiler.cuda.attention_reads import attend_through_concatenations
-        from luminal.compiler.cuda.gemv_order import bring_gemvs_together
         from luminal.compiler.cuda.read_past_casts import read_past_casts
+        from luminal.compiler.gpu.attention_layout import store_attentions_in_reader_layout
+        from luminal.compiler.gpu.attention_reads import attend_through_concatenations
+        from luminal.compiler.gpu.gemv_order import bring_gemvs_together
 
         # An attention reads a paged KV cache through its block table (no concatenation kernel), then the pools'
         # scatters write in place.
@@ -254,10 +258,10 @@ def fused_program(
         kernels = add_partials_buffers(kernels)  # flash decoding's scratch
         if kind == "cuda":  # flash decoding in one launch (no device-scope fence in the MSL Metal compiles)
             kernels = add_arrival_counters(kernels)
-        return bring_gemvs_together(kernels)  # then consecutive GEMVs are one launch (compiler/cuda/gemv_batch.py)
+        return bring_gemvs_together(kernels)  # then consecutive GEMVs are one launch (compiler/gpu/gemv_batch.py)
     if kind != "cpu":
         return kernels
-    # A quantized matmul's zero points are subtracted where the integer GEMM packs (compiler/fuse_int_operands.py).
+    # A quantized matmul's zero points are subtracted where the integer GEMM packs (compiler/cpu/fuse_int_operands.py).
     kernels = fuse_integer_operands(fuse_dequantised_weights(scatter_in_place(kernels, donated)))
     return add_packed_buffers(kernels)
 
@@ -317,7 +321,7 @@ def select(
     candidates: Mapping[str, Graph], target: str, options: Mapping[str, Any]
 ) -> tuple[str, ir.KernelProgram, list[dict[str, Any]]]:
     """Compile every candidate, drop duplicates (same source), rank by the cost model, or by timing with
-    profile=True on the target's runtime here (compiler/profile.py: a CUDA target on its GPU, or it raises)."""
+    profile=True on the target's runtime here (compiler/analysis/profile.py: a CUDA target on its GPU, or it raises)."""
     rows, programs, seen = [], {}, {}
     built: list[tuple[tuple, tuple[ir.KernelProgram, dict[str, int]]]] = []
     for candidate, graph in candidates.items():
@@ -350,7 +354,7 @@ def select(
     if options.get("gemm_library") == "always" and any(programs[n][1].library for n in ranked):
         ranked = [n for n in ranked if programs[n][1].library]  # asked for cuBLAS: a candidate that has some
     if options.get("profile"):
-        from luminal.compiler.profile import time_candidates
+        from luminal.compiler.analysis.profile import time_candidates
 
         measured = time_candidates({n: programs[n] for n in ranked}, options.get("profile_dims"), target)
         for row in rows:

@@ -7,7 +7,7 @@ given to cuBLAS has no kernel: its comment names the call (`k12_cublas: cublas`)
 in-place scatters are one kernel (`k12_to_k18_scatters`), and so are consecutive GEMVs that can share a grid
 (`k12_to_k16_gemvs`), consecutive warp kernels over the same elements (`k12_to_k14_warps`) and consecutive
 independent thread kernels over the same elements (`k12_to_k14_threads`). The kernels the runtime runs once at
-load (compiler/derived_weights.py) come first, in a launch plan of their own.
+load (compiler/kernels/derived_weights.py) come first, in a launch plan of their own.
 Compiled with NVRTC or nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM and attention
 kernels ask for their FMAs with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
 """
@@ -16,27 +16,25 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from luminal.compiler import derived_weights, gemv_plan, ir
-from luminal.compiler.cuda import (
-    arrivals,
+from luminal.compiler.analysis import gemv_plan
+from luminal.compiler.analysis.gemm_plan import plan
+from luminal.compiler.cuda import arrivals, gemm_mma, library_gemm, mma_staging
+from luminal.compiler.cuda.half_operands import tensor_core_type
+from luminal.compiler.cuda.prelude import PRELUDE
+from luminal.compiler.gpu import (
     attention,
     flash_decode,
     gemm,
-    gemm_mma,
     gemv,
     gemv_batch,
     kernels,
-    library_gemm,
-    mma_staging,
     scatter_batch,
     thread_batch,
     warp_batch,
 )
-from luminal.compiler.cuda.half_operands import tensor_core_type
-from luminal.compiler.cuda.launch import Launch, launches
-from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned
-from luminal.compiler.cuda.prelude import PRELUDE
-from luminal.compiler.gemm_plan import plan
+from luminal.compiler.gpu.launch import Launch, launches
+from luminal.compiler.gpu.launch_runs import MAX_BUFFERS, Planned
+from luminal.compiler.kernels import derived_weights, ir
 from luminal.view import dims_product
 
 
@@ -61,11 +59,11 @@ def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
 
 def planned_launches(p: ir.KernelProgram, at_load: bool = False) -> list[tuple[tuple[ir.Kernel, ...], Launch]]:
     """Every launch of a run of the program, in order, with the kernels it runs: its own kernel's, but for
-    consecutive in-place scatters merged into one "scatters" launch (compiler/cuda/scatter_batch.py),
-    consecutive GEMVs into one "gemvs" launch (compiler/cuda/gemv_batch.py), consecutive warp kernels over the
-    same elements into one "warps" launch (compiler/cuda/warp_batch.py) and consecutive independent thread
-    kernels over the same elements into one "threads" launch (compiler/cuda/thread_batch.py). With `at_load`,
-    the launches of the kernels run once when the program is loaded instead (compiler/derived_weights.py)."""
+    consecutive in-place scatters merged into one "scatters" launch (compiler/gpu/scatter_batch.py),
+    consecutive GEMVs into one "gemvs" launch (compiler/gpu/gemv_batch.py), consecutive warp kernels over the
+    same elements into one "warps" launch (compiler/gpu/warp_batch.py) and consecutive independent thread
+    kernels over the same elements into one "threads" launch (compiler/gpu/thread_batch.py). With `at_load`,
+    the launches of the kernels run once when the program is loaded instead (compiler/kernels/derived_weights.py)."""
     chosen = [k for k in p.kernels if derived_weights.at_load(k, p.buffers) == at_load]
     return merged([((k,), launch) for k in chosen for launch in kernel_launches(k, p)], p)
 
@@ -79,7 +77,7 @@ def merged(plan: list[Planned], p: ir.KernelProgram, max_buffers: int = MAX_BUFF
 
 def launched_together(p: ir.KernelProgram, planned: list | None = None) -> list[tuple[str, ...]]:
     """The kernels (by name) of each launch that runs several: the memory plan keeps what they touch live over
-    the whole run (compiler/memory.py's `together`). `planned`: the run's planned_launches, if at hand."""
+    the whole run (compiler/analysis/memory.py's `together`). `planned`: the run's planned_launches, if at hand."""
     planned = planned_launches(p) if planned is None else planned
     return [tuple(k.name for k in members) for members, _ in planned if len(members) > 1]
 

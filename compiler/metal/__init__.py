@@ -2,7 +2,7 @@
 
 Apple GPUs run the same kernel shapes as CUDA ones (a thread, a 32-wide SIMD group or a threadgroup per output
 element or row, a tiled GEMM, attention a threadgroup per query row), so a Metal program has the CUDA generator's
-launch plan and kernel bodies (compiler/cuda/); what differs is the Metal dialect's (compiler/dialects.py): the
+launch plan and kernel bodies (compiler/cuda/); what differs is the Metal dialect's (compiler/renderer/dialects.py): the
 kernel signature with `[[buffer(n)]]` and index attributes, half and bfloat, threadgroup memory and barriers,
 SIMD shuffles and metal:: math, which prelude.py and program.py supply.
 """
