@@ -24,7 +24,7 @@ import zipfile
 from typing import IO, Any
 
 from luminal.compiler import COMPILER_VERSION
-from luminal.compiler.codegen import program_source
+from luminal.compiler.backends import program_source
 from luminal.compiler.program import TARGETS, CompiledProgram
 from luminal.compiler.storage.artifact_json import ArtifactError, program_from_json, program_to_json
 from luminal.compiler.storage.gc_pause import collector_paused

@@ -2,9 +2,11 @@
 
 Stages: the deterministic passes (compiler/graph/passes.py); the e-graph search (compiler/search/stage.py), which
 yields candidate graphs; for each candidate, lowering to the kernel IR (one kernel per compute node, views
-folded into loads) and fusion (as the search chose, compiler/fusion/fuse_chosen.py, then the single-consumer policy,
-compiler/fusion/fuse.py); selection of one candidate by the roofline cost model or, with profile=True, by timing
-(compiler/analysis/profile.py); code generation for the target's kind (compiler/codegen.py: C, CUDA C++ or MSL).
+folded into loads), fusion (as the search chose, compiler/fusion/fuse_chosen.py, then the single-consumer
+policy, compiler/fusion/fuse.py) and the target's backend's passes; selection of one candidate by the roofline
+cost model or, with profile=True, by timing (compiler/analysis/profile.py); code generation by the backend. The
+backend (compiler/backends.py: cpu/, cuda/, metal/, each exporting its passes and its generator of C, CUDA C++
+or MSL) is looked up by the target's kind: the pipeline has no branch on it.
 `LUMINAL_DEBUG=all` (or a comma list of stage names) prints each stage's graph; `program.report` holds the
 stages, e-graph sizes, what each rule set found, the candidates with their estimated (and measured) costs, and
 the choice.
@@ -20,33 +22,25 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal import dtypes as dt
-from luminal.compiler import codegen
+from luminal.compiler import backends
 from luminal.compiler.analysis import memory
-from luminal.compiler.analysis.attention_plan import add_partials_buffers
 from luminal.compiler.analysis.cost import estimate_program
+from luminal.compiler.analysis.gemm_plan import plan as gemm_plan
 from luminal.compiler.analysis.targets import TARGETS as KNOWN_TARGETS
 from luminal.compiler.analysis.targets import get_target
-from luminal.compiler.cpu import codegen_gemm
-from luminal.compiler.cpu.fuse_dequant import fuse_dequantised_weights
-from luminal.compiler.cpu.fuse_int_operands import fuse_integer_operands
-from luminal.compiler.cpu.prepack import add_packed_buffers
 from luminal.compiler.fusion.fuse import fuse_single_consumers
 from luminal.compiler.fusion.fuse_chosen import fuse_chosen
-from luminal.compiler.fusion.fuse_index import inline_index_functions
-from luminal.compiler.fusion.fuse_residual import store_residuals
 from luminal.compiler.graph.fused_ops import Inline
 from luminal.compiler.graph.passes import PASSES
 from luminal.compiler.kernels import ir
-from luminal.compiler.kernels.derived_weights import derive_at_load, derived_bytes
+from luminal.compiler.kernels.derived_weights import derived_bytes
 from luminal.compiler.kernels.fold_indices import fold_indices
-from luminal.compiler.kernels.half_activations import check_mode, store_half_activations
-from luminal.compiler.kernels.in_place import scatter_in_place
+from luminal.compiler.kernels.half_activations import check_mode
 from luminal.compiler.kernels.lower import buffer_name, lower
-from luminal.compiler.kernels.stored_values import read_stored_values
 from luminal.graph import Graph, GraphError
 
-# The interpreter, and every target whose kind has a code generator (compiler/codegen.py).
-TARGETS = ("reference", *(name for name, t in KNOWN_TARGETS.items() if t.kind in codegen.GENERATORS))
+# The interpreter, and every target whose kind has a backend (compiler/backends.py).
+TARGETS = ("reference", *(name for name, t in KNOWN_TARGETS.items() if t.kind in backends.KINDS))
 
 
 def target_kind(target: str) -> str:
@@ -97,7 +91,7 @@ class CompiledProgram:
 
 def c_source(kernels: ir.KernelProgram) -> str:
     """The generated C for `kernels`."""
-    return codegen.program_source(kernels, "cpu")
+    return backends.program_source(kernels, "cpu")
 
 
 OPTIONS = {
@@ -166,20 +160,15 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
         candidate.donated = {o: i for o, i in donated.items() if o in candidate.outputs and i in candidate.inputs}
     chosen, kernels, report["candidates"] = select(candidates, target, options)
     report["choice"] = chosen
-    if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan, merges included
-        from luminal.compiler.gpu.copy_order import copies_beside_partners
-        from luminal.compiler.gpu.sibling_gemms import merge_sibling_gemms
-
-        # GEMMs of one input become one GEMM over their weights side by side, a copy into an output moves up
-        # beside a thread kernel it can share a launch with, and what the program computes from weights alone
-        # (those side-by-side weights too) runs once, at load. All after the choice: ranked as free, copies of
-        # weights made a paged decode step pick 113 one-row GEMMs over transposed weights instead of its GEMVs.
-        kernels = derive_at_load(copies_beside_partners(merge_sibling_gemms(kernels)))
-    source = codegen.program_source(kernels, target)
+    backend = backends.backend_for(target)
+    # The GPU backends' merges (sibling GEMMs, copies beside thread kernels, derived weights) run on the chosen
+    # program only: what was ranked is not yet what ships (issue 46 moves them before ranking).
+    kernels = backend.after_choice(kernels)
+    source = backend.program_source(kernels)
     report["stages"].append({"stage": "lower+fuse+codegen", "kernels": len(kernels.kernels)})
     report["kernels"] = kernel_summary(kernels)
     # arena vs naive bytes, at the symbols' maxima when dims are symbolic
-    report["memory"] = memory.describe(kernels, together=_launched_together(kernels, target))
+    report["memory"] = memory.describe(kernels, together=backend.launched_together(kernels))
     report["memory"]["derived_bytes"] = derived_bytes(kernels)  # computed at load, resident beside the weights
     return CompiledProgram(graph, target, kernels, source, report)
 
@@ -213,81 +202,21 @@ def fused_program(
 ) -> ir.KernelProgram:
     """`kernel_program` after lowering: `marked` the chosen fusions (None: an unsearched graph), `donated` the
     graph's donated outputs."""
+    backend = backends.backend_for(target)
     if marked is not None:
         kernels = fuse_chosen(kernels, marked, get_target(target), stats=stats)
     before = len(kernels.kernels)
-    kernels = fuse_single_consumers(kernels, get_target(target))
-    if get_target(target).kind in ("cuda", "metal"):
-        # A LayerNorm's statistics then fuse into its application; and a launch or a dispatch costs more than
-        # recomputing a few sines where they are read. Fusion runs again only where a reader changed: over the
-        # same kernels it is the same pass again (more than half of a small program's compile, fusing nothing).
-        reading = read_stored_values(kernels)
-        if reading.kernels != kernels.kernels:
-            kernels = fuse_single_consumers(reading, get_target(target))
-        kernels = inline_index_functions(kernels, get_target(target))
-    if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan and kernel bodies
-        from luminal.compiler.gpu.norm_prologue import fuse_norms_into_gemvs
-
-        # Residual sums stored by the GEMVs that make them, so a norm reads one vector: then each norm goes
-        # into the prologues of the GEMVs that read it (one launch fewer per norm).
-        kernels = fuse_norms_into_gemvs(store_residuals(kernels))
+    kernels = backend.fuse(fuse_single_consumers(kernels, get_target(target)), target)
     stats["fused_by_policy"] = before - len(kernels.kernels)
     kernels = fold_indices(kernels)  # what fusion's and views' reshapes left: divisions by launch-time sizes
-    # Weight panels packed at load are the CPU GEMM's layout, Q8_0 weights dequantised in its loads
-    # (compiler/cpu/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
-    # source (compiler/cuda/read_past_casts.py), activations that hold half values are stored in their half type
-    # (compiler/kernels/half_activations.py), and a flash-decoding attention has a scratch buffer.
-    # Metal runs CUDA's launch plan (compiler/metal/program.py) and these passes, but not the tensor cores' half
-    # operands or flash decoding's arrival counters.
-    kind = get_target(target).kind
-    if kind in ("cuda", "metal"):  # each runtime binds a donated device array or MTLBuffer in place
-        from luminal.compiler.cuda.arrivals import add_arrival_counters
-        from luminal.compiler.cuda.read_past_casts import read_past_casts
-        from luminal.compiler.gpu.attention_layout import store_attentions_in_reader_layout
-        from luminal.compiler.gpu.attention_reads import attend_through_concatenations
-        from luminal.compiler.gpu.gemv_order import bring_gemvs_together
-
-        # An attention reads a paged KV cache through its block table (no concatenation kernel), then the pools'
-        # scatters write in place.
-        kernels = scatter_in_place(attend_through_concatenations(kernels, get_target(target)), donated)
-        if kind == "cuda":  # tensor cores (Metal's GEMMs are SIMT)
-            kernels = read_past_casts(kernels)
-        if check_mode(activation_dtype) == "auto":
-            kernels = store_half_activations(kernels)
-        kernels = store_attentions_in_reader_layout(kernels)  # no transposing copy after a prefill's attention
-        kernels = add_partials_buffers(kernels)  # flash decoding's scratch
-        if kind == "cuda":  # flash decoding in one launch (no device-scope fence in the MSL Metal compiles)
-            kernels = add_arrival_counters(kernels)
-        return bring_gemvs_together(kernels)  # then consecutive GEMVs are one launch (compiler/gpu/gemv_batch.py)
-    if kind != "cpu":
-        return kernels
-    # A quantized matmul's zero points are subtracted where the integer GEMM packs (compiler/cpu/fuse_int_operands.py).
-    kernels = fuse_integer_operands(fuse_dequantised_weights(scatter_in_place(kernels, donated)))
-    return add_packed_buffers(kernels)
-
-
-def _launched_together(kernels: ir.KernelProgram, target: str) -> list[tuple[str, ...]]:
-    """The kernels of each launch that runs several (a CUDA or Metal program's merged launches), for the memory
-    plan."""
-    kind = get_target(target).kind
-    if kind == "cuda":
-        from luminal.compiler.cuda.program import launched_together
-
-        return launched_together(kernels)
-    if kind == "metal":
-        from luminal.compiler.metal.program import launched_together as dispatched_together
-
-        return dispatched_together(kernels)
-    return []
+    return backend.passes(kernels, donated, target, activation_dtype)
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
     """What the program became: GEMM kernels (with the epilogue ops fused into them), attention kernels, and
     the other kernels."""
-    gemms = [k for k in kernels.kernels if codegen_gemm.plan(k) is not None]
-    epilogue_ops = sum(
-        len({n for n in ir.walk(codegen_gemm.plan(k).epilogue) if isinstance(n, ir.Apply)}) for k in gemms
-    )
+    gemms = [k for k in kernels.kernels if gemm_plan(k) is not None]
+    epilogue_ops = sum(len({n for n in ir.walk(gemm_plan(k).epilogue) if isinstance(n, ir.Apply)}) for k in gemms)
     attention = sum(isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend) for k in kernels.kernels)
     return {
         "kernels": len(kernels.kernels),
@@ -296,19 +225,6 @@ def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
         "attention": attention,
         "library_gemm": len(kernels.library),  # GEMMs computed by a library call (cuBLAS) instead of a kernel
     }
-
-
-def variants(name: str, kernels: ir.KernelProgram, target: str, gemm_library: str):
-    """The candidate's programs to rank: as generated and, on a CUDA target, with GEMMs given to cuBLAS
-    (compiler/cuda/gemm_choice.py): both with "auto", the library one alone with "always"."""
-    if get_target(target).kind != "cuda":
-        return [(name, kernels)]
-    from luminal.compiler.cuda.gemm_choice import check_mode, library_variant
-
-    library = library_variant(kernels, target, check_mode(gemm_library))
-    if library is None:
-        return [(name, kernels)]
-    return [(f"{name}+cublas", library)] if gemm_library == "always" else [(name, kernels), (f"{name}+cublas", library)]
 
 
 def _snapshot(program: ir.KernelProgram) -> ir.KernelProgram:
@@ -322,7 +238,7 @@ def select(
 ) -> tuple[str, ir.KernelProgram, list[dict[str, Any]]]:
     """Compile every candidate, drop duplicates (same source), rank by the cost model, or by timing with
     profile=True on the target's runtime here (compiler/analysis/profile.py: a CUDA target on its GPU, or it raises)."""
-    rows, programs, seen = [], {}, {}
+    rows, programs, seen, backend = [], {}, {}, backends.backend_for(target)
     built: list[tuple[tuple, tuple[ir.KernelProgram, dict[str, int]]]] = []
     for candidate, graph in candidates.items():
         lowered = lower(graph)
@@ -337,8 +253,9 @@ def select(
             done = fused_program(lowered, marked, graph.donated, target, fusion, activations), fusion
             built.append((key, done))
         generated, fusion = done[0], dict(done[1])
-        for name, kernels in variants(candidate, generated, target, options.get("gemm_library", "auto")):
-            source = codegen.program_source(kernels, target)
+        library = options.get("gemm_library", "auto")
+        for name, kernels in backend.variants(candidate, generated, target, library):
+            source = backend.program_source(kernels)
             estimated = estimate_program(kernels, target).seconds
             row = {"name": name, "kernels": len(kernels.kernels), "estimated_s": estimated}
             row["fusion"] = fusion  # reads fused as the search chose, declined; kernels fused by the policy after

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from luminal.compiler.cuda.program import kernel_launches
 from luminal.compiler.gpu.launch_runs import independent
+from luminal.compiler.gpu.program import own_launches
 from luminal.compiler.kernels import ir
 
 
-def _thread(k: ir.Kernel, p: ir.KernelProgram, shapes: dict[str, str]) -> bool:
+def _thread(k: ir.Kernel, p: ir.KernelProgram, shapes: dict[str, str], kernel_launches) -> bool:
     """Whether `k` is a loop kernel launched as one thread per element."""
     if k.name not in shapes:
         launches = kernel_launches(k, p) if isinstance(k, ir.LoopKernel) else []
@@ -28,18 +28,23 @@ def _thread(k: ir.Kernel, p: ir.KernelProgram, shapes: dict[str, str]) -> bool:
     return shapes[k.name] == "thread"
 
 
-def copies_beside_partners(p: ir.KernelProgram) -> ir.KernelProgram:
-    """`p` with each thread kernel into an output moved up beside a partner (see the module docstring)."""
+def copies_beside_partners(p: ir.KernelProgram, kernel_launches=own_launches) -> ir.KernelProgram:
+    """`p` with each thread kernel into an output moved up beside a partner (see the module docstring).
+    `kernel_launches(k, p)` is the backend's launch planner (CUDA's: compiler/cuda/program.py)."""
     outputs = {buf for buf, _ in p.outputs.values()} - set(p.inputs.values())  # none written in place
     kernels, shapes, paired = list(p.kernels), {}, set()
     for copy in p.kernels:
-        if copy.out not in outputs or not _thread(copy, p, shapes):
+        if copy.out not in outputs or not _thread(copy, p, shapes, kernel_launches):
             continue
         at, reads = kernels.index(copy), ir.buffers_read(copy)
         ready = max((j for j in range(at) if kernels[j].out in reads), default=-1)
         for j in range(ready + 1, at):  # the earliest: what the copy reads dies soonest
             partner = kernels[j]
-            if partner.name in paired or not _thread(partner, p, shapes) or partner.shape != copy.shape:
+            if (
+                partner.name in paired
+                or not _thread(partner, p, shapes, kernel_launches)
+                or partner.shape != copy.shape
+            ):
                 continue
             if independent(copy, [partner]) and independent(partner, [copy]):
                 kernels.insert(j + 1, kernels.pop(at))

@@ -26,8 +26,8 @@ import itertools
 from dataclasses import dataclass, replace
 
 from luminal.compiler.analysis import gemm_plan
-from luminal.compiler.cuda.program import kernel_launches
 from luminal.compiler.fusion.fuse import gathered, inline_value, substitute_indices
+from luminal.compiler.gpu.program import own_launches
 from luminal.compiler.kernels import ir
 from luminal.compiler.kernels.affine import affine
 from luminal.compiler.kernels.bounded_index import axes_extents, fold, fold_value
@@ -91,7 +91,9 @@ def _n_contiguous(source: ir.Value, column: str) -> bool:
     return found is not None and found[1][column] == 1
 
 
-def _member(k: ir.Kernel, p: ir.KernelProgram, outputs: set[str], producers: dict) -> tuple[tuple, _Member] | None:
+def _member(
+    k: ir.Kernel, p: ir.KernelProgram, outputs: set[str], producers: dict, kernel_launches
+) -> tuple[tuple, _Member] | None:
     """What `k` must share with the GEMMs it merges with, and `k` as a member; None where it merges with none."""
     if not isinstance(k, ir.LoopKernel) or k.out in outputs:
         return None
@@ -125,7 +127,7 @@ def _member(k: ir.Kernel, p: ir.KernelProgram, outputs: set[str], producers: dic
     return (*key, n_last), _Member(k, casts, source, columns, int(k.shape[last].evaluate({})), copies, n_last)
 
 
-def _groups(p: ir.KernelProgram, known: dict[int, tuple]) -> list[list[_Member]]:
+def _groups(p: ir.KernelProgram, known: dict[int, tuple], kernel_launches) -> list[list[_Member]]:
     """The groups of two or more GEMMs that may merge; `known` keeps what each kernel was found to be, by identity
     (a merge rewrites only the kernels it touches)."""
     outputs = {buf for buf, _ in p.outputs.values()}
@@ -134,7 +136,7 @@ def _groups(p: ir.KernelProgram, known: dict[int, tuple]) -> list[list[_Member]]
     by_key: dict[tuple, list[_Member]] = {}
     for k in p.kernels:
         if known.get(id(k), (None,))[0] is not k:
-            known[id(k)] = (k, _member(k, p, outputs, producers))
+            known[id(k)] = (k, _member(k, p, outputs, producers, kernel_launches))
         found = known[id(k)][1]
         if found is not None and k.out not in gathered_from:
             by_key.setdefault(found[0], []).append(found[1])
@@ -221,21 +223,22 @@ def _read_columns(k: ir.Kernel, placed: dict[str, tuple[int, int]], out: str, to
     return None if failed else new
 
 
-def merge_sibling_gemms(p: ir.KernelProgram) -> ir.KernelProgram:
+def merge_sibling_gemms(p: ir.KernelProgram, kernel_launches=own_launches) -> ir.KernelProgram:
     """`p` with each group of sibling GEMMs (see the module docstring) one GEMM over side-by-side weights. The
-    groups are found again after each merge: one may read another's outputs, which the merge rewrites."""
+    groups are found again after each merge: one may read another's outputs, which the merge rewrites.
+    `kernel_launches(k, p)` is the backend's launch planner (CUDA's: compiler/cuda/program.py)."""
     known: dict[int, tuple] = {}
     tried: set[tuple[str, ...]] = set()
     while True:
-        groups = [g for g in _groups(p, known) if tuple(m.kernel.name for m in g) not in tried]
+        groups = [g for g in _groups(p, known, kernel_launches) if tuple(m.kernel.name for m in g) not in tried]
         if not groups:
             return p
         tried.add(tuple(m.kernel.name for m in groups[0]))
-        merged = _merge(p, groups[0])
+        merged = _merge(p, groups[0], kernel_launches)
         p = merged if merged is not None else p
 
 
-def _merge(p: ir.KernelProgram, members: list[_Member]) -> ir.KernelProgram | None:
+def _merge(p: ir.KernelProgram, members: list[_Member], kernel_launches) -> ir.KernelProgram | None:
     first, names, n_last = members[0].kernel, {m.kernel.name for m in members}, members[0].n_last
     name = f"{first.name}_to_{members[-1].kernel.name}"
     contract = gemm_plan.plan(first).contract

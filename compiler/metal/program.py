@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from luminal.compiler.cuda import program as cuda_program
+from luminal.compiler.gpu import program as gpu_program
 from luminal.compiler.gpu.launch import Launch, launches
 from luminal.compiler.gpu.launch_runs import Planned
 from luminal.compiler.kernels import derived_weights, ir
@@ -43,7 +43,7 @@ def planned_launches(p: ir.KernelProgram, at_load: bool = False) -> list[Planned
     """Each dispatch of a run (or, with `at_load`, of the load) with the kernels it runs."""
     chosen = [k for k in p.kernels if derived_weights.at_load(k, p.buffers) == at_load]
     plan = [((k,), launch) for k in chosen for launch in launches(k, ir.buffers_in_order(k))]
-    return cuda_program.merged(plan, p, MAX_BUFFERS)
+    return gpu_program.merged(plan, p, MAX_BUFFERS)
 
 
 def launched_together(p: ir.KernelProgram) -> list[tuple[str, ...]]:
@@ -71,7 +71,7 @@ def kernel_source(launch: Launch, members: tuple[ir.Kernel, ...], p: ir.KernelPr
             f"kernel {launch.kernel} takes {len(launch.buffers)} buffers plus the dims and status: Metal binds at "
             f"most {METAL.max_buffers} buffer arguments per kernel"
         )
-    lines = cuda_program.launch_source(launch, members, p, symbols)
+    lines = gpu_program.launch_source(launch, members, p, symbols)
     if not lines[0].startswith(CUDA.kernel):  # the shared body's first line is its CUDA signature
         raise AssertionError(f"kernel {launch.kernel}: unexpected first line {lines[0]!r}")
     head = [signature(launch, p.buffers)]
