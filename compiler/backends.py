@@ -17,10 +17,11 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from luminal.compiler.analysis.targets import get_target
+from luminal.compiler.analysis.targets import TARGETS, get_target
 from luminal.compiler.kernels import ir
 
 KINDS = ("cpu", "cuda", "metal")
+COMPILED_TARGETS = tuple(name for name, t in TARGETS.items() if t.kind in KINDS)  # the targets with a backend
 INTERFACE = ("fuse", "passes", "variants", "after_choice", "program_source", "launched_together")
 
 

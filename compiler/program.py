@@ -26,7 +26,6 @@ from luminal.compiler import backends
 from luminal.compiler.analysis import memory
 from luminal.compiler.analysis.cost import estimate_program
 from luminal.compiler.analysis.gemm_plan import plan as gemm_plan
-from luminal.compiler.analysis.targets import TARGETS as KNOWN_TARGETS
 from luminal.compiler.analysis.targets import get_target
 from luminal.compiler.fusion.fuse import fuse_single_consumers
 from luminal.compiler.fusion.fuse_chosen import fuse_chosen
@@ -40,7 +39,7 @@ from luminal.compiler.kernels.lower import buffer_name, lower
 from luminal.graph import Graph, GraphError
 
 # The interpreter, and every target whose kind has a backend (compiler/backends.py).
-TARGETS = ("reference", *(name for name, t in KNOWN_TARGETS.items() if t.kind in backends.KINDS))
+TARGETS = ("reference", *backends.COMPILED_TARGETS)
 
 
 def target_kind(target: str) -> str:
