@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from luminal.compiler.analysis import gemm_plan
 from luminal.compiler.analysis.targets import Target, get_target
-from luminal.compiler.cpu import codegen_gemm, int_gemm
+from luminal.compiler.cpu import int_gemm  # the CPU integer GEMM packs its operands: its plan is costed here
 from luminal.compiler.kernels import hoist, ir
 from luminal.compiler.kernels.derived_weights import at_load
 from luminal.symbolic import Expr, as_expr
@@ -151,7 +152,7 @@ def estimate(
     target = get_target(target)
     if library is not None:
         return _library_gemm(kernel, buffers, target, env)
-    gemm = codegen_gemm.plan(kernel) or int_gemm.plan(kernel)  # the integer GEMM packs its operands too
+    gemm = gemm_plan.plan(kernel) or int_gemm.plan(kernel)  # the integer GEMM packs its operands too
     count = _Counter(env, gemm=gemm is not None)
     n_out = count.gemm_elements = _elements(kernel.shape, env)
     if gemm is not None:
@@ -187,7 +188,7 @@ def _library_gemm(kernel: ir.Kernel, buffers: dict[str, ir.Buffer], target: Targ
     type, every operand and the output crossing memory once, and the call's fixed cost on top of a launch."""
     if not target.library_gemm_efficiency:
         raise ValueError(f"target {target.name} has no library GEMMs; kernel {kernel.name} cannot be one")
-    gemm = codegen_gemm.plan(kernel)
+    gemm = gemm_plan.plan(kernel)
     operand = next(n.dtype for n in ir.walk(gemm.contract.a) if isinstance(n, ir.Load))
     count = _Counter(env, gemm=True)
     count.gemm_elements = _elements(kernel.shape, env)

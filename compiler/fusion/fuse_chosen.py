@@ -22,8 +22,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+from luminal.compiler.analysis import gemm_plan
 from luminal.compiler.analysis.cost import estimate
-from luminal.compiler.cpu import codegen_gemm
 from luminal.compiler.fusion import fuse
 from luminal.compiler.kernels import ir
 
@@ -110,7 +110,7 @@ def _fused(
     if not alone and ir.holds(clone.body, ir.Reduce, ir.Contract):
         return None
     fused = fuse.inline(clone, reader, names)
-    if not fuse.within_limits(fused) or (gemm and codegen_gemm.plan(fused) is None):
+    if not fuse.within_limits(fused) or (gemm and gemm_plan.plan(fused) is None):
         return None
     if not fuse.reads_reduction_once(clone, reader):
         costs = [estimate(x, buffers, target, env) for x in (clone, reader, fused)]
