@@ -10,7 +10,7 @@ from luminal.compiler.analysis.targets import get_target
 from luminal.compiler.fusion.fuse import fuse_single_consumers
 from luminal.compiler.fusion.fuse_index import inline_index_functions
 from luminal.compiler.fusion.fuse_residual import store_residuals
-from luminal.compiler.gpu.attention_layout import store_attentions_in_reader_layout
+from luminal.compiler.gpu import attention_layout
 from luminal.compiler.gpu.attention_reads import attend_through_concatenations
 from luminal.compiler.gpu.copy_order import copies_beside_partners
 from luminal.compiler.gpu.norm_prologue import fuse_norms_into_gemvs
@@ -48,7 +48,7 @@ def store_activations(kernels: ir.KernelProgram, activation_dtype: str) -> ir.Ke
     decoding's scratch."""
     if check_mode(activation_dtype) == "auto":
         kernels = store_half_activations(kernels)
-    return add_partials_buffers(store_attentions_in_reader_layout(kernels))
+    return add_partials_buffers(attention_layout.store_attentions_in_reader_layout(kernels))
 
 
 def after_choice(kernels: ir.KernelProgram, kernel_launches=own_launches) -> ir.KernelProgram:
