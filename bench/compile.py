@@ -43,7 +43,7 @@ from timing import interleaved_ms, median_ms  # noqa: E402
 
 import luminal as lm  # noqa: E402
 import luminal.functional as F  # noqa: E402
-from luminal.compiler import memory  # noqa: E402
+from luminal.compiler.analysis import memory  # noqa: E402
 
 REFERENCE_LIMIT_BYTES = 2 * 2**30  # the interpreter materialises [batch, seq, out, in] products
 

@@ -70,8 +70,8 @@ from torch_models import TorchBert, TorchLlama  # noqa: E402
 
 import luminal as lm  # noqa: E402
 import luminal.functional as F  # noqa: E402
+from luminal.compiler.analysis.targets import TARGETS  # noqa: E402
 from luminal.compiler.artifact import ArtifactError  # noqa: E402
-from luminal.compiler.targets import TARGETS  # noqa: E402
 from luminal.runtime.registry import RuntimeUnavailable  # noqa: E402
 
 GRAPH, KERNELS = "luminal cuda (one CUDA graph)", "luminal cuda (kernel by kernel)"
@@ -311,7 +311,7 @@ class Bench:
     def batched_decode(self) -> None:
         """The paged step over `sequences` sequences at once (the LLM engine's continuous batch), each with the
         same context: time per step and tokens per second against batch 1, beside torch eager at that batch.
-        The weights are read once per step (compiler/cuda/gemv.py's row groups), so a step should cost little
+        The weights are read once per step (compiler/gpu/gemv.py's row groups), so a step should cost little
         more than batch 1's. torch.compile is left out here: its capture would take device time for one row."""
         s, cfg, b = self.sizes, self.sizes.llama, self.sizes.sequences
         past = self.random_past(b, seed=3)

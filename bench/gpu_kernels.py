@@ -27,12 +27,13 @@ from gpu import graphs  # noqa: E402
 from gpu_models import FULL, SMALL, decode_bytes, shapes_of, zero_weights  # noqa: E402
 
 import luminal as lm  # noqa: E402
-from luminal.compiler import gemv_plan, ir  # noqa: E402
-from luminal.compiler.cost import estimate_program  # noqa: E402
-from luminal.compiler.cuda import gemv_batch  # noqa: E402
-from luminal.compiler.cuda.launch import loop_shape, staged  # noqa: E402
-from luminal.compiler.cuda.norm_prologue import bytes_along  # noqa: E402
+from luminal.compiler.analysis import gemv_plan
+from luminal.compiler.analysis.cost import estimate_program  # noqa: E402
 from luminal.compiler.cuda.program import kernel_launches, launch_plan, planned_launches  # noqa: E402
+from luminal.compiler.gpu import gemv_batch  # noqa: E402
+from luminal.compiler.gpu.launch import loop_shape, staged  # noqa: E402
+from luminal.compiler.gpu.norm_prologue import bytes_along  # noqa: E402
+from luminal.compiler.kernels import ir  # noqa: E402
 
 GAP_S = 1.3e-6  # per kernel boundary inside a CUDA graph on an H100 (notes/gpu.md: Hazy Research, 2025)
 COPY_BANDWIDTH = 3.0e12  # an H100 SXM's device-to-device copy, read + written (KINDS.md: measured ~3.0 TB/s)
@@ -42,7 +43,7 @@ def staged_bytes(prog) -> tuple[int, int]:
     """(GEMVs that compute a norm in their prologue, bytes all GEMV blocks read per run at batch 1 to stage
     their vectors): blocks x K x what the vector reads per element. These reads hit L2 (or L1), not HBM: each
     block reads the same vector; the figure shows what a fused norm adds to what the staging already read. A GEMV
-    that runs after another in its blocks and finds the vector staged (compiler/cuda/gemv_batch.py) reads none."""
+    that runs after another in its blocks and finds the vector staged (compiler/gpu/gemv_batch.py) reads none."""
     env = {s: 1 for s in prog.kernels.symbols}
     fused, total = 0, 0
     for members, launch in planned_launches(prog.kernels):

@@ -6,7 +6,7 @@
   kernels it became (1: the activation runs in the GEMM's epilogue), and the compiled time against torch's.
 - 2-D convolutions (batch 1, 3x3 and 1x1, ResNet-like channel counts and sizes) with bias and ReLU.
 - A quantized linear (ONNX Runtime's quantize_dynamic: DynamicQuantizeLinear + MatMulInteger, whose int8 x uint8
-  matmul compiles to the integer GEMM, compiler/int_gemm.py) against ONNX Runtime on the same file, and against
+  matmul compiles to the integer GEMM, compiler/cpu/int_gemm.py) against ONNX Runtime on the same file, and against
   the float linear it was quantized from, compiled (the float GEMM).
 
 Outputs are compared with torch before timing; compiled and torch runs alternate within each repeat (the
@@ -29,7 +29,7 @@ from timing import interleaved_ms  # noqa: E402
 
 import luminal as lm  # noqa: E402
 import luminal.functional as F  # noqa: E402
-from luminal.compiler import codegen_gemm  # noqa: E402
+from luminal.compiler.cpu import codegen_gemm  # noqa: E402
 
 ACTIVATIONS = ["relu", "gelu", "silu", "leaky_relu", "hardswish", "relu6", "hardtanh", "elu", "selu", "celu"]
 ACTIVATIONS += ["softplus", "mish", "tanh", "sigmoid"]
@@ -113,7 +113,7 @@ def quantized() -> None:
 
     import onnxruntime as ort
 
-    from luminal.compiler import int_gemm
+    from luminal.compiler.cpu import int_gemm
 
     print(f"{'quantized linear':30s} {'kernels':>7s} {'int gemms':>9s} {'int8 ms':>8s} {'ORT ms':>8s} {'float ms':>8s}"
           f" {'int8/ORT':>9s} {'int8/float':>11s} {'max |ours - ORT|':>17s}")  # fmt: skip

@@ -3,7 +3,7 @@
     .venv/bin/python bench/metal_kernels.py [--small] [--target m3] [--only prefill,encoder,decode-paged]
 
 For each program of bench/gpu.py compiled for an Apple GPU target from zero weights: its dispatches per run by
-shape, the dispatches of its load plan (kernels over weights alone, run once: compiler/derived_weights.py), the
+shape, the dispatches of its load plan (kernels over weights alone, run once: compiler/kernels/derived_weights.py), the
 bytes the cost model counts per run at the symbols' maxima, and the bytes of the derived buffers.
 """
 
@@ -21,7 +21,7 @@ from gpu import graphs  # noqa: E402
 from gpu_models import FULL, SMALL, zero_weights  # noqa: E402
 
 import luminal as lm  # noqa: E402
-from luminal.compiler.cost import estimate_program  # noqa: E402
+from luminal.compiler.analysis.cost import estimate_program  # noqa: E402
 from luminal.compiler.metal.program import launch_plan, load_plan  # noqa: E402
 
 PROGRAMS = ("prefill", "encoder", "decode-paged")

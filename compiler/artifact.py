@@ -24,10 +24,10 @@ import zipfile
 from typing import IO, Any
 
 from luminal.compiler import COMPILER_VERSION
-from luminal.compiler.artifact_json import ArtifactError, program_from_json, program_to_json
-from luminal.compiler.codegen import program_source
-from luminal.compiler.gc_pause import collector_paused
+from luminal.compiler.backends import program_source
 from luminal.compiler.program import TARGETS, CompiledProgram
+from luminal.compiler.storage.artifact_json import ArtifactError, program_from_json, program_to_json
+from luminal.compiler.storage.gc_pause import collector_paused
 from luminal.graph import Graph
 from luminal.graph_file import MAX_FILE_BYTES as MAX_GRAPH_BYTES
 from luminal.graph_file import graph_fingerprint, graph_to_bytes, load_graph

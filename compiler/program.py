@@ -1,10 +1,12 @@
 """CompiledProgram: what `lm.compile` returns, and the pipeline of named stages that builds it.
 
-Stages: the deterministic passes (compiler/passes.py); the e-graph search (compiler/search/stage.py), which
+Stages: the deterministic passes (compiler/graph/passes.py); the e-graph search (compiler/search/stage.py), which
 yields candidate graphs; for each candidate, lowering to the kernel IR (one kernel per compute node, views
-folded into loads) and fusion (as the search chose, compiler/fuse_chosen.py, then the single-consumer policy,
-compiler/fuse.py); selection of one candidate by the roofline cost model or, with profile=True, by timing
-(compiler/profile.py); code generation for the target's kind (compiler/codegen.py: C, CUDA C++ or MSL).
+folded into loads), fusion (as the search chose, compiler/fusion/fuse_chosen.py, then the single-consumer
+policy, compiler/fusion/fuse.py) and the target's backend's passes; selection of one candidate by the roofline
+cost model or, with profile=True, by timing (compiler/analysis/profile.py); code generation by the backend. The
+backend (compiler/backends.py: cpu/, cuda/, metal/, each exporting its passes and its generator of C, CUDA C++
+or MSL) is looked up by the target's kind: the pipeline has no branch on it.
 `LUMINAL_DEBUG=all` (or a comma list of stage names) prints each stage's graph; `program.report` holds the
 stages, e-graph sizes, what each rule set found, the candidates with their estimated (and measured) costs, and
 the choice.
@@ -20,30 +22,24 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal import dtypes as dt
-from luminal.compiler import codegen, codegen_gemm, ir, memory
-from luminal.compiler.attention_plan import add_partials_buffers
-from luminal.compiler.cost import estimate_program
-from luminal.compiler.derived_weights import derive_at_load, derived_bytes
-from luminal.compiler.fold_indices import fold_indices
-from luminal.compiler.fuse import fuse_single_consumers
-from luminal.compiler.fuse_chosen import fuse_chosen
-from luminal.compiler.fuse_dequant import fuse_dequantised_weights
-from luminal.compiler.fuse_index import inline_index_functions
-from luminal.compiler.fuse_int_operands import fuse_integer_operands
-from luminal.compiler.fuse_residual import store_residuals
-from luminal.compiler.fused_ops import Inline
-from luminal.compiler.half_activations import check_mode, store_half_activations
-from luminal.compiler.in_place import scatter_in_place
-from luminal.compiler.lower import buffer_name, lower
-from luminal.compiler.passes import PASSES
-from luminal.compiler.prepack import add_packed_buffers
-from luminal.compiler.stored_values import read_stored_values
-from luminal.compiler.targets import TARGETS as KNOWN_TARGETS
-from luminal.compiler.targets import get_target
+from luminal.compiler import backends
+from luminal.compiler.analysis import memory
+from luminal.compiler.analysis.cost import estimate_program
+from luminal.compiler.analysis.gemm_plan import plan as gemm_plan
+from luminal.compiler.analysis.targets import get_target
+from luminal.compiler.fusion.fuse import fuse_single_consumers
+from luminal.compiler.fusion.fuse_chosen import fuse_chosen
+from luminal.compiler.graph.fused_ops import Inline
+from luminal.compiler.graph.passes import PASSES
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.derived_weights import derived_bytes
+from luminal.compiler.kernels.fold_indices import fold_indices
+from luminal.compiler.kernels.half_activations import check_mode
+from luminal.compiler.kernels.lower import buffer_name, lower
 from luminal.graph import Graph, GraphError
 
-# The interpreter, and every target whose kind has a code generator (compiler/codegen.py).
-TARGETS = ("reference", *(name for name, t in KNOWN_TARGETS.items() if t.kind in codegen.GENERATORS))
+# The interpreter, and every target whose kind has a backend (compiler/backends.py).
+TARGETS = ("reference", *backends.COMPILED_TARGETS)
 
 
 def target_kind(target: str) -> str:
@@ -94,7 +90,7 @@ class CompiledProgram:
 
 def c_source(kernels: ir.KernelProgram) -> str:
     """The generated C for `kernels`."""
-    return codegen.program_source(kernels, "cpu")
+    return backends.program_source(kernels, "cpu")
 
 
 OPTIONS = {
@@ -105,13 +101,14 @@ OPTIONS = {
     "gemm_library": "CUDA targets: 'auto' (default) adds each candidate's variant with cuBLAS GEMM steps where the "
     "roofline prefers them; 'always' gives cuBLAS every GEMM it can compute alone; 'never' keeps generated kernels",
     "activation_dtype": "CUDA and Metal targets: 'auto' (default) stores each temporary buffer that holds only half "
-    "values (a bf16 or fp16 model's activations) in its half type (compiler/half_activations.py); 'float32' keeps "
-    "float32",
+    "values (a bf16 or fp16 model's activations) in its half type (compiler/kernels/half_activations.py); "
+    "'float32' keeps float32",
 }
 
 
 def compile_graph(graph: Graph, target: str = "cpu", *, cache: bool = True, **options: Any) -> CompiledProgram:
-    """Compile `graph` for `target`, or load it from the compile cache (compiler/cache.py) unless cache=False."""
+    """Compile `graph` for `target`, or load it from the compile cache (compiler/storage/cache.py) unless
+    cache=False."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; available now: {', '.join(TARGETS)}")
     unknown = sorted(set(options) - set(OPTIONS))
@@ -132,7 +129,7 @@ def compile_graph(graph: Graph, target: str = "cpu", *, cache: bool = True, **op
         )
     if not cache:
         return _compile(graph, target, options)
-    from luminal.compiler.cache import compile_cached  # here: cache -> artifact -> program would be circular
+    from luminal.compiler.storage.cache import compile_cached  # here: cache -> artifact -> program would be circular
 
     return compile_cached(graph, target, options, _compile)
 
@@ -162,20 +159,15 @@ def _compile(graph: Graph, target: str, options: Mapping[str, Any]) -> CompiledP
         candidate.donated = {o: i for o, i in donated.items() if o in candidate.outputs and i in candidate.inputs}
     chosen, kernels, report["candidates"] = select(candidates, target, options)
     report["choice"] = chosen
-    if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan, merges included
-        from luminal.compiler.cuda.copy_order import copies_beside_partners
-        from luminal.compiler.cuda.sibling_gemms import merge_sibling_gemms
-
-        # GEMMs of one input become one GEMM over their weights side by side, a copy into an output moves up
-        # beside a thread kernel it can share a launch with, and what the program computes from weights alone
-        # (those side-by-side weights too) runs once, at load. All after the choice: ranked as free, copies of
-        # weights made a paged decode step pick 113 one-row GEMMs over transposed weights instead of its GEMVs.
-        kernels = derive_at_load(copies_beside_partners(merge_sibling_gemms(kernels)))
-    source = codegen.program_source(kernels, target)
+    backend = backends.backend_for(target)
+    # The GPU backends' merges (sibling GEMMs, copies beside thread kernels, derived weights) run on the chosen
+    # program only: what was ranked is not yet what ships (issue 46 moves them before ranking).
+    kernels = backend.after_choice(kernels)
+    source = backend.program_source(kernels)
     report["stages"].append({"stage": "lower+fuse+codegen", "kernels": len(kernels.kernels)})
     report["kernels"] = kernel_summary(kernels)
     # arena vs naive bytes, at the symbols' maxima when dims are symbolic
-    report["memory"] = memory.describe(kernels, together=_launched_together(kernels, target))
+    report["memory"] = memory.describe(kernels, together=backend.launched_together(kernels))
     report["memory"]["derived_bytes"] = derived_bytes(kernels)  # computed at load, resident beside the weights
     return CompiledProgram(graph, target, kernels, source, report)
 
@@ -209,81 +201,21 @@ def fused_program(
 ) -> ir.KernelProgram:
     """`kernel_program` after lowering: `marked` the chosen fusions (None: an unsearched graph), `donated` the
     graph's donated outputs."""
+    backend = backends.backend_for(target)
     if marked is not None:
         kernels = fuse_chosen(kernels, marked, get_target(target), stats=stats)
     before = len(kernels.kernels)
-    kernels = fuse_single_consumers(kernels, get_target(target))
-    if get_target(target).kind in ("cuda", "metal"):
-        # A LayerNorm's statistics then fuse into its application; and a launch or a dispatch costs more than
-        # recomputing a few sines where they are read. Fusion runs again only where a reader changed: over the
-        # same kernels it is the same pass again (more than half of a small program's compile, fusing nothing).
-        reading = read_stored_values(kernels)
-        if reading.kernels != kernels.kernels:
-            kernels = fuse_single_consumers(reading, get_target(target))
-        kernels = inline_index_functions(kernels, get_target(target))
-    if get_target(target).kind in ("cuda", "metal"):  # Metal runs CUDA's launch plan and kernel bodies
-        from luminal.compiler.cuda.norm_prologue import fuse_norms_into_gemvs
-
-        # Residual sums stored by the GEMVs that make them, so a norm reads one vector: then each norm goes
-        # into the prologues of the GEMVs that read it (one launch fewer per norm).
-        kernels = fuse_norms_into_gemvs(store_residuals(kernels))
+    kernels = backend.fuse(fuse_single_consumers(kernels, get_target(target)), target)
     stats["fused_by_policy"] = before - len(kernels.kernels)
     kernels = fold_indices(kernels)  # what fusion's and views' reshapes left: divisions by launch-time sizes
-    # Weight panels packed at load are the CPU GEMM's layout, Q8_0 weights dequantised in its loads
-    # (compiler/fuse_dequant.py), never packed as floats; on CUDA, tensor-core GEMMs read half operands at their
-    # source (compiler/cuda/read_past_casts.py), activations that hold half values are stored in their half type
-    # (compiler/half_activations.py), and a flash-decoding attention has a scratch buffer.
-    # Metal runs CUDA's launch plan (compiler/metal/program.py) and these passes, but not the tensor cores' half
-    # operands or flash decoding's arrival counters.
-    kind = get_target(target).kind
-    if kind in ("cuda", "metal"):  # each runtime binds a donated device array or MTLBuffer in place
-        from luminal.compiler.cuda.arrivals import add_arrival_counters
-        from luminal.compiler.cuda.attention_layout import store_attentions_in_reader_layout
-        from luminal.compiler.cuda.attention_reads import attend_through_concatenations
-        from luminal.compiler.cuda.gemv_order import bring_gemvs_together
-        from luminal.compiler.cuda.read_past_casts import read_past_casts
-
-        # An attention reads a paged KV cache through its block table (no concatenation kernel), then the pools'
-        # scatters write in place.
-        kernels = scatter_in_place(attend_through_concatenations(kernels, get_target(target)), donated)
-        if kind == "cuda":  # tensor cores (Metal's GEMMs are SIMT)
-            kernels = read_past_casts(kernels)
-        if check_mode(activation_dtype) == "auto":
-            kernels = store_half_activations(kernels)
-        kernels = store_attentions_in_reader_layout(kernels)  # no transposing copy after a prefill's attention
-        kernels = add_partials_buffers(kernels)  # flash decoding's scratch
-        if kind == "cuda":  # flash decoding in one launch (no device-scope fence in the MSL Metal compiles)
-            kernels = add_arrival_counters(kernels)
-        return bring_gemvs_together(kernels)  # then consecutive GEMVs are one launch (compiler/cuda/gemv_batch.py)
-    if kind != "cpu":
-        return kernels
-    # A quantized matmul's zero points are subtracted where the integer GEMM packs (compiler/fuse_int_operands.py).
-    kernels = fuse_integer_operands(fuse_dequantised_weights(scatter_in_place(kernels, donated)))
-    return add_packed_buffers(kernels)
-
-
-def _launched_together(kernels: ir.KernelProgram, target: str) -> list[tuple[str, ...]]:
-    """The kernels of each launch that runs several (a CUDA or Metal program's merged launches), for the memory
-    plan."""
-    kind = get_target(target).kind
-    if kind == "cuda":
-        from luminal.compiler.cuda.program import launched_together
-
-        return launched_together(kernels)
-    if kind == "metal":
-        from luminal.compiler.metal.program import launched_together as dispatched_together
-
-        return dispatched_together(kernels)
-    return []
+    return backend.passes(kernels, donated, target, activation_dtype)
 
 
 def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
     """What the program became: GEMM kernels (with the epilogue ops fused into them), attention kernels, and
     the other kernels."""
-    gemms = [k for k in kernels.kernels if codegen_gemm.plan(k) is not None]
-    epilogue_ops = sum(
-        len({n for n in ir.walk(codegen_gemm.plan(k).epilogue) if isinstance(n, ir.Apply)}) for k in gemms
-    )
+    gemms = [k for k in kernels.kernels if gemm_plan(k) is not None]
+    epilogue_ops = sum(len({n for n in ir.walk(gemm_plan(k).epilogue) if isinstance(n, ir.Apply)}) for k in gemms)
     attention = sum(isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend) for k in kernels.kernels)
     return {
         "kernels": len(kernels.kernels),
@@ -292,19 +224,6 @@ def kernel_summary(kernels: ir.KernelProgram) -> dict[str, int]:
         "attention": attention,
         "library_gemm": len(kernels.library),  # GEMMs computed by a library call (cuBLAS) instead of a kernel
     }
-
-
-def variants(name: str, kernels: ir.KernelProgram, target: str, gemm_library: str):
-    """The candidate's programs to rank: as generated and, on a CUDA target, with GEMMs given to cuBLAS
-    (compiler/cuda/gemm_choice.py): both with "auto", the library one alone with "always"."""
-    if get_target(target).kind != "cuda":
-        return [(name, kernels)]
-    from luminal.compiler.cuda.gemm_choice import check_mode, library_variant
-
-    library = library_variant(kernels, target, check_mode(gemm_library))
-    if library is None:
-        return [(name, kernels)]
-    return [(f"{name}+cublas", library)] if gemm_library == "always" else [(name, kernels), (f"{name}+cublas", library)]
 
 
 def _snapshot(program: ir.KernelProgram) -> ir.KernelProgram:
@@ -317,8 +236,8 @@ def select(
     candidates: Mapping[str, Graph], target: str, options: Mapping[str, Any]
 ) -> tuple[str, ir.KernelProgram, list[dict[str, Any]]]:
     """Compile every candidate, drop duplicates (same source), rank by the cost model, or by timing with
-    profile=True on the target's runtime here (compiler/profile.py: a CUDA target on its GPU, or it raises)."""
-    rows, programs, seen = [], {}, {}
+    profile=True on the target's runtime here (compiler/analysis/profile.py: a CUDA target on its GPU, or it raises)."""
+    rows, programs, seen, backend = [], {}, {}, backends.backend_for(target)
     built: list[tuple[tuple, tuple[ir.KernelProgram, dict[str, int]]]] = []
     for candidate, graph in candidates.items():
         lowered = lower(graph)
@@ -333,8 +252,9 @@ def select(
             done = fused_program(lowered, marked, graph.donated, target, fusion, activations), fusion
             built.append((key, done))
         generated, fusion = done[0], dict(done[1])
-        for name, kernels in variants(candidate, generated, target, options.get("gemm_library", "auto")):
-            source = codegen.program_source(kernels, target)
+        library = options.get("gemm_library", "auto")
+        for name, kernels in backend.variants(candidate, generated, target, library):
+            source = backend.program_source(kernels)
             estimated = estimate_program(kernels, target).seconds
             row = {"name": name, "kernels": len(kernels.kernels), "estimated_s": estimated}
             row["fusion"] = fusion  # reads fused as the search chose, declined; kernels fused by the policy after
@@ -350,7 +270,7 @@ def select(
     if options.get("gemm_library") == "always" and any(programs[n][1].library for n in ranked):
         ranked = [n for n in ranked if programs[n][1].library]  # asked for cuBLAS: a candidate that has some
     if options.get("profile"):
-        from luminal.compiler.profile import time_candidates
+        from luminal.compiler.analysis.profile import time_candidates
 
         measured = time_candidates({n: programs[n] for n in ranked}, options.get("profile_dims"), target)
         for row in rows:

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
-from luminal.compiler.artifact_json import ArtifactError
+from luminal.compiler.storage.artifact_json import ArtifactError
 from luminal.gateway.errors import ApiError
 from luminal.gateway.metrics import ModelLabels
 from luminal.scheduler import tracing

@@ -6,7 +6,7 @@ A float weight w [N, K] becomes q int8 [N, K] and scale float32 [N, K / 32] with
 so |q| <= 127 and w ~ q * scale, off by at most half a scale. In a graph the weight is recorded as
 `dequantize(q, scale)`: cast q to float32, multiply by the scale broadcast over its block. That is the exact
 meaning the reference interpreter runs; the CPU compiler reads q and the scales inside the GEMM/GEMV kernel
-(compiler/codegen_qgemm.py), so the float weight is never materialised.
+(compiler/cpu/codegen_qgemm.py), so the float weight is never materialised.
 """
 
 from __future__ import annotations

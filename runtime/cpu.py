@@ -2,7 +2,7 @@
 
 A forward pass is one call, `lm_run(buffers, dims)`, into the shared library: the kernels run back to back
 inside it (OpenMP across the cores). The Python side only binds symbols, points the buffer table at the
-inputs and at a per-shape arena (one allocation, laid out by compiler/memory.py) made on the first run
+inputs and at a per-shape arena (one allocation, laid out by compiler/analysis/memory.py) made on the first run
 with those dims, and copies the outputs out.
 """
 
@@ -20,16 +20,18 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal import dtypes as dt
-from luminal.compiler import ir, memory, prepack
+from luminal.compiler.analysis import memory
+from luminal.compiler.cpu import prepack
 from luminal.compiler.cuda.arrivals import ROLE as COUNTERS
-from luminal.compiler.derived_weights import ROLE as DERIVED
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.derived_weights import ROLE as DERIVED
 from luminal.graph import Graph
 from luminal.runtime.linker import link_flags
 from luminal.runtime.reference import bind_symbols, bound_weights
 
 # -ffp-contract=off: every operation rounds as the reference interpreter's numpy does; GCC's default under gnu11
 # fuses a*b+c into one FMA, which breaks compensated formulas (expm1 of 3e-8 came out 2x off). Only the GEMM
-# micro-kernels, whose sums are reordered anyway, opt back in (compiler/codegen_gemm.py).
+# micro-kernels, whose sums are reordered anyway, opt back in (compiler/cpu/codegen_gemm.py).
 CFLAGS = [
     "-O3", "-march=native", "-fPIC", "-shared", "-fopenmp", "-fwrapv", "-fno-math-errno", "-ffp-contract=off",
     "-std=gnu11",
@@ -224,7 +226,7 @@ class CpuExecutable:
             raise IndexError("a gather or scatter index was out of range")
         out = {}
         for label, (buf, shape) in self.program.outputs.items():
-            if buf in self.written:  # a donated input written in place (compiler/in_place.py): handed back
+            if buf in self.written:  # a donated input written in place (compiler/kernels/in_place.py): handed back
                 out[label] = given[buf]
                 continue
             concrete = tuple(int(d.evaluate(env)) for d in shape)

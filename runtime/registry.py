@@ -1,6 +1,6 @@
 """The runtime protocol and the registry that finds a runtime by its target's kind (cpu, cuda, metal).
 
-A compiled program names its target; the target's kind (compiler/targets.py) names the runtime that runs it.
+A compiled program names its target; the target's kind (compiler/analysis/targets.py) names the runtime that runs it.
 Runtimes are found by import path, so nothing heavy (CuPy, PyObjC, a C compiler probe) is imported until a
 program of that kind is loaded, and the compiler never imports a runtime at module import.
 """

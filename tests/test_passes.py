@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler.passes import (
+from luminal.compiler.graph.passes import (
     PASSES,
     apply_identities,
     eliminate_common_subexpressions,

@@ -6,7 +6,7 @@ Each block stores its partial result, fences it (__threadfence: visible device-w
 one of its threads adds 1 to the row's counter; the block that reads splits - 1 back knows every other block of
 its row has stored, reads their partials past L1 (__ldcg) and writes the output, then sets the counter back to 0
 for the next run (a CUDA graph replays the launch with the same counters). The counters are a buffer of their
-own role: allocated once per executable, zeroed then, never shared with another buffer (compiler/memory.py
+own role: allocated once per executable, zeroed then, never shared with another buffer (compiler/analysis/memory.py
 plans only temps and outputs). One counter per query row, at the rows' upper bound; where that is not known
 small, the attention keeps its two launches.
 """
@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from luminal import dtypes as dt
-from luminal.compiler import attention_plan, ir
-from luminal.compiler.cuda.launch import Launch
+from luminal.compiler.analysis import attention_plan
+from luminal.compiler.gpu.launch import Launch
+from luminal.compiler.kernels import ir
 from luminal.symbolic import as_expr
 from luminal.view import dims_product
 

@@ -2,7 +2,7 @@
 
 A candidate's kernel program runs every GEMM as a generated kernel. Beside it, its "+cublas" variant gives to
 cuBLAS each GEMM cuBLAS can compute alone (compiler/cuda/library_gemm.py) whose roofline estimate as a library
-call (compiler/cost.py, the target's `library_gemm_efficiency` and `library_call_s`) is below the generated
+call (compiler/analysis/cost.py, the target's `library_gemm_efficiency` and `library_call_s`) is below the generated
 kernel's. Both are ranked like any candidates: by the roofline, or, with profile=True, by their timings on the
 device. The `gemm_library` compile option overrides: "never" keeps generated kernels only, "always" gives cuBLAS
 every GEMM it can compute (how the bench and the tests get one whatever its size).
@@ -10,10 +10,10 @@ every GEMM it can compute (how the bench and the tests get one whatever its size
 
 from __future__ import annotations
 
-from luminal.compiler import ir
-from luminal.compiler.cost import estimate
+from luminal.compiler.analysis.cost import estimate
+from luminal.compiler.analysis.targets import get_target
 from luminal.compiler.cuda.library_gemm import CUBLAS, eligible, mark
-from luminal.compiler.targets import get_target
+from luminal.compiler.kernels import ir
 
 MODES = ("auto", "never", "always")
 

@@ -17,15 +17,15 @@ stand-in for the wmma API (runtime/cuda/host_shim/mma.h).
 from __future__ import annotations
 
 from luminal import dtypes as dt
-from luminal.compiler import ir
-from luminal.compiler.cuda.emitter import CudaEmitter
-from luminal.compiler.cuda.gemm import tile_origin
-from luminal.compiler.cuda.kernels import FOOT, head, pointers
-from luminal.compiler.cuda.launch import GEMM_TILE, Launch
+from luminal.compiler.analysis.gemm_operands import decode
+from luminal.compiler.analysis.gemm_plan import GemmPlan
 from luminal.compiler.cuda.mma_staging import stage, staging
-from luminal.compiler.dialects import CUDA
-from luminal.compiler.gemm_operands import decode
-from luminal.compiler.gemm_plan import GemmPlan
+from luminal.compiler.gpu.emitter import CudaEmitter
+from luminal.compiler.gpu.gemm import tile_origin
+from luminal.compiler.gpu.kernels import FOOT, head, pointers
+from luminal.compiler.gpu.launch import GEMM_TILE, Launch
+from luminal.compiler.kernels import ir
+from luminal.compiler.renderer.dialects import CUDA
 from luminal.view import ShapeTracker
 
 THREADS = 128  # 4 warps, a 32 x 32 quarter of the tile each

@@ -12,9 +12,9 @@ come from the same half type (one `mma` multiplies one type).
 from __future__ import annotations
 
 from luminal import dtypes as dt
-from luminal.compiler import ir
-from luminal.compiler.gemm_plan import GemmPlan
-from luminal.compiler.half_activations import HALVES
+from luminal.compiler.analysis.gemm_plan import GemmPlan
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.half_activations import HALVES
 from luminal.view import dims_product
 
 # A tensor-core tile is 64 x 64 outputs; a GEMM with fewer rows or columns at its largest dims (a decode step's

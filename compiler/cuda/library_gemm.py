@@ -1,6 +1,6 @@
 """Which GEMM kernels may run as one cuBLAS call (cublasGemmStridedBatchedEx), and the call's arguments.
 
-A GEMM kernel (compiler/gemm_plan.py) is eligible when it is nothing but the GEMM: its epilogue is the
+A GEMM kernel (compiler/analysis/gemm_plan.py) is eligible when it is nothing but the GEMM: its epilogue is the
 accumulator itself, or its cast to the output's half type, and each operand is a plain strided matrix read in
 place (a float32 load, or a widening cast of a half load: the half values are what cuBLAS multiplies). An
 epilogue the generated kernels fuse (bias, activation, residual) makes the GEMM ineligible: cuBLAS would write
@@ -24,10 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from luminal import dtypes as dt
-from luminal.compiler import gemm_plan, ir
-from luminal.compiler.affine import affine
+from luminal.compiler.analysis import gemm_plan
+from luminal.compiler.analysis.gemm_plan import Accumulated
 from luminal.compiler.cuda.half_operands import HALVES
-from luminal.compiler.gemm_plan import Accumulated
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.affine import affine
 from luminal.symbolic import Expr, as_expr
 from luminal.view import ShapeTracker, dims_product
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from luminal import dtypes as dt
-from luminal.compiler import ir
-from luminal.compiler.affine import affine
-from luminal.compiler.cuda.gemm import operand_loop
-from luminal.compiler.cuda.kernels import pointers
-from luminal.compiler.cuda.launch import Launch
-from luminal.compiler.gemm_operands import decode
+from luminal.compiler.analysis.gemm_operands import decode
+from luminal.compiler.gpu.gemm import operand_loop
+from luminal.compiler.gpu.kernels import pointers
+from luminal.compiler.gpu.launch import Launch
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.affine import affine
 from luminal.symbolic import Expr
 
 VECTOR = 8  # half elements per 16-byte load

@@ -7,7 +7,7 @@ one word of shared memory per warp; it starts with a barrier so that a fold neve
 fold's lanes are still reading.
 """
 
-from luminal.compiler import float64, integers
+from luminal.compiler.renderer import float64, integers
 from luminal.symbolic import c_prelude
 
 PRELUDE = (

@@ -7,7 +7,7 @@ given to cuBLAS has no kernel: its comment names the call (`k12_cublas: cublas`)
 in-place scatters are one kernel (`k12_to_k18_scatters`), and so are consecutive GEMVs that can share a grid
 (`k12_to_k16_gemvs`), consecutive warp kernels over the same elements (`k12_to_k14_warps`) and consecutive
 independent thread kernels over the same elements (`k12_to_k14_threads`). The kernels the runtime runs once at
-load (compiler/derived_weights.py) come first, in a launch plan of their own.
+load (compiler/kernels/derived_weights.py) come first, in a launch plan of their own.
 Compiled with NVRTC or nvcc (`--fmad=false`: every op rounds as the reference does; the GEMM and attention
 kernels ask for their FMAs with fmaf), or as C++ through the host shim (runtime/cuda/host_shim/).
 """
@@ -16,27 +16,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from luminal.compiler import derived_weights, gemv_plan, ir
-from luminal.compiler.cuda import (
-    arrivals,
-    attention,
-    flash_decode,
-    gemm,
-    gemm_mma,
-    gemv,
-    gemv_batch,
-    kernels,
-    library_gemm,
-    mma_staging,
-    scatter_batch,
-    thread_batch,
-    warp_batch,
-)
+from luminal.compiler.analysis.gemm_plan import plan
+from luminal.compiler.cuda import arrivals, gemm_mma, library_gemm, mma_staging
 from luminal.compiler.cuda.half_operands import tensor_core_type
-from luminal.compiler.cuda.launch import Launch, launches
-from luminal.compiler.cuda.launch_runs import MAX_BUFFERS, Planned
 from luminal.compiler.cuda.prelude import PRELUDE
-from luminal.compiler.gemm_plan import plan
+from luminal.compiler.gpu import program as gpu_program
+from luminal.compiler.gpu.launch import Launch, launches
+from luminal.compiler.gpu.program import merged, shared_kernel_source
+from luminal.compiler.kernels import derived_weights, ir
 from luminal.view import dims_product
 
 
@@ -61,25 +48,18 @@ def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
 
 def planned_launches(p: ir.KernelProgram, at_load: bool = False) -> list[tuple[tuple[ir.Kernel, ...], Launch]]:
     """Every launch of a run of the program, in order, with the kernels it runs: its own kernel's, but for
-    consecutive in-place scatters merged into one "scatters" launch (compiler/cuda/scatter_batch.py),
-    consecutive GEMVs into one "gemvs" launch (compiler/cuda/gemv_batch.py), consecutive warp kernels over the
-    same elements into one "warps" launch (compiler/cuda/warp_batch.py) and consecutive independent thread
-    kernels over the same elements into one "threads" launch (compiler/cuda/thread_batch.py). With `at_load`,
-    the launches of the kernels run once when the program is loaded instead (compiler/derived_weights.py)."""
+    consecutive in-place scatters merged into one "scatters" launch (compiler/gpu/scatter_batch.py),
+    consecutive GEMVs into one "gemvs" launch (compiler/gpu/gemv_batch.py), consecutive warp kernels over the
+    same elements into one "warps" launch (compiler/gpu/warp_batch.py) and consecutive independent thread
+    kernels over the same elements into one "threads" launch (compiler/gpu/thread_batch.py). With `at_load`,
+    the launches of the kernels run once when the program is loaded instead (compiler/kernels/derived_weights.py)."""
     chosen = [k for k in p.kernels if derived_weights.at_load(k, p.buffers) == at_load]
     return merged([((k,), launch) for k in chosen for launch in kernel_launches(k, p)], p)
 
 
-def merged(plan: list[Planned], p: ir.KernelProgram, max_buffers: int = MAX_BUFFERS) -> list[Planned]:
-    """`plan` (each launch with its one kernel) with its runs of scatters, GEMVs, warp kernels and thread kernels
-    merged, each merged launch within `max_buffers` pointer arguments (Metal's plan too: compiler/metal/)."""
-    plan = gemv_batch.merge_gemvs(scatter_batch.merge_scatters(plan, max_buffers), p, max_buffers)
-    return thread_batch.merge_threads(warp_batch.merge_warps(plan, p, max_buffers), max_buffers)
-
-
 def launched_together(p: ir.KernelProgram, planned: list | None = None) -> list[tuple[str, ...]]:
     """The kernels (by name) of each launch that runs several: the memory plan keeps what they touch live over
-    the whole run (compiler/memory.py's `together`). `planned`: the run's planned_launches, if at hand."""
+    the whole run (compiler/analysis/memory.py's `together`). `planned`: the run's planned_launches, if at hand."""
     planned = planned_launches(p) if planned is None else planned
     return [tuple(k.name for k in members) for members, _ in planned if len(members) > 1]
 
@@ -95,29 +75,14 @@ def load_plan(p: ir.KernelProgram) -> list[Launch]:
 
 
 def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: list[str]) -> list[str]:
-    buffers = p.buffers
+    """The shared GPU kernel sources (compiler/gpu/program.py), with CUDA's own shapes: a cuBLAS step and a
+    tensor-core GEMM."""
     if launch.shape == library_gemm.CUBLAS:  # no kernel: the source names the call the runtime makes
         return [f"/* {launch.call.describe()} */"]
-    if launch.shape == "copy":
-        return kernels.thread_kernel(launch, k.shape, k.dest, buffers, symbols)
-    if launch.shape == "scatter":
-        return kernels.scatter_kernel(launch, k, buffers, symbols)
-    if launch.shape == "gemv":
-        return gemv.kernel_source(launch, k, gemv_plan.plan(k), buffers, symbols)
-    if launch.shape == "gemm":
-        return gemm.kernel_source(launch, k, plan(k), buffers, symbols)
     if launch.shape == "mma":
         half = tensor_core_type(p, k, plan(k))
-        return gemm_mma.kernel_source(launch, k, plan(k), half, buffers, symbols)
-    if launch.shape == "combine":
-        return flash_decode.combine_source(launch, k, buffers, symbols)
-    if launch.shape in ("attention", "attention_split", "flash_decode"):
-        return attention.kernel_source(launch, k, buffers, symbols)
-    if launch.shape == "row":
-        return kernels.row_kernel(launch, k, buffers, symbols)
-    if launch.shape == "warp":
-        return kernels.warp_kernel(launch, k, buffers, symbols)
-    return kernels.thread_kernel(launch, k.shape, k.body, buffers, symbols)
+        return gemm_mma.kernel_source(launch, k, plan(k), half, p.buffers, symbols)
+    return shared_kernel_source(launch, k, p, symbols)
 
 
 def program_source(p: ir.KernelProgram) -> str:
@@ -137,14 +102,4 @@ def program_source(p: ir.KernelProgram) -> str:
 
 def launch_source(launch: Launch, members: tuple[ir.Kernel, ...], p: ir.KernelProgram, symbols: list[str]) -> list[str]:
     """The kernel of one launch of the plan, merged or not; its first line is its signature."""
-    if launch.shape == "scatters":
-        return kernels.scatters_kernel(launch, list(members), p.buffers, symbols)
-    if launch.shape == "warps":
-        return kernels.warps_kernel(launch, list(members), p.buffers, symbols)
-    if launch.shape == "threads":
-        return kernels.threads_kernel(launch, list(members), p.buffers, symbols)
-    if launch.shape == "gemvs":
-        segments = gemv_batch.segments(members)
-        grids = [kernel_launches(segment[0], p)[0].grid for segment in segments]
-        return gemv.batch_source(launch, segments, grids, p.buffers, symbols)
-    return kernel_source(launch, members[0], p, symbols)
+    return gpu_program.launch_source(launch, members, p, symbols, kernel_source)

@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from luminal import dtypes as dt
-from luminal.compiler import ir
+from luminal.compiler.analysis.gemm_plan import plan
 from luminal.compiler.cuda.half_operands import HALVES, producers, tensor_core_type
-from luminal.compiler.fuse import substitute_indices, unflatten
-from luminal.compiler.gemm_plan import plan
-from luminal.compiler.settle import settle
+from luminal.compiler.fusion.fuse import substitute_indices, unflatten
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.settle import settle
 from luminal.symbolic import as_expr
 
 

@@ -10,8 +10,8 @@ allows only at kernel scope: each kernel that folds over its threadgroup declare
 """
 
 from luminal import dtypes as dt
-from luminal.compiler import integers
-from luminal.compiler.dialects import CUDA, METAL
+from luminal.compiler.renderer import integers
+from luminal.compiler.renderer.dialects import CUDA, METAL
 from luminal.symbolic import c_prelude
 
 INLINE = METAL.device
@@ -88,7 +88,7 @@ struct lm_fold_max {
 };
 """
     + _shuffles()
-    # The GEMV's 16-byte weight load (compiler/cuda/gemv.py): element by element here, contiguous and aligned,
+    # The GEMV's 16-byte weight load (compiler/gpu/gemv.py): element by element here, contiguous and aligned,
     # which Apple's compiler may merge; measuring a vector type's worth needs a Mac.
     + f"""template <class T> {INLINE} void lm_load16(const device T* p, thread T* out) {{
   for (uint i = 0; i < 16 / sizeof(T); i++) out[i] = p[i];

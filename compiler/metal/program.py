@@ -1,6 +1,6 @@
 """The whole MSL source of a kernel program.
 
-A Metal program runs the CUDA launch plan (compiler/cuda/launch.py: a launch is `grid` threadgroups of `block`
+A Metal program runs the CUDA launch plan (compiler/gpu/launch.py: a launch is `grid` threadgroups of `block`
 threads, its buffers in order, outputs first), merged launches included (consecutive GEMVs, scatters, warp and
 thread kernels: one dispatch each run), with the CUDA generator's kernel bodies; each kernel's signature is
 Metal's: the buffers as `[[buffer(j)]]` arguments in launch order, then the dims block `D` (`constant`) and the
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 
-from luminal.compiler import derived_weights, ir
-from luminal.compiler.cuda import program as cuda_program
-from luminal.compiler.cuda.launch import Launch, launches
-from luminal.compiler.cuda.launch_runs import Planned
-from luminal.compiler.dialects import CUDA, METAL
+from luminal.compiler.gpu import program as gpu_program
+from luminal.compiler.gpu.launch import Launch, launches
+from luminal.compiler.gpu.launch_runs import Planned
+from luminal.compiler.kernels import derived_weights, ir
 from luminal.compiler.metal.prelude import PRELUDE
+from luminal.compiler.renderer.dialects import CUDA, METAL
 
 # A dispatch's buffer arguments: the table's entries less the dims block and the status flag.
 MAX_BUFFERS = METAL.max_buffers - 2
@@ -30,7 +30,7 @@ def launch_plan(p: ir.KernelProgram, at_load: bool = False) -> list[Launch]:
     (`nvcuda::wmma` has no MSL spelling here: half GEMMs stay on the SIMT kernel) and without flash decoding's
     arrival counters (its split and combine stay two dispatches), with CUDA's merges of consecutive scatters,
     GEMVs, warp and thread kernels within MAX_BUFFERS. With `at_load`, those of the kernels run once when the
-    program is loaded instead (compiler/derived_weights.py)."""
+    program is loaded instead (compiler/kernels/derived_weights.py)."""
     return [launch for _, launch in planned_launches(p, at_load)]
 
 
@@ -43,12 +43,12 @@ def planned_launches(p: ir.KernelProgram, at_load: bool = False) -> list[Planned
     """Each dispatch of a run (or, with `at_load`, of the load) with the kernels it runs."""
     chosen = [k for k in p.kernels if derived_weights.at_load(k, p.buffers) == at_load]
     plan = [((k,), launch) for k in chosen for launch in launches(k, ir.buffers_in_order(k))]
-    return cuda_program.merged(plan, p, MAX_BUFFERS)
+    return gpu_program.merged(plan, p, MAX_BUFFERS)
 
 
 def launched_together(p: ir.KernelProgram) -> list[tuple[str, ...]]:
     """The kernels (by name) of each dispatch that runs several: the memory plan keeps what they touch live over
-    the whole run (compiler/memory.py's `together`), as on CUDA."""
+    the whole run (compiler/analysis/memory.py's `together`), as on CUDA."""
     return [tuple(k.name for k in members) for members, _ in planned_launches(p) if len(members) > 1]
 
 
@@ -71,7 +71,7 @@ def kernel_source(launch: Launch, members: tuple[ir.Kernel, ...], p: ir.KernelPr
             f"kernel {launch.kernel} takes {len(launch.buffers)} buffers plus the dims and status: Metal binds at "
             f"most {METAL.max_buffers} buffer arguments per kernel"
         )
-    lines = cuda_program.launch_source(launch, members, p, symbols)
+    lines = gpu_program.launch_source(launch, members, p, symbols)
     if not lines[0].startswith(CUDA.kernel):  # the shared body's first line is its CUDA signature
         raise AssertionError(f"kernel {launch.kernel}: unexpected first line {lines[0]!r}")
     head = [signature(launch, p.buffers)]

@@ -1,4 +1,4 @@
-"""E-node costs for extraction: the roofline of `compiler/cost.py`, charged per op of the extracted graph.
+"""E-node costs for extraction: the roofline of `compiler/analysis/cost.py`, charged per op of the extracted graph.
 
 Extraction sees one e-node at a time, before fusion, so each op is charged as if it ran as its own kernel:
 the larger of its output bytes over the memory bandwidth and its FLOPs over the rate it runs at (a GEMM
@@ -10,7 +10,7 @@ the kernel-level model after fusion (program.py).
 A producer chosen through `Inline` (search/rules_fusion.py) is charged only its arithmetic: its reader
 computes it, so its store, the reader's load and its launch are saved. That is the only thing that makes
 extraction prefer a fused alternative, and it always does where the rules allow one; whether the fused kernel
-is worth it in the kernel IR's terms is checked again where it is carried out (compiler/fuse_chosen.py).
+is worth it in the kernel IR's terms is checked again where it is carried out (compiler/fusion/fuse_chosen.py).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 
-from luminal.compiler.cost import size
+from luminal.compiler.analysis.cost import size
+from luminal.compiler.analysis.targets import Target, get_target
 from luminal.compiler.search.encode import Encoding
-from luminal.compiler.targets import Target, get_target
 from luminal.dtypes import float32
 
 FREE = frozenset(("View", "Sink", "NoSinks", "Input", "Weight", "ConstF", "ConstI", "NegZero"))

@@ -27,7 +27,7 @@ from egglog import EGraph, set_
 
 from luminal import dtypes as dt
 from luminal import ops
-from luminal.compiler.passes import broadcast_scalar
+from luminal.compiler.graph.passes import broadcast_scalar
 from luminal.compiler.search import terms as T
 from luminal.compiler.search.insertion_check import misinserted
 from luminal.graph import Graph, Node

@@ -35,8 +35,8 @@ from egglog import bindings
 
 from luminal import dtypes as dt
 from luminal import ops
-from luminal.compiler.fused_ops import FUSED_OPS
-from luminal.compiler.rebuild import Rebuilder
+from luminal.compiler.graph.fused_ops import FUSED_OPS
+from luminal.compiler.graph.rebuild import Rebuilder
 from luminal.compiler.search.encode import Encoding
 from luminal.graph import Graph, Node
 

@@ -77,7 +77,7 @@ IDENTITIES = [
     rewrite(T.Add(x, va, T.ConstI(0, d), vb)).to(T.View(x, va), *_unpadded(vb)),  # x + 0 = x (ints; bool: x or false)
     rewrite(T.Add(T.ConstI(0, d), vb, x, va)).to(T.View(x, va), *_unpadded(vb)),  # 0 + x = x
     rewrite(T.Recip(T.Recip(x, va), vb)).to(T.View(T.View(x, va), vb), *_unpadded(va, vb)),  # recip(recip(x)) = x
-    # Not log2(exp2(x)) = x: exp2 rounds, and expm1/log1p compensate for that rounding (compiler/passes.py).
+    # Not log2(exp2(x)) = x: exp2 rounds, and expm1/log1p compensate for that rounding (compiler/graph/passes.py).
 ]
 
 RULES = ANALYSIS + FOLDING + IDENTITIES

@@ -21,8 +21,8 @@ from egglog import union
 
 from luminal import dtypes as dt
 from luminal import ops
-from luminal.compiler.attention_plan import fits
-from luminal.compiler.passes import PASSES, broadcast_scalar
+from luminal.compiler.analysis.attention_plan import fits
+from luminal.compiler.graph.passes import PASSES, broadcast_scalar
 from luminal.compiler.search import terms as T
 from luminal.compiler.search.encode import Encoding, axes_read
 from luminal.graph import Graph, Node

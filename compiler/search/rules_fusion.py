@@ -4,7 +4,7 @@ A term is a stored buffer. These rules add, next to a reader `R(.., x, v, ..)`, 
 `R(.., Inline(x, base_view(v)), v, ..)`: the same value, with `x` computed in R's loop and never stored.
 Extraction then chooses, reader by reader, whether a producer is stored or inlined (search/costs.py charges
 an inlined producer its work without its store and launch), and lowering carries the choice out on the
-kernel IR (compiler/fuse_chosen.py), where inlining is substitution.
+kernel IR (compiler/fusion/fuse_chosen.py), where inlining is substitution.
 
 Two rule sets, as the kinds of fusion they make:
 - `elementwise`: element-wise readers (and a gather's index, and an output read through a view) take
@@ -12,7 +12,7 @@ Two rule sets, as the kinds of fusion they make:
 - `reduce`: a reduction takes element-wise producers (a sum of squares never stores the squares), and
   element-wise readers and reductions take statistics: a reduction, or element-wise ops over statistics and
   constants (a norm's mean, its 1/sqrt(var + eps), a softmax's sum), which the C generator computes once
-  per row (compiler/hoist.py), so a layer norm or a softmax becomes one pass over each row.
+  per row (compiler/kernels/hoist.py), so a layer norm or a softmax becomes one pass over each row.
 A GEMM's epilogue is matmul recognition's own (rules_matmul.py: `EPILOGUE`).
 
 Which producer a rule may take is a relation over e-classes (`elementwise`, `reduced`, `statistic`), set by
@@ -122,7 +122,8 @@ def _output_readers() -> Iterator:
 
 ELEMENTWISE = [*_producers(), *elementwise_readers(elementwise), *_output_readers()]
 # A statistic read through a broadcast (along its row) is inlined where the C generator computes its
-# reductions once per row (compiler/hoist.py); that is checked on the kernel IR (compiler/fuse_chosen.py).
+# reductions once per row (compiler/kernels/hoist.py); that is checked on the kernel IR
+# (compiler/fusion/fuse_chosen.py).
 REDUCE_FUSION = [
     *_statistics(),
     *_reduce_readers(elementwise, once=True),

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from luminal import ops
-from luminal.compiler.rebuild import Rebuilder
+from luminal.compiler.graph.rebuild import Rebuilder
 from luminal.graph import Graph
 from luminal.view import ShapeTracker
 

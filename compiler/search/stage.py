@@ -9,7 +9,7 @@ Rule sets, each next to what it concerns:
   sees only as ids) and unioned into the e-graph before the rules run.
 - `elementwise` and `reduce` (rules_fusion.py) and matmul's `epilogue`: a producer its reader may compute in
   its own loop, `Inline(x)`, next to the stored buffer `x`; extraction picks per reader, and lowering carries
-  the choice out on the kernel IR (compiler/fuse_chosen.py), where a kernel's body is an expression and
+  the choice out on the kernel IR (compiler/fusion/fuse_chosen.py), where a kernel's body is an expression and
   fusion is substitution. They run as a second phase, after algebra and recognition have saturated.
 
 Candidates are extractions of the one saturated e-graph under different cost functions: `search` (the
@@ -37,14 +37,14 @@ from typing import Any
 
 from egglog import ruleset
 
-from luminal.compiler.passes import eliminate_dead_code
+from luminal.compiler.analysis.targets import get_target
+from luminal.compiler.graph.passes import eliminate_dead_code
 from luminal.compiler.search import rules_algebra, rules_attention, rules_fusion, rules_matmul, saturated, segments
 from luminal.compiler.search import terms as T
 from luminal.compiler.search.costs import roofline_cost
 from luminal.compiler.search.encode import encode, set_view_facts
 from luminal.compiler.search.extract import extract_then_fuse, longest_path
 from luminal.compiler.search.runner import Limits, run_bounded, run_isolated
-from luminal.compiler.targets import get_target
 from luminal.graph import Graph
 
 # The phases, run one after the other, each until it saturates or a limit stops it: recognition first, so

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from luminal.compiler.targets import TARGETS
+from luminal.compiler.analysis.targets import TARGETS
 from luminal.gateway.dependencies import (
     ArtifactsDep,
     ChangesMetadata,
@@ -39,8 +39,8 @@ def compile_target(gpu_type: str, prices: dict[str, float]) -> str:
         deployable = sorted(t for t in prices if t in TARGETS)
         raise ApiError(
             400,
-            f"gpu_type {gpu_type!r} has no compiler target (compiler/targets.py knows {sorted(TARGETS)}), so no "
-            f"program can be built for it; deploy on one of {deployable}",
+            f"gpu_type {gpu_type!r} has no compiler target (compiler/analysis/targets.py knows {sorted(TARGETS)}), "
+            f"so no program can be built for it; deploy on one of {deployable}",
         )
     return gpu_type
 

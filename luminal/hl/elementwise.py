@@ -237,7 +237,7 @@ _TANH_SERIES_BELOW = {dt.float32: 0.25, dt.float64: 0.07}
 def tanh(x: Tensor) -> Tensor:
     """tanh x = 1 - 2 / (e^2x + 1), but near 0 that cancels to a few correct bits: there the series.
 
-    `where` compiles to an element-wise select (compiler/lower_select.py), so a GEMM's epilogue still computes
+    `where` compiles to an element-wise select (compiler/kernels/lower_select.py), so a GEMM's epilogue still computes
     it all (GPT-2's GELU); the branch not chosen may overflow (the series at large x) without harm."""
 
     def f(x: Tensor) -> Tensor:

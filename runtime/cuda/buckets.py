@@ -3,7 +3,7 @@
 Each symbol's value rounds up to a power of two, capped by the symbol's declared maximum (and never below its
 minimum). A graph captured for a bucket launches every kernel with the grid of the bucket's dims over an arena
 planned for them; the live dims go in the dims block D, and each kernel returns from the blocks the live dims do
-not need (compiler/cuda/kernels.py), so a run at any dims of the bucket computes exactly what an exact launch
+not need (compiler/gpu/kernels.py), so a run at any dims of the bucket computes exactly what an exact launch
 would. Sizes grow at most 2x over the live ones, and a model with one symbol of range [1, 2048] needs at most
 12 captures.
 """

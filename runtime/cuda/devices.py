@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from luminal.compiler.targets import TARGETS
+from luminal.compiler.analysis.targets import TARGETS
 
 NVIDIA_SMI_TIMEOUT_S = 10.0  # a wedged driver must not hang the provisioner's start
 MIB = 2**20

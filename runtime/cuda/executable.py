@@ -3,7 +3,7 @@ whole forward pass issued as one CUDA graph launch.
 
 Load: the source compiled once by NVRTC for this device's architecture (cached on disk, runtime/cuda/nvrtc.py),
 the CUBIN loaded as one module, each launch's function looked up by name, the weights uploaded once, then the
-load plan run once: the buffers computed from weights alone (compiler/derived_weights.py), after which a weight
+load plan run once: the buffers computed from weights alone (compiler/kernels/derived_weights.py), after which a weight
 that only they read is freed. All of it on the executable's own non-blocking stream, synchronised at the end.
 Run: on that stream, after the caller's current stream (where device inputs were made); the symbols bound from
 the inputs' shapes; the dims rounded up to their bucket (runtime/cuda/buckets.py); on the bucket's first run its
@@ -13,7 +13,7 @@ returns from the blocks the live dims do not need, so one capture serves every d
 graph=False the kernels are launched one by one at the live dims' grids (as the anchor the graph launch is
 measured against); in debug mode (LUMINAL_CUDA_SYNC=1) each is also waited for, so a fault names its kernel.
 The status flag is read after the run: a gather or scatter index out of range raises IndexError, as on the CPU.
-A donated input that the program writes in place (compiler/in_place.py: a KV pool's scatter) given as a device
+A donated input that the program writes in place (compiler/kernels/in_place.py: a KV pool's scatter) given as a device
 array is not copied into its slot: the arena points at the caller's array (the graph is captured again when that
 pointer changes), the scatter writes it, and the run hands that same array back as the output. A GEMM step the
 plan gives to cuBLAS is issued on the same stream (runtime/cuda/cublas.py), so the graph captures it with the
@@ -31,10 +31,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal import dtypes as dt
-from luminal.compiler import derived_weights, ir, prepack
+from luminal.compiler.cpu import prepack
 from luminal.compiler.cuda import arrivals
 from luminal.compiler.cuda.program import launched_together, load_plan, planned_launches
-from luminal.compiler.in_place import written_inputs
+from luminal.compiler.kernels import derived_weights, ir
+from luminal.compiler.kernels.in_place import written_inputs
 from luminal.graph import Graph
 from luminal.runtime.cuda import arrays, buckets, nvrtc
 from luminal.runtime.cuda.arena import DeviceArena
@@ -139,7 +140,7 @@ class CudaExecutable:
         self.stream.wait_event(ready)
 
     def _derive(self) -> None:
-        """The load plan, once: every derived buffer computed from the weights (compiler/derived_weights.py);
+        """The load plan, once: every derived buffer computed from the weights (compiler/kernels/derived_weights.py);
         then a weight only those launches read is let go, since no run reads it."""
         if not self.load:
             return

@@ -1,7 +1,7 @@
 """Where every buffer of a program lives in a shape bucket's one device allocation.
 
-The temps and outputs are laid out by the memory plan (compiler/memory.py) at the bucket's dims; the inputs follow
-in slots of their own, sized for the bucket too. A CUDA graph bakes in every pointer it launches with, so the
+The temps and outputs are laid out by the memory plan (compiler/analysis/memory.py) at the bucket's dims; the inputs
+follow in slots of their own, sized for the bucket too. A CUDA graph bakes in every pointer it launches with, so the
 inputs must be copied into stable addresses rather than bound where the caller's arrays happen to be; and the
 outputs are read from the arena, which stays put between runs. Weights are resident apart (one upload per load).
 """
@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from luminal.compiler import ir, memory
-from luminal.compiler.cuda.launch import Launch
+from luminal.compiler.analysis import memory
+from luminal.compiler.gpu.launch import Launch
+from luminal.compiler.kernels import ir
 
 
 @dataclass(frozen=True)

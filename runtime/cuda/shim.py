@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from luminal.compiler import ir
-from luminal.compiler.cuda.launch import Launch
 from luminal.compiler.cuda.library_gemm import LibraryGemm
 from luminal.compiler.cuda.program import launch_plan, launched_together, load_plan
-from luminal.compiler.dialects import CUDA
+from luminal.compiler.gpu.launch import Launch
+from luminal.compiler.kernels import ir
+from luminal.compiler.renderer.dialects import CUDA
 from luminal.runtime import precompiled_header
 from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
@@ -48,7 +48,7 @@ def driver(p: ir.KernelProgram, plan: list[Launch] | None = None, once: list[Lau
     """`lm_run_grid(B, D, G)`: every launch of the plan (CUDA's unless given), its pointers read from the buffer
     table by slot, its block count evaluated at the dims G while the kernels read the dims D (a CUDA graph
     captured for a shape bucket launches so); `lm_run(B, D)` is the exact launch, G = D. `lm_prepare(B, D)`:
-    the program's load plan `once` (CUDA's unless given; compiler/derived_weights.py), which the CPU runtime
+    the program's load plan `once` (CUDA's unless given; compiler/kernels/derived_weights.py), which the CPU runtime
     calls once after binding the weights."""
     plan = launch_plan(p) if plan is None else plan
     once = load_plan(p) if once is None else once

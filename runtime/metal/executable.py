@@ -4,7 +4,7 @@ forward pass encoded into one command buffer.
 Load: the MSL compiled once (MSL 3.1 for bfloat, fast math off: every op rounds as the reference does), each
 launch's function looked up by name and made a pipeline, checked to allow the launch's threadgroup size; each
 weight copied once into its own MTLBuffer; then the load plan encoded once into a command buffer of its own:
-the buffers computed from weights alone (compiler/derived_weights.py), each in its own MTLBuffer, after which a
+the buffers computed from weights alone (compiler/kernels/derived_weights.py), each in its own MTLBuffer, after which a
 weight only those dispatches read is let go. Memory is unified: buffers are in shared storage, so inputs are
 written into and outputs read from the arena's bytes in place, with no blit.
 Run: the symbols bound from the inputs' shapes; the arena of their shape bucket (runtime/cuda/buckets.py: one
@@ -14,7 +14,7 @@ pipeline, its buffers at their offsets in launch order, the live dims through `s
 buffer `D`), the status flag, and `dispatchThreadgroups` at the live dims' grid. The encoder's dispatches run in
 order (a serial compute encoder), so each kernel sees the previous ones' writes. One commit, one wait, then the
 outputs and the status flag (a gather or scatter index out of range raises IndexError).
-In place: a donated input the program writes (compiler/in_place.py: a KV pool's scatter) given as a MetalArray
+In place: a donated input the program writes (compiler/kernels/in_place.py: a KV pool's scatter) given as a MetalArray
 (runtime/metal/arrays.py; `executable.array(value)` makes one) is not copied into its slot: the dispatches bind
 the caller's buffer instead, the scatter writes it there, and the run hands that same MetalArray back.
 
@@ -28,9 +28,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from luminal.compiler import derived_weights, ir, prepack
-from luminal.compiler.cuda.launch import Launch
-from luminal.compiler.in_place import written_inputs
+from luminal.compiler.cpu import prepack
+from luminal.compiler.gpu.launch import Launch
+from luminal.compiler.kernels import derived_weights, ir
+from luminal.compiler.kernels.in_place import written_inputs
 from luminal.compiler.metal.program import launch_plan, launched_together, load_plan
 from luminal.graph import Graph
 from luminal.runtime.cuda import buckets

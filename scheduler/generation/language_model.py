@@ -22,8 +22,8 @@ from typing import Any
 import luminal as lm
 from luminal.compiler import COMPILER_VERSION
 from luminal.compiler.artifact import KERNELS, REPORT, SOURCE, code_entries, load_program, program_from_entries
-from luminal.compiler.artifact_json import ArtifactError
 from luminal.compiler.program import TARGETS, CompiledProgram
+from luminal.compiler.storage.artifact_json import ArtifactError
 from luminal.graph_file import WEIGHTS, _safetensors_parts, read_safetensors
 from luminal.graph_json import GraphFileError, decode_graph, dump_json, encode_graph, parse_json, signature
 from luminal.llm_package import (

@@ -1,6 +1,6 @@
 """Letting go of the float32 weights a loaded CPU language model no longer reads.
 
-The CPU runtime packs each linear layer's weight into GEMM panels once, at load (compiler/prepack.py), and its
+The CPU runtime packs each linear layer's weight into GEMM panels once, at load (compiler/cpu/prepack.py), and its
 kernels read the panels from then on; the weights themselves stayed resident beside them, twice the weight
 memory. After loading, the weights some program still reads (embeddings read by a gather, norms, biases, int8
 weights read in place, a weight tied to one of those) are copied out on their own, and every program is bound to
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from luminal.compiler import prepack
+from luminal.compiler.cpu import prepack
 from luminal.compiler.program import CompiledProgram
 from luminal.runtime.cpu import CpuExecutable
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from luminal.compiler.artifact_json import ArtifactError
+from luminal.compiler.storage.artifact_json import ArtifactError
 from luminal.graph import Graph
 from luminal.graph_file import GraphFileError, _bind
 

@@ -23,9 +23,9 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import ir
 from luminal.compiler.artifact import ArtifactError, load_program, program_to_bytes, save_program
-from luminal.compiler.artifact_json import program_from_json, program_to_json
+from luminal.compiler.kernels import ir
+from luminal.compiler.storage.artifact_json import program_from_json, program_to_json
 from luminal.dtypes import float32
 from tests.graph_fuzz import random_graph
 
@@ -129,7 +129,7 @@ _DIGEST = """
 import hashlib, luminal as lm
 from tests.compiler.test_artifact import block
 from luminal.compiler.artifact import load_program, program_to_bytes
-from luminal.compiler.cache import cache_dir
+from luminal.compiler.storage.cache import cache_dir
 prog = lm.compile(block()[0], "cpu")
 (cached,) = cache_dir().glob("*.lprog")
 assert load_program(cached).source == prog.source

@@ -1,7 +1,7 @@
 """Attention recognition: softmax(q·kᵀ·scale + mask)·v becomes one Attention kernel, the scores never stored.
 
 Each case runs every candidate the search extracts on the reference interpreter and compiled (the Attention
-op has a numpy reference; compiled, it is the flash-attention C of compiler/codegen_attention.py), against
+op has a numpy reference; compiled, it is the flash-attention C of compiler/cpu/codegen_attention.py), against
 the reference run of the graph as built, and checks whether the attention was found.
 """
 
@@ -10,8 +10,8 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import ir
 from luminal.compiler.artifact import load_program, save_program
+from luminal.compiler.kernels import ir
 from tests.compiler.test_matmul import check_every_candidate
 
 RNG = np.random.default_rng(7)

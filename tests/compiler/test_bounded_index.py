@@ -1,12 +1,12 @@
-"""Index folding by loop extents (compiler/bounded_index.py): a division or modulo by a symbolic size folds only
+"""Index folding by loop extents (compiler/kernels/bounded_index.py): a division or modulo by a symbolic size folds only
 where the remainder provably stays below it."""
 
 import itertools
 
 import luminal as lm
 from luminal import dtypes as dt
-from luminal.compiler import ir
-from luminal.compiler.bounded_index import axes_extents, fold, fold_value
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.bounded_index import axes_extents, fold, fold_value
 from luminal.symbolic import var
 
 

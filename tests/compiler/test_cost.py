@@ -4,10 +4,10 @@ import pytest
 
 import luminal as lm
 from luminal import dtypes
-from luminal.compiler import ir
-from luminal.compiler.cost import OP_FLOPS, estimate, estimate_program
-from luminal.compiler.lower import lower
-from luminal.compiler.targets import TARGETS, Target, get_target
+from luminal.compiler.analysis.cost import OP_FLOPS, estimate, estimate_program
+from luminal.compiler.analysis.targets import TARGETS, Target, get_target
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.lower import lower
 from luminal.symbolic import const, var
 
 

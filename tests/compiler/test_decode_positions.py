@@ -1,5 +1,5 @@
-"""A kernel's position decoded into its axes (compiler/gemm_operands.py `decode`): in 32-bit arithmetic where every
-position fits in 31 bits at the symbols' maxima, in 64-bit elsewhere, and the same indices either way."""
+"""A kernel's position decoded into its axes (compiler/analysis/gemm_operands.py `decode`): in 32-bit arithmetic where
+every position fits in 31 bits at the symbols' maxima, in 64-bit elsewhere, and the same indices either way."""
 
 import subprocess
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler.gemm_operands import decode, narrow
+from luminal.compiler.analysis.gemm_operands import decode, narrow
 from luminal.symbolic import as_expr
 
 SEQ = lm.sym("seq", max=512)

@@ -1,12 +1,12 @@
-"""Which kernels run once at load (compiler/derived_weights.py): those that read weights alone, at sizes and
+"""Which kernels run once at load (compiler/kernels/derived_weights.py): those that read weights alone, at sizes and
 positions known at compile time, into a temp at most twice what they read; what they write gets role
 `derived`, and the cost of a run leaves them out."""
 
 import luminal as lm
-from luminal.compiler import ir
-from luminal.compiler.cost import estimate_program
-from luminal.compiler.derived_weights import ROLE, at_load, derive_at_load
-from luminal.compiler.lower import lower
+from luminal.compiler.analysis.cost import estimate_program
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.derived_weights import ROLE, at_load, derive_at_load
+from luminal.compiler.kernels.lower import lower
 
 
 def _derived(g: lm.Graph) -> tuple[ir.KernelProgram, list[str]]:

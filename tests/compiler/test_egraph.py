@@ -11,7 +11,7 @@ from egglog import EGraph, Expr, bindings, i64Like, rewrite, ruleset, vars_
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler.passes import eliminate_common_subexpressions, eliminate_dead_code
+from luminal.compiler.graph.passes import eliminate_common_subexpressions, eliminate_dead_code
 from luminal.compiler.search.encode import encode
 from luminal.compiler.search.extract import ExtractionError, extract_best, extract_frozen
 from luminal.compiler.search.rules_algebra import algebra

@@ -1,16 +1,16 @@
-"""Indices folded by their loop extents after fusion (compiler/fold_indices.py): heads split from a projection and
-merged back (an attention's reads and its output before the next projection) are read without a division by the
+"""Indices folded by their loop extents after fusion (compiler/kernels/fold_indices.py): heads split from a projection
+and merged back (an attention's reads and its output before the next projection) are read without a division by the
 sequence length, on every target, and the results are unchanged."""
 
 import numpy as np
 import pytest
 
 import luminal as lm
-import luminal.compiler.fuse as fuse_module
+import luminal.compiler.fusion.fuse as fuse_module
 import luminal.compiler.program as program_module
 import luminal.functional as F
-from luminal.compiler import ir
-from luminal.compiler.fold_indices import symbolic_divisions
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.fold_indices import symbolic_divisions
 from luminal.nn.attention import merge_heads, split_heads
 from luminal.nn.models.generation import decoder_graphs
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM

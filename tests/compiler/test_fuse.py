@@ -3,11 +3,11 @@
 import numpy as np
 
 import luminal as lm
-from luminal.compiler import ir
-from luminal.compiler.cost import estimate
-from luminal.compiler.fuse import fuse_single_consumers
-from luminal.compiler.lower import lower
-from luminal.compiler.targets import get_target
+from luminal.compiler.analysis.cost import estimate
+from luminal.compiler.analysis.targets import get_target
+from luminal.compiler.fusion.fuse import fuse_single_consumers
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.lower import lower
 
 
 def _reductions(kernel) -> int:
@@ -36,7 +36,7 @@ def test_a_broadcast_reduction_is_not_recomputed_per_element():
     unfused = lower(g)
     fused = fuse_single_consumers(unfused, get_target("cpu"))
     # The row max and the row sum are read by all 256 elements of a row: fused into their readers they are
-    # hoisted out of the row's loop (compiler/hoist.py). Fusion may recompute an element-wise value (exp) to
+    # hoisted out of the row's loop (compiler/kernels/hoist.py). Fusion may recompute an element-wise value (exp) to
     # save its buffer, never a reduction per element (that would be 256 times the arithmetic).
     assert len(fused.kernels) < len(unfused.kernels)
     assert _flops(fused) < 2 * _flops(unfused)
@@ -76,7 +76,7 @@ def test_symbolic_batch_and_sequence_keep_a_fused_linear_a_gemm():
     out as (d * s + c) // (d * seq), which no simplifier reduces (it needs s < seq), and the GEMM's operand
     then seemed to read an output column: it ran as a scalar loop."""
     import luminal.functional as F
-    from luminal.compiler import codegen_gemm
+    from luminal.compiler.cpu import codegen_gemm
 
     g = lm.Graph()
     x = g.input("x", (lm.sym("batch", max=4), lm.sym("seq", max=64), 24))
@@ -143,7 +143,7 @@ def test_a_long_scan_is_not_fused_into_straight_line_sums():
     """A cumsum over up to 4096 rows takes 12 doubling steps; fused without a bound they became one kernel summing
     a thousand loads in straight-line code (121 KB of CUDA). Each kernel reads a buffer at most at
     MAX_READS_PER_BUFFER positions, and the program still computes the scan."""
-    from luminal.compiler.fuse import MAX_READS_PER_BUFFER
+    from luminal.compiler.fusion.fuse import MAX_READS_PER_BUFFER
 
     g = lm.Graph()
     g.input("x", (lm.sym("n", max=4096), 2)).cumsum(0).output("y")

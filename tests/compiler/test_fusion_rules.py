@@ -1,5 +1,5 @@
 """Fusion as the search chooses it: the rule sets offer `Inline` alternatives, extraction picks them, and the
-kernel IR carries them out (compiler/fuse_chosen.py) with no help from the single-consumer policy.
+kernel IR carries them out (compiler/fusion/fuse_chosen.py) with no help from the single-consumer policy.
 
 Every candidate is also checked against the interpreter, on the interpreter and compiled (check_every_candidate).
 """
@@ -8,10 +8,11 @@ import numpy as np
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import codegen_gemm, ir
-from luminal.compiler.cost import estimate
-from luminal.compiler.fused_ops import Inline
-from luminal.compiler.lower import lower
+from luminal.compiler.analysis.cost import estimate
+from luminal.compiler.cpu import codegen_gemm
+from luminal.compiler.graph.fused_ops import Inline
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.lower import lower
 from luminal.compiler.program import kernel_program
 from luminal.compiler.search.stage import SearchOptions, search
 from tests.compiler.test_matmul import _passes, check_every_candidate

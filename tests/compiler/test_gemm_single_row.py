@@ -1,5 +1,5 @@
 """A GEMM whose last row panel holds a single row (a decode step's batch of one) runs the one-row micro-kernel
-(compiler/codegen_gemm.py `lm_micro_row`), and one whose last panel holds fewer rows than a panel a kernel of 4 or
+(compiler/cpu/codegen_gemm.py `lm_micro_row`), and one whose last panel holds fewer rows than a panel a kernel of 4 or
 8 rows (`lm_micro_edge`): each must give what the interpreter gives, whether A is read in place or packed, with an
 odd contraction (the kernel's leftover k) over several contraction blocks, under both micro-kernel shapes (6x16
 and 12x32) and at every row count up to two panels of 12 and one more."""

@@ -9,7 +9,7 @@ import pytest
 
 import luminal as lm
 from luminal import functional as F
-from luminal.compiler import ir
+from luminal.compiler.kernels import ir
 from luminal.graph import GraphError
 from luminal.graph_json import decode_graph, encode_graph
 from luminal.hl import prim

@@ -7,8 +7,9 @@ import pytest
 import luminal as lm
 from luminal import dtypes as dt
 from luminal import functional as F
-from luminal.compiler import int_gemm, ir
-from luminal.compiler.int_ranges import value_range
+from luminal.compiler.cpu import int_gemm
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.int_ranges import value_range
 from luminal.runtime import cpu
 
 

@@ -5,7 +5,7 @@ import pickle
 import random
 
 from luminal import dtypes as dt
-from luminal.compiler import ir
+from luminal.compiler.kernels import ir
 from luminal.symbolic import var
 
 F32 = dt.float32

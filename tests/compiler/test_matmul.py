@@ -9,8 +9,9 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import codegen_gemm, ir
-from luminal.compiler.passes import PASSES
+from luminal.compiler.cpu import codegen_gemm
+from luminal.compiler.graph.passes import PASSES
+from luminal.compiler.kernels import ir
 from luminal.compiler.program import c_source, kernel_program
 from luminal.compiler.search.stage import SearchOptions, search
 from luminal.runtime.cpu import CpuExecutable

@@ -5,8 +5,9 @@ import numpy as np
 import luminal as lm
 import luminal.functional as F
 from luminal import dtypes as dt
-from luminal.compiler import ir, memory
-from luminal.compiler.lower import lower
+from luminal.compiler.analysis import memory
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.lower import lower
 from luminal.runtime.reference import bind_symbols
 from luminal.symbolic import const, var
 from tests.graph_fuzz import random_graph

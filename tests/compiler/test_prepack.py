@@ -7,7 +7,7 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import prepack
+from luminal.compiler.cpu import prepack
 from luminal.runtime import cpu
 from luminal.runtime.cpu import CpuRuntime
 

@@ -1,9 +1,9 @@
-"""Fresh reduction numbers (compiler/reduction_names.py): above every `_r<n>` the program's kernels use, an
+"""Fresh reduction numbers (compiler/kernels/reduction_names.py): above every `_r<n>` the program's kernels use, an
 attention's variables and a scatter's values included."""
 
 from luminal import dtypes as dt
-from luminal.compiler import ir
-from luminal.compiler.reduction_names import fresh_reduction_numbers, highest_reduction_number
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.reduction_names import fresh_reduction_numbers, highest_reduction_number
 from luminal.symbolic import as_expr, var
 
 

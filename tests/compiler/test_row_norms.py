@@ -1,4 +1,4 @@
-"""On a GPU target each LayerNorm of a bf16 MiniLM-shaped encoder is one row kernel (compiler/fuse.py's
+"""On a GPU target each LayerNorm of a bf16 MiniLM-shaped encoder is one row kernel (compiler/fusion/fuse.py's
 `repeats_reductions`): its mean and variance are computed once per row by the threadgroup, so fusing them into
 the normalisation repeats no reduction, only the per-element arithmetic that reads them. Its indices are folded
 before that is judged: unfolded, a mean inlined into the variance's sum seemed to depend on the sum's variable.

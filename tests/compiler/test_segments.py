@@ -7,7 +7,7 @@ import numpy as np
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import ir
+from luminal.compiler.kernels import ir
 from luminal.compiler.search import segments
 from luminal.compiler.search.stage import SearchOptions, search
 from luminal.symbolic import var

@@ -1,5 +1,5 @@
 """`where` and its kin (a gather over stacked rows in the primitive graph) lowered as an element-wise select
-(compiler/lower_select.py), and small max reductions unrolled (compiler/lower.py)."""
+(compiler/kernels/lower_select.py), and small max reductions unrolled (compiler/kernels/lower.py)."""
 
 import numpy as np
 import pytest
@@ -7,9 +7,9 @@ import torch
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import ir
 from luminal.compiler.artifact import ArtifactError
-from luminal.compiler.artifact_json import program_from_json, program_to_json
+from luminal.compiler.kernels import ir
+from luminal.compiler.storage.artifact_json import program_from_json, program_to_json
 from luminal.hl.comparison import _choose
 
 RNG = np.random.default_rng(11)

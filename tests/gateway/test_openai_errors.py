@@ -7,7 +7,7 @@ import pytest
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.testclient import TestClient
 
-from luminal.compiler.artifact_json import ArtifactError
+from luminal.compiler.storage.artifact_json import ArtifactError
 from luminal.gateway.errors import ApiError
 from luminal.gateway.metrics import InferenceMetrics, ModelLabels
 from luminal.gateway.openai_errors import OpenAIRoute, as_openai_error, note_model

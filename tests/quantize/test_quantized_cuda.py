@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler.fuse_dequant import is_dequantisation
+from luminal.compiler.cpu.fuse_dequant import is_dequantisation
 from luminal.llm_package import build_package
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda import nvcc
@@ -55,9 +55,10 @@ def test_the_generated_cuda_means_what_the_interpreter_computes(step):
 def test_a_paged_step_over_many_sequences_reads_each_q8_0_weight_once_per_run():
     """Projections whose K spans several Q8_0 blocks (the tiny model's K = 32 is one) are GEMVs with 16 int8 per
     load, each block computing its outputs for groups of the batch's rows: a grid over N alone."""
-    from luminal.compiler import gemv_plan, ir
-    from luminal.compiler.cuda.launch import GEMV_ROW_GROUP, GEMV_ROWS, row_group
+    from luminal.compiler.analysis import gemv_plan
     from luminal.compiler.cuda.program import kernel_launches, planned_launches
+    from luminal.compiler.gpu.launch import GEMV_ROW_GROUP, GEMV_ROWS, row_group
+    from luminal.compiler.kernels import ir
     from luminal.nn.models.loading import causal_lm
     from luminal.nn.models.paged_decoding import paged_step_graph
     from tests.compiler.cuda.graphs import bind_random

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import luminal as lm
-from luminal.compiler import codegen_gemm, codegen_qgemm, ir
+from luminal.compiler.cpu import codegen_gemm, codegen_qgemm
+from luminal.compiler.kernels import ir
 from luminal.compiler.search.stage import SearchOptions
 from luminal.llm_package import build_package, load_package, save_package
 from luminal.scheduler.generation.engine import GenerationEngine

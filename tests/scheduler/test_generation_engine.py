@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from luminal.compiler import ir, prepack
 from luminal.compiler.artifact import program_to_bytes
-from luminal.compiler.artifact_json import ArtifactError
+from luminal.compiler.cpu import prepack
+from luminal.compiler.kernels import ir
+from luminal.compiler.storage.artifact_json import ArtifactError
 from luminal.dtypes import dtype_of
 from luminal.graph import Graph
 from luminal.graph_file import WEIGHTS, _safetensors_parts, read_safetensors

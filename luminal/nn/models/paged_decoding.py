@@ -26,10 +26,10 @@ earlier tokens. Rows of one run bring chunks of one length.
 
 Compiled (CPU), the gather fuses into the cache concatenation as one table load and one pool load per element:
 the fusion reads the concatenation's first part under its guard (`_i2 < row_blocks * block_size`), so its axes
-match the gather's, and a gather from a whole pool reads at the flat position itself (compiler/fuse.py,
-compiler/lower.py). On the CPU the step still builds a [batch, kv_heads, past + 1, dim] buffer per layer, as the
+match the gather's, and a gather from a whole pool reads at the flat position itself (compiler/fusion/fuse.py,
+compiler/kernels/lower.py). On the CPU the step still builds a [batch, kv_heads, past + 1, dim] buffer per layer, as the
 concatenating step does; on CUDA the attention reads the pools through the block table itself and no such buffer
-or kernel exists (compiler/cuda/attention_reads.py).
+or kernel exists (compiler/gpu/attention_reads.py).
 """
 
 from __future__ import annotations

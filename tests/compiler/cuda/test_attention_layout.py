@@ -1,4 +1,4 @@
-"""An attention stored in the layout its one reader copies it into (compiler/cuda/attention_layout.py): heads
+"""An attention stored in the layout its one reader copies it into (compiler/gpu/attention_layout.py): heads
 merged after the attention cost no copy, in a bf16 BERT layer whose output projection runs on tensor cores too;
 a copy that moves the head dim keeps its kernel; through the host shim (blocks in either order, at a bucket's
 grid) every output is what the reference interpreter computes."""
@@ -9,8 +9,8 @@ import pytest
 import luminal as lm
 import luminal.functional as F
 from luminal import dtypes as dt
-from luminal.compiler import ir
-from luminal.compiler.cuda import attention_layout
+from luminal.compiler.gpu import attention_layout
+from luminal.compiler.kernels import ir
 from luminal.nn.models.bert import BertConfig, bert_graph
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda.compare import assert_matches

@@ -1,10 +1,10 @@
-"""A copy into an output moves up beside a thread kernel over the same elements (compiler/cuda/copy_order.py):
+"""A copy into an output moves up beside a thread kernel over the same elements (compiler/gpu/copy_order.py):
 the earliest one after what it reads is written, and only one it is independent of; a copy with no such partner
 stays where it was."""
 
 from luminal import dtypes as dt
-from luminal.compiler import ir
-from luminal.compiler.cuda.copy_order import copies_beside_partners
+from luminal.compiler.gpu.copy_order import copies_beside_partners
+from luminal.compiler.kernels import ir
 from luminal.symbolic import const
 from luminal.view import idx
 

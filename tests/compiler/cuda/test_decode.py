@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler import gemv_plan, ir
-from luminal.compiler.cuda.launch import loop_shape
+from luminal.compiler.analysis import gemv_plan
+from luminal.compiler.analysis.gemm_plan import Accumulated
 from luminal.compiler.cuda.program import launch_plan, planned_launches
-from luminal.compiler.gemm_plan import Accumulated
+from luminal.compiler.gpu.launch import loop_shape
+from luminal.compiler.kernels import ir
 from luminal.nn.models.generation import decoder_graphs
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
 from luminal.runtime.cuda.shim import ShimRuntime
@@ -65,15 +66,15 @@ def test_a_layer_launches_its_linears_as_gemvs_and_fuses_the_key_value_casts(ste
     _, program = step
     plan = launch_plan(program.kernels)
     shapes = [launch.shape for launch in plan]
-    gemvs = sum(launch.writes for launch in plan if launch.shape == "gemvs")  # compiler/cuda/gemv_batch.py
+    gemvs = sum(launch.writes for launch in plan if launch.shape == "gemvs")  # compiler/gpu/gemv_batch.py
     assert shapes.count("gemv") + gemvs == 7 * LAYERS + 1  # and the logits
-    # q, k and v (v runs before the key cache's concatenation, which reads k: compiler/cuda/gemv_order.py), then
+    # q, k and v (v runs before the key cache's concatenation, which reads k: compiler/gpu/gemv_order.py), then
     # gate and up
     assert [launch.writes for launch in plan if launch.shape == "gemvs"] == [3, 2] * LAYERS
     assert shapes.count("flash_decode") == LAYERS and "combine" not in shapes and "attention_split" not in shapes
     assert shapes.count("row") == 0  # every norm is in the prologue of the GEMVs that read it
-    # RoPE's tables and the causal mask are computed where they are read (compiler/fuse_index.py); left: each
-    # layer's two cache concatenations, one launch (compiler/cuda/thread_batch.py).
+    # RoPE's tables and the causal mask are computed where they are read (compiler/fusion/fuse_index.py); left: each
+    # layer's two cache concatenations, one launch (compiler/gpu/thread_batch.py).
     assert shapes.count("threads") == LAYERS and "thread" not in shapes
     assert [launch.writes for launch in plan if launch.shape == "threads"] == [2] * LAYERS
     assert "warp" not in shapes and "gemm" not in shapes and "attention" not in shapes
@@ -89,8 +90,8 @@ def _gemvs(program) -> list:
 
 @pytest.mark.parametrize("fixture", ["step", "step_f32"])
 def test_the_norms_are_in_the_gemv_prologues_and_the_residual_sums_in_their_epilogues(fixture, request):
-    """q, k, v, gate, up and the logits compute their RMSNorm's statistics (compiler/cuda/norm_prologue.py);
-    o_proj and down_proj store the residual sum (compiler/fuse_residual.py), which the next norms read alone:
+    """q, k, v, gate, up and the logits compute their RMSNorm's statistics (compiler/gpu/norm_prologue.py);
+    o_proj and down_proj store the residual sum (compiler/fusion/fuse_residual.py), which the next norms read alone:
     no GEMV reads more than the residual, the norm's weight, its own weight and (down_proj) its vector."""
     _, program = request.getfixturevalue(fixture)
     gemvs = _gemvs(program)

@@ -1,4 +1,4 @@
-"""A CUDA program's kernels over weights alone run once at load (compiler/derived_weights.py): a scaled weight
+"""A CUDA program's kernels over weights alone run once at load (compiler/kernels/derived_weights.py): a scaled weight
 that cuBLAS reads, and a half weight copied transposed for the SIMT GEMM. They are in the load plan, not in a
 run's; the source says so; through the host shim (`lm_prepare`, then runs in either block order and at a
 bucket's grids) and through an artifact saved and read back, the outputs are the reference interpreter's."""
@@ -9,7 +9,7 @@ import pytest
 import luminal as lm
 from luminal.compiler.artifact import load_program, program_to_bytes
 from luminal.compiler.cuda.program import launch_plan, load_plan
-from luminal.compiler.derived_weights import ROLE
+from luminal.compiler.kernels.derived_weights import ROLE
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda import nvcc
 from tests.compiler.cuda.compare import assert_matches

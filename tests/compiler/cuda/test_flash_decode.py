@@ -1,4 +1,4 @@
-"""Flash decoding (compiler/attention_plan.py's `splits`, compiler/cuda/flash_decode.py): an attention of single
+"""Flash decoding (compiler/analysis/attention_plan.py's `splits`, compiler/gpu/flash_decode.py): an attention of single
 queries over a key axis that may be long runs as key blocks whose last to finish per row combines them (one
 launch, compiler/cuda/arrivals.py), and computes through the host shim what the reference interpreter computes,
 at an exact launch, at a shape bucket's grid, with the blocks run last first, and run after run."""
@@ -8,7 +8,7 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import attention_plan, memory
+from luminal.compiler.analysis import attention_plan, memory
 from luminal.compiler.artifact import load_program, save_program
 from luminal.compiler.cuda import arrivals
 from luminal.compiler.cuda.program import launch_plan

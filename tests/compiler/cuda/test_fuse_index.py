@@ -1,12 +1,12 @@
-"""Kernels that are functions of their indices and read-only buffers alone (compiler/fuse_index.py) are computed
+"""Kernels that are functions of their indices and read-only buffers alone (compiler/fusion/fuse_index.py) are computed
 by their readers on CUDA targets, and the result is unchanged."""
 
 import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler import ir
 from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.kernels import ir
 from luminal.hl import prim
 from luminal.nn.models.bert import BertConfig, bert_graph
 from luminal.runtime.cuda.shim import ShimRuntime

@@ -1,13 +1,13 @@
-"""The split-K GEMV (compiler/gemv_plan.py, compiler/cuda/gemv.py): which kernels take it and with what load
+"""The split-K GEMV (compiler/analysis/gemv_plan.py, compiler/gpu/gemv.py): which kernels take it and with what load
 width, and that what it computes through the host shim is what the reference interpreter computes."""
 
 import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler import gemv_plan
-from luminal.compiler.cuda import gemv, launch
+from luminal.compiler.analysis import gemv_plan
 from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.gpu import gemv, launch
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import GEMV_CASES, bind_random

@@ -1,4 +1,4 @@
-"""Consecutive GEMVs in one launch (compiler/cuda/gemv_batch.py): q, k and v projections of one normed vector
+"""Consecutive GEMVs in one launch (compiler/gpu/gemv_batch.py): q, k and v projections of one normed vector
 run as one grid; an MLP's up projection, whose epilogue multiplies by silu of the gate projection at its own
 outputs, runs after the gate in the same blocks; through the host shim (blocks in either order, at a bucket's
 grid) every output is what the reference interpreter computes; GEMVs that read one another's output elsewhere
@@ -10,10 +10,10 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import memory
-from luminal.compiler.cuda import gemv_batch
-from luminal.compiler.cuda.launch import GEMV_ROW_GROUP
+from luminal.compiler.analysis import memory
 from luminal.compiler.cuda.program import kernel_launches, launch_plan, planned_launches
+from luminal.compiler.gpu import gemv_batch
+from luminal.compiler.gpu.launch import GEMV_ROW_GROUP
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda import nvcc
 from tests.compiler.cuda.compare import assert_matches

@@ -1,5 +1,5 @@
 """A kernel lowered between two GEMVs runs before the GEMVs ahead of it when it is independent of them
-(compiler/cuda/gemv_order.py), so the GEMVs become one launch; one that reads a GEMV's output stays after it,
+(compiler/gpu/gemv_order.py), so the GEMVs become one launch; one that reads a GEMV's output stays after it,
 and the GEMVs after it move ahead of it instead; through the host shim the outputs are the reference
 interpreter's either way."""
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler import ir
+from luminal.compiler.analysis.gemm_plan import plan
 from luminal.compiler.cuda.gemm_choice import library_variant
 from luminal.compiler.cuda.half_operands import tensor_core_type
-from luminal.compiler.gemm_plan import plan
+from luminal.compiler.kernels import ir
 from luminal.nn.models import BertConfig, bert_graph
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda import nvcc

@@ -13,9 +13,9 @@ import pytest
 import luminal as lm
 import luminal.functional as F
 from luminal.compiler.artifact import ArtifactError, load_program, program_to_bytes
-from luminal.compiler.artifact_json import program_from_json, program_to_json
 from luminal.compiler.cuda.library_gemm import gemm_call
 from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.storage.artifact_json import program_from_json, program_to_json
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.gemm_cases import GEMMS

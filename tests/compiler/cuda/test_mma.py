@@ -7,8 +7,8 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import ir
 from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.kernels import ir
 from luminal.compiler.program import CompiledProgram
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda import nvcc

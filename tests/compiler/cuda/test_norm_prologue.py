@@ -1,5 +1,5 @@
-"""Norms in the prologue of the GEMVs that read them (compiler/cuda/norm_prologue.py) and residual sums in the
-epilogue of the GEMVs that make them (compiler/fuse_residual.py): which kernels fuse, and that the fused kernels
+"""Norms in the prologue of the GEMVs that read them (compiler/gpu/norm_prologue.py) and residual sums in the
+epilogue of the GEMVs that make them (compiler/fusion/fuse_residual.py): which kernels fuse, and that the fused kernels
 compute through the host shim what the reference interpreter computes."""
 
 import numpy as np
@@ -7,9 +7,9 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import gemv_plan
-from luminal.compiler.cuda.launch import loop_shape
+from luminal.compiler.analysis import gemv_plan
 from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.gpu.launch import loop_shape
 from luminal.runtime.cuda.shim import ShimRuntime
 from tests.compiler.cuda.compare import assert_matches
 from tests.compiler.cuda.graphs import bind_random

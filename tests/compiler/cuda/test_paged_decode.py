@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler import ir
 from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.kernels import ir
 from luminal.nn.models.llama import LlamaForCausalLM
 from luminal.nn.models.paged_decoding import DEFAULT_BLOCK_SIZE, paged_step_graph, pool_name
 from luminal.runtime.cuda.shim import ShimRuntime
@@ -76,16 +76,16 @@ def test_the_attention_reads_the_pools_through_the_block_table(step):
     shapes = [launch.shape for launch in launch_plan(kernels)]
     assert "copy" not in shapes  # the pools written in place
     # no concatenation is launched, nor the position as a float, the mask's rows or the scatters' indices: their
-    # readers compute them (compiler/fuse_index.py)
+    # readers compute them (compiler/fusion/fuse_index.py)
     assert shapes.count("thread") == 0
     assert not [k.name for k in kernels.kernels if len(k.shape) == 4 and str(k.shape[2]) == "16*row_blocks + 1"]
 
 
 def test_launches_a_kernel_per_attention_and_one_for_all_the_pools_scatters(step):
     """The launch count: each layer's attention is one launch (its last key block to finish combines,
-    compiler/cuda/arrivals.py), the layers' 2 x LAYERS pool scatters are one (compiler/cuda/scatter_batch.py),
-    each layer's q, k and v projections are one (compiler/cuda/gemv_batch.py; in the first layer too: the
-    position's kernels, lowered between its q and k, run before them, compiler/cuda/gemv_order.py) and so are its
+    compiler/cuda/arrivals.py), the layers' 2 x LAYERS pool scatters are one (compiler/gpu/scatter_batch.py),
+    each layer's q, k and v projections are one (compiler/gpu/gemv_batch.py; in the first layer too: the
+    position's kernels, lowered between its q and k, run before them, compiler/gpu/gemv_order.py) and so are its
     gate and up projections (the up's blocks run the gate's first), every other kernel one launch."""
     _, program = step
     kernels = program.kernels
@@ -102,7 +102,7 @@ def test_launches_a_kernel_per_attention_and_one_for_all_the_pools_scatters(step
 
 def test_no_kernel_names_two_reductions_alike(step):
     """Inlining the projections into the attentions and scatters renames their reductions with fresh numbers
-    (compiler/reduction_names.py): within a kernel no two different reductions share a variable. One reduction
+    (compiler/kernels/reduction_names.py): within a kernel no two different reductions share a variable. One reduction
     read in two places is one value (Qwen3's q norm, read at a feature and at its rotary partner), counted once."""
     _, program = step
     for k in program.kernels.kernels:

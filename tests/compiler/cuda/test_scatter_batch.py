@@ -1,4 +1,4 @@
-"""Consecutive in-place scatters in one launch (compiler/cuda/scatter_batch.py): a thread scatters its value of
+"""Consecutive in-place scatters in one launch (compiler/gpu/scatter_batch.py): a thread scatters its value of
 each; through the host shim (blocks in either order) the pools hold what the reference interpreter writes, in
 the caller's arrays; scatters that read one another's output, or scatter another shape, keep their launches."""
 
@@ -8,10 +8,10 @@ import pytest
 
 import luminal as lm
 from luminal import dtypes as dt
-from luminal.compiler import ir
-from luminal.compiler.cuda.launch import Launch
 from luminal.compiler.cuda.program import launch_plan
-from luminal.compiler.cuda.scatter_batch import merge_scatters
+from luminal.compiler.gpu.launch import Launch
+from luminal.compiler.gpu.scatter_batch import merge_scatters
+from luminal.compiler.kernels import ir
 from luminal.hl import prim
 from luminal.runtime.cuda.shim import ShimRuntime
 from luminal.symbolic import as_expr, var

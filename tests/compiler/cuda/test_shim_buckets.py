@@ -1,6 +1,6 @@
 """A CUDA graph captured for a shape bucket launches every kernel with the grid of the bucket's dims over an arena
 sized for them, while the dims block D holds the live dims. Run that way through the host shim, every kernel kind
-must compute exactly what an exact launch computes (compiler/cuda/kernels.py: blocks past the live grid return)."""
+must compute exactly what an exact launch computes (compiler/gpu/kernels.py: blocks past the live grid return)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""GEMMs of one input run as one GEMM over their weights side by side (compiler/cuda/sibling_gemms.py): the
+"""GEMMs of one input run as one GEMM over their weights side by side (compiler/gpu/sibling_gemms.py): the
 side-by-side weights are made at load, each reader reads its member's columns of the merged output, and through
 the host shim (tensor-core kernels or cuBLAS's stand-in; blocks in either order, at a bucket's grids) the outputs
 are the reference interpreter's; biases are set side by side too. A GEMM whose output is the program's stays
@@ -9,10 +9,10 @@ import pytest
 
 import luminal as lm
 from luminal import dtypes as dt
-from luminal.compiler import ir
 from luminal.compiler.cuda.program import launch_plan, load_plan
-from luminal.compiler.cuda.sibling_gemms import merge_sibling_gemms
-from luminal.compiler.derived_weights import ROLE
+from luminal.compiler.gpu.sibling_gemms import merge_sibling_gemms
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.derived_weights import ROLE
 from luminal.nn.models.generation import decoder_graphs
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
 from luminal.runtime.cuda.shim import ShimRuntime

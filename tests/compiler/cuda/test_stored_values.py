@@ -1,5 +1,5 @@
-"""A stored value is read back where a reader would recompute it (compiler/stored_values.py): in a bf16 BERT, the
-residual after each projection reads the stored LayerNorm output instead of recomputing it from the row
+"""A stored value is read back where a reader would recompute it (compiler/kernels/stored_values.py): in a bf16 BERT,
+the residual after each projection reads the stored LayerNorm output instead of recomputing it from the row
 statistics, so each LayerNorm is one row kernel (statistics and application) instead of a "warps" launch and a
 thread launch; through the host shim the outputs are the reference interpreter's."""
 
@@ -10,10 +10,10 @@ import pytest
 
 import luminal as lm
 from luminal import dtypes as dt
-from luminal.compiler import ir
-from luminal.compiler import program as program_module
 from luminal.compiler.cuda.program import launch_plan
-from luminal.compiler.stored_values import read_stored_values
+from luminal.compiler.gpu import passes as gpu_passes
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.stored_values import read_stored_values
 from luminal.nn.models.bert import BertConfig, bert_graph
 from luminal.runtime.cuda.shim import ShimRuntime
 from luminal.symbolic import const
@@ -42,7 +42,7 @@ def test_each_layer_norm_is_one_row_kernel(monkeypatch):
     g = bert()
     shapes = Counter(launch.shape for launch in launch_plan(lm.compile(g, "h100", cache=False).kernels))
     assert shapes["row"] == 1 + 2 * LAYERS and "warps" not in shapes and "thread" not in shapes
-    monkeypatch.setattr(program_module, "read_stored_values", lambda p: p)
+    monkeypatch.setattr(gpu_passes, "read_stored_values", lambda p: p)
     before = Counter(launch.shape for launch in launch_plan(lm.compile(g, "h100", cache=False).kernels))
     assert before["warps"] == before["thread"] == 2 * LAYERS  # statistics, then their application
     assert sum(before.values()) - sum(shapes.values()) == 2 * LAYERS  # a launch fewer per LayerNorm

@@ -1,4 +1,4 @@
-"""Consecutive independent thread kernels in one launch (compiler/cuda/thread_batch.py): a prefill layer's key RoPE
+"""Consecutive independent thread kernels in one launch (compiler/gpu/thread_batch.py): a prefill layer's key RoPE
 and copy of its values into the cache's layout are one "threads" launch, and so is each layer's pair of
 concatenations in a decode step; a kernel that reads another's output, or runs over another shape, keeps its
 launch; the memory plan keeps what a merged launch touches apart; through the host shim (blocks in either order,
@@ -9,10 +9,11 @@ import pytest
 
 import luminal as lm
 from luminal import dtypes as dt
-from luminal.compiler import ir, memory
-from luminal.compiler.cuda.launch import Launch
+from luminal.compiler.analysis import memory
 from luminal.compiler.cuda.program import launched_together, planned_launches
-from luminal.compiler.cuda.thread_batch import merge_threads
+from luminal.compiler.gpu.launch import Launch
+from luminal.compiler.gpu.thread_batch import merge_threads
+from luminal.compiler.kernels import ir
 from luminal.nn.models.generation import decoder_graphs
 from luminal.nn.models.llama import LlamaConfig, LlamaForCausalLM
 from luminal.runtime.cuda.shim import ShimRuntime
@@ -93,7 +94,7 @@ def llama():
 
 def test_a_prefill_copies_each_layers_values_beside_its_keys_and_a_decode_step_concatenates_each_layer_in_one(llama):
     prefill = _shapes(lm.compile(bind_random(llama.prefill), "h100", cache=False))
-    assert prefill.count(("threads", 2)) == LAYERS  # the key's RoPE and the value's copy (compiler/cuda/copy_order.py)
+    assert prefill.count(("threads", 2)) == LAYERS  # the key's RoPE and the value's copy (compiler/gpu/copy_order.py)
     step = _shapes(lm.compile(bind_random(llama.step), "h100", cache=False))
     assert step.count(("threads", 2)) == LAYERS and ("thread", 1) not in step
 

@@ -1,4 +1,4 @@
-"""Consecutive warp kernels over the same rows in one launch (compiler/cuda/warp_batch.py): a LayerNorm's mean and
+"""Consecutive warp kernels over the same rows in one launch (compiler/gpu/warp_batch.py): a LayerNorm's mean and
 variance, both read by two kernels, are one "warps" launch whose warps compute the mean, then the variance from
 the mean they hold; a variance that reads another row's mean keeps its own launch; through the host shim (blocks
 in either order, at a bucket's grid) every output is what the reference interpreter computes."""

@@ -1,6 +1,6 @@
 """The test models the Metal checks compile beside the CUDA tests' cases (tests/compiler/cuda/graphs.py): a
 MiniLM-shaped BERT encoder, and a Llama decoder's prefill and decode step (float32; the prefill in bfloat16, the
-step in bfloat16 and float16: their activations stored in half types, compiler/half_activations.py), all tiny,
+step in bfloat16 and float16: their activations stored in half types, compiler/kernels/half_activations.py), all tiny,
 with random weights and their feeds."""
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ import re
 import pytest
 
 import luminal as lm
+from luminal.compiler.analysis.targets import TARGETS
 from luminal.compiler.artifact import ArtifactError, load_program, program_to_bytes
-from luminal.compiler.dialects import METAL
 from luminal.compiler.metal.program import MetalUnsupported, refuse_what_msl_lacks
-from luminal.compiler.targets import TARGETS
+from luminal.compiler.renderer.dialects import METAL
 from tests.compiler.cuda.graphs import CASES
 
 

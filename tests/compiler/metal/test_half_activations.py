@@ -1,4 +1,4 @@
-"""Half-precision models keep their activations in their half type on Metal too (compiler/half_activations.py):
+"""Half-precision models keep their activations in their half type on Metal too (compiler/kernels/half_activations.py):
 the temporaries shrink to MSL `bfloat` / `half`, and the results do not change. Storing is exact (the graph
 rounds there already) and the Metal shim runs the same sums in the same order as the reference interpreter, so
 its results equal the reference's bit for bit."""
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler import ir, memory
+from luminal.compiler.analysis import memory
+from luminal.compiler.kernels import ir
 from luminal.runtime.metal.shim import MetalShimRuntime
 from tests.compiler.metal.models import MODELS
 

@@ -1,5 +1,5 @@
 """The paged decode step compiled for m2: each pool's scatter writes the donated pool in place (no copy launch,
-compiler/in_place.py), and through the Metal shim two steps write the caller's own pool arrays (the same objects
+compiler/kernels/in_place.py), and through the Metal shim two steps write the caller's own pool arrays (the same objects
 come back, holding the new keys and values) and equal the reference interpreter's results bit for bit."""
 
 import copy
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler import ir
+from luminal.compiler.kernels import ir
 from luminal.compiler.metal.program import launch_plan
 from luminal.runtime.metal.shim import MetalShimRuntime
 from tests.compiler.metal.models import paged_feed, paged_step

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler import ir, memory
+from luminal.compiler.analysis import memory
 from luminal.compiler.cuda.program import launch_plan as cuda_launch_plan
+from luminal.compiler.kernels import ir
 from luminal.compiler.metal.program import MAX_BUFFERS, launch_plan, launched_together, planned_launches
 from luminal.runtime.metal.shim import MetalShimRuntime
 from tests.compiler.cuda.compare import assert_matches
@@ -30,7 +31,7 @@ def test_the_paged_step_dispatches_its_gemvs_and_scatters_as_cuda_launches_them(
     assert _gemvs(metal) == _gemvs(cuda) and any(n > 1 for n in _gemvs(metal))
     shapes = [launch.shape for launch in metal]
     assert shapes.count("scatters") == 1 and "scatter" not in shapes  # the key and value pools' in one
-    # The attention reads the pools through the block table (compiler/cuda/attention_reads.py): no kernel
+    # The attention reads the pools through the block table (compiler/gpu/attention_reads.py): no kernel
     # gathers the cache first (this step's keys are too few to split: flash decoding's test is test_shim.py's).
     assert "thread" not in shapes and "threads" not in shapes and "copy" not in shapes
     assert shapes.count("attention") == 1 and len(metal) == len(cuda)

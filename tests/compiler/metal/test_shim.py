@@ -67,7 +67,7 @@ def test_flash_decoding_runs_with_its_scratch_buffer():
 
 
 def test_the_decode_steps_norms_run_in_their_gemvs_prologues():
-    """As on CUDA (compiler/cuda/norm_prologue.py): no row kernel is left in the Llama decode step, so the
+    """As on CUDA (compiler/gpu/norm_prologue.py): no row kernel is left in the Llama decode step, so the
     model test above runs the fused GEMVs' prologues and epilogues as MSL."""
     from luminal.compiler.metal.program import launch_plan
 

@@ -1,5 +1,5 @@
 """GEMMs of one input that read copies of their weights (Metal's SIMT GEMM reads transposed copies) run as one
-GEMM over side-by-side weights computed from the weights themselves (compiler/cuda/sibling_gemms.py): the
+GEMM over side-by-side weights computed from the weights themselves (compiler/gpu/sibling_gemms.py): the
 copies go, the side-by-side weights keep the layout the GEMMs read ([K, N] or [N, K]) and are made at load, and
 through the Metal shim the outputs are the reference interpreter's."""
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import luminal as lm
-from luminal.compiler import ir
-from luminal.compiler.derived_weights import ROLE
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.derived_weights import ROLE
 from luminal.compiler.metal.program import launch_plan, load_plan
 from luminal.runtime.metal.shim import MetalShimRuntime
 from tests.compiler.cuda.compare import assert_matches

@@ -1,5 +1,5 @@
-"""On a real device: buffers derived from the weights at load (compiler/derived_weights.py) and GEMMs merged over
-side-by-side weights (compiler/cuda/sibling_gemms.py) give the reference interpreter's outputs, through one CUDA
+"""On a real device: buffers derived from the weights at load (compiler/kernels/derived_weights.py) and GEMMs merged
+over side-by-side weights (compiler/gpu/sibling_gemms.py) give the reference interpreter's outputs, through one CUDA
 graph and kernel by kernel, and the weights only the load read are freed. Skipped where CuPy sees no device."""
 
 import numpy as np

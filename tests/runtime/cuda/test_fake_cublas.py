@@ -12,9 +12,9 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import profile
+from luminal.compiler.analysis import profile
+from luminal.compiler.analysis.targets import TARGETS
 from luminal.compiler.program import CompiledProgram
-from luminal.compiler.targets import TARGETS
 from luminal.runtime.cuda import shim
 from luminal.runtime.cuda.cublas import COMPUTE_32F, COMPUTE_32F_FAST_TF32
 from luminal.runtime.cuda.executable import CudaExecutable

@@ -5,7 +5,7 @@ launch, or kernel by kernel) launches the run's plan alone and computes the refe
 import pytest
 
 import luminal as lm
-from luminal.compiler.derived_weights import ROLE
+from luminal.compiler.kernels.derived_weights import ROLE
 from luminal.runtime.cuda.executable import CudaExecutable
 from luminal.runtime.cuda.layout import launches_at
 from tests.compiler.cuda.compare import assert_matches

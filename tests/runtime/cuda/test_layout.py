@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import luminal as lm
-from luminal.compiler import memory
-from luminal.compiler.cuda.launch import Launch
+from luminal.compiler.analysis import memory
 from luminal.compiler.cuda.program import launch_plan
+from luminal.compiler.gpu.launch import Launch
 from luminal.runtime.cuda import arrays
 from luminal.runtime.cuda.layout import launches_at, layout
 from tests.compiler.cuda.graphs import every_kind_symbolic

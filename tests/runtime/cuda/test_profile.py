@@ -10,7 +10,7 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
-from luminal.compiler import profile
+from luminal.compiler.analysis import profile
 from luminal.runtime import cuda as cuda_runtime
 from luminal.runtime.cuda import devices, shim
 from luminal.runtime.cuda.executable import CudaExecutable

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from luminal.compiler import ir
+from luminal.compiler.kernels import ir
 from luminal.runtime.cuda import shim as cuda_shim
 from luminal.runtime.metal import shim
 

@@ -1,4 +1,4 @@
-"""A Metal program's kernels over weights alone run once at load (compiler/derived_weights.py), as on CUDA: the
+"""A Metal program's kernels over weights alone run once at load (compiler/kernels/derived_weights.py), as on CUDA: the
 scaled weight and the transposed half copy of tests/compiler/cuda/test_derived_weights.py are in the load plan,
 not a run's, and the source says so; the runtime (through the stand-in Metal device) encodes them once in a
 command buffer of their own, keeps their outputs resident and lets go of the weight no run reads; through the
@@ -7,7 +7,7 @@ runtime and the Metal shim the outputs are the reference interpreter's."""
 import pytest
 
 import luminal as lm
-from luminal.compiler.derived_weights import ROLE
+from luminal.compiler.kernels.derived_weights import ROLE
 from luminal.compiler.metal.program import launch_plan, load_plan
 from luminal.runtime import metal as metal_runtime
 from luminal.runtime.metal.shim import MetalShimRuntime

@@ -1,0 +1,38 @@
+"""The backends: one folder per target kind (cpu/, cuda/, metal/), each exporting its passes and its generator
+through its `backend.py`, which the pipeline (program.py) looks up here by the target's kind.
+
+A backend module defines, by convention (tests/compiler/test_backend_layout.py holds it):
+- `fuse(kernels, target)`: its fusion after the single-consumer policy, before indices are folded;
+- `passes(kernels, donated, target, activation_dtype)`: its passes on each candidate's fused program;
+- `variants(name, kernels, target, gemm_library)`: the candidate's programs to rank (CUDA adds cuBLAS GEMMs);
+- `after_choice(kernels)`: what the chosen program gets before its source is written (the GPU merges; issue 46
+  moves them before ranking);
+- `program_source(kernels)`: the whole generated source;
+- `launched_together(kernels)`: the kernel names of each launch that runs several, for the memory plan.
+A backend is imported when first asked for: a CPU compile never imports the GPU generators.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from luminal.compiler.analysis.targets import TARGETS, get_target
+from luminal.compiler.kernels import ir
+
+KINDS = ("cpu", "cuda", "metal")
+COMPILED_TARGETS = tuple(name for name, t in TARGETS.items() if t.kind in KINDS)  # the targets with a backend
+INTERFACE = ("fuse", "passes", "variants", "after_choice", "program_source", "launched_together")
+
+
+def backend_for(target: str) -> ModuleType:
+    """The backend module of `target` (a target name)."""
+    kind = get_target(target).kind
+    if kind not in KINDS:
+        raise ValueError(f"target {target!r}: no code generator for {kind} targets yet")
+    return importlib.import_module(f"luminal.compiler.{kind}.backend")
+
+
+def program_source(kernels: ir.KernelProgram, target: str) -> str:
+    """The generated source of `kernels` for `target` (a target name)."""
+    return backend_for(target).program_source(kernels)

@@ -1,0 +1,43 @@
+"""The CPU backend's interface (compiler/backends.py): C over OpenMP threads."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from luminal.compiler.cpu import codegen_c
+from luminal.compiler.cpu.fuse_dequant import fuse_dequantised_weights
+from luminal.compiler.cpu.fuse_int_operands import fuse_integer_operands
+from luminal.compiler.cpu.prepack import add_packed_buffers
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.in_place import scatter_in_place
+
+
+def fuse(kernels: ir.KernelProgram, target: str) -> ir.KernelProgram:
+    return kernels  # the single-consumer policy's fusion is all the C generator needs
+
+
+def passes(
+    kernels: ir.KernelProgram, donated: Mapping[str, str], target: str, activation_dtype: str
+) -> ir.KernelProgram:
+    """Scatters write their donated inputs in place; Q8_0 weights are dequantised in the GEMM's loads
+    (compiler/cpu/fuse_dequant.py), never packed as floats, and a quantized matmul's zero points are subtracted
+    where the integer GEMM packs (compiler/cpu/fuse_int_operands.py); then weight panels are packed at load."""
+    kernels = fuse_integer_operands(fuse_dequantised_weights(scatter_in_place(kernels, donated)))
+    return add_packed_buffers(kernels)
+
+
+def variants(name: str, kernels: ir.KernelProgram, target: str, gemm_library: str):
+    return [(name, kernels)]  # no library GEMMs to offer
+
+
+def after_choice(kernels: ir.KernelProgram) -> ir.KernelProgram:
+    return kernels
+
+
+def program_source(kernels: ir.KernelProgram) -> str:
+    slots = {name: k for k, name in enumerate(sorted(kernels.buffers))}
+    return codegen_c.program_source(kernels, slots, sorted(kernels.symbols))
+
+
+def launched_together(kernels: ir.KernelProgram) -> list[tuple[str, ...]]:
+    return []  # every kernel is its own call

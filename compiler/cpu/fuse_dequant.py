@@ -1,0 +1,102 @@
+"""Q8_0 weights dequantised inside the GEMM that reads them, never written out as floats.
+
+A quantised projection's weight is `cast(q int8) * scale` (luminal/quantize.py), an element-wise kernel over
+two weights whose one reader is a GEMM's B operand. The general fusion never inlines into a GEMM operand
+(compiler/fusion/fuse.py: a packed operand is read once per tile, a fused one would be recomputed per column), so
+left alone this kernel writes a float copy of the weight on every run. Here it is inlined into the operand,
+where the Q8_0 GEMM generator (compiler/cpu/codegen_qgemm.py) reads q and the scales directly; the float buffer
+disappears from the program and its memory plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+from luminal import dtypes as dt
+from luminal.compiler.analysis.gemm_plan import GemmPlan, plan
+from luminal.compiler.fusion.fuse import (
+    inline,
+    may_inline,
+    readers_of,
+    substitute_indices,
+    unflatten,
+    with_kernels,
+    within_limits,
+)
+from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.settle import settle
+from luminal.symbolic import as_expr
+
+
+def is_dequantisation(kernel: ir.Kernel, buffers: dict[str, ir.Buffer]) -> bool:
+    """Whether `kernel` computes cast(int8 weight) times a float32 weight, element by element."""
+    if not isinstance(kernel, ir.LoopKernel) or kernel.body.dtype != dt.float32:
+        return False
+    body = kernel.body
+    if not (isinstance(body, ir.Apply) and body.op == "Mul" and len(body.args) == 2):
+        return False
+    casts = [a for a in body.args if isinstance(a, ir.Apply) and a.op == "Cast"]
+    scales = [a for a in body.args if isinstance(a, ir.Load) and a.dtype == dt.float32]
+    if len(casts) != 1 or len(scales) != 1:
+        return False
+    (q,) = casts[0].args
+    loads = (q, scales[0])
+    return isinstance(q, ir.Load) and q.dtype == dt.int8 and all(buffers[v.buffer].role == "weight" for v in loads)
+
+
+def inline_into_operand(
+    consumer: ir.LoopKernel, producer: ir.LoopKernel, side: str = "b", gemm: GemmPlan | None = None
+) -> ir.LoopKernel | None:
+    """`consumer` with its GEMM's operand `side` ("a" or "b"; `gemm`: its plan, by default the float GEMM's)
+    reading the producer's body instead of its buffer, or None when the producer's buffer is read anywhere else
+    in the consumer (the other operand, the epilogue) or the operand is not a plain load of it."""
+    gemm = plan(consumer) if gemm is None else gemm
+    if gemm is None:
+        return None
+    c = gemm.contract
+    operand, other = (c.a, c.b) if side == "a" else (c.b, c.a)
+    if not (isinstance(operand, ir.Load) and operand.buffer == producer.out):
+        return None
+    if any(isinstance(n, ir.Load) and n.buffer == producer.out for n in (*ir.walk(other), *ir.walk(gemm.epilogue))):
+        return None
+    extents = {f"_i{k}": as_expr(d) for k, d in enumerate(consumer.shape)} | {c.var: c.extent}
+    fused = settle(substitute_indices(producer.body, unflatten(operand.index, producer.shape, extents)))
+    return replace(consumer, body=replace_contract(consumer.body, c, replace(c, **{side: fused})))
+
+
+def replace_contract(v: ir.Value, old: ir.Contract, new: ir.Contract) -> ir.Value:
+    if v == old:
+        return new
+    if isinstance(v, ir.Apply):
+        return replace(v, args=tuple(replace_contract(a, old, new) for a in v.args))
+    if isinstance(v, ir.Guard):
+        return replace(v, value=replace_contract(v.value, old, new))
+    if isinstance(v, ir.Reduce):
+        return replace(v, body=replace_contract(v.body, old, new))
+    return v
+
+
+def fuse_dequantised_weights(program: ir.KernelProgram) -> ir.KernelProgram:
+    """Inline every dequantisation into its only reader: into the B operand of a GEMM, or where a plain loop
+    kernel reads it (a candidate that computes the projection as a reduction)."""
+    outputs = {buf for buf, _ in program.outputs.values()}
+    kernels: list[ir.Kernel | None] = list(program.kernels)
+    readers = readers_of(program)
+    names = itertools.count(2000)  # fresh reduction variables, apart from lowering's and fuse.py's
+    for k, producer in enumerate(program.kernels):
+        if producer.out in outputs or not is_dequantisation(producer, program.buffers):
+            continue
+        users = readers.get(producer.out, [])
+        if len(users) != 1 or not isinstance(kernels[users[0]], ir.LoopKernel):
+            continue
+        consumer = kernels[users[0]]
+        fused = inline_into_operand(consumer, producer)
+        if fused is None and may_inline(producer, consumer):
+            # Read as a plain reduction (a candidate without GEMMs): the cast and multiply are recomputed per
+            # read, which costs less than writing and reading back a float copy of the weight.
+            fused = inline(producer, consumer, names)
+            fused = fused if within_limits(fused) else None
+        if fused is not None:
+            kernels[users[0]], kernels[k] = fused, None
+    return with_kernels(program, [kernel for kernel in kernels if kernel is not None])

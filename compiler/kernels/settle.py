@@ -1,0 +1,35 @@
+"""Folding what index substitution made trivial in a value tree: guards whose validity became a constant, and
+the zeros such guards add.
+
+Substituting a constant for an index (an unrolled reduction's step, a stacked row) decides the guards that
+tested it: a row of a padded stack is its own value at its row and zero at every other. What is left is the
+value itself, which element-wise fusion and the code generators then see plainly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from luminal import dtypes as dt
+from luminal.compiler.kernels import ir
+
+
+def is_zero(v: ir.Value) -> bool:
+    return isinstance(v, ir.Const) and not v.value
+
+
+def settle(v: ir.Value) -> ir.Value:
+    """`v` with constant guards resolved and `x + 0` folded to `x` (as the identities pass does: -0.0 + 0 is
+    +0.0, the one difference), through element-wise ops."""
+    if isinstance(v, ir.Guard):
+        if v.valid == 0:
+            return ir.Const(False if v.dtype == dt.bool_ else 0, v.dtype)
+        inner = settle(v.value)
+        return inner if v.valid == 1 else replace(v, value=inner)
+    if not isinstance(v, ir.Apply):
+        return v
+    args = tuple(settle(a) for a in v.args)
+    if v.op == "Add" and any(is_zero(a) for a in args):
+        rest = [a for a in args if not is_zero(a)]
+        return rest[0] if rest else args[0]
+    return replace(v, args=args)
