@@ -26,6 +26,7 @@ from luminal.compiler.cuda.arrivals import ROLE as COUNTERS
 from luminal.compiler.kernels import ir
 from luminal.compiler.kernels.derived_weights import ROLE as DERIVED
 from luminal.graph import Graph
+from luminal.runtime import build_lock
 from luminal.runtime.linker import link_flags
 from luminal.runtime.reference import bind_symbols, bound_weights
 
@@ -83,6 +84,13 @@ def build_library(source: str) -> Path:
     lib = cache_dir() / f"{key}.so"
     if lib.exists():
         return lib
+    with build_lock.held(lib):
+        if not lib.exists():  # else another process built it while this one waited
+            _compile(cc, flags, source, lib)
+    return lib
+
+
+def _compile(cc: str, flags: list[str], source: str, lib: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "program.c"
         src.write_text(source)
@@ -93,8 +101,7 @@ def build_library(source: str) -> Path:
             raise RuntimeError(f"C compilation failed:\n{done.stderr[-4000:]}")
         staged = lib.with_suffix(f".{os.getpid()}.tmp")
         shutil.copyfile(out, staged)
-        os.replace(staged, lib)  # atomic: a concurrent build of the same key writes the same bytes
-    return lib
+        os.replace(staged, lib)  # atomic: a reader never sees a half-written library
 
 
 def _np_storage(d: dt.DType) -> np.dtype:

@@ -28,7 +28,7 @@ from luminal.compiler.cuda.program import launch_plan, launched_together, load_p
 from luminal.compiler.gpu.launch import Launch
 from luminal.compiler.kernels import ir
 from luminal.compiler.renderer.dialects import CUDA
-from luminal.runtime import precompiled_header
+from luminal.runtime import build_lock, precompiled_header
 from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
 from luminal.runtime.cuda import buckets
@@ -153,6 +153,13 @@ def build_library(
     if lib.exists():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
+    with build_lock.held(lib):
+        if not lib.exists():  # else another process built it while this one waited
+            _compile(cxx, flags, headers, source, lib)
+    return lib
+
+
+def _compile(cxx: str, flags: list[str], headers: str, source: str, lib: Path) -> None:
     includes, pchs = ["-I", str(SHIM), "-I", str(FIBERS)], lib.parent / "pch"
     pch = precompiled_header.folder(cxx, compile_flags(flags), SHIM / "cuda_shim.h", includes, headers, pchs)
     includes = ["-I", str(pch), *includes] if pch else includes
@@ -167,7 +174,6 @@ def build_library(
         staged = lib.with_suffix(f".{os.getpid()}.tmp")
         shutil.copyfile(out, staged)
         os.replace(staged, lib)
-    return lib
 
 
 class ShimExecutable(CpuExecutable):

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from luminal.compiler.metal.program import launch_plan, launched_together, load_plan
-from luminal.runtime import precompiled_header
+from luminal.runtime import build_lock, precompiled_header
 from luminal.runtime.cpu import CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
 from luminal.runtime.cuda import shim as cuda_shim
@@ -70,6 +70,13 @@ def build_library(msl: str, driver: str) -> Path:
     if lib.exists():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
+    with build_lock.held(lib):
+        if not lib.exists():  # else another process built it while this one waited
+            _compile(source, headers, lib)
+    return lib
+
+
+def _compile(source: str, headers: str, lib: Path) -> None:
     # The MSL's first line includes <metal_stdlib>: GCC reads its precompiled form from the first include folder.
     cxx, flags = cuda_shim.compiler(), cuda_shim.compile_flags(FLAGS)
     pch = precompiled_header.folder(cxx, flags, HEADERS / "metal_stdlib", INCLUDES, headers, lib.parent / "pch")
@@ -80,7 +87,6 @@ def build_library(msl: str, driver: str) -> Path:
         staged = lib.with_suffix(f".{os.getpid()}.tmp")
         shutil.copyfile(out, staged)
         os.replace(staged, lib)
-    return lib
 
 
 def entries(program) -> str:

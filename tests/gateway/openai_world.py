@@ -17,7 +17,7 @@ from luminal.llm_package import build_package, save_package
 from luminal.store import deployments
 from luminal.store.settings import Settings
 from luminal.store.tenants import tenant_for_key
-from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
+from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, tls_context, upload
 from tests.gateway.tenancy import ADMIN_TOKEN
 from tests.gateway.threaded_server import ThreadedServer, free_port
 from tests.llm_folders import hf_folder, hf_tokenizer
@@ -36,10 +36,13 @@ class World:
     folders: dict = field(default_factory=dict)  # name -> its Hugging Face folder (its tokenizer and chat template)
 
     def client(self, key: str = BOOTSTRAP_KEY) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.url}/openai/v1", api_key=key, max_retries=0, timeout=60)
+        http = openai.DefaultHttpxClient(verify=tls_context())  # the CA bundle parsed once (conftest.tls_context)
+        return openai.OpenAI(base_url=f"{self.url}/openai/v1", api_key=key, max_retries=0, timeout=60, http_client=http)
 
     def async_client(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=f"{self.url}/openai/v1", api_key=BOOTSTRAP_KEY, max_retries=0, timeout=60)
+        http = openai.DefaultAsyncHttpxClient(verify=tls_context())
+        return openai.AsyncOpenAI(base_url=f"{self.url}/openai/v1", api_key=BOOTSTRAP_KEY, max_retries=0, timeout=60,
+                                  http_client=http)  # fmt: skip
 
     def engine(self, name: str):
         """The running engine of the model `name`, held by its worker (a thread of the gateway's process), which

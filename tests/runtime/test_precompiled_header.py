@@ -31,6 +31,12 @@ def _commands(monkeypatch, module) -> list[list[str]]:
     return seen
 
 
+def _program_builds(commands: list[list[str]]) -> list[list[str]]:
+    """The commands that built a program's library: not the linker's probe (runtime/linker.py), which links a
+    library of its own the first time a process builds one."""
+    return [c for c in commands if "-shared" in c and c[c.index("-o") + 1].endswith("program.so")]
+
+
 def _reads_precompiled(cmd: list[str], header: str, cwd=None) -> bool:
     out = cmd.index("-o")
     again = [*cmd[:out], "-H", "-o", "/dev/null", *cmd[out + 2 :]]
@@ -45,7 +51,7 @@ def test_cuda_shim_builds_read_the_precompiled_header(tmp_path, monkeypatch, rev
     monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
     commands = _commands(monkeypatch, cuda_shim)
     cuda_shim.build_library(CUDA_SOURCE, reversed_blocks=reversed_blocks)
-    (build,) = [c for c in commands if "-shared" in c]
+    (build,) = _program_builds(commands)
     source = tmp_path / "program.cu"
     source.write_text(CUDA_SOURCE)
     build[-1] = str(source)  # the build's own source was in a folder since removed
@@ -56,7 +62,7 @@ def test_metal_shim_builds_read_the_precompiled_header(tmp_path, monkeypatch):
     monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
     commands = _commands(monkeypatch, metal_shim)
     metal_shim.build_library(MSL_SOURCE, "")
-    (build,) = [c for c in commands if "-shared" in c]
+    (build,) = _program_builds(commands)
     source = tmp_path / "program.metal"
     source.write_text(metal_shim.as_cpp(MSL_SOURCE))
     build[-1] = str(source)
