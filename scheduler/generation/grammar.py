@@ -84,10 +84,12 @@ class TokenConstraint:
         self.vocab = vocab
         self.eos = eos_token_ids
         self._ahead: Future | None = None  # the job computing the next mask on another thread, if one is
+        self._current = False  # whether `_bits` holds the next token's mask (a token taken makes it stale)
 
     def compute_mask(self) -> None:
         """Compute the next token's packed mask (llguidance releases the GIL while it does)."""
         llguidance.numpy.fill_next_token_bitmask(self._matcher, self._bits, 0)
+        self._current = True
 
     def expect(self, job: Future) -> None:
         """`job` computes this constraint's next mask (`compute_mask`) on another thread: wait for it instead."""
@@ -96,11 +98,14 @@ class TokenConstraint:
     def bits(self) -> np.ndarray:
         """The next token's mask packed as llguidance writes it: int32 [ceil(vocab / 32)], bit t of the little-endian
         bit order for token t."""
-        if self._ahead is None:
+        self._settle()
+        if not self._current:
             self.compute_mask()
-        else:
-            self._settle()
         return self._bits[0]
+
+    def allows(self, token: int) -> bool:
+        """Whether `token` may come next (its bit of `bits`)."""
+        return token < self.vocab and bool(int(self.bits()[token >> 5]) >> (token & 31) & 1)
 
     def allowed(self, width: int) -> np.ndarray:
         """A bool mask over `width` logits: True where the token keeps the text inside the grammar. Tokens past
@@ -111,6 +116,7 @@ class TokenConstraint:
         """Take `token`; True when the grammar is complete (nothing but an end of sequence may follow) or the
         token broke it: either way the sequence ends here."""
         self._settle()
+        self._current = False
         self._matcher.consume_token(token)
         return self._matcher.is_stopped()
 

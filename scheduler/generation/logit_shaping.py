@@ -67,8 +67,9 @@ def sampler_for(params: SamplingParams, constraint: TokenConstraint | None) -> S
 
 def shaped_rows(sequences: list[Sequence], logits: np.ndarray, rows: list[int]) -> dict[int, np.ndarray]:
     """The rows the shaped sequences' samplers choose from, by index in `sequences` (sequence i's logits are row
-    `rows[i]` of [n, width]): as `ShapedSampler.shape` makes them, with every mask applied in one operation. Plain
-    sequences have none: their rows are used as they are."""
+    `rows[i]` of [n, width]): as `ShapedSampler.shape` makes them, with every mask applied in one operation, except
+    that a greedy row whose highest logit is allowed is not masked (the choice is the same). Plain sequences have
+    none: their rows are used as they are."""
     shaped = [i for i, seq in enumerate(sequences) if isinstance(seq.sampler, ShapedSampler)]
     if not shaped:
         return {}
@@ -78,15 +79,18 @@ def shaped_rows(sequences: list[Sequence], logits: np.ndarray, rows: list[int]) 
     for j, sampler in enumerate(samplers):
         if sampler.params.logit_bias:
             block[j] += sampler.bias_for(width)
-    masked = [j for j, sampler in enumerate(samplers) if sampler.constraint is not None]
+    # A greedy row whose highest logit its grammar allows gives that token masked or not: it is left as it is.
+    masked = [j for j, s in enumerate(samplers) if s.constraint is not None and not _greedy_choice_allowed(s, block[j])]
     if masked:
         allowed = allowed_rows([samplers[j].constraint for j in masked], width)
-        if len(masked) < len(samplers):  # a biased row without a grammar allows every token
-            every = np.ones(block.shape, bool)
-            every[masked] = allowed
-            allowed = every
-        np.copyto(block, np.float32(-np.inf), where=~allowed)
+        block[masked] = np.where(allowed, block[masked], np.float32(-np.inf))
     return dict(zip(shaped, block))
+
+
+def _greedy_choice_allowed(sampler: ShapedSampler, row: np.ndarray) -> bool:
+    """Whether a greedy sampler's token from the unmasked row is one its grammar allows: then the masked row gives
+    the same token (the first of the highest logits stays; masking only lowers others)."""
+    return sampler.params.temperature == 0 and sampler.constraint.allows(int(np.argmax(row)))
 
 
 def shaping_constraints(seq: Sequence, width: int) -> tuple[np.ndarray | None, np.ndarray | None]:

@@ -1,6 +1,7 @@
 """Grammar masks computed ahead and applied together: a batch of constrained sequences chooses the same tokens with
 its masks computed on the mask thread as with each computed when its row is read; the rows shaped together for a
-batch (plain, biased, constrained, both; a padded head) are the rows each sampler shapes alone; a constraint whose
+batch (plain, biased, constrained, both; a padded head) give the tokens each sampler gives alone, a greedy row
+whose best token is allowed left unmasked; a constraint whose
 mask is being computed elsewhere is not stepped until that job ends; masks of different vocabularies do not
 unpack together."""
 
@@ -71,8 +72,8 @@ def test_masks_computed_ahead_choose_what_masks_computed_in_place_choose(codec):
 
 
 @pytest.mark.parametrize("padding", [0, 8])
-def test_rows_shaped_together_are_the_rows_each_sampler_shapes(codec, padding):
-    seqs = _batch(codec)
+def test_rows_shaped_together_choose_what_each_sampler_chooses_alone(codec, padding):
+    seqs, twins = _batch(codec), _batch(codec)  # twins: their seeded generators draw what seqs' draw
     width = codec.tokenizer.get_vocab_size() + padding
     logits = np.random.default_rng(3).normal(size=(len(seqs) + 1, width)).astype(np.float32)
     rows = [5, 0, 2, 1, 3]
@@ -80,9 +81,25 @@ def test_rows_shaped_together_are_the_rows_each_sampler_shapes(codec, padding):
     assert sorted(shaped) == [0, 2, 3, 4]  # the plain sequence's row is left as it is
     for i, row in shaped.items():
         alone = seqs[i].sampler.shape(logits[rows[i]])
-        np.testing.assert_array_equal(row, alone)
-        assert np.isneginf(row).any() == (seqs[i].constraint is not None)
+        assert seqs[i].sampler.choose_shaped(row) == twins[i].sampler.choose_shaped(alone)
+        if seqs[i].params.temperature > 0:  # a sampled row is the whole shaped row
+            np.testing.assert_array_equal(row, alone)
     assert not np.isneginf(logits).any()  # the logits themselves are untouched
+
+
+def test_a_greedy_row_whose_best_token_is_allowed_is_not_masked(codec):
+    """'{' opens every JSON answer: a greedy row whose highest logit is '{' needs no mask, and one whose highest is
+    a letter is masked and still chooses '{'."""
+    seq = _sequence(codec, temperature=0.0, response_format=grammar_request(JSON_SCHEMA, PERSON))
+    vocab = codec.tokenizer.get_vocab_size()
+    brace, letter = codec.tokenizer.token_to_id("{"), codec.tokenizer.token_to_id("x")
+    logits = np.zeros((2, vocab), np.float32)
+    logits[0, brace] = logits[1, letter] = 5.0
+    logits[1, brace] = 1.0
+    for r, masked in ((0, False), (1, True)):
+        [row] = shaped_rows([seq], logits, [r]).values()
+        assert np.isneginf(row).any() == masked
+        assert seq.sampler.choose_shaped(row) == brace
 
 
 def test_a_constraint_is_not_stepped_while_its_mask_is_computed_elsewhere(codec):
