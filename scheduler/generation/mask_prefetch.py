@@ -22,14 +22,17 @@ def _compute_all(constraints: list[TokenConstraint]) -> None:
 class MaskPrefetch:
     def __init__(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammar-masks")
+        self._closed = False
 
     def start(self, constraints: list[TokenConstraint]) -> None:
-        """Compute the next masks of `constraints` on the mask thread; each constraint waits for it when read."""
-        if not constraints:
+        """Compute the next masks of `constraints` on the mask thread; each constraint waits for it when read.
+        Once closed (an engine thread that outlived its close), each mask is computed where it is read instead."""
+        if not constraints or self._closed:
             return
         job = self._thread.submit(_compute_all, constraints)
         for constraint in constraints:
             constraint.expect(job)
 
     def close(self) -> None:
+        self._closed = True
         self._thread.shutdown(wait=True)

@@ -1,9 +1,9 @@
-"""Grammar masks computed ahead and applied together: a batch of constrained sequences chooses the same tokens with
-its masks computed on the mask thread as with each computed when its row is read; the rows shaped together for a
-batch (plain, biased, constrained, both; a padded head) give the tokens each sampler gives alone, a greedy row
-whose best token is allowed left unmasked; a constraint whose
-mask is being computed elsewhere is not stepped until that job ends; masks of different vocabularies do not
-unpack together."""
+"""Grammar masks computed ahead and applied together: a batch of constrained sequences chooses the same tokens with its
+masks computed on the mask thread as with each computed when its row is read; the rows shaped together for a batch
+(plain, biased, constrained, both; a padded head) give the tokens each sampler gives alone, a greedy row whose best
+token is allowed left unmasked; a constraint whose mask is being computed elsewhere is not stepped until that job
+ends; masks of different vocabularies do not unpack together; a closed prefetch computes nothing (each mask is
+computed where it is read)."""
 
 from __future__ import annotations
 
@@ -122,3 +122,11 @@ def test_masks_of_different_vocabularies_do_not_unpack_together(codec):
     other.vocab += 32
     with pytest.raises(ValueError, match="one tokenizer"):
         allowed_rows([one, other], one.vocab)
+
+
+def test_a_closed_prefetch_leaves_each_mask_to_be_computed_where_it_is_read(codec):
+    seq = _sequence(codec, temperature=0.0, response_format=grammar_request(JSON_SCHEMA, PERSON))
+    prefetch = MaskPrefetch()
+    prefetch.close()
+    prefetch.start([seq.constraint])  # no error: an engine thread may run one more round after its close
+    assert seq.constraint.allows(codec.tokenizer.token_to_id("{"))
