@@ -106,14 +106,19 @@ async def decode_rate(url: str, streams: int, new: int, constrained: bool) -> tu
     return decoded / (max(last for _, last, _ in runs) - min(first for first, _, _ in runs)), streams * new / cpu
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_arguments(description: str, repeats: int) -> argparse.Namespace:
+    """The model's size and the run's length, as the structured-output benches take them."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=8192)
     parser.add_argument("--new-tokens", type=int, default=96)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--repeats", type=int, default=repeats)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_arguments(__doc__.splitlines()[0], repeats=5)
     tmp = Path(tempfile.mkdtemp(prefix="structured-bench-"))
     folder = tmp / "model"
     write_folder(folder, args)

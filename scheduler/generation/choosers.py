@@ -21,7 +21,7 @@ import numpy as np
 
 from luminal.runtime.cuda.sampler import CudaSampler
 from luminal.runtime.sampling import Chosen, RowSampling, pack_allowed
-from luminal.scheduler.generation.logit_shaping import shaping_constraints
+from luminal.scheduler.generation.logit_shaping import shaped_rows, shaping_constraints
 from luminal.scheduler.generation.logprobs import TokenLogprob, token_logprob
 from luminal.scheduler.generation.memory_space import DeviceMemory, HostMemory
 from luminal.scheduler.generation.sequence import Sequence
@@ -41,9 +41,11 @@ class HostChooser:
     def choose(self, sequences: Rows[Sequence], logits: np.ndarray, rows: Rows[int] | None = None) -> list[Choice]:
         """Sequence i's token from logits row `rows[i]` (default i) of [n, vocab]."""
         logits = np.asarray(logits)
+        rows = list(range(len(sequences))) if rows is None else list(rows)
+        shaped = shaped_rows(sequences, logits, rows)  # the biased and masked rows, shaped together
         choices = []
-        for seq, r in zip(sequences, range(len(sequences)) if rows is None else rows):
-            token = seq.sampler.choose(logits[r])
+        for i, (seq, r) in enumerate(zip(sequences, rows)):
+            token = seq.sampler.choose(logits[r]) if i not in shaped else seq.sampler.choose_shaped(shaped[i])
             top = seq.params.logprobs
             choices.append((token, None if top is None else token_logprob(logits[r], token, top)))
         return choices

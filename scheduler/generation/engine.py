@@ -11,7 +11,8 @@ memory space of the runtime that runs the paged programs (memory_space.py): on a
 arrays the step and the chunk write in place, and the tokens are chosen on the device (choosers.py). A paged
 sequence reserves its blocks as it joins (`BlockPool`'s policy); while too few are free it waits, first in line,
 and is never failed for it. Waiting sequences are ordered by priority, then arrival, and may have a deadline for
-joining (waiting.py).
+joining (waiting.py). After each round the running constrained sequences' next grammar masks are computed on a
+thread of their own while the next step runs (mask_prefetch.py).
 
 `run_once()` does one round of that synchronously ("burst" mode for tests); `start()` runs rounds on a thread
 that sleeps while nothing is running or waiting, and while a round ran nothing and let nobody join: then only a
@@ -38,6 +39,7 @@ from luminal.scheduler.generation.chunked_prefill import PREFILL_CHUNK, ChunkedP
 from luminal.scheduler.generation.kv_batch import KVBatch
 from luminal.scheduler.generation.language_model import LanguageModel
 from luminal.scheduler.generation.logprobs import TokenLogprob
+from luminal.scheduler.generation.mask_prefetch import MaskPrefetch
 from luminal.scheduler.generation.memory_space import DeviceMemory, HostMemory, memory_for
 from luminal.scheduler.generation.paged_cache import PagedCache
 from luminal.scheduler.generation.sampling import SamplingParams
@@ -94,6 +96,7 @@ class GenerationEngine:
         self.memory = HostMemory() if model.block_size is None else memory_for(model.step)
         self.batch: PagedCache | KVBatch = _cache(model, cache_blocks, self.memory)
         self.chooser = chooser_for(self.memory)
+        self.masks = MaskPrefetch()  # the running constrained sequences' next masks, computed during the step
         # Newcomers' prompts prefilled `prefill_chunk` tokens a round, when the model has a chunk program.
         self.chunked = (
             None if model.chunk is None else ChunkedPrefill(model.chunk, self.batch, prefill_chunk, self.lora_feed)
@@ -201,6 +204,7 @@ class GenerationEngine:
             self._wake.notify()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self.masks.close()
         for stream in [*self.running, *self.prefilling, *self.waiting.drain()]:
             stream.put(Failed("the model was unloaded"))
 
@@ -248,6 +252,7 @@ class GenerationEngine:
             self._prefill_chunks()
         if self.running:
             self._step()
+        self.masks.start([s.sequence.constraint for s in self.running if s.sequence.constraint is not None])
 
     def _prefill_chunks(self) -> None:
         """Newcomers start prefilling; one round of chunks; those whose prompt is done choose their first token

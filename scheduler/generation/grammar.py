@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from typing import Any
 
 import llguidance
@@ -73,31 +74,78 @@ def _grammar_of(request: str) -> str:
 
 
 class TokenConstraint:
-    """One sequence's grammar state: which tokens may come next, advanced by each token the sequence takes."""
+    """One sequence's grammar state: which tokens may come next, advanced by each token the sequence takes. Its
+    next mask may be computed ahead, on another thread (mask_prefetch.py): `expect` hands it that job, and reading
+    the mask or advancing waits for the job, so the matcher is never read and stepped at once."""
 
     def __init__(self, matcher: llguidance.LLMatcher, vocab: int, eos_token_ids: list[int]):
         self._matcher = matcher
         self._bits = llguidance.numpy.allocate_token_bitmask(1, vocab)
-        self._vocab = vocab
-        self._eos = eos_token_ids
+        self.vocab = vocab
+        self.eos = eos_token_ids
+        self._ahead: Future | None = None  # the job computing the next mask on another thread, if one is
+        self._current = False  # whether `_bits` holds the next token's mask (a token taken makes it stale)
+
+    def compute_mask(self) -> None:
+        """Compute the next token's packed mask (llguidance releases the GIL while it does)."""
+        llguidance.numpy.fill_next_token_bitmask(self._matcher, self._bits, 0)
+        self._current = True
+
+    def expect(self, job: Future) -> None:
+        """`job` computes this constraint's next mask (`compute_mask`) on another thread: wait for it instead."""
+        self._ahead = job
+
+    def bits(self) -> np.ndarray:
+        """The next token's mask packed as llguidance writes it: int32 [ceil(vocab / 32)], bit t of the little-endian
+        bit order for token t."""
+        self._settle()
+        if not self._current:
+            self.compute_mask()
+        return self._bits[0]
+
+    def allows(self, token: int) -> bool:
+        """Whether `token` may come next (its bit of `bits`)."""
+        return token < self.vocab and bool(int(self.bits()[token >> 5]) >> (token & 31) & 1)
 
     def allowed(self, width: int) -> np.ndarray:
         """A bool mask over `width` logits: True where the token keeps the text inside the grammar. Tokens past
         the tokenizer's vocabulary (a model's padded embedding rows) are never allowed."""
-        llguidance.numpy.fill_next_token_bitmask(self._matcher, self._bits, 0)
-        known = min(width, self._vocab)
-        allowed = np.unpackbits(self._bits[0].view(np.uint8), count=known, bitorder="little").view(bool)
-        if known < width:
-            allowed = np.concatenate([allowed, np.zeros(width - known, bool)])
-        if not allowed.any():  # only after an error (a token forced past the mask): let the sequence end
-            allowed[[t for t in self._eos if t < width]] = True
-        return allowed
+        return allowed_rows([self], width)[0]
 
     def advance(self, token: int) -> bool:
         """Take `token`; True when the grammar is complete (nothing but an end of sequence may follow) or the
         token broke it: either way the sequence ends here."""
+        self._settle()
+        self._current = False
         self._matcher.consume_token(token)
         return self._matcher.is_stopped()
+
+    def _settle(self) -> None:
+        """Wait for the job computing the next mask, if one is (its error, if any, is raised here)."""
+        job, self._ahead = self._ahead, None
+        if job is not None:
+            job.result()
+
+
+def allowed_rows(constraints: list[TokenConstraint], width: int) -> np.ndarray:
+    """Bool masks [len(constraints), width] over `width` logits for the next token of each constraint (all of one
+    tokenizer), unpacked together: True where the token keeps the text inside the grammar; tokens past the
+    vocabulary never. A row that allows nothing (only after an error: a token forced past the mask) allows the
+    end of sequence, so the sequence can end."""
+    vocabs = {c.vocab for c in constraints}
+    if len(vocabs) != 1:
+        raise ValueError(f"masks of one tokenizer's vocabulary unpack together, not of {sorted(vocabs)}")
+    known = min(width, vocabs.pop())
+    packed = np.stack([c.bits() for c in constraints]).view(np.uint8)
+    unpacked = np.unpackbits(packed, axis=1, count=known, bitorder="little").view(bool)
+    if known == width:
+        allowed = unpacked
+    else:  # a padded head: its extra rows are never allowed
+        allowed = np.zeros((len(constraints), width), bool)
+        allowed[:, :known] = unpacked
+    for r in np.flatnonzero(~allowed.any(axis=1)):
+        allowed[r, [t for t in constraints[r].eos if t < width]] = True
+    return allowed
 
 
 class Grammars:
