@@ -35,6 +35,12 @@ class LlamaCpp:
         self._quiet = L.llama_log_callback(lambda level, text, data: None)  # held: llama.cpp keeps calling it
         L.llama_log_set(self._quiet, ctypes.c_void_p())
         params = L.llama_model_default_params()
+        # No extra weight buffers: on a CPU with AMX they hold Q8_0 weights for llama.cpp's AMX kernels, whose
+        # tile configuration GCC 12 compiles away (its _tile_loadconfig declares an 8-byte read of the 64-byte
+        # config, so the stores of rows and columns are dropped as dead and ldtilecfg faults: a segmentation
+        # fault at the first Q8_0 batch of more than one token). On x86 nothing else uses them (llama.cpp
+        # repacks Q8_0 for ARM and RISC-V only), so llama.cpp runs its ordinary kernels, as without AMX.
+        params.use_extra_bufts = False
         self.model = L.llama_model_load_from_file(str(path).encode(), params)
         if not self.model:
             raise RuntimeError(f"llama.cpp could not load {path}")
