@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -22,3 +22,15 @@ def held(library: Path) -> Iterator[None]:
     with open(library.with_suffix(".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed, or when a killed holder's process ends
         yield
+
+
+def built_once(library: Path, build: Callable[[], None]) -> Path:
+    """`library`, made by `build()` (which writes it, atomically) unless it exists or another process built it
+    while this one waited for the lock."""
+    if library.exists():
+        return library
+    library.parent.mkdir(parents=True, exist_ok=True)
+    with held(library):
+        if not library.exists():
+            build()
+    return library

@@ -82,12 +82,7 @@ def build_library(source: str) -> Path:
     flags = CFLAGS + vector_math_flags(cc)
     key = hashlib.sha256("\0".join([cc, *flags, source]).encode()).hexdigest()[:32]
     lib = cache_dir() / f"{key}.so"
-    if lib.exists():
-        return lib
-    with build_lock.held(lib):
-        if not lib.exists():  # else another process built it while this one waited
-            _compile(cc, flags, source, lib)
-    return lib
+    return build_lock.built_once(lib, lambda: _compile(cc, flags, source, lib))
 
 
 def _compile(cc: str, flags: list[str], source: str, lib: Path) -> None:

@@ -150,13 +150,7 @@ def build_library(
     headers = "".join(path.read_text() for path in header_files())
     key = hashlib.sha256("\0".join([cxx, *flags, headers, source]).encode()).hexdigest()[:32]
     lib = cpu_cache_dir().parent / "cuda-shim" / f"{key}.so"
-    if lib.exists():
-        return lib
-    lib.parent.mkdir(parents=True, exist_ok=True)
-    with build_lock.held(lib):
-        if not lib.exists():  # else another process built it while this one waited
-            _compile(cxx, flags, headers, source, lib)
-    return lib
+    return build_lock.built_once(lib, lambda: _compile(cxx, flags, headers, source, lib))
 
 
 def _compile(cxx: str, flags: list[str], headers: str, source: str, lib: Path) -> None:

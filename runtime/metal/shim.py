@@ -67,13 +67,7 @@ def build_library(msl: str, driver: str) -> Path:
     headers = "".join(p.read_text() for p in cuda_shim.header_files(HEADERS))
     key = hashlib.sha256("\0".join([cuda_shim.compiler(), *FLAGS, headers, source]).encode()).hexdigest()[:32]
     lib = cpu_cache_dir().parent / "metal-shim" / f"{key}.so"
-    if lib.exists():
-        return lib
-    lib.parent.mkdir(parents=True, exist_ok=True)
-    with build_lock.held(lib):
-        if not lib.exists():  # else another process built it while this one waited
-            _compile(source, headers, lib)
-    return lib
+    return build_lock.built_once(lib, lambda: _compile(source, headers, lib))
 
 
 def _compile(source: str, headers: str, lib: Path) -> None:
