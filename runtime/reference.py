@@ -83,13 +83,17 @@ def read_view(buf: np.ndarray, view: ShapeTracker, env: dict[str, int]) -> np.nd
         if all(s >= 0 for s in st) and off >= 0:
             item = flat.itemsize
             return np.lib.stride_tricks.as_strided(flat[off:] if flat.size else flat, shape, [s * item for s in st])
-    n = len(shape)
-    grid = np.indices(shape, dtype=np.int64) if n else np.zeros((0,), np.int64)
+    # A dimension neither the index nor the validity reads is a broadcast: the gather runs with it at size 1 and
+    # is expanded after (a (batch, seq, 384) activation read as (batch, seq, 384, 384) for a matmul gathers 1/384
+    # of the elements; that one view was 6 of a MiniLM test's 30 seconds).
+    read = view.index.symbols() | view.valid.symbols()
+    n, grid_shape = len(shape), tuple(d if f"_i{k}" in read else 1 for k, d in enumerate(shape))
+    grid = np.indices(grid_shape, dtype=np.int64) if n else np.zeros((0,), np.int64)
     values = {**env, **{f"_i{k}": grid[k] for k in range(n)}}
-    index = np.broadcast_to(np.asarray(view.index.evaluate(values), np.int64), shape)
-    valid = np.broadcast_to(np.asarray(view.valid.evaluate(values), np.int64), shape) != 0
-    out = flat[np.where(valid, index, 0)] if flat.size else np.zeros(shape, flat.dtype)
-    return np.where(valid, out, np.zeros((), flat.dtype))
+    index = np.broadcast_to(np.asarray(view.index.evaluate(values), np.int64), grid_shape)
+    valid = np.broadcast_to(np.asarray(view.valid.evaluate(values), np.int64), grid_shape) != 0
+    out = flat[np.where(valid, index, 0)] if flat.size else np.zeros(grid_shape, flat.dtype)
+    return np.broadcast_to(np.where(valid, out, np.zeros((), flat.dtype)), shape)
 
 
 def bound_weights(graph: Graph, weights: Mapping[str, np.ndarray] | None) -> Mapping[str, np.ndarray]:

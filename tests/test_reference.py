@@ -6,8 +6,8 @@ import pytest
 import luminal as lm
 from luminal import ops
 from luminal.hl import prim
-from luminal.runtime.reference import ExecutionError
-from luminal.view import idx
+from luminal.runtime.reference import ExecutionError, read_view
+from luminal.view import ShapeTracker, idx
 
 
 def _graph_with(build, *inputs):
@@ -153,3 +153,15 @@ def test_compile_runs_like_the_interpreter():
     xs = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
     prog = lm.compile(g, target="cpu")
     np.testing.assert_allclose(prog.run({"x": xs})["y"], lm.run(g, {"x": xs})["y"], rtol=1e-6)
+
+
+def test_a_gathered_view_broadcast_along_a_dimension_reads_like_numpy():
+    """The general gather (a permute then a merge of dims: index with // and %) expanded along a new axis and
+    padded: the interpreter gathers once per broadcast row and expands, so every row must still be right."""
+    base = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    view = ShapeTracker.contiguous((2, 3, 4)).permute((1, 0, 2)).reshape((3, 8)).pad([(0, 0), (1, 2)])
+    view = view.reshape((3, 1, 11)).expand((3, 5, 11))
+    assert view.strides() is None  # the general path, not the strided one
+    got = read_view(base, view, {})
+    merged = np.pad(base.transpose(1, 0, 2).reshape(3, 8), [(0, 0), (1, 2)])
+    np.testing.assert_array_equal(got, np.broadcast_to(merged[:, None, :], (3, 5, 11)))
