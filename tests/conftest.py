@@ -6,6 +6,13 @@ leaves them out, `make test` runs them."""
 
 import os
 
+# Before any OpenMP runtime loads (torch's or the compiled programs' libgomp read it once, when loaded): the test
+# processes share two cores, and libgomp's default of spinning 300,000 iterations after each parallel region
+# burned the core another worker needed (tests/scheduler/test_generation_engine.py, warm caches, load 3-7:
+# 29-40 s of CPU by default, 16 s passive). Set by the caller, it is kept. Serving processes bound the spin
+# themselves (scheduler/openmp_spin.py); that module's tests clear this variable.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
 from hypothesis import settings
 
 from tests import prerequisites
