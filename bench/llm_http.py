@@ -6,9 +6,10 @@ second of all streams together, and the 16-stream rate over the one-stream rate.
 Two platforms, each in this process: the embedded default (the deployment's worker is a thread of the gateway,
 sequences go through the in-memory transport) and, with `--redis URL`, the distributed shape (one worker process
 holding the engine, sequences and events through Redis). Goal (issue 44): 16 streams give at least 3x the tokens
-per second of one stream. The machine is shared: the load average is printed with the figures. `--small` (4
-streams of 4 tokens) is the smoke test's size (tests/bench/test_llm_http_small.py).
-`python bench/llm_http.py [--redis redis://127.0.0.1:6379/0] [--new-tokens N] [--small]`
+per second of one stream. The machine is shared: the load average and the CPU are printed with the figures;
+`--repeat N` measures each row N times, alternating 1 and 16 streams, and prints every run's rate and each column's
+median. `--small` (4 streams of 4 tokens) is the smoke test's size (tests/bench/test_llm_http_small.py).
+`python bench/llm_http.py [--redis redis://127.0.0.1:6379/0] [--new-tokens N] [--repeat N] [--small]`
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -25,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the test helpers make the model and server
 
 import openai  # noqa: E402
+from machine import cpu_model  # noqa: E402
 from platform_server import platform_settings, served  # noqa: E402
 
 from luminal.llm_package import build_package, save_package  # noqa: E402
@@ -63,10 +66,29 @@ def cycled(streams: int) -> list[str]:
     return [PROMPTS[k % len(PROMPTS)] for k in range(streams)]
 
 
-def print_rows(name: str, rows: dict[int, Row]) -> None:
-    print(f"{name}: load average {os.getloadavg()[0]:.2f}")
+def repeated(url: str, counts: tuple[int, ...], new: int, repeat: int) -> dict[int, list[Row]]:
+    """Each stream count's rows, `repeat` runs each, the counts alternating so that a change in the machine's
+    load falls on both."""
+    runs: dict[int, list[Row]] = {n: [] for n in counts}
+    for _ in range(repeat):
+        for n in counts:
+            runs[n].append(asyncio.run(measure(url, cycled(n), new)))
+    return runs
+
+
+def median_row(runs: list[Row]) -> Row:
+    ttft, itl, rate = zip(*runs, strict=True)
+    return statistics.median(ttft), statistics.median(itl), statistics.median(rate)
+
+
+def print_rows(name: str, runs: dict[int, list[Row]]) -> None:
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    print(f"{name}: load average {load}; CPU: {cpu_model()} ({os.cpu_count()} CPUs)")
+    rows = {n: median_row(r) for n, r in runs.items()}
     for n, (ttft, itl, rate) in rows.items():
-        print(f"  {n:2d} stream(s): TTFT {ttft * 1000:7.1f} ms  ITL {itl * 1000:6.2f} ms  {rate:8.0f} tokens/s")
+        each = ", ".join(f"{r[2]:.0f}" for r in runs[n])
+        print(f"  {n:2d} stream(s): TTFT {ttft * 1000:7.1f} ms  ITL {itl * 1000:6.2f} ms  {rate:8.0f} tokens/s"
+              f"  (median of {len(runs[n])}: {each})")  # fmt: skip
     many = max(rows)
     print(f"  {many} streams / 1 stream: {rows[many][2] / rows[1][2]:.2f}x (goal >= 3x at 16 streams)")
 
@@ -75,6 +97,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, Row]]:
     parser = argparse.ArgumentParser()
     parser.add_argument("--redis", help="also run the distributed shape on this Redis (worker processes)")
     parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each row; the medians are printed")
     parser.add_argument("--small", action="store_true", help="4 streams of 4 tokens: the smoke test's size")
     args = parser.parse_args(argv)
     streams, new = (4, 4) if args.small else (STREAMS, args.new_tokens)
@@ -93,9 +116,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, Row]]:
         for k, (name, extra) in enumerate(shapes.items()):
             with served(platform_settings(root / f"platform{k}", **extra), package, "tiny-llama") as platform:
                 asyncio.run(measure(platform["url"], cycled(2), 8))  # warm: the worker started, programs loaded
-                rows = {n: asyncio.run(measure(platform["url"], cycled(n), new)) for n in (1, streams)}
-            print_rows(name, rows)
-            results[name] = rows
+                runs = repeated(platform["url"], (1, streams), new, args.repeat)
+            print_rows(name, runs)
+            results[name] = {n: median_row(r) for n, r in runs.items()}
     return results
 
 
