@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the test helpers make the model and server
 
 import openai  # noqa: E402
-from machine import cpu_model  # noqa: E402
+from machine import cpu_model, cpu_seconds  # noqa: E402
 from platform_server import platform_settings, served  # noqa: E402
 
 from luminal.llm_package import build_package, save_package  # noqa: E402
@@ -66,14 +66,19 @@ def cycled(streams: int) -> list[str]:
     return [PROMPTS[k % len(PROMPTS)] for k in range(streams)]
 
 
-def repeated(url: str, counts: tuple[int, ...], new: int, repeat: int) -> dict[int, list[Row]]:
+def repeated(url: str, counts: tuple[int, ...], new: int, repeat: int) -> tuple[dict, dict]:
     """Each stream count's rows, `repeat` runs each, the counts alternating so that a change in the machine's
-    load falls on both."""
+    load falls on both; and each run's CPU seconds per token of this process (the client and the gateway, and the
+    embedded default's worker thread) and of the worker processes."""
     runs: dict[int, list[Row]] = {n: [] for n in counts}
+    cpu: dict[int, list[tuple[float, float]]] = {n: [] for n in counts}
     for _ in range(repeat):
         for n in counts:
+            before = cpu_seconds()
             runs[n].append(asyncio.run(measure(url, cycled(n), new)))
-    return runs
+            after = cpu_seconds()
+            cpu[n].append(tuple((b - a) / (n * new) for a, b in zip(before, after, strict=True)))
+    return runs, cpu
 
 
 def median_row(runs: list[Row]) -> Row:
@@ -81,7 +86,7 @@ def median_row(runs: list[Row]) -> Row:
     return statistics.median(ttft), statistics.median(itl), statistics.median(rate)
 
 
-def print_rows(name: str, runs: dict[int, list[Row]]) -> None:
+def print_rows(name: str, runs: dict[int, list[Row]], cpu: dict[int, list[tuple[float, float]]]) -> None:
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"{name}: load average {load}; CPU: {cpu_model()} ({os.cpu_count()} CPUs)")
     rows = {n: median_row(r) for n, r in runs.items()}
@@ -89,6 +94,10 @@ def print_rows(name: str, runs: dict[int, list[Row]]) -> None:
         each = ", ".join(f"{r[2]:.0f}" for r in runs[n])
         print(f"  {n:2d} stream(s): TTFT {ttft * 1000:7.1f} ms  ITL {itl * 1000:6.2f} ms  {rate:8.0f} tokens/s"
               f"  (median of {len(runs[n])}: {each})")  # fmt: skip
+        here, workers = (statistics.median(c) * 1e6 for c in zip(*cpu[n], strict=True))
+        print(
+            f"{'':16s}CPU per token: {here:5.0f} us this process (client, gateway), {workers:5.0f} us worker processes"
+        )
     many = max(rows)
     print(f"  {many} streams / 1 stream: {rows[many][2] / rows[1][2]:.2f}x (goal >= 3x at 16 streams)")
 
@@ -116,8 +125,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[int, Row]]:
         for k, (name, extra) in enumerate(shapes.items()):
             with served(platform_settings(root / f"platform{k}", **extra), package, "tiny-llama") as platform:
                 asyncio.run(measure(platform["url"], cycled(2), 8))  # warm: the worker started, programs loaded
-                runs = repeated(platform["url"], (1, streams), new, args.repeat)
-            print_rows(name, runs)
+                runs, cpu = repeated(platform["url"], (1, streams), new, args.repeat)
+            print_rows(name, runs, cpu)
             results[name] = {n: median_row(r) for n, r in runs.items()}
     return results
 
