@@ -201,7 +201,7 @@ class RedisSequences:
         args = [max_items, self._key("request", ""), self._key("events", ""), started, self._ttl_ms, worker_id,
                 SCAN, REPORT_STALE_S]  # fmt: skip
         deadline = time.monotonic() + wait_s
-        payloads = self._take(keys=keys, args=args)
+        payloads = self._take_script(keys, args)
         while not payloads and (left := deadline - time.monotonic()) > 0:
             if self._redis.zcard(keys[0]):  # others' sequences wait: look again as their graces run out
                 time.sleep(min(left, POLL_S))
@@ -211,7 +211,7 @@ class RedisSequences:
                 popped = self._redis.bzpopmin(keys[0], timeout=min(left, MAX_BLOCK_S))
                 if popped is not None:
                     self._redis.zadd(keys[0], {popped[1]: popped[2]})
-            payloads = self._take(keys=keys, args=args)
+            payloads = self._take_script(keys, args)
         taken, expired = [], []
         for payload in payloads:
             request = codec.decode_request(payload)
@@ -226,6 +226,13 @@ class RedisSequences:
         self._deployment_of.update((request_id, deployment_id) for request_id, _ in expired)
         self.emit(expired)
         return taken
+
+    def _take_script(self, keys: list, args: list) -> list:
+        """The take script (a busy worker runs it every step while its batch has rows free): through the lean
+        client where it serves the URL."""
+        if self._lean_sync is not None:
+            return self._lean_sync.evalsha(TAKE.encode(), keys, args)
+        return self._take(keys=keys, args=args)
 
     def emit(self, events: list[tuple[str, Event]]) -> None:
         commands: list[tuple] = []
