@@ -48,10 +48,14 @@ class SequenceTimer:
     def __init__(self, metrics: GenerationMetrics, labels: tuple[str, str, str], arrived: float):
         self.metrics, self.labels, self.last = metrics, labels, arrived
         self.tokens = 0
+        self._inter_token = None  # the histogram's child for these labels, looked up once (a lock and a dict)
 
     def token(self, now: float) -> None:
-        histogram = self.metrics.first_token if self.tokens == 0 else self.metrics.inter_token
-        histogram.labels(*self.labels).observe(max(now - self.last, 0.0))
+        if self.tokens == 0:
+            self.metrics.first_token.labels(*self.labels).observe(max(now - self.last, 0.0))
+            self._inter_token = self.metrics.inter_token.labels(*self.labels)
+        else:
+            self._inter_token.observe(max(now - self.last, 0.0))
         self.last, self.tokens = now, self.tokens + 1
 
     def ended(self, prompt_tokens: int, completion_tokens: int) -> None:

@@ -1,5 +1,5 @@
 """A lean blocking Redis client for a worker's three commands per request: the take script, the blocking
-XREADGROUP and the completion script.
+XREADGROUP and the completion script; and for a language-model worker's per-step writes (a pipeline).
 
 redis-py's command layers (connection pool, retry wrapper, reply callbacks) cost a worker process about as
 much CPU per request as a small model's run; here the command is written to a socket as it is and hiredis
@@ -35,13 +35,21 @@ class _Connection:
 
     def send(self, *args):
         """The reply to one command (an error reply returned, not raised)."""
-        self._socket.sendall(command_bytes(args))
-        while (reply := self._reader.gets()) is False:
-            data = self._socket.recv(READ_BYTES)
-            if not data:
-                raise ConnectionError("the Redis connection closed")
-            self._reader.feed(data)
-        return reply
+        return self.send_all([args])[0]
+
+    def send_all(self, commands: list[tuple]) -> list:
+        """The replies to `commands` (error replies returned, not raised), the commands written together and the
+        replies read in order: one round trip."""
+        self._socket.sendall(b"".join(command_bytes(args) for args in commands))
+        replies = []
+        while len(replies) < len(commands):
+            while (reply := self._reader.gets()) is False:
+                data = self._socket.recv(READ_BYTES)
+                if not data:
+                    raise ConnectionError("the Redis connection closed")
+                self._reader.feed(data)
+            replies.append(reply)
+        return replies
 
     def close(self) -> None:
         self._socket.close()
@@ -64,6 +72,23 @@ class SyncRespClient:
                 self._drop(connection)
                 if attempt == 2:
                     raise redis.ConnectionError(f"Redis at {self._host}:{self._port}: {e}") from e
+
+    def pipeline(self, commands: list[tuple]) -> list:
+        """Each command's reply, the commands sent in one round trip; an error reply raises ResponseError once all
+        are read. On a failed connection they are sent once more on a new one, as `call` and redis-py's pipeline
+        do."""
+        for attempt in (1, 2):
+            connection = self._connection()
+            try:
+                replies = connection.send_all(commands)
+            except OSError as e:
+                self._drop(connection)
+                if attempt == 2:
+                    raise redis.ConnectionError(f"Redis at {self._host}:{self._port}: {e}") from e
+                continue
+            for reply in replies:
+                raise_error(reply)
+            return replies
 
     def evalsha(self, script: bytes, keys: list, args: list):
         """The script by its SHA1, loaded with EVAL the first time a server lacks it."""

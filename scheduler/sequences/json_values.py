@@ -9,6 +9,7 @@ not have (a newer gateway's parameter this worker would silently ignore), raises
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any, Union
@@ -66,10 +67,17 @@ def from_json(kind: Any, value: Any, where: str = "value") -> Any:
     raise ValueError(f"{where}: no JSON form for {kind}")
 
 
+@functools.cache
+def _fields_of(kind: type) -> tuple[dict[str, Any], frozenset[str]]:
+    """A dataclass's resolved type hints and the names its constructor takes. Resolving the hints evaluates the
+    annotations' strings (`from __future__ import annotations`): once per class, not per value, since a gateway
+    decodes a token's event per token of every stream it relays."""
+    return typing.get_type_hints(kind), frozenset(f.name for f in dataclasses.fields(kind) if f.init)
+
+
 def _dataclass(kind: type, value: Any, where: str) -> Any:
     _expect(value, dict, where)
-    hints = typing.get_type_hints(kind)
-    names = {f.name for f in dataclasses.fields(kind) if f.init}
+    hints, names = _fields_of(kind)
     unknown = sorted(set(value) - names)
     if unknown:
         raise ValueError(f"{where}: {kind.__name__} has no field {unknown[0]!r}")

@@ -33,11 +33,14 @@ class _Channel:
         self.waiter: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
 
     def put(self, event: Event) -> None:
+        _wake([self.add(event)])
+
+    def add(self, event: Event) -> tuple[asyncio.AbstractEventLoop, asyncio.Event] | None:
+        """Append `event` without waking the reader: the waiter to wake, if it waits (`_wake`)."""
         with self.lock:
             self.events.append(event)
             waiter, self.waiter = self.waiter, None
-        if waiter is not None and not waiter[0].is_closed():
-            waiter[0].call_soon_threadsafe(waiter[1].set)
+        return waiter
 
     async def read(self) -> list[Event]:
         """The events that arrived since the last read, waiting for at least one."""
@@ -50,6 +53,23 @@ class _Channel:
                 arrived = asyncio.Event()
                 self.waiter = (asyncio.get_running_loop(), arrived)
             await arrived.wait()
+
+
+def _wake(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event] | None]) -> None:
+    """Wake the readers waiting, with one call into each event loop: a worker's step ends many sequences' waits at
+    once, and each call from another thread writes to the loop's wakeup pipe."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Event]] = defaultdict(list)
+    for waiter in waiters:
+        if waiter is not None:
+            by_loop[waiter[0]].append(waiter[1])
+    for loop, arrived in by_loop.items():
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(_set_all, arrived)
+
+
+def _set_all(arrived: list[asyncio.Event]) -> None:
+    for event in arrived:
+        event.set()
 
 
 class _Waiting:
@@ -211,9 +231,8 @@ class MemorySequences:
                 if is_last(event) and request_id in self._taken:
                     self._running[self._taken.pop(request_id)] -= 1
                     self._cancelled.discard(request_id)
-        for channel, event in channels:
-            if channel is not None:  # None: its reader went away (cancelled)
-                channel.put(event)
+        # None: its reader went away (cancelled).
+        _wake([channel.add(event) for channel, event in channels if channel is not None])
 
     def cancelled(self, request_ids: Iterable[str]) -> set[str]:
         with self._lock:

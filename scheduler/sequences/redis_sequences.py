@@ -2,10 +2,11 @@
 machine share it.
 
 Per deployment, a sorted set of waiting request ids, scored by priority level then arrival (a counter), so the most
-urgent and then the oldest is taken first; admission (the bound) and taking are Lua scripts, so replicas and
-workers never race on them. Each request's JSON sits under its own key until taken; the deployment's set of taken
-ids is its in-flight load. Each sequence's events go to a stream of their own (XADD by the worker, a whole step in
-one pipeline; XREAD BLOCK by the gateway relaying it), and a cancel is a key with a TTL that the worker reads
+urgent and then the oldest is taken first; admission (the bound) and taking are Lua scripts (redis_scripts.py), so
+replicas and workers never race on them. Each request's JSON sits under its own key until taken; the deployment's
+set of taken ids is its in-flight load. Each sequence's events go to a stream of their own (XADD by the worker, a
+whole step in one pipeline; XREAD BLOCK by the gateway relaying it, one call for all the sequences its event loop
+relays where the lean client serves the URL: event_reader.py), and a cancel is a key with a TTL that the worker reads
 with one MGET per step. Workers' load reports are a hash per deployment, each report also announced on a pub/sub
 channel so that a gateway's cached view of them (load_view.py) is read again only when one changed. A sequence
 routed to a worker has its
@@ -25,6 +26,7 @@ gateway's lease lapsed, as if cancelled (read with the cancels).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -37,11 +39,14 @@ import redis.asyncio
 
 from luminal.scheduler.generation.stream import Event, Expired, Failed, Started, expired_message
 from luminal.scheduler.generation.waiting import EngineBusy
+from luminal.scheduler.queues import resp_async, resp_sync
 from luminal.scheduler.sequences import codec
 from luminal.scheduler.sequences.adapter_board import RedisAdapterBoard
 from luminal.scheduler.sequences.base import is_last
+from luminal.scheduler.sequences.event_reader import EventReader
 from luminal.scheduler.sequences.load_view import MAX_AGE_S, LoadView
 from luminal.scheduler.sequences.reader_lease import READER_LEASE_S, ReaderLease
+from luminal.scheduler.sequences.redis_scripts import CANCEL, SUBMIT, TAKE
 from luminal.scheduler.sequences.request import SequenceRequest, WorkerLoad
 from luminal.scheduler.sequences.routing import PREFERENCE_GRACE_S, REPORT_STALE_S
 from luminal.scheduler.sequences.taken_owners import reap
@@ -52,121 +57,6 @@ MAX_BLOCK_S = 1.0  # one blocking call's longest wait, well under any socket tim
 DEFAULT_TTL_S = 3600.0  # how long a request, its events and a cancel are kept: past any sequence's lifetime
 ARRIVALS = 1 << 40  # a level's score span: arrivals counted below it order requests within their level
 
-# Redis' clock in milliseconds, for the preferences' graces.
-NOW_MS = """
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-"""
-# KEYS: waiting set, request key, arrivals counter, preferences hash, backlog hash. ARGV: request id, level, max
-# waiting, payload, ttl ms, preferred worker ('' for none), grace ms, LoRA adapter ('' for the base). Returns -1 when
-# queued, else the count already waiting (refused). A preference reads `worker|grace end ms|adapter`.
-SUBMIT = (
-    NOW_MS
-    + """
-local waiting = redis.call('ZCARD', KEYS[1])
-if waiting >= tonumber(ARGV[3]) then return waiting end
-local arrival = redis.call('INCR', KEYS[3]) % 1099511627776
-redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
-redis.call('ZADD', KEYS[1], tonumber(ARGV[2]) * 1099511627776 + arrival, ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('PEXPIRE', KEYS[3], ARGV[5])
-if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[4], ARGV[1], ARGV[6] .. '|' .. (now_ms() + tonumber(ARGV[7])) .. '|' .. ARGV[8])
-  redis.call('HINCRBY', KEYS[5], ARGV[6], 1)
-  redis.call('PEXPIRE', KEYS[4], ARGV[5])
-  redis.call('PEXPIRE', KEYS[5], ARGV[5])
-end
-return -1
-"""
-)
-# Forgets a waiting sequence's preference, if it has one (KEYS: preferences hash, backlog hash; the id is `id`).
-FORGET_PREFERENCE = """
-local function forget_preference(id)
-  local preference = redis.call('HGET', KEYS[3], id)
-  if not preference then return nil end
-  local worker = string.sub(preference, 1, string.find(preference, '|', 1, true) - 1)
-  redis.call('HDEL', KEYS[3], id)
-  if redis.call('HINCRBY', KEYS[4], worker, -1) <= 0 then redis.call('HDEL', KEYS[4], worker) end
-  return preference
-end
-"""
-# KEYS: waiting set, taken set, preferences hash, backlog hash, loads hash. ARGV: max items, request key prefix,
-# event stream prefix, the encoded Started event naming the worker, ttl ms, the worker's id, how many of the
-# line's first ids to look at, stale seconds. Returns the taken requests' payloads (a request whose key expired is
-# skipped). Each taken sequence's stream gets the Started event in the same step: a worker killed right after
-# taking it is still known as the one that took it, so the gateway relaying it notices its death.
-TAKE = (
-    NOW_MS
-    + FORGET_PREFERENCE
-    + """
-local now = now_ms()
-local reports = {}  -- worker -> its decoded live load report, or false (none, or stale)
-local function live_report(worker)
-  if reports[worker] == nil then
-    local report = redis.call('HGET', KEYS[5], worker)
-    local load = report and cjson.decode(report)
-    reports[worker] = (load and now / 1000 - load['reported_at'] <= tonumber(ARGV[8])) and load or false
-  end
-  return reports[worker]
-end
-local open = {}  -- worker -> whether others may take its sequences (routing.others_may_take), as at the first ask
-local function others_may_take(worker)
-  if open[worker] == nil then
-    local load = live_report(worker)
-    local backlog = tonumber(redis.call('HGET', KEYS[4], worker) or '0')
-    open[worker] = (not load) or (type(load['free_rows']) == 'number' and backlog > load['free_rows'])
-  end
-  return open[worker]
-end
-local function holds(load, adapter)
-  for _, pair in ipairs(load and load['adapters'] or {}) do
-    if pair[1] == adapter then return true end
-  end
-  return false
-end
-local function may_take_adapter(adapter, preferred)  -- routing.may_take_adapter, for this worker (ARGV[6])
-  if adapter == '' or not holds(live_report(preferred), adapter) then return true end
-  return holds(live_report(ARGV[6]), adapter)
-end
-local taken = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[7]) - 1)) do
-  if #taken >= tonumber(ARGV[1]) then break end
-  local preference = redis.call('HGET', KEYS[3], id)
-  local may = true
-  if preference then
-    local worker, grace, adapter = string.match(preference, '^([^|]*)|([^|]*)|?(.*)$')
-    grace = tonumber(grace)
-    may = worker == ARGV[6] or ((now >= grace or others_may_take(worker)) and may_take_adapter(adapter, worker))
-  end
-  if may then
-    redis.call('ZREM', KEYS[1], id)
-    forget_preference(id)
-    local key = ARGV[2] .. id
-    local payload = redis.call('GET', key)
-    if payload then
-      redis.call('DEL', key)
-      redis.call('SADD', KEYS[2], id)
-      local events = ARGV[3] .. id
-      redis.call('XADD', events, '*', 'e', ARGV[4])
-      redis.call('PEXPIRE', events, ARGV[5])
-      table.insert(taken, payload)
-    end
-  end
-end
-return taken
-"""
-)
-# KEYS: waiting set, request key, preferences hash, backlog hash, cancel key. ARGV: request id, ttl ms.
-CANCEL = (
-    FORGET_PREFERENCE
-    + """
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then forget_preference(ARGV[1]) end
-redis.call('DEL', KEYS[2])
-redis.call('SET', KEYS[5], 1, 'PX', ARGV[2])
-"""
-)
 SCAN = 256  # ids at the front of a line a take looks at: enough to pass those waiting for other workers
 POLL_S = 0.02  # how often a take waiting on a line of others' sequences looks again (their graces end)
 
@@ -189,6 +79,10 @@ class RedisSequences:
         self.adapters = RedisAdapterBoard(self._redis, namespace)
         # redis.asyncio clients belong to the event loop they were made on: one per loop that reads events.
         self._async_clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
+        # Where the lean client serves the URL, one reader per loop reads all its sequences' events in one call.
+        self._lean = resp_async.supports(url)
+        self._lean_sync = resp_sync.SyncRespClient(url) if self._lean else None  # a worker's per-step calls
+        self._readers: dict[asyncio.AbstractEventLoop, EventReader] = {}
         self._deployment_of: dict[str, int] = {}  # the deployment of each sequence this worker took, until it ends
         self._reader_of: dict[str, str] = {}  # the reader lease key of each sequence this worker took, until it ends
         self.reader_id = uuid.uuid4().hex  # this gateway's, held from its first submit
@@ -216,6 +110,19 @@ class RedisSequences:
             raise EngineBusy(f"{waiting} sequences are already waiting for this model; retry later")
 
     async def events(self, request_id: str) -> AsyncIterator[Event]:
+        if not self._lean:
+            async for event in self._events_alone(request_id):
+                yield event
+            return
+        async with contextlib.aclosing(self._event_reader().entries(self._key("events", request_id))) as entries:
+            async for fields in entries:
+                event = codec.decode_event(_field(fields, b"e"))
+                yield event
+                if is_last(event):
+                    return
+
+    async def _events_alone(self, request_id: str) -> AsyncIterator[Event]:
+        """`events` through redis.asyncio, one XREAD per sequence (a URL the lean client does not serve)."""
         client, key, last = self._async_client(), self._key("events", request_id), "0-0"
         while True:
             reply = await client.xread({key: last}, block=int(MAX_BLOCK_S * 1000))
@@ -294,7 +201,7 @@ class RedisSequences:
         args = [max_items, self._key("request", ""), self._key("events", ""), started, self._ttl_ms, worker_id,
                 SCAN, REPORT_STALE_S]  # fmt: skip
         deadline = time.monotonic() + wait_s
-        payloads = self._take(keys=keys, args=args)
+        payloads = self._take_script(keys, args)
         while not payloads and (left := deadline - time.monotonic()) > 0:
             if self._redis.zcard(keys[0]):  # others' sequences wait: look again as their graces run out
                 time.sleep(min(left, POLL_S))
@@ -304,7 +211,7 @@ class RedisSequences:
                 popped = self._redis.bzpopmin(keys[0], timeout=min(left, MAX_BLOCK_S))
                 if popped is not None:
                     self._redis.zadd(keys[0], {popped[1]: popped[2]})
-            payloads = self._take(keys=keys, args=args)
+            payloads = self._take_script(keys, args)
         taken, expired = [], []
         for payload in payloads:
             request = codec.decode_request(payload)
@@ -320,21 +227,37 @@ class RedisSequences:
         self.emit(expired)
         return taken
 
+    def _take_script(self, keys: list, args: list) -> list:
+        """The take script (a busy worker runs it every step while its batch has rows free): through the lean
+        client where it serves the URL."""
+        if self._lean_sync is not None:
+            return self._lean_sync.evalsha(TAKE.encode(), keys, args)
+        return self._take(keys=keys, args=args)
+
     def emit(self, events: list[tuple[str, Event]]) -> None:
-        if not events:
+        commands: list[tuple] = []
+        for request_id, event in events:
+            key = self._key("events", request_id)
+            commands += [("XADD", key, "*", "e", codec.encode_event(event)), ("PEXPIRE", key, self._ttl_ms)]
+            if is_last(event):
+                deployment_id = self._deployment_of.pop(request_id, None)
+                if deployment_id is not None:
+                    commands.append(("SREM", self._key("taken", deployment_id), request_id))
+                    commands.append(("HDEL", self._key("owners", deployment_id), request_id))
+                commands.append(("DEL", self._key("cancel", request_id)))
+                self._reader_of.pop(request_id, None)
+        if commands:
+            self._send_together(commands)
+
+    def _send_together(self, commands: list[tuple]) -> None:
+        """Commands in one round trip (a worker's step): through the lean client where it serves the URL, sparing
+        the step loop redis-py's layers per command (resp_sync.py)."""
+        if self._lean_sync is not None:
+            self._lean_sync.pipeline(commands)
             return
         with self._redis.pipeline(transaction=False) as pipe:
-            for request_id, event in events:
-                key = self._key("events", request_id)
-                pipe.xadd(key, {"e": codec.encode_event(event)})
-                pipe.pexpire(key, self._ttl_ms)
-                deployment_id = self._deployment_of.pop(request_id, None) if is_last(event) else None
-                if deployment_id is not None:
-                    pipe.srem(self._key("taken", deployment_id), request_id)
-                    pipe.hdel(self._key("owners", deployment_id), request_id)
-                if is_last(event):
-                    pipe.delete(self._key("cancel", request_id))
-                    self._reader_of.pop(request_id, None)
+            for command in commands:
+                pipe.execute_command(*command)
             pipe.execute()
 
     def _own(self, deployment_id: int, worker_id: str, request_ids: list[str]) -> None:
@@ -352,7 +275,8 @@ class RedisSequences:
         if not ids:
             return set()
         leases = sorted({self._reader_of[r] for r in ids if r in self._reader_of})
-        flags = self._redis.mget([self._key("cancel", r) for r in ids] + leases)  # one call per step
+        keys = [self._key("cancel", r) for r in ids] + leases  # one call per step
+        flags = self._lean_sync.call("MGET", *keys) if self._lean_sync is not None else self._redis.mget(keys)
         gone = {lease for lease, held in zip(leases, flags[len(ids) :], strict=True) if held is None}
         unread = {r for r in ids if self._reader_of.get(r) in gone}  # their gateway died: nobody reads them
         return unread | {r for r, flag in zip(ids, flags[: len(ids)], strict=True) if flag is not None}
@@ -374,8 +298,22 @@ class RedisSequences:
         if notices is not None:
             notices.stop()  # closes its connection within MAX_BLOCK_S
         self._lease.close()
+        if self._lean_sync is not None:
+            self._lean_sync.close()
         self._redis.close()
         self._async_clients.clear()  # each closes with its event loop
+        self._readers.clear()
+
+    def _event_reader(self) -> EventReader:
+        loop = asyncio.get_running_loop()
+        reader = self._readers.get(loop)
+        if reader is None:
+            for stale in [other for other in self._readers if other.is_closed()]:
+                del self._readers[stale]
+            client = resp_async.RespClient(self._url)
+            wake = EventReader.wake_key_for(self._key("wake", ""))
+            reader = self._readers[loop] = EventReader(client.call_blocking, client.call, wake, self._ttl_ms)
+        return reader
 
     def _async_client(self) -> redis.asyncio.Redis:
         loop = asyncio.get_running_loop()
@@ -383,6 +321,14 @@ class RedisSequences:
         if client is None:
             client = self._async_clients[loop] = redis.asyncio.Redis.from_url(self._url)
         return client
+
+
+def _field(fields: list, name: bytes) -> bytes:
+    """A stream entry's field from its flat [name, value, ...] list; ValueError when it has none."""
+    for k in range(0, len(fields) - 1, 2):
+        if fields[k] == name:
+            return fields[k + 1]
+    raise ValueError(f"a sequence event entry has no field {name!r}")
 
 
 def _log_notice_error(error: Exception, listener, thread) -> None:

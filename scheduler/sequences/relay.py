@@ -32,6 +32,7 @@ from luminal.scheduler.generation.stream import (
 from luminal.scheduler.generation.waiting import MAX_WAITING, EngineBusy
 from luminal.scheduler.sequences.base import SequenceTransport
 from luminal.scheduler.sequences.cut_short import CutShort, cut_short_record
+from luminal.scheduler.sequences.inbox import Inbox
 from luminal.scheduler.sequences.request import SequenceRequest
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class RelayedStream:
     async def __aiter__(self) -> AsyncIterator[Delta]:
         """Deltas until the last one (its finish_reason set); a failure raises GenerationFailed (WaitExpired when
         its deadline passed before it joined a batch)."""
-        arrived: asyncio.Queue[Event] = asyncio.Queue()
+        arrived: Inbox[Event] = Inbox()
         pump = asyncio.create_task(self._pump(arrived))  # reads on while this waits with timeouts
         try:
             while True:
@@ -111,25 +112,24 @@ class RelayedStream:
         finally:
             pump.cancel()
 
-    async def _pump(self, arrived: asyncio.Queue[Event]) -> None:
+    async def _pump(self, arrived: Inbox[Event]) -> None:
         try:
             async for event in self.transport.events(self.request.id):
-                arrived.put_nowait(event)
+                arrived.put(event)
         except Exception as e:  # the transport failed (Redis went away): the reader must not hang
-            arrived.put_nowait(Failed(f"reading the sequence's events failed: {type(e).__name__}: {e}"))
+            arrived.put(Failed(f"reading the sequence's events failed: {type(e).__name__}: {e}"))
 
-    async def _next(self, arrived: asyncio.Queue[Event]) -> Event:
+    async def _next(self, arrived: Inbox[Event]) -> Event:
         while True:
-            try:
-                return await asyncio.wait_for(arrived.get(), self._patience())
-            except TimeoutError:
-                if self.worker_id is None:
-                    self._ended = True
-                    await asyncio.to_thread(self.transport.cancel, self.request.id)
-                    raise WaitExpired(expired_message(self.request.waited_s())) from None
-                if await asyncio.to_thread(self.worker_alive, self.worker_id):
-                    continue
-                await self._worker_died()
+            if await arrived.wait(self._patience()):
+                return arrived.items.popleft()
+            if self.worker_id is None:
+                self._ended = True
+                await asyncio.to_thread(self.transport.cancel, self.request.id)
+                raise WaitExpired(expired_message(self.request.waited_s())) from None
+            if await asyncio.to_thread(self.worker_alive, self.worker_id):
+                continue
+            await self._worker_died()
 
     def _patience(self) -> float | None:
         """How long to wait for the next event before acting: the waiting deadline's rest before a worker took
