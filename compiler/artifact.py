@@ -2,15 +2,20 @@
 
 Entries: manifest.json (format name and version, compiler version, target, the source graph's hash, the sha256
 and size of every other entry), graph.lgraph (the optimized graph with its weights, as `luminal.graph_file`
-writes it), kernels.json (the kernel IR, `compiler.artifact_json`), program.c (the generated source: C for the
-cpu target, CUDA C++ for the GPU targets; the entry keeps its name across targets) and
-report.json (the compile report without its timings).
+writes it), kernels.json (the kernel IR, `compiler.storage.artifact_json`, and under "plan" its run plan, what
+the runtime reads instead of planning: launches, merged kernels, in-place inputs; `compiler.storage.plan_json`),
+program.c (the generated source: C for the cpu target, CUDA C++ for the GPU targets; the entry keeps its name
+across targets) and report.json (the compile report without its timings).
 
 Writing is deterministic: the same graph and target give the same bytes (sorted JSON keys, fixed zip
 timestamps and attributes, timings left out). Reading treats the file as hostile like the graph loader: sizes
-are capped before and while reading, every kind, op and name is checked, and the stored C source must be what
-the code generator makes of the stored IR, so a tampered file can never get its own code compiled and run.
-Every defect raises `ArtifactError` naming it.
+are capped before and while reading, every kind, op and name is checked. Every defect raises `ArtifactError`
+naming it. The stored source and plan are taken as they are, as the shared library built from them would be:
+`verify=True` also regenerates both from the stored IR and refuses a file whose source or plan differs, for a
+file from outside the platform's own artifact store.
+Format 1 (no run plan) is refused with its version named, not planned at load: its compiler version differs
+from this one's anyway (COMPILER_VERSION hashes the compiler's sources), so it would be refused as stale, and
+planning at load is what the runtimes no longer import the compiler for.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ import zipfile
 from typing import IO, Any
 
 from luminal.compiler import COMPILER_VERSION
-from luminal.compiler.backends import program_source
+from luminal.compiler.backends import program_source, run_plan
 from luminal.compiler.program import TARGETS, CompiledProgram
 from luminal.compiler.storage.artifact_json import ArtifactError, program_from_json, program_to_json
 from luminal.compiler.storage.gc_pause import collector_paused
+from luminal.compiler.storage.plan_json import plan_from_json, plan_to_json
 from luminal.graph import Graph
 from luminal.graph_file import MAX_FILE_BYTES as MAX_GRAPH_BYTES
 from luminal.graph_file import graph_fingerprint, graph_to_bytes, load_graph
@@ -35,7 +41,8 @@ from luminal.graph_json import GraphFileError, dump_json, parse_json
 from luminal.safezip import end_record, entry_info, read_entry, write_atomic
 
 FORMAT_NAME = "luminal.lprog"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: kernels.json carries the run plan
+PLAN = "plan"  # the run plan's key in kernels.json
 MANIFEST, GRAPH, KERNELS, SOURCE, REPORT = "manifest.json", "graph.lgraph", "kernels.json", "program.c", "report.json"
 MiB = 2**20
 # Uncompressed caps per entry. The IR and the C source are ~1 KiB per kernel and a large model has ~10^5
@@ -66,10 +73,11 @@ def stable_report(report: Any) -> Any:
 
 
 def code_entries(prog: CompiledProgram) -> dict[str, bytes]:
-    """The entries besides the graph: kernel IR, generated source, report (a bundle of several programs that
-    stores their weights once carries these per program)."""
+    """The entries besides the graph: kernel IR and run plan, generated source, report (a bundle of several
+    programs that stores their weights once carries these per program)."""
+    kernels = None if prog.kernels is None else {**program_to_json(prog.kernels), PLAN: plan_to_json(prog.plan)}
     return {
-        KERNELS: dump_json(None if prog.kernels is None else program_to_json(prog.kernels)),
+        KERNELS: dump_json(kernels),
         SOURCE: prog.source.encode(),
         REPORT: dump_json(stable_report(prog.report)),
     }
@@ -105,22 +113,21 @@ def save_program(prog: CompiledProgram, path: Any, source_hash: str | None = Non
 
 
 def load_program(
-    source: Any, target: str | None = None, source_hash: str | None = None, *, check_source: bool = True
+    source: Any, target: str | None = None, source_hash: str | None = None, *, verify: bool = False
 ) -> CompiledProgram:
     """Read an artifact (a path, or its bytes). `target` and `source_hash`, when given, must match the manifest.
 
-    `check_source=False` skips regenerating the C from the kernel IR to compare it with the stored C (a third
-    of a cached compile's time). Only the compile cache passes it, for files in its own directory: that
-    directory is trusted as the C library cache beside it is, whose shared objects are loaded by name."""
+    `verify=True` also regenerates the source and the run plan from the kernel IR and compares them with the
+    stored ones (a third of a cached compile's time): for a file from elsewhere than the platform's own store."""
     with collector_paused():
         if isinstance(source, bytes | bytearray | memoryview):
             data = bytes(source)
-            return _load(io.BytesIO(data), len(data), target, source_hash, check_source)
+            return _load(io.BytesIO(data), len(data), target, source_hash, verify)
         with open(os.fspath(source), "rb") as f:
-            return _load(f, os.fstat(f.fileno()).st_size, target, source_hash, check_source)
+            return _load(f, os.fstat(f.fileno()).st_size, target, source_hash, verify)
 
 
-def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None, check_source: bool = True):
+def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None, verify: bool = False):
     if size > MAX_FILE_BYTES:
         raise ArtifactError(f"the artifact is {size} bytes, over the limit of {MAX_FILE_BYTES}")
     _check_end_record(f, size)
@@ -143,22 +150,42 @@ def _load(f: IO[bytes], size: int, target: str | None, source_hash: str | None, 
         graph = load_graph(bytes(raw[GRAPH]))
     except GraphFileError as e:
         raise ArtifactError(f"{GRAPH}: {e}") from None
-    return program_from_entries(graph, manifest["target"], raw, check_source)
+    return program_from_entries(graph, manifest["target"], raw, verify)
 
 
-def program_from_entries(graph: Graph, target_name: str, raw: Any, check_source: bool = True) -> CompiledProgram:
+def program_from_entries(graph: Graph, target_name: str, raw: Any, verify: bool = False) -> CompiledProgram:
     """The program of `graph` (its weights bound) and its `code_entries` bytes, checked as `load_program` checks
-    them (the stored source must be what the IR generates); `target_name` must already be a known target."""
+    them (`verify`: the stored source and run plan must be what the IR generates); `target_name` must already
+    be a known target."""
     kernels_json = _json(raw[KERNELS], KERNELS)
-    kernels = None if kernels_json is None else program_from_json(kernels_json)
-    if (kernels is None) != (target_name == "reference"):
+    if (kernels_json is None) != (target_name == "reference"):
         raise ArtifactError(f"{KERNELS}: target {target_name!r} needs kernels exactly when it is not reference")
+    kernels, plan = None, None
+    if kernels_json is not None:
+        if not isinstance(kernels_json, dict) or PLAN not in kernels_json:
+            raise ArtifactError(f"{KERNELS} has no run plan: written by artifact format 1 or older; recompile")
+        plan_json = kernels_json.pop(PLAN)
+        kernels = program_from_json(kernels_json)
+        plan = plan_from_json(plan_json, kernels)
     try:
         text = bytes(raw[SOURCE]).decode("utf-8")
     except UnicodeDecodeError:
         raise ArtifactError(f"{SOURCE} is not UTF-8") from None
+    if verify:
+        _verify(kernels, plan, text, target_name)
+    if kernels is not None:
+        _check_signature(kernels, graph)
+    report = _json(raw[REPORT], REPORT)
+    if not isinstance(report, dict):
+        raise ArtifactError(f"{REPORT} must be a JSON object")
+    return CompiledProgram(graph, target_name, kernels, text, report, plan)
+
+
+def _verify(kernels: Any, plan: Any, text: str, target_name: str) -> None:
+    """The stored source and run plan must be what this compiler makes of the stored IR."""
     try:
-        expected = text if not check_source else "" if kernels is None else program_source(kernels, target_name)
+        expected = "" if kernels is None else program_source(kernels, target_name)
+        expected_plan = None if kernels is None else run_plan(kernels, target_name)
     except ValueError as e:  # an IR that decodes but cannot be code (a packed buffer that fits no GEMM)
         raise ArtifactError(f"{KERNELS}: {e}") from None
     if text != expected:
@@ -166,12 +193,11 @@ def program_from_entries(graph: Graph, target_name: str, raw: Any, check_source:
             f"{SOURCE} is not the code this compiler generates for target {target_name} from {KERNELS} "
             "(tampered or stale)"
         )
-    if kernels is not None:
-        _check_signature(kernels, graph)
-    report = _json(raw[REPORT], REPORT)
-    if not isinstance(report, dict):
-        raise ArtifactError(f"{REPORT} must be a JSON object")
-    return CompiledProgram(graph, target_name, kernels, text, report)
+    if plan != expected_plan:
+        raise ArtifactError(
+            f"the run plan in {KERNELS} is not the plan this compiler makes for target {target_name} of its IR "
+            "(tampered or stale)"
+        )
 
 
 def _json(data: bytearray, what: str) -> Any:
@@ -207,7 +233,9 @@ def _check_manifest(manifest: Any, target: str | None, source_hash: str | None) 
         raise ArtifactError(f"not a compiled program: {MANIFEST} names format {shown!r:.60}, not {FORMAT_NAME!r}")
     version = manifest.get("format_version")
     if type(version) is not int or version != FORMAT_VERSION:
-        raise ArtifactError(f"unsupported artifact format version {version!r:.40}; this luminal reads {FORMAT_VERSION}")
+        raise ArtifactError(
+            f"unsupported artifact format version {version!r:.40}; this luminal reads {FORMAT_VERSION} (recompile)"
+        )
     if set(manifest) != MANIFEST_KEYS:
         raise ArtifactError(f"{MANIFEST} has the wrong keys {sorted(manifest)[:10]}; expected {sorted(MANIFEST_KEYS)}")
     if manifest["compiler_version"] != COMPILER_VERSION:

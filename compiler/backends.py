@@ -8,7 +8,8 @@ A backend module defines, by convention (tests/compiler/test_backend_layout.py h
 - `after_choice(kernels)`: what the chosen program gets before its source is written (the GPU merges; issue 46
   moves them before ranking);
 - `program_source(kernels)`: the whole generated source;
-- `launched_together(kernels)`: the kernel names of each launch that runs several, for the memory plan.
+- `launched_together(kernels)`: the kernel names of each launch that runs several, for the memory plan;
+- `run_plan(kernels)`: what its runtime reads besides the IR and the source (compiler/storage/run_plan.py).
 A backend is imported when first asked for: a CPU compile never imports the GPU generators.
 """
 
@@ -19,10 +20,11 @@ from types import ModuleType
 
 from luminal.compiler.analysis.targets import TARGETS, get_target
 from luminal.compiler.kernels import ir
+from luminal.compiler.storage.run_plan import RunPlan
 
 KINDS = ("cpu", "cuda", "metal")
 COMPILED_TARGETS = tuple(name for name, t in TARGETS.items() if t.kind in KINDS)  # the targets with a backend
-INTERFACE = ("fuse", "passes", "variants", "after_choice", "program_source", "launched_together")
+INTERFACE = ("fuse", "passes", "variants", "after_choice", "program_source", "launched_together", "run_plan")
 
 
 def backend_for(target: str) -> ModuleType:
@@ -36,3 +38,8 @@ def backend_for(target: str) -> ModuleType:
 def program_source(kernels: ir.KernelProgram, target: str) -> str:
     """The generated source of `kernels` for `target` (a target name)."""
     return backend_for(target).program_source(kernels)
+
+
+def run_plan(kernels: ir.KernelProgram, target: str) -> RunPlan:
+    """The run plan of `kernels` for `target` (a target name): what its runtime reads instead of planning."""
+    return backend_for(target).run_plan(kernels)

@@ -36,6 +36,7 @@ from luminal.compiler.kernels.derived_weights import derived_bytes
 from luminal.compiler.kernels.fold_indices import fold_indices
 from luminal.compiler.kernels.half_activations import check_mode
 from luminal.compiler.kernels.lower import buffer_name, lower
+from luminal.compiler.storage.run_plan import RunPlan
 from luminal.graph import Graph, GraphError
 
 # The interpreter, and every target whose kind has a backend (compiler/backends.py).
@@ -55,13 +56,23 @@ def _debug(stage: str, graph: Graph) -> None:
 
 
 class CompiledProgram:
-    def __init__(self, graph: Graph, target: str, kernels: ir.KernelProgram | None, source: str, report: dict):
+    def __init__(self, graph: Graph, target: str, kernels: ir.KernelProgram | None, source: str, report: dict,
+                 plan: RunPlan | None = None):  # fmt: skip
         self.graph = graph  # the graph after the deterministic passes
         self.target = target
         self.kernels = kernels
         self.source = source
         self.report = report
+        self._plan = plan
         self._executable = None
+
+    @property
+    def plan(self) -> RunPlan | None:
+        """What the runtime reads besides the IR and the source (compiler/storage/run_plan.py): the artifact's for
+        a loaded program, else made by the backend when first asked for; None for the reference target."""
+        if self._plan is None and self.kernels is not None:
+            self._plan = backends.run_plan(self.kernels, self.target)
+        return self._plan
 
     def prepare(self) -> CompiledProgram:
         """Make it ready to run now (the C library built or loaded from the cache, weights packed) instead of in

@@ -3,7 +3,8 @@
 A forward pass is one call, `lm_run(buffers, dims)`, into the shared library: the kernels run back to back
 inside it (OpenMP across the cores). The Python side only binds symbols, points the buffer table at the
 inputs and at a per-shape arena (one allocation, laid out by compiler/analysis/memory.py) made on the first run
-with those dims, and copies the outputs out.
+with those dims, and copies the outputs out. What else it needs of the program (the donated inputs it writes,
+the weights read only as packed panels) it reads from the program's run plan (compiler/storage/run_plan.py).
 """
 
 from __future__ import annotations
@@ -21,10 +22,8 @@ import numpy as np
 
 from luminal import dtypes as dt
 from luminal.compiler.analysis import memory
-from luminal.compiler.cpu import prepack
-from luminal.compiler.cuda.arrivals import ROLE as COUNTERS
 from luminal.compiler.kernels import ir
-from luminal.compiler.kernels.derived_weights import ROLE as DERIVED
+from luminal.compiler.storage.run_plan import COUNTERS, DERIVED, PACKED, RunPlan
 from luminal.graph import Graph
 from luminal.runtime import build_lock
 from luminal.runtime.linker import link_flags
@@ -104,11 +103,13 @@ def _np_storage(d: dt.DType) -> np.dtype:
 
 
 class CpuExecutable:
-    together: tuple = ()  # kernels that run in one launch (a CUDA program's, the host shim): planned live together
-
-    def __init__(self, graph: Graph, program: ir.KernelProgram, source: str, weights: Mapping[str, np.ndarray]):
+    def __init__(self, graph: Graph, program: ir.KernelProgram, source: str, weights: Mapping[str, np.ndarray], *,
+                 plan: RunPlan):  # fmt: skip
+        """`plan`: the program's run plan (compiler/storage/run_plan.py), which the compiler made with it."""
         self.graph = graph
         self.program = program
+        self.plan = plan
+        self.together = plan.together  # kernels run in one launch (a GPU program's, the host shims): live together
         self.slots = {name: k for k, name in enumerate(sorted(program.buffers))}
         self.symbols = sorted(program.symbols)
         self.library = ctypes.CDLL(str(self.build(source)))
@@ -120,7 +121,7 @@ class CpuExecutable:
         for label, buf in program.weights.items():
             self.fixed[buf] = np.ascontiguousarray(weights[label]).view(_np_storage(program.buffers[buf].dtype))
         for name, buf in program.buffers.items():
-            if buf.role == prepack.ROLE:  # weight panels, filled once by lm_prepare below
+            if buf.role == PACKED:  # weight panels, filled once by lm_prepare below
                 self.fixed[name] = np.zeros(int(buf.size.evaluate({})), np.float32)
             if buf.role == COUNTERS:  # a CUDA program's arrival counters (the host shim): zero, kept between runs
                 self.fixed[name] = np.zeros(int(buf.size.evaluate({})), np.int32)
@@ -135,7 +136,7 @@ class CpuExecutable:
             raise IndexError("a gather index was out of range while preparing the weights at load")
         self.arenas: dict[tuple, dict[str, np.ndarray]] = {}  # symbol values -> views into that binding's arena
         self.plans: dict[tuple, memory.MemoryPlan] = {}
-        self.written = {k.out for k in program.kernels if k.out in program.inputs.values()}  # donated inputs
+        self.written = set(plan.written_inputs)  # donated inputs the program writes in place
         # Per call, only the inputs' addresses change: what their shapes bind, and where that binding's arena
         # lies, are worked out once per set of shapes (a decode step repeats the same few).
         self._envs: dict[tuple, dict[str, int]] = {}
@@ -144,8 +145,8 @@ class CpuExecutable:
 
     def rebind_weights(self, arrays: Mapping[str, np.ndarray]) -> None:
         """Read each weight named in `arrays` from that array from now on (an equal copy), and let go of the
-        others, which must be ones `lm_run` never reads (prepack.read_only_packed): their panels are packed."""
-        unread = prepack.read_only_packed(self.program)
+        others, which must be ones `lm_run` never reads (the run plan's `packed_only`): their panels are packed."""
+        unread = set(self.plan.packed_only)
         for label, buf in self.program.weights.items():
             if label in arrays:
                 self.fixed[buf] = np.ascontiguousarray(arrays[label]).view(_np_storage(self.program.buffers[buf].dtype))
@@ -247,4 +248,5 @@ class CpuRuntime:
 
     def load(self, program, weights: Mapping[str, np.ndarray] | None = None) -> CpuExecutable:
         graph = program.graph
-        return self.executable(graph, program.kernels, program.source, bound_weights(graph, weights))
+        weights = bound_weights(graph, weights)
+        return self.executable(graph, program.kernels, program.source, weights, plan=program.plan)

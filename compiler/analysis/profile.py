@@ -20,6 +20,7 @@ import numpy as np
 
 from luminal import dtypes as dt
 from luminal.compiler.analysis.targets import get_target
+from luminal.compiler.backends import run_plan
 from luminal.compiler.kernels import ir
 from luminal.graph import Graph
 
@@ -65,7 +66,7 @@ def time_candidates(
 
     built, arrays, env = {}, None, None
     for name, (graph, kernels, source) in programs.items():
-        built[name] = CpuExecutable(graph, kernels, source, graph.weight_data)
+        built[name] = CpuExecutable(graph, kernels, source, graph.weight_data, plan=run_plan(kernels, target))
         if arrays is None:
             arrays, env = profile_inputs(graph, dims)
     times: dict[str, list[float]] = {name: [] for name in built}
@@ -102,9 +103,10 @@ def cuda_device(target: str):
 
 
 def load_on_cuda(cp, graph: Graph, kernels: ir.KernelProgram, source: str):
+    from luminal.compiler.cuda.program import run_plan as cuda_run_plan  # the same for every CUDA target
     from luminal.runtime.cuda.executable import CudaExecutable
 
-    return CudaExecutable(cp, graph, kernels, source, graph.weight_data)
+    return CudaExecutable(cp, graph, kernels, source, graph.weight_data, plan=cuda_run_plan(kernels))
 
 
 def time_on_cuda(

@@ -7,9 +7,10 @@ from typing import Mapping
 from luminal.compiler.cpu import codegen_c
 from luminal.compiler.cpu.fuse_dequant import fuse_dequantised_weights
 from luminal.compiler.cpu.fuse_int_operands import fuse_integer_operands
-from luminal.compiler.cpu.prepack import add_packed_buffers
+from luminal.compiler.cpu.prepack import add_packed_buffers, read_only_packed
 from luminal.compiler.kernels import ir
-from luminal.compiler.kernels.in_place import scatter_in_place
+from luminal.compiler.kernels.in_place import scatter_in_place, written_inputs
+from luminal.compiler.storage.run_plan import RunPlan
 
 
 def fuse(kernels: ir.KernelProgram, target: str) -> ir.KernelProgram:
@@ -41,3 +42,9 @@ def program_source(kernels: ir.KernelProgram) -> str:
 
 def launched_together(kernels: ir.KernelProgram) -> list[tuple[str, ...]]:
     return []  # every kernel is its own call
+
+
+def run_plan(kernels: ir.KernelProgram) -> RunPlan:
+    """No launches (`lm_run` is one call): the donated inputs written in place, and the weights the runtime may
+    let go once their panels are packed."""
+    return RunPlan(written_inputs=written_inputs(kernels), packed_only=tuple(sorted(read_only_packed(kernels))))

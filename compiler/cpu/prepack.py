@@ -15,9 +15,10 @@ from dataclasses import replace
 from luminal import dtypes as dt
 from luminal.compiler.cpu import codegen_gemm
 from luminal.compiler.kernels import ir
+from luminal.compiler.storage.run_plan import PACKED
 from luminal.symbolic import const
 
-ROLE = "packed"
+ROLE = PACKED  # the role's name is the artifact's (compiler/storage/run_plan.py)
 PANEL_COLUMNS = 32  # the widest B panel any micro-kernel uses (12x32 on AVX-512); narrower ones fit the same size
 
 

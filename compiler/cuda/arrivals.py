@@ -19,10 +19,11 @@ from luminal import dtypes as dt
 from luminal.compiler.analysis import attention_plan
 from luminal.compiler.gpu.launch import Launch
 from luminal.compiler.kernels import ir
+from luminal.compiler.storage.run_plan import COUNTERS
 from luminal.symbolic import as_expr
 from luminal.view import dims_product
 
-ROLE = "counters"
+ROLE = COUNTERS  # the role's name is the artifact's (compiler/storage/run_plan.py)
 MAX_ROWS = 1 << 20  # counters per attention: 4 MiB at most
 
 

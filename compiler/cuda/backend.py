@@ -8,14 +8,14 @@ from typing import Mapping
 
 from luminal.compiler.cuda.arrivals import add_arrival_counters
 from luminal.compiler.cuda.gemm_choice import check_mode, library_variant
-from luminal.compiler.cuda.program import kernel_launches, launched_together, program_source
+from luminal.compiler.cuda.program import kernel_launches, launched_together, program_source, run_plan
 from luminal.compiler.cuda.read_past_casts import read_past_casts
 from luminal.compiler.gpu import passes as gpu
 from luminal.compiler.gpu.gemv_order import bring_gemvs_together
 from luminal.compiler.gpu.passes import fuse
 from luminal.compiler.kernels import ir
 
-__all__ = ["fuse", "passes", "variants", "after_choice", "program_source", "launched_together"]
+__all__ = ["fuse", "passes", "variants", "after_choice", "program_source", "launched_together", "run_plan"]
 
 
 def passes(

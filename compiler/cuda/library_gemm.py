@@ -21,7 +21,7 @@ and the live elements are exactly those of a call at the live dims.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from luminal import dtypes as dt
 from luminal.compiler.analysis import gemm_plan
@@ -29,47 +29,12 @@ from luminal.compiler.analysis.gemm_plan import Accumulated
 from luminal.compiler.cuda.half_operands import HALVES
 from luminal.compiler.kernels import ir
 from luminal.compiler.kernels.affine import affine
+from luminal.compiler.storage.run_plan import LibraryGemm, Matrix  # the artifact's record of a call
 from luminal.symbolic import Expr, as_expr
 from luminal.view import ShapeTracker, dims_product
 
 CUBLAS = "cublas"
 LIBRARIES = (CUBLAS,)
-
-
-@dataclass(frozen=True)
-class Matrix:
-    """One of the call's three matrices: element (r, c) of the column-major view at
-    buffer[offset + batch * batch_stride + r + c * ld], or, transposed, buffer[... + c + r * ld]."""
-
-    buffer: str
-    dtype: dt.DType  # what cuBLAS reads or writes there: float32, float16 or bfloat16
-    transpose: bool
-    ld: int
-    offset: int  # elements
-    batch_stride: int  # elements between consecutive batch elements (0: one matrix shared by every batch)
-
-
-@dataclass(frozen=True)
-class LibraryGemm:
-    """c[m, n] = a[m, k] @ b[k, n] per batch element, column-major (cuBLAS's own names), fp32 sums."""
-
-    a: Matrix
-    b: Matrix
-    c: Matrix
-    m: Expr
-    n: Expr
-    k: int
-    batch: Expr
-
-    def describe(self) -> str:
-        """The call as the program's source records it."""
-
-        def matrix(x: Matrix, name: str) -> str:
-            op = "T" if x.transpose else "N"
-            return f"{name}={x.buffer}+{x.offset} op {op} ld {x.ld} stride {x.batch_stride} {x.dtype.name}"
-
-        parts = [f"m={self.m} n={self.n} k={self.k} batch={self.batch}"]
-        return "cublasGemmStridedBatchedEx(" + ", ".join([*parts, *(matrix(getattr(self, s), s) for s in "abc")]) + ")"
 
 
 def _operand(v: ir.Value) -> tuple[ir.Load, dt.DType] | None:

@@ -24,6 +24,8 @@ from luminal.compiler.gpu import program as gpu_program
 from luminal.compiler.gpu.launch import Launch, launches
 from luminal.compiler.gpu.program import merged, shared_kernel_source
 from luminal.compiler.kernels import derived_weights, ir
+from luminal.compiler.kernels.in_place import written_inputs
+from luminal.compiler.storage.run_plan import RunPlan
 from luminal.view import dims_product
 
 
@@ -72,6 +74,18 @@ def launch_plan(p: ir.KernelProgram) -> list[Launch]:
 def load_plan(p: ir.KernelProgram) -> list[Launch]:
     """The launches the runtime issues once, after binding the weights: the kernels of derived buffers."""
     return [launch for _, launch in planned_launches(p, at_load=True)]
+
+
+def run_plan(p: ir.KernelProgram) -> RunPlan:
+    """What the CUDA runtime and the host shim read of the program instead of planning it again: the launches of
+    a run and of the load, the merged launches' kernels, the donated inputs written in place."""
+    planned = planned_launches(p)
+    return RunPlan(
+        launches=tuple(launch for _, launch in planned),
+        at_load=tuple(load_plan(p)),
+        together=tuple(launched_together(p, planned)),
+        written_inputs=written_inputs(p),
+    )
 
 
 def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: list[str]) -> list[str]:

@@ -37,13 +37,11 @@ Shapes, by what the kernel computes:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from luminal import dtypes as dt
 from luminal.compiler.analysis import attention_plan, gemv_plan
 from luminal.compiler.analysis.gemm_plan import plan
 from luminal.compiler.kernels import hoist, ir
+from luminal.compiler.storage.run_plan import Launch  # the artifact's record of a launch
 from luminal.symbolic import Expr, as_expr
 from luminal.view import dims_product
 
@@ -58,17 +56,6 @@ MAX_STAGED_BYTES = 32768  # a GEMV's staged vector (8192 floats), within the 48 
 # Rows of a batched GEMV's output (a decode step over several sequences) a block computes per pass over its
 # weight rows: each 16-byte weight load serves this many rows' sums.
 GEMV_ROW_GROUP = 4
-
-
-@dataclass(frozen=True)
-class Launch:
-    kernel: str  # the __global__ function's name
-    shape: str  # "thread", "warp", "row", "gemv", "gemm", "attention", "attention_split", "combine", "copy", "scatter"
-    grid: Expr  # blocks
-    block: int  # threads per block
-    buffers: tuple[str, ...]  # the pointer arguments, output first
-    call: Any = None  # a "cublas" step's LibraryGemm (compiler/cuda/library_gemm.py); None for a kernel
-    writes: int = 1  # the leading buffers the kernel writes (the rest it only reads)
 
 
 def _blocks(count: Expr, per_block: int) -> Expr:

@@ -21,8 +21,9 @@ from dataclasses import replace
 
 from luminal.compiler.kernels import ir
 from luminal.compiler.kernels.hoist import depends_on
+from luminal.compiler.storage.run_plan import DERIVED
 
-ROLE = "derived"
+ROLE = DERIVED  # the role's name is the artifact's (compiler/storage/run_plan.py)
 SOURCES = ("weight", ROLE)  # the roles a kernel run at load may read
 
 

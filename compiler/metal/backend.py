@@ -9,9 +9,9 @@ from luminal.compiler.gpu import passes as gpu
 from luminal.compiler.gpu.gemv_order import bring_gemvs_together
 from luminal.compiler.gpu.passes import after_choice, fuse
 from luminal.compiler.kernels import ir
-from luminal.compiler.metal.program import launched_together, program_source
+from luminal.compiler.metal.program import launched_together, program_source, run_plan
 
-__all__ = ["fuse", "passes", "variants", "after_choice", "program_source", "launched_together"]
+__all__ = ["fuse", "passes", "variants", "after_choice", "program_source", "launched_together", "run_plan"]
 
 
 def passes(

@@ -18,8 +18,10 @@ from luminal.compiler.gpu import program as gpu_program
 from luminal.compiler.gpu.launch import Launch, launches
 from luminal.compiler.gpu.launch_runs import Planned
 from luminal.compiler.kernels import derived_weights, ir
+from luminal.compiler.kernels.in_place import written_inputs
 from luminal.compiler.metal.prelude import PRELUDE
 from luminal.compiler.renderer.dialects import CUDA, METAL
+from luminal.compiler.storage.run_plan import RunPlan
 
 # A dispatch's buffer arguments: the table's entries less the dims block and the status flag.
 MAX_BUFFERS = METAL.max_buffers - 2
@@ -50,6 +52,18 @@ def launched_together(p: ir.KernelProgram) -> list[tuple[str, ...]]:
     """The kernels (by name) of each dispatch that runs several: the memory plan keeps what they touch live over
     the whole run (compiler/analysis/memory.py's `together`), as on CUDA."""
     return [tuple(k.name for k in members) for members, _ in planned_launches(p) if len(members) > 1]
+
+
+def run_plan(p: ir.KernelProgram) -> RunPlan:
+    """What the Metal runtime and its shim read of the program instead of planning it again: the dispatches of a
+    run and of the load, the merged dispatches' kernels, the donated inputs written in place."""
+    planned = planned_launches(p)
+    return RunPlan(
+        launches=tuple(launch for _, launch in planned),
+        at_load=tuple(load_plan(p)),
+        together=tuple(tuple(k.name for k in members) for members, _ in planned if len(members) > 1),
+        written_inputs=written_inputs(p),
+    )
 
 
 class MetalUnsupported(ValueError):

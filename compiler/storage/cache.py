@@ -48,7 +48,7 @@ def compile_cached(
     prog = None
     if path.is_file():
         try:
-            prog = load_program(path, target, source_hash, check_source=False)
+            prog = load_program(path, target, source_hash)
         except (ArtifactError, OSError):
             prog = None
     hit = prog is not None

@@ -61,5 +61,5 @@ class CudaRuntime:
 
         graph = program.graph
         weights = bound_weights(graph, weights)
-        return CudaExecutable(cupy, graph, program.kernels, program.source, weights, graphs=graphs, tf32=tf32,
-                              debug=debug)  # fmt: skip
+        return CudaExecutable(cupy, graph, program.kernels, program.source, weights, plan=program.plan,
+                              graphs=graphs, tf32=tf32, debug=debug)  # fmt: skip

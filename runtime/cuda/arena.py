@@ -8,8 +8,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from luminal.compiler.gpu.launch import Launch
 from luminal.compiler.kernels import ir
+from luminal.compiler.storage.run_plan import Launch
 from luminal.runtime.cuda.layout import layout
 
 
@@ -41,7 +41,7 @@ class DeviceArena:
             self.bound[buf] = array
 
     def arguments(self, launch: Launch) -> tuple:
-        """A kernel's arguments: its buffers in launch order, then D and lm_status (compiler/gpu/launch.py)."""
+        """A kernel's arguments: its buffers in launch order, then D and lm_status (compiler/storage/run_plan.py)."""
         return (*(self.pointers[b] for b in launch.buffers), *self.tail)
 
     def view(self, buf: str, count: int, storage: np.dtype):

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal import dtypes as dt
-from luminal.compiler.cuda.library_gemm import LibraryGemm, Matrix
+from luminal.compiler.storage.run_plan import LibraryGemm, Matrix
 from luminal.runtime.cuda import cublas_library
 
 OP_N, OP_T = 0, 1  # cublasOperation_t

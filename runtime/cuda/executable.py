@@ -31,11 +31,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from luminal import dtypes as dt
-from luminal.compiler.cpu import prepack
-from luminal.compiler.cuda import arrivals
-from luminal.compiler.cuda.program import launched_together, load_plan, planned_launches
-from luminal.compiler.kernels import derived_weights, ir
-from luminal.compiler.kernels.in_place import written_inputs
+from luminal.compiler.kernels import ir
+from luminal.compiler.storage.run_plan import COUNTERS, DERIVED, PACKED, RunPlan
 from luminal.graph import Graph
 from luminal.runtime.cuda import arrays, buckets, nvrtc
 from luminal.runtime.cuda.arena import DeviceArena
@@ -70,13 +67,14 @@ def architecture(cp: Any) -> str:
 
 class CudaExecutable:
     def __init__(self, cp: Any, graph: Graph, program: ir.KernelProgram, source: str,
-                 weights: Mapping[str, Any], *, graphs: bool = True, tf32: bool = False,
+                 weights: Mapping[str, Any], *, plan: RunPlan, graphs: bool = True, tf32: bool = False,
                  debug: bool | None = None):  # fmt: skip
-        """`tf32=True` lets cuBLAS steps on float32 operands round them to TF32 on tensor cores. `debug=True` (the
+        """`plan`: the program's run plan (compiler/storage/run_plan.py): the launches of a run and of the load.
+        `tf32=True` lets cuBLAS steps on float32 operands round them to TF32 on tensor cores. `debug=True` (the
         default where LUMINAL_CUDA_SYNC=1) launches kernel by kernel, waits for each and names the one that faulted:
         a fault inside a CUDA graph shows only at the next synchronisation, with no kernel named."""
         self.debug = os.environ.get("LUMINAL_CUDA_SYNC") == "1" if debug is None else debug
-        packed = [name for name, b in program.buffers.items() if b.role == prepack.ROLE]
+        packed = [name for name, b in program.buffers.items() if b.role == PACKED]
         if packed:  # the CPU GEMM's weight panels: a CUDA program reads its weights as they are
             raise ValueError(f"a CUDA program has no packed weight buffers, this one has {packed[:4]}")
         self.cp, self.graph, self.program, self.graphs = cp, graph, program, graphs
@@ -84,10 +82,9 @@ class CudaExecutable:
         self.bfloat16 = has_bfloat16(cp)  # bfloat16 buffers moved as bfloat16 arrays, else as their uint16 bits
         self.lock = threading.Lock()  # one run at a time: the arenas, D and the status flag are shared
         self.symbols = sorted(program.symbols)
-        planned = planned_launches(program)  # planned once: about 80 ms for a 1.1B model's prefill
-        self.plan = [launch for _, launch in planned]
-        self.load = load_plan(program)  # run once below: the buffers derived from the weights alone
-        self.together = launched_together(program, planned)  # what the arenas keep live over each merged launch
+        self.plan = list(plan.launches)
+        self.load = list(plan.at_load)  # run once below: the buffers derived from the weights alone
+        self.together = plan.together  # what the arenas keep live over each merged launch
         self.arch = architecture(cp)
         self.module = cp.cuda.function.Module()
         self.module.load(nvrtc.compile_cubin(source, self.arch))
@@ -105,7 +102,7 @@ class CudaExecutable:
             self.weight_uploads = len(self.weights)  # what the load copied to the device; runs copy no weight again
             # Arrival counters (compiler/cuda/arrivals.py): zero at load, reset by the kernels that count on them.
             for name, b in program.buffers.items():
-                if b.role == arrivals.ROLE:
+                if b.role == COUNTERS:
                     self.weights[name] = cp.zeros(int(b.size.evaluate({})), cp.int32)
             self.dims = cp.zeros(max(len(self.symbols), 1), cp.int64)  # the dims block D every kernel reads
             self.status = cp.zeros(1, cp.int32)  # lm_status: set to 1 by a kernel that met an index out of range
@@ -113,7 +110,7 @@ class CudaExecutable:
         self.stream.synchronize()
         self.arenas: dict[tuple[int, ...], DeviceArena] = {}
         # donated inputs the program writes in place: input buffer -> input name
-        self.in_place = written_inputs(program)
+        self.in_place = dict(plan.written_inputs)
 
     def _upload(self, value: Any, buf: ir.Buffer):
         """A weight as a resident flat device array of its storage dtype (a device array is used in place)."""
@@ -146,7 +143,7 @@ class CudaExecutable:
             return
         cp, stream = self.cp, self.stream
         for name, b in self.program.buffers.items():
-            if b.role == derived_weights.ROLE:
+            if b.role == DERIVED:
                 self.weights[name] = cp.zeros(int(b.size.evaluate({})), self._storage(b.dtype))
         pointers = {buf: array.data for buf, array in self.weights.items()}
         with self.device, stream:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from luminal.compiler.analysis import memory
-from luminal.compiler.gpu.launch import Launch
 from luminal.compiler.kernels import ir
+from luminal.compiler.storage.run_plan import Launch
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ def _aligned(n: int) -> int:
 
 def layout(program: ir.KernelProgram, env: Mapping[str, int], together: Sequence[Sequence[str]] = ()) -> Layout:
     """The layout at dims `env` (a bucket's): the memory plan's arena, then one slot per input. `together`: the
-    kernels of each merged launch (compiler/cuda/program.py's `launched_together`)."""
+    kernels of each merged launch (the run plan's `together`)."""
     plan = memory.plan(program, env, together)
     offsets, sizes, cursor = dict(plan.offsets), dict(plan.sizes), plan.arena_bytes
     for buf in sorted(set(program.inputs.values())):

@@ -12,7 +12,6 @@ like a CPU one.
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 import os
 import platform
@@ -23,11 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from luminal.compiler.cuda.library_gemm import LibraryGemm
-from luminal.compiler.cuda.program import launch_plan, launched_together, load_plan
-from luminal.compiler.gpu.launch import Launch
+from luminal import dtypes as dt
 from luminal.compiler.kernels import ir
-from luminal.compiler.renderer.dialects import CUDA
+from luminal.compiler.storage.run_plan import Launch, LibraryGemm, RunPlan
 from luminal.runtime import build_lock, precompiled_header
 from luminal.runtime.cpu import CompilerMissing, CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
@@ -40,23 +37,29 @@ FIBERS = Path(__file__).resolve().parents[1] / "host_fibers"  # how a block's th
 HUNG = 2  # what lm_run and lm_kernel_<name> return when a block's threads waited at different barriers
 # A fiber returns on a stack it switched to (runtime/host_fibers/): a shadow stack (x86's CET) cannot follow that.
 NO_SHADOW_STACK = ["-fcf-protection=none"] if platform.machine() in ("x86_64", "AMD64") else []
+# Each buffer's pointer type as the CUDA dialect spells it (compiler/renderer/dialects.py; a test holds the two
+# equal): the driver casts each table entry to the type its kernel takes.
+STORAGE = {dt.float32: "float", dt.float16: "__half", dt.bfloat16: "__nv_bfloat16", dt.float64: "double",
+           dt.bool_: "uint8_t", **{d: f"{d.name}_t" for d in dt.INTEGERS}}  # fmt: skip
 # -ffp-contract=off: as --fmad=false on the GPU, every op rounds as the reference does (fmaf stays an FMA).
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-w", *NO_SHADOW_STACK]
 
 
-def driver(p: ir.KernelProgram, plan: list[Launch] | None = None, once: list[Launch] | None = None) -> str:
-    """`lm_run_grid(B, D, G)`: every launch of the plan (CUDA's unless given), its pointers read from the buffer
-    table by slot, its block count evaluated at the dims G while the kernels read the dims D (a CUDA graph
-    captured for a shape bucket launches so); `lm_run(B, D)` is the exact launch, G = D. `lm_prepare(B, D)`:
-    the program's load plan `once` (CUDA's unless given; compiler/kernels/derived_weights.py), which the CPU runtime
-    calls once after binding the weights."""
-    plan = launch_plan(p) if plan is None else plan
-    once = load_plan(p) if once is None else once
+def driver(p: ir.KernelProgram, plan: list[Launch], once: list[Launch]) -> str:
+    """`lm_run_grid(B, D, G)`: every launch of `plan` (a run's), its pointers read from the buffer table by slot,
+    its block count evaluated at the dims G while the kernels read the dims D (a CUDA graph captured for a shape
+    bucket launches so); `lm_run(B, D)` is the exact launch, G = D. `lm_prepare(B, D)`: the load's launches
+    `once` (the kernels of derived buffers), which the CPU runtime calls once after binding the weights."""
     lines = ['#include "lm_cublas.h"'] if any(launch.call is not None for launch in [*once, *plan]) else []
     lines += _entry("lm_run_grid(void** B, const int64_t* D, const int64_t* G)", p, plan)
     lines += _entry("lm_prepare(void** B, const int64_t* D)", p, once, grid="D")
     lines += ['extern "C" int lm_run(void** B, const int64_t* D) { return lm_run_grid(B, D, D); }']
     return "\n".join(lines) + "\n"
+
+
+def entries(p: ir.KernelProgram, plan: RunPlan) -> str:
+    """What a shim build adds to the program's source, from its run plan: the driver, then an entry per kernel."""
+    return driver(p, list(plan.launches), list(plan.at_load)) + kernel_entries(p, [*plan.at_load, *plan.launches])
 
 
 def _entry(signature: str, p: ir.KernelProgram, plan: list[Launch], grid: str = "G") -> list[str]:
@@ -71,7 +74,7 @@ def _entry(signature: str, p: ir.KernelProgram, plan: list[Launch], grid: str = 
         args = []
         for j, name in enumerate(launch.buffers):
             const = "" if j < launch.writes else "const "
-            args.append(f"({const}{CUDA.storage[p.buffers[name].dtype]}*)B[{slots[name]}]")
+            args.append(f"({const}{STORAGE[p.buffers[name].dtype]}*)B[{slots[name]}]")
         call = f"lm_launch({launch.kernel}, lm_blocks, {launch.block}, {', '.join(args)}, D, &lm_status);"
         call += f" if (lm_fibers_hung()) return {HUNG};"
         lines.append(f"  {{ const int64_t lm_blocks = {launch.grid.render_c()}; if (lm_blocks > 0) {call} }}")
@@ -88,18 +91,18 @@ def library_call(call: LibraryGemm, slots: dict[str, int]) -> str:
     return f"lm_cublas_gemm({', '.join([*args, call.batch.render_c()])});"
 
 
-def kernel_entries(p: ir.KernelProgram, plan: list[Launch] | None = None) -> str:
-    """`lm_kernel_<name>(P, blocks)` per launch of the plan (CUDA's unless given): one kernel launched alone, its
+def kernel_entries(p: ir.KernelProgram, plan: list[Launch]) -> str:
+    """`lm_kernel_<name>(P, blocks)` per launch of `plan`: one kernel launched alone, its
     arguments (buffers, D, lm_status) the pointers in P, as a CUDA driver launch passes them; what a stand-in for
     CuPy calls in the tests. It returns HUNG where the launch hung, else 0."""
     lines = []
-    for launch in [*load_plan(p), *launch_plan(p)] if plan is None else plan:
+    for launch in plan:
         if launch.call is not None:
             continue  # not a kernel: the runtime issues the library call
         args = []
         for j, name in enumerate(launch.buffers):
             const = "" if j < launch.writes else "const "
-            args.append(f"({const}{CUDA.storage[p.buffers[name].dtype]}*)P[{j}]")
+            args.append(f"({const}{STORAGE[p.buffers[name].dtype]}*)P[{j}]")
         n = len(launch.buffers)
         args += [f"(const int64_t*)P[{n}]", f"(int*)P[{n + 1}]"]
         lines.append(f'extern "C" int lm_kernel_{launch.kernel}(void** P, int64_t blocks) '
@@ -174,14 +177,8 @@ class ShimExecutable(CpuExecutable):
     arch: str | None = None  # the __CUDA_ARCH__ the source is built for (ShimRuntime(arch=...)); None: none
     reversed_blocks = False  # blocks and their threads last first (ShimRuntime(reversed_blocks=True))
 
-    @functools.cached_property
-    def together(self) -> list[tuple[str, ...]]:
-        """The kernels of each merged launch: the arena keeps what they touch apart, as the device's does."""
-        return launched_together(self.program)
-
     def build(self, source: str) -> Path:
-        program = source + "\n" + driver(self.program) + kernel_entries(self.program)
-        return build_library(program, self.arch, self.reversed_blocks)
+        return build_library(source + "\n" + entries(self.program, self.plan), self.arch, self.reversed_blocks)
 
     def prepare(self, entry) -> int:
         return unless_hung(super().prepare(entry))

@@ -53,4 +53,4 @@ class MetalRuntime:
 
         graph = program.graph
         weights = bound_weights(graph, weights)
-        return MetalExecutable(api, graph, program.kernels, program.source, weights)
+        return MetalExecutable(api, graph, program.kernels, program.source, weights, plan=program.plan)

@@ -28,11 +28,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from luminal.compiler.cpu import prepack
-from luminal.compiler.gpu.launch import Launch
-from luminal.compiler.kernels import derived_weights, ir
-from luminal.compiler.kernels.in_place import written_inputs
-from luminal.compiler.metal.program import launch_plan, launched_together, load_plan
+from luminal.compiler.kernels import ir
+from luminal.compiler.storage.run_plan import DERIVED, PACKED, Launch, RunPlan
 from luminal.graph import Graph
 from luminal.runtime.cuda import buckets
 from luminal.runtime.cuda.layout import Layout, launches_at, layout
@@ -69,15 +66,17 @@ class Arena:
 
 
 class MetalExecutable:
-    def __init__(self, api: Any, graph: Graph, program: ir.KernelProgram, source: str, weights: Mapping[str, Any]):
-        packed = [name for name, b in program.buffers.items() if b.role == prepack.ROLE]
+    def __init__(self, api: Any, graph: Graph, program: ir.KernelProgram, source: str, weights: Mapping[str, Any],
+                 *, plan: RunPlan):  # fmt: skip
+        """`plan`: the program's run plan (compiler/storage/run_plan.py): the dispatches of a run and of the load."""
+        packed = [name for name, b in program.buffers.items() if b.role == PACKED]
         if packed:  # the CPU GEMM's weight panels: a Metal program reads its weights as they are
             raise ValueError(f"a Metal program has no packed weight buffers, this one has {packed[:4]}")
         self.api, self.graph, self.program = api, graph, program
         self.lock = threading.Lock()  # one run at a time: the arenas and the status flag are shared
         self.symbols = sorted(program.symbols)
-        self.plan, self.load = launch_plan(program), load_plan(program)
-        self.together = launched_together(program)
+        self.plan, self.load = list(plan.launches), list(plan.at_load)
+        self.together = plan.together
         self.device = api.MTLCreateSystemDefaultDevice()
         self.queue = self.device.newCommandQueue()
         self.pipelines = self._pipelines(source)
@@ -85,7 +84,7 @@ class MetalExecutable:
         self.weight_uploads = len(self.weights)  # what the load copied; runs copy no weight again
         self.status = self.device.newBufferWithLength_options_(STATUS_BYTES, api.MTLResourceStorageModeShared)
         self.arenas: dict[tuple[int, ...], Arena] = {}
-        self.in_place = written_inputs(program)  # input buffer -> input name
+        self.in_place = dict(plan.written_inputs)  # input buffer -> input name
         self._derive()
 
     def _pipelines(self, source: str) -> dict[str, Any]:
@@ -120,8 +119,9 @@ class MetalExecutable:
         if not self.load:
             return
         for name, b in self.program.buffers.items():
-            if b.role == derived_weights.ROLE:
-                self.weights[name] = shared_buffer(self.device, self.api, bytes(derived_weights.buffer_bytes(b)))
+            if b.role == DERIVED:  # its size is known at compile time: no dims are bound at load
+                size = int(b.size.evaluate({})) * b.dtype.itemsize
+                self.weights[name] = shared_buffer(self.device, self.api, bytes(size))
         host_bytes(self.status)[...] = 0
         self._encode_and_wait(self.load, dict.fromkeys(self.symbols, 0), None, {})  # no derived kernel reads a dim
         if int(host_bytes(self.status).view(np.int32)[0]):

@@ -12,7 +12,6 @@ threadgroup and thread positions. The rest is the CPU runtime's: buffer table, a
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import re
@@ -21,7 +20,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from luminal.compiler.metal.program import launch_plan, launched_together, load_plan
+from luminal.compiler.kernels import ir
+from luminal.compiler.storage.run_plan import RunPlan
 from luminal.runtime import build_lock, precompiled_header
 from luminal.runtime.cpu import CpuExecutable, CpuRuntime
 from luminal.runtime.cpu import cache_dir as cpu_cache_dir
@@ -83,22 +83,16 @@ def _compile(source: str, headers: str, lib: Path) -> None:
         os.replace(staged, lib)
 
 
-def entries(program) -> str:
-    """`lm_run` over the whole launch plan, `lm_prepare` over the load plan, and `lm_kernel_<name>(P, groups)`
-    per launch of either (one dispatch alone, its arguments the pointers in P: what the stand-in Metal device in
-    the tests calls), over Metal's plans (no tensor-core GEMMs, flash decoding's split and combine apart)."""
-    plan, once = launch_plan(program), load_plan(program)
-    return cuda_shim.driver(program, plan, once) + cuda_shim.kernel_entries(program, [*once, *plan])
+def entries(program: ir.KernelProgram, plan: RunPlan) -> str:
+    """`lm_run` over the run's launches, `lm_prepare` over the load's, and `lm_kernel_<name>(P, groups)` per launch
+    of either (one dispatch alone, its arguments the pointers in P: what the stand-in Metal device in the tests
+    calls), from Metal's run plan (no tensor-core GEMMs, flash decoding's split and combine apart)."""
+    return cuda_shim.entries(program, plan)
 
 
 class MetalShimExecutable(CpuExecutable):
-    @functools.cached_property
-    def together(self) -> list[tuple[str, ...]]:
-        """The kernels of each merged dispatch: the arena keeps what they touch apart, as the device's does."""
-        return launched_together(self.program)
-
     def build(self, source: str) -> Path:
-        return build_library(source, entries(self.program))
+        return build_library(source, entries(self.program, self.plan))
 
     def call(self, table, env: dict[str, int]) -> int:
         return cuda_shim.unless_hung(super().call(table, env))

@@ -76,7 +76,7 @@ def same(a, b) -> bool:
 def check_round_trip(g, feed):
     prog = lm.compile(g, "cpu", cache=False)
     back = load_program(program_to_bytes(prog))
-    assert same(back.kernels, prog.kernels)
+    assert same(back.kernels, prog.kernels) and back.plan == prog.plan
     assert back.source == prog.source and back.target == prog.target
     want, got, ref = prog.run(feed), back.run(feed), lm.run(g, feed)
     for name in want:
@@ -245,8 +245,9 @@ def _first(rows, kind):
     ],
 )
 def test_tampered(blob, name, change, message):
+    """verify=True: the structural checks every load makes, and the source and plan regenerated from the IR."""
     with pytest.raises(ArtifactError, match=message):
-        load_program(_edit(blob, name, change))
+        load_program(_edit(blob, name, change), verify=True)
 
 
 def test_digest_mismatch_and_truncation(blob):

@@ -13,7 +13,7 @@ from luminal.compiler.analysis.targets import TARGETS
 
 COMPILER = Path(__file__).resolve().parent.parent.parent / "compiler"
 ENTRY_POINTS = {"__init__.py", "program.py", "artifact.py", "backends.py"}
-BACKEND_INTERFACE = ("fuse", "passes", "variants", "after_choice", "program_source", "launched_together")
+BACKEND_INTERFACE = ("fuse", "passes", "variants", "after_choice", "program_source", "launched_together", "run_plan")
 KINDS = sorted({t.kind for t in TARGETS.values()})
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import luminal as lm
 import luminal.functional as F
+from luminal.compiler.backends import run_plan
 from luminal.compiler.cpu import codegen_gemm
 from luminal.compiler.graph.passes import PASSES
 from luminal.compiler.kernels import ir
@@ -40,7 +41,7 @@ def check_every_candidate(g: lm.Graph, feed: dict, what: str, rtol=1e-4, atol=1e
     for name, cand in found.candidates.items():
         _close(lm.run(cand, feed), want, f"{what}, candidate {name} on the interpreter", rtol, atol)
         kernels = kernel_program(cand, "cpu")
-        exe = CpuExecutable(cand, kernels, c_source(kernels), cand.weight_data)
+        exe = CpuExecutable(cand, kernels, c_source(kernels), cand.weight_data, plan=run_plan(kernels, "cpu"))
         _close(exe.run(feed), want, f"{what}, candidate {name} compiled", rtol, atol)
         if name == "search":
             found.report["gemm kernels"] = [k for k in kernels.kernels if codegen_gemm.plan(k) is not None]

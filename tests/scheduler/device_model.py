@@ -22,7 +22,7 @@ def on_fake_device(graph: lm.Graph, target: str = "h100") -> LoadedProgram:
     program = lm.compile(graph, target)
     use_shim_for(program)
     program._executable = CudaExecutable(fake_cupy, program.graph, program.kernels, program.source,
-                                         graph.weight_data)  # fmt: skip
+                                         graph.weight_data, plan=program.plan)  # fmt: skip
     return LoadedProgram(program)
 
 

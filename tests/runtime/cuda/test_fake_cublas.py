@@ -29,10 +29,11 @@ pytestmark = [
 
 
 def on_fake_device(program, **options) -> CudaExecutable:
-    entries = shim.driver(program.kernels) + shim.kernel_entries(program.kernels)
+    entries = shim.entries(program.kernels, program.plan)
     fake_cupy.Module.library = ctypes.CDLL(str(shim.build_library(program.source + "\n" + entries)))
     graph = program.graph
-    return CudaExecutable(fake_cupy, graph, program.kernels, program.source, graph.weight_data, **options)
+    return CudaExecutable(fake_cupy, graph, program.kernels, program.source, graph.weight_data, plan=program.plan,
+                          **options)  # fmt: skip
 
 
 def load(g: lm.Graph, **options) -> CudaExecutable:

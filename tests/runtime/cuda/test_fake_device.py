@@ -27,14 +27,16 @@ pytestmark = [
 
 def use_shim_for(program) -> None:
     """Make the fake device run `program`'s kernels (its CUBIN loads; the shim library runs)."""
-    entries = shim.driver(program.kernels) + shim.kernel_entries(program.kernels)
+    entries = shim.entries(program.kernels, program.plan)
     fake_cupy.Module.library = ctypes.CDLL(str(shim.build_library(program.source + "\n" + entries)))
 
 
 def load(g: lm.Graph, **options) -> CudaExecutable:
     program = lm.compile(g, "h100")
     use_shim_for(program)
-    return CudaExecutable(fake_cupy, program.graph, program.kernels, program.source, g.weight_data, **options)
+    return CudaExecutable(
+        fake_cupy, program.graph, program.kernels, program.source, g.weight_data, plan=program.plan, **options
+    )
 
 
 @pytest.mark.parametrize("case", ["where_casts", "gather_scatter", "gpt2"])
@@ -130,7 +132,7 @@ def test_device_weights_written_on_the_callers_stream_are_waited_for_at_load():
     caller = fake_cupy.cuda.Stream(non_blocking=True)
     with caller:
         weights = {name: fake_cupy.asarray(w) for name, w in g.weight_data.items()}
-        exe = CudaExecutable(fake_cupy, program.graph, program.kernels, program.source, weights)
+        exe = CudaExecutable(fake_cupy, program.graph, program.kernels, program.source, weights, plan=program.plan)
     assert_matches(exe.run(feed), lm.run(g, feed))
 
 
@@ -143,7 +145,7 @@ def test_a_device_weight_at_an_unaligned_address_is_copied_not_used_in_place():
         flat = np.ascontiguousarray(w).reshape(-1)
         padded = fake_cupy.asarray(np.concatenate([flat[:1], flat]))  # the weight starts 4 bytes into it
         weights[name] = fake_cupy.ndarray(w.shape, w.dtype, memptr=padded.data + flat.itemsize)
-    exe = CudaExecutable(fake_cupy, program.graph, program.kernels, program.source, weights)
+    exe = CudaExecutable(fake_cupy, program.graph, program.kernels, program.source, weights, plan=program.plan)
     assert all(array.data.ptr % 16 == 0 for array in exe.weights.values())
     assert_matches(exe.run(feed), lm.run(g, feed))
 

@@ -26,7 +26,7 @@ def test_the_load_plan_runs_once_and_the_weight_it_read_is_let_go(name, graph):
     program = lm.compile(g, "h100", cache=False)
     use_shim_for(program)
     before = fake_cupy.Function.launched
-    exe = CudaExecutable(fake_cupy, program.graph, program.kernels, program.source, g.weight_data)
+    exe = CudaExecutable(fake_cupy, program.graph, program.kernels, program.source, g.weight_data, plan=program.plan)
     assert fake_cupy.Function.launched - before == len(exe.load) == 1
     derived = [n for n, b in exe.program.buffers.items() if b.role == ROLE]
     assert set(exe.weights) == set(derived)  # the weight w: read only at load, freed

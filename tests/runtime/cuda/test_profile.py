@@ -11,6 +11,7 @@ import pytest
 import luminal as lm
 import luminal.functional as F
 from luminal.compiler.analysis import profile
+from luminal.compiler.cuda.program import run_plan
 from luminal.runtime import cuda as cuda_runtime
 from luminal.runtime.cuda import devices, shim
 from luminal.runtime.cuda.executable import CudaExecutable
@@ -30,9 +31,9 @@ def linear() -> lm.Graph:
 
 def on_the_fake_device(cp, graph, kernels, source):
     """profile.load_on_cuda for the fake device: the candidate's kernels run through its own shim library."""
-    entries = shim.driver(kernels) + shim.kernel_entries(kernels)
-    fake_cupy.Module.library = ctypes.CDLL(str(shim.build_library(source + "\n" + entries)))
-    return CudaExecutable(cp, graph, kernels, source, graph.weight_data)
+    plan = run_plan(kernels)
+    fake_cupy.Module.library = ctypes.CDLL(str(shim.build_library(source + "\n" + shim.entries(kernels, plan))))
+    return CudaExecutable(cp, graph, kernels, source, graph.weight_data, plan=plan)
 
 
 @pytest.mark.needs("g++")

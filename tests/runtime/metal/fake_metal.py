@@ -17,6 +17,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from luminal.compiler.kernels import ir
+from luminal.compiler.program import CompiledProgram
+from luminal.compiler.storage.run_plan import RunPlan
 from luminal.runtime.cuda import shim as cuda_shim
 from luminal.runtime.metal import shim
 
@@ -35,10 +37,10 @@ def MTLCreateSystemDefaultDevice():  # noqa: N802 - Metal's name
     return current
 
 
-def use(program: ir.KernelProgram, max_threads: int = 1024, fail_compile: str | None = None) -> Device:
-    """Make the default device one that runs `program`'s kernels (the shim builds them from its launch plan)."""
+def use(program: CompiledProgram, max_threads: int = 1024, fail_compile: str | None = None) -> Device:
+    """Make the default device one that runs `program`'s kernels (the shim builds them from its run plan)."""
     global current
-    current = Device(program, max_threads, fail_compile)
+    current = Device(program.kernels, program.plan, max_threads, fail_compile)
     return current
 
 
@@ -87,8 +89,8 @@ class Buffer:
 
 
 class Device:
-    def __init__(self, program: ir.KernelProgram, max_threads: int, fail_compile: str | None):
-        self.program, self.max_threads, self.fail_compile = program, max_threads, fail_compile
+    def __init__(self, program: ir.KernelProgram, plan: RunPlan, max_threads: int, fail_compile: str | None):
+        self.program, self.plan, self.max_threads, self.fail_compile = program, plan, max_threads, fail_compile
         self.buffers: list[Buffer] = []  # every buffer made, in order
         self.command_buffers: list[CommandBuffer] = []
         self.libraries: list[Library] = []
@@ -100,7 +102,7 @@ class Device:
         if self.fail_compile:
             return None, Error(self.fail_compile)
         shim.check_source(source)
-        library = ctypes.CDLL(str(shim.build_library(source, shim.entries(self.program))))
+        library = ctypes.CDLL(str(shim.build_library(source, shim.entries(self.program, self.plan))))
         self.libraries.append(Library(source, options, library))
         return self.libraries[-1], None
 

@@ -40,7 +40,7 @@ def test_the_weight_kernel_is_in_the_load_plan_not_a_runs(compiled):
 @needs_gxx
 def test_the_runtime_derives_once_and_lets_the_weight_go(compiled):
     g, prog = compiled
-    device = fake_metal.use(prog.kernels)
+    device = fake_metal.use(prog)
     exe = metal_runtime.MetalRuntime().load(prog, api=fake_metal)
     derived = derived_buffer(prog)
     (load,) = device.command_buffers  # the load plan, encoded once at load

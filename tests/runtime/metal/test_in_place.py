@@ -19,7 +19,7 @@ pytestmark = pytest.mark.needs("g++")
 
 def _load(graph: lm.Graph):
     program = lm.compile(graph, "m2")
-    fake_metal.use(program.kernels)
+    fake_metal.use(program)
     return metal_runtime.MetalRuntime().load(program, api=fake_metal)
 
 

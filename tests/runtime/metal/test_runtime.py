@@ -27,7 +27,7 @@ PROGRAMS = {**CASES, **MODELS, **METAL_MODELS}
 def load(case: str, **device):
     g, feed = PROGRAMS[case]()
     program = lm.compile(g, "m2")
-    fake_metal.use(program.kernels, **device)
+    fake_metal.use(program, **device)
     return g, feed, metal_runtime.MetalRuntime().load(program, api=fake_metal)
 
 
