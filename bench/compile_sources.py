@@ -71,7 +71,7 @@ def candidate_lines(report: dict) -> list[str]:
         if "same_as" in row:
             continue
         mark = "*" if row["name"] == report["choice"] else " "
-        extra = {k: v for k, v in row.items() if k not in ("name", "estimated_s", "fusion")}
+        extra = {k: v for k, v in row.items() if k not in ("name", "estimated_s", "fusion", "source_sha256")}
         lines.append(f" {mark} {row['name']}: {row['estimated_s'] * 1e6:.3f} us {extra}")
     return lines
 
