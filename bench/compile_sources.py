@@ -6,8 +6,9 @@ Models (tiny, random weights, the compiler tests' own builders): a MiniLM-shaped
 a Llama prefill (float32 and bf16), a Llama decode step (float32, bf16) and a paged bf16 decode step. Each is
 compiled for each target without the compile cache, and its source (C, CUDA C++ or MSL) is written as
 `OUT_DIR/<model>.<target>.<ext>`; `OUT_DIR/SHA256SUMS` lists them (`sha256sum -c` reads it) and
-`OUT_DIR/times.txt` the compile seconds. A refactoring that must not change the output is checked with
-`diff -r before after` (the times aside).
+`OUT_DIR/times.txt` the compile seconds, `OUT_DIR/choices.txt` each compile's candidates with their estimated
+costs, the chosen one marked `*`. A refactoring that must not change the output is checked with `diff -r before
+after` (the times aside); where a source differs, choices.txt says which choice changed and at what estimate.
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ def models():
 
 def main(out: Path, targets: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    sums, times = [], []
+    sums, times, choices = [], [], []
     for name, graph in models():
         for target in targets:
             start = time.perf_counter()
-            source = lm.compile(graph, target, cache=False).source
-            seconds = time.perf_counter() - start
+            prog = lm.compile(graph, target, cache=False)
+            seconds, source = time.perf_counter() - start, prog.source
+            choices += [f"{name} {target}", *candidate_lines(prog.report), ""]
             path = out / f"{name}.{target}.{EXTENSIONS[get_target(target).kind]}"
             path.write_text(source)
             sums.append(f"{hashlib.sha256(source.encode()).hexdigest()}  {path.name}")
@@ -58,6 +60,20 @@ def main(out: Path, targets: list[str]) -> None:
             print(times[-1], flush=True)
     (out / "SHA256SUMS").write_text("\n".join(sums) + "\n")
     (out / "times.txt").write_text("\n".join(times) + "\n")
+    (out / "choices.txt").write_text("\n".join(choices))
+
+
+def candidate_lines(report: dict) -> list[str]:
+    """One line per ranked candidate: its name (`*` where chosen), estimated seconds and what else its row
+    reports (launches, resident bytes...), duplicates left out."""
+    lines = []
+    for row in report["candidates"]:
+        if "same_as" in row:
+            continue
+        mark = "*" if row["name"] == report["choice"] else " "
+        extra = {k: v for k, v in row.items() if k not in ("name", "estimated_s", "fusion", "source_sha256")}
+        lines.append(f" {mark} {row['name']}: {row['estimated_s'] * 1e6:.3f} us {extra}")
+    return lines
 
 
 if __name__ == "__main__":

@@ -4,9 +4,8 @@ through its `backend.py`, which the pipeline (program.py) looks up here by the t
 A backend module defines, by convention (tests/compiler/test_backend_layout.py holds it):
 - `fuse(kernels, target)`: its fusion after the single-consumer policy, before indices are folded;
 - `passes(kernels, donated, target, activation_dtype)`: its passes on each candidate's fused program;
-- `variants(name, kernels, target, gemm_library)`: the candidate's programs to rank (CUDA adds cuBLAS GEMMs);
-- `after_choice(kernels)`: what the chosen program gets before its source is written (the GPU merges; issue 46
-  moves them before ranking);
+- `variants(name, kernels, target, gemm_library)`: the candidate's programs to rank, each as it will ship (CUDA
+  adds cuBLAS GEMMs, the GPU backends merged sibling GEMMs): nothing rewrites the chosen one afterwards;
 - `program_source(kernels)`: the whole generated source;
 - `launched_together(kernels)`: the kernel names of each launch that runs several, for the memory plan;
 - `run_plan(kernels)`: what its runtime reads besides the IR and the source (compiler/storage/run_plan.py).
@@ -24,7 +23,7 @@ from luminal.compiler.storage.run_plan import RunPlan
 
 KINDS = ("cpu", "cuda", "metal")
 COMPILED_TARGETS = tuple(name for name, t in TARGETS.items() if t.kind in KINDS)  # the targets with a backend
-INTERFACE = ("fuse", "passes", "variants", "after_choice", "program_source", "launched_together", "run_plan")
+INTERFACE = ("fuse", "passes", "variants", "program_source", "launched_together", "run_plan")
 
 
 def backend_for(target: str) -> ModuleType:

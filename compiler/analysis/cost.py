@@ -16,13 +16,14 @@ the program is compiled for, which is the shape that decides whether a candidate
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from luminal.compiler.analysis import gemm_plan
+from luminal.compiler.analysis import gemm_plan, gemv_plan
 from luminal.compiler.analysis.targets import Target, get_target
 from luminal.compiler.cpu import int_gemm  # the CPU integer GEMM packs its operands: its plan is costed here
 from luminal.compiler.kernels import hoist, ir
-from luminal.compiler.kernels.derived_weights import at_load
+from luminal.compiler.kernels.derived_weights import ROLE, at_load
 from luminal.symbolic import Expr, as_expr
 
 # FLOPs charged per element for an op, relative to an add or multiply (1). NVIDIA's CUDA C++ Programming
@@ -56,8 +57,11 @@ class ProgramCost:
     flops: int
     bytes_read: int
     bytes_written: int
-    seconds: float  # kernels run one after another, so their times add
+    seconds: float  # a run: its kernels run one after another, so their times add, less the launches they share
     kernels: list[KernelCost] = field(default_factory=list)
+    launches: int = 0  # a run's launches: its kernels, less those that share a launch with another
+    load_seconds: float = 0.0  # the kernels run once at load (derived weights), as estimated
+    resident_bytes: int = 0  # what a loaded program keeps beside its arena: the weights a run reads, derived buffers
 
 
 def size(e: Expr | int, env: dict[str, int] | None) -> int:
@@ -162,7 +166,8 @@ def estimate(
     if isinstance(kernel, ir.LoopKernel):
         # The C hoists row statistics out of a loop kernel's innermost loop, except in a GEMM's epilogue.
         inner = None if count.gemm or not kernel.shape else (f"_i{len(kernel.shape) - 1}", kernel.shape[-1])
-        flops = count.flops(kernel.body, n_out, inner)
+        body, flops = _staged_vector(kernel, count, n_out, target) if gemm is None else (kernel.body, 0)
+        flops += count.flops(body, n_out, inner)
     else:
         n_src = _elements(kernel.src_shape, env)
         flops = count.flops(kernel.at, n_src) + count.flops(kernel.src, n_src)
@@ -181,6 +186,19 @@ def estimate(
     compute += (flops - count.gemm_flops) / (target.peak_for(out.dtype) * target.loop_efficiency)
     seconds = max((bytes_read + bytes_written) / target.memory_bandwidth, compute)
     return KernelCost(kernel.name, flops, bytes_read, bytes_written, seconds + target.launch_overhead_s)
+
+
+def _staged_vector(kernel: ir.LoopKernel, count: _Counter, n_out: int, target: Target) -> tuple[ir.Value, int]:
+    """A GEMV's body without its vector, and the FLOPs of computing that vector: on a target that stages it
+    (compiler/gpu/gemv.py: once per block, a fused norm's statistics with it), once per element of it and row,
+    as optimistic as the bytes; elsewhere the body as it is, the vector counted where it is read."""
+    gemv = gemv_plan.plan(kernel) if target.stages_gemv_vectors else None
+    if gemv is None or gemv.vector is None:
+        return kernel.body, 0
+    rows = n_out // max(size(kernel.shape[-1], count.env), 1)
+    flops = count.flops(gemv.vector, rows * size(gemv.reduction.extent, count.env))
+    staged = ir.Const(0.0, gemv.vector.dtype)  # read from where it was staged: no arithmetic per output
+    return ir.rebuilt(kernel.body, lambda v: staged if v == gemv.vector else None), flops
 
 
 def _library_gemm(kernel: ir.Kernel, buffers: dict[str, ir.Buffer], target: Target, env) -> KernelCost:
@@ -202,17 +220,38 @@ def _library_gemm(kernel: ir.Kernel, buffers: dict[str, ir.Buffer], target: Targ
     return KernelCost(kernel.name, count.gemm_flops, bytes_read, bytes_written, seconds)
 
 
-def estimate_program(program: ir.KernelProgram, target: Target | str, env: dict[str, int] | None = None) -> ProgramCost:
-    """Every kernel's cost and their sum: the number candidates are ranked by. Kernels run once at load
-    (compiler/kernels/derived_weights.py) are not part of a run."""
+def estimate_program(
+    program: ir.KernelProgram,
+    target: Target | str,
+    env: dict[str, int] | None = None,
+    together: Iterable[Sequence[str]] = (),
+) -> ProgramCost:
+    """Every kernel's cost and their sum: the number candidates are ranked by. `together` names the kernels of
+    each launch that runs several (the backend's `launched_together`): they pay one launch overhead between them.
+    Kernels run once at load (compiler/kernels/derived_weights.py) are not part of a run: their cost is
+    `load_seconds`, and what they make is resident (`resident_bytes`)."""
     target = get_target(target)
     run = [k for k in program.kernels if not at_load(k, program.buffers)]
     kernels = [estimate(k, program.buffers, target, env, program.library.get(k.name)) for k in run]
+    once = [k for k in program.kernels if at_load(k, program.buffers)]
+    load = sum(estimate(k, program.buffers, target, env, program.library.get(k.name)).seconds for k in once)
+    shared = sum(len(names) - 1 for names in together)
     return ProgramCost(
         target.name,
         sum(k.flops for k in kernels),
         sum(k.bytes_read for k in kernels),
         sum(k.bytes_written for k in kernels),
-        sum(k.seconds for k in kernels),
+        sum(k.seconds for k in kernels) - shared * target.launch_overhead_s,
         kernels,
+        len(kernels) - shared,
+        load,
+        resident_bytes(program, run),
     )
+
+
+def resident_bytes(program: ir.KernelProgram, run: list[ir.Kernel]) -> int:
+    """Bytes a loaded program holds for as long as it is loaded: the weights its `run` kernels read (a runtime
+    lets go of one only the load's kernels read) and every derived buffer."""
+    read = set().union(*(ir.buffers_read(k) for k in run))
+    held = [b for name, b in program.buffers.items() if b.role == ROLE or (b.role == "weight" and name in read)]
+    return sum(size(b.size, None) * b.dtype.itemsize for b in held)

@@ -43,6 +43,8 @@ class Target:
     # launch. Estimates: cuBLAS is commonly measured at 70-80% of an H100's dense bf16 peak for large GEMMs.
     library_gemm_efficiency: float = 0.0
     library_call_s: float = 0.0
+    # GPUs: a GEMV computes its input vector (a fused norm with it) once per block, not per output element.
+    stages_gemv_vectors: bool = False
 
     def __post_init__(self):
         if self.kind not in ("cpu", "cuda", "metal"):
@@ -57,8 +59,10 @@ class Target:
         return self.peak_flops
 
 
+# What the generated GPU kernels do (compiler/gpu/): a GEMV stages its vector once per block.
+GPU_KERNELS = {"stages_gemv_vectors": True}
 # Generated GEMMs against cuBLAS on every CUDA target (estimates, see the fields above).
-CUDA_GEMMS = {"gemm_efficiency": 0.35, "library_gemm_efficiency": 0.75, "library_call_s": 2e-6}
+CUDA_GEMMS = {"gemm_efficiency": 0.35, "library_gemm_efficiency": 0.75, "library_call_s": 2e-6} | GPU_KERNELS
 
 TARGETS: dict[str, Target] = {
     t.name: t
@@ -104,13 +108,17 @@ TARGETS: dict[str, Target] = {
         # matrix-unit peak; every family allows 32 KB of threadgroup memory. A Metal dispatch costs more to issue
         # than a graph-replayed CUDA kernel (~5 us, est.).
         # M1, 8-core GPU: LPDDR4X-4266 on 128 bits, 68.25 GB/s; 2.6 TFLOPS; up to 16 GB.
-        Target("m1", "metal", 68.25 * GB, 2.6 * TERA, 2.6 * TERA, 2.6 * TERA, 8, 32 * KB, 5e-6, 16 * GB),
+        Target("m1", "metal", 68.25 * GB, 2.6 * TERA, 2.6 * TERA, 2.6 * TERA, 8, 32 * KB, 5e-6, 16 * GB, **GPU_KERNELS),
         # M2, 10-core GPU: 100 GB/s unified memory, 3.6 TFLOPS, up to 24 GB.
-        Target("m2", "metal", 100 * GB, 3.6 * TERA, 3.6 * TERA, 3.6 * TERA, 10, 32 * KB, 5e-6, 24 * GB),
+        Target("m2", "metal", 100 * GB, 3.6 * TERA, 3.6 * TERA, 3.6 * TERA, 10, 32 * KB, 5e-6, 24 * GB, **GPU_KERNELS),
         # M3, 10-core GPU: 100 GB/s, 3.58 TFLOPS, up to 24 GB.
-        Target("m3", "metal", 100 * GB, 3.58 * TERA, 3.58 * TERA, 3.58 * TERA, 10, 32 * KB, 5e-6, 24 * GB),
+        Target(
+            "m3", "metal", 100 * GB, 3.58 * TERA, 3.58 * TERA, 3.58 * TERA, 10, 32 * KB, 5e-6, 24 * GB, **GPU_KERNELS
+        ),
         # M4, 10-core GPU: LPDDR5X-7500, 120 GB/s; 3.76 TFLOPS; up to 32 GB.
-        Target("m4", "metal", 120 * GB, 3.76 * TERA, 3.76 * TERA, 3.76 * TERA, 10, 32 * KB, 5e-6, 32 * GB),
+        Target(
+            "m4", "metal", 120 * GB, 3.76 * TERA, 3.76 * TERA, 3.76 * TERA, 10, 32 * KB, 5e-6, 32 * GB, **GPU_KERNELS
+        ),
     )
 }
 

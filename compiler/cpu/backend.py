@@ -31,10 +31,6 @@ def variants(name: str, kernels: ir.KernelProgram, target: str, gemm_library: st
     return [(name, kernels)]  # no library GEMMs to offer
 
 
-def after_choice(kernels: ir.KernelProgram) -> ir.KernelProgram:
-    return kernels
-
-
 def program_source(kernels: ir.KernelProgram) -> str:
     slots = {name: k for k, name in enumerate(sorted(kernels.buffers))}
     return codegen_c.program_source(kernels, slots, sorted(kernels.symbols))

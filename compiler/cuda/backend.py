@@ -15,7 +15,7 @@ from luminal.compiler.gpu.gemv_order import bring_gemvs_together
 from luminal.compiler.gpu.passes import fuse
 from luminal.compiler.kernels import ir
 
-__all__ = ["fuse", "passes", "variants", "after_choice", "program_source", "launched_together", "run_plan"]
+__all__ = ["fuse", "passes", "variants", "program_source", "launched_together", "run_plan"]
 
 
 def passes(
@@ -31,12 +31,10 @@ def passes(
 
 def variants(name: str, kernels: ir.KernelProgram, target: str, gemm_library: str):
     """The candidate as generated and with GEMMs given to cuBLAS (compiler/cuda/gemm_choice.py): both with
-    "auto", the library one alone with "always"."""
+    "auto", the library one alone with "always"; each with and without its sibling GEMMs merged, as it will ship
+    (compiler/gpu/passes.py's `ranked_variants`, planned by CUDA's launches: tensor cores, cuBLAS, flash decoding)."""
     library = library_variant(kernels, target, check_mode(gemm_library))
-    if library is None:
-        return [(name, kernels)]
-    return [(f"{name}+cublas", library)] if gemm_library == "always" else [(name, kernels), (f"{name}+cublas", library)]
-
-
-def after_choice(kernels: ir.KernelProgram) -> ir.KernelProgram:
-    return gpu.after_choice(kernels, kernel_launches)  # CUDA's launches: tensor cores, cuBLAS, flash decoding
+    found = [(name, kernels)] if library is None else [(name, kernels), (f"{name}+cublas", library)]
+    if library is not None and gemm_library == "always":
+        found = found[1:]
+    return [shipped for n, k in found for shipped in gpu.ranked_variants(n, k, kernel_launches)]

@@ -1,5 +1,6 @@
 """The passes the CUDA and Metal backends share, as steps each backend's backend.py runs in order, with its own
-passes between them."""
+passes between them, and the variants of each candidate they rank (`ranked_variants`): nothing rewrites the chosen
+program after the ranking."""
 
 from __future__ import annotations
 
@@ -51,11 +52,18 @@ def store_activations(kernels: ir.KernelProgram, activation_dtype: str) -> ir.Ke
     return add_partials_buffers(attention_layout.store_attentions_in_reader_layout(kernels))
 
 
-def after_choice(kernels: ir.KernelProgram, kernel_launches=own_launches) -> ir.KernelProgram:
-    """GEMMs of one input become one GEMM over their weights side by side, a copy into an output moves up beside
-    a thread kernel it can share a launch with, and what the program computes from weights alone (those
-    side-by-side weights too) runs once, at load. `kernel_launches(k, p)` is the backend's launch planner."""
-    # All after the choice: ranked as free, copies of weights made a paged decode step pick 113 one-row GEMMs
-    # over transposed weights instead of its GEMVs.
+def ranked_variants(name: str, kernels: ir.KernelProgram, kernel_launches=own_launches) -> list:
+    """(name, program) of each way to ship `kernels` that the ranking chooses between: as it is and, where it has
+    sibling GEMMs, with each group one GEMM over side-by-side weights (`+siblings`, compiler/gpu/sibling_gemms.py):
+    a launch each group saves, against a buffer made at load. `kernel_launches(k, p)` is the backend's launch
+    planner."""
     merged = merge_sibling_gemms(kernels, kernel_launches)
-    return derive_at_load(copies_beside_partners(merged, kernel_launches))
+    found = [(name, kernels)] if merged is kernels else [(name, kernels), (f"{name}+siblings", merged)]
+    return [(n, _as_shipped(p, kernel_launches)) for n, p in found]
+
+
+def _as_shipped(kernels: ir.KernelProgram, kernel_launches) -> ir.KernelProgram:
+    """A copy into an output moved up beside a thread kernel it can share a launch with, and what the program
+    computes from weights alone (side-by-side weights too) marked to run once, at load: the last steps of every
+    variant, so the cost model and profiling see the launches and the load work the program will have."""
+    return derive_at_load(copies_beside_partners(kernels, kernel_launches))

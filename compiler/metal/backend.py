@@ -7,11 +7,11 @@ from typing import Mapping
 
 from luminal.compiler.gpu import passes as gpu
 from luminal.compiler.gpu.gemv_order import bring_gemvs_together
-from luminal.compiler.gpu.passes import after_choice, fuse
+from luminal.compiler.gpu.passes import fuse
 from luminal.compiler.kernels import ir
 from luminal.compiler.metal.program import launched_together, program_source, run_plan
 
-__all__ = ["fuse", "passes", "variants", "after_choice", "program_source", "launched_together", "run_plan"]
+__all__ = ["fuse", "passes", "variants", "program_source", "launched_together", "run_plan"]
 
 
 def passes(
@@ -23,4 +23,6 @@ def passes(
 
 
 def variants(name: str, kernels: ir.KernelProgram, target: str, gemm_library: str):
-    return [(name, kernels)]  # Metal's GEMMs are SIMT kernels: no library to offer
+    """The candidate with and without its sibling GEMMs merged, as it will ship (Metal's GEMMs are SIMT kernels:
+    no library to offer)."""
+    return gpu.ranked_variants(name, kernels)

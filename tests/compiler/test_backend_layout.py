@@ -1,5 +1,6 @@
 """The compiler's layout (DESIGN.md, issue 46): folders that show the pipeline, one folder per backend behind one
-small interface, a pipeline with no branch on the target's kind, and Metal sharing the GPU layer, not CUDA.
+small interface, a pipeline with no branch on the target's kind, Metal sharing the GPU layer, not CUDA, and no
+rewrite of the chosen program after the ranking (test_ranked_is_shipped.py checks the sources themselves).
 
 Read from the source files (their syntax trees), so a deferred import inside a function counts as one at the top.
 """
@@ -13,7 +14,7 @@ from luminal.compiler.analysis.targets import TARGETS
 
 COMPILER = Path(__file__).resolve().parent.parent.parent / "compiler"
 ENTRY_POINTS = {"__init__.py", "program.py", "artifact.py", "backends.py"}
-BACKEND_INTERFACE = ("fuse", "passes", "variants", "after_choice", "program_source", "launched_together", "run_plan")
+BACKEND_INTERFACE = ("fuse", "passes", "variants", "program_source", "launched_together", "run_plan")
 KINDS = sorted({t.kind for t in TARGETS.values()})
 
 
@@ -77,6 +78,20 @@ def test_each_target_kind_has_a_backend_folder_with_the_interface():
         defined |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
         missing = [name for name in BACKEND_INTERFACE if name not in defined]
         assert not missing, f"compiler/{kind}/backend.py lacks {missing}"
+
+
+def test_no_backend_rewrites_the_chosen_program():
+    for kind in KINDS:
+        tree = _tree(COMPILER / kind / "backend.py")
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        defined |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+        extra = sorted(n for n in defined if "choice" in n)
+        assert not extra, f"compiler/{kind}/backend.py rewrites the chosen program: {extra}"
+    calls = [n.func for n in ast.walk(_tree(COMPILER / "program.py")) if isinstance(n, ast.Call)]
+    called = {f.attr for f in calls if isinstance(f, ast.Attribute) and getattr(f.value, "id", "") == "backend"}
+    assert called <= set(BACKEND_INTERFACE), (
+        f"compiler/program.py calls backend.{sorted(called - set(BACKEND_INTERFACE))}"
+    )
 
 
 def test_the_pipeline_has_no_branch_on_the_targets_kind():

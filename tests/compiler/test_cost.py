@@ -1,9 +1,13 @@
 """The roofline cost model counts FLOPs and bytes as documented, and ranks targets and sizes sensibly."""
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 import luminal as lm
 from luminal import dtypes
+from luminal.compiler.analysis import gemv_plan
 from luminal.compiler.analysis.cost import OP_FLOPS, estimate, estimate_program
 from luminal.compiler.analysis.targets import TARGETS, Target, get_target
 from luminal.compiler.kernels import ir
@@ -41,6 +45,28 @@ def test_elementwise_counts_by_hand():
     assert mul.seconds == pytest.approx(want)
     assert cost.seconds == pytest.approx(mul.seconds + exp2.seconds)
     assert (cost.flops, cost.bytes_read, cost.bytes_written) == (32 + 128, 384, 256)
+
+
+def test_kernels_launched_together_pay_one_launch():
+    p = _elementwise()
+    alone, together = (
+        estimate_program(p, "h100", {"n": 4}, groups) for groups in ((), [tuple(k.name for k in p.kernels)])
+    )
+    assert (alone.launches, together.launches) == (2, 1)
+    assert alone.seconds - together.seconds == pytest.approx(get_target("h100").launch_overhead_s)
+
+
+def test_a_gpu_gemv_computes_its_normed_vector_once_per_row_not_per_output():
+    g = lm.Graph()
+    x, w = g.input("x", (1, 256)), g.weight("w", (512, 256))
+    normed = x * ((x * x).mean(-1, keepdim=True) + 1e-5).sqrt().reciprocal()
+    (normed @ w.t()).output("y")
+    g.bind({"w": np.zeros((512, 256), np.float32)})
+    p = lm.compile(g, "h100", cache=False).kernels
+    (gemv,) = [k for k in p.kernels if gemv_plan.plan(k) is not None and gemv_plan.plan(k).statistics]
+    h100 = get_target("h100")
+    staged, per_output = (estimate(gemv, p.buffers, t) for t in (h100, replace(h100, stages_gemv_vectors=False)))
+    assert staged.bytes == per_output.bytes and staged.flops < per_output.flops / 4
 
 
 def test_unbound_symbols_take_the_top_of_their_range():

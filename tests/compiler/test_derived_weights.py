@@ -62,3 +62,14 @@ def test_a_broadcast_larger_than_twice_what_it_reads_stays_in_the_run():
     (wide + narrow.expand((4, 2)) * 2.0).output("narrow")  # 8 floats from 4: twice what it reads
     p, names = _derived(g)
     assert [p.buffers[k.out].size.evaluate({}) for k in p.kernels if k.name in names] == [8]
+
+
+def test_what_runs_at_load_is_charged_as_load_work_and_resident_memory():
+    g = lm.Graph()
+    x, w, unused_at_run = g.input("x", (4, 3)), g.weight("w", (4, 3)), g.weight("v", (4, 3))
+    (x + w + unused_at_run * 2.0).output("y")
+    p, names = _derived(g)
+    cost = estimate_program(p, "h100")
+    assert len(names) == 1 and cost.load_seconds > 0
+    # w and the derived buffer stay resident; v, read only by the load's kernel, is let go by the runtime
+    assert cost.resident_bytes == 2 * 4 * 3 * 4
