@@ -32,6 +32,7 @@ from tests.scheduler.queue_fixtures import REDIS_URL, redis_namespace  # noqa: F
 from tests.scheduler.test_billing_under_kills import ready_workers
 
 STREAMS, MAX_BATCH, POSITIONS = 16, 8, 96
+KILLED_TOKENS, KILLED_POSITIONS = 300, 320  # the kill test's streams
 WORDS = "the quick brown fox jumps over the lazy dog hello world luminal compiler language models answer".split()
 
 
@@ -156,8 +157,10 @@ def test_two_worker_processes_serve_concurrent_streams_equal_to_generate(server,
 def test_a_worker_killed_mid_stream_ends_its_streams_with_an_error_and_bills_nothing_twice(
     server, settings, tmp_path, capsys
 ):
-    model, tokenizer, deployment, ready = deployed_llama(server, tmp_path)
-    jobs = [(" ".join(WORDS[k % 7 : k % 7 + 1 + k % 3]), 70) for k in range(STREAMS)]
+    # Long enough that the victim's streams are still running when the kill lands: the poll below finds the
+    # victim's first token between steps, and with 70 tokens a fast relay sometimes finished them all first.
+    model, tokenizer, deployment, ready = deployed_llama(server, tmp_path, positions=KILLED_POSITIONS)
+    jobs = [(" ".join(WORDS[k % 7 : k % 7 + 1 + k % 3]), KILLED_TOKENS) for k in range(STREAMS)]
     victim = ready[0]
     seen: list[list[str]] = [[] for _ in jobs]  # each stream's request id, once its first chunk came
 
