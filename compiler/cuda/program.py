@@ -24,7 +24,6 @@ from luminal.compiler.gpu import program as gpu_program
 from luminal.compiler.gpu.launch import Launch, launches
 from luminal.compiler.gpu.program import merged, shared_kernel_source
 from luminal.compiler.kernels import derived_weights, ir
-from luminal.compiler.kernels.in_place import written_inputs
 from luminal.compiler.storage.run_plan import RunPlan
 from luminal.view import dims_product
 
@@ -59,11 +58,9 @@ def planned_launches(p: ir.KernelProgram, at_load: bool = False) -> list[tuple[t
     return merged([((k,), launch) for k in chosen for launch in kernel_launches(k, p)], p)
 
 
-def launched_together(p: ir.KernelProgram, planned: list | None = None) -> list[tuple[str, ...]]:
-    """The kernels (by name) of each launch that runs several: the memory plan keeps what they touch live over
-    the whole run (compiler/analysis/memory.py's `together`). `planned`: the run's planned_launches, if at hand."""
-    planned = planned_launches(p) if planned is None else planned
-    return [tuple(k.name for k in members) for members, _ in planned if len(members) > 1]
+def launched_together(p: ir.KernelProgram) -> list[tuple[str, ...]]:
+    """The kernels (by name) of each launch that runs several (compiler/gpu/program.py's `together`)."""
+    return gpu_program.together(planned_launches(p))
 
 
 def launch_plan(p: ir.KernelProgram) -> list[Launch]:
@@ -77,15 +74,8 @@ def load_plan(p: ir.KernelProgram) -> list[Launch]:
 
 
 def run_plan(p: ir.KernelProgram) -> RunPlan:
-    """What the CUDA runtime and the host shim read of the program instead of planning it again: the launches of
-    a run and of the load, the merged launches' kernels, the donated inputs written in place."""
-    planned = planned_launches(p)
-    return RunPlan(
-        launches=tuple(launch for _, launch in planned),
-        at_load=tuple(load_plan(p)),
-        together=tuple(launched_together(p, planned)),
-        written_inputs=written_inputs(p),
-    )
+    """What the CUDA runtime and the host shim read instead of planning again (compiler/gpu/program.py)."""
+    return gpu_program.run_plan(p, planned_launches)
 
 
 def kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: list[str]) -> list[str]:

@@ -27,6 +27,8 @@ from luminal.compiler.gpu import (
 from luminal.compiler.gpu.launch import Launch, launches
 from luminal.compiler.gpu.launch_runs import MAX_BUFFERS, Planned
 from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.in_place import written_inputs
+from luminal.compiler.storage.run_plan import RunPlan
 
 KernelSource = Callable[[Launch, ir.Kernel, ir.KernelProgram, list[str]], list[str]]
 
@@ -41,6 +43,25 @@ def merged(plan: list[Planned], p: ir.KernelProgram, max_buffers: int = MAX_BUFF
     merged, each merged launch within `max_buffers` pointer arguments (Metal's plan too: compiler/metal/)."""
     plan = gemv_batch.merge_gemvs(scatter_batch.merge_scatters(plan, max_buffers), p, max_buffers)
     return thread_batch.merge_threads(warp_batch.merge_warps(plan, p, max_buffers), max_buffers)
+
+
+def together(planned: list[Planned]) -> list[tuple[str, ...]]:
+    """The kernels (by name) of each planned launch that runs several: the memory plan keeps what they touch live
+    over the whole run (compiler/analysis/memory.py's `together`)."""
+    return [tuple(k.name for k in members) for members, _ in planned if len(members) > 1]
+
+
+def run_plan(p: ir.KernelProgram, planned_launches: Callable[..., list[Planned]]) -> RunPlan:
+    """What a GPU runtime and its host shim read of the program instead of planning it again: the launches of a
+    run and of the load (`planned_launches(p, at_load=...)`, the backend's planner), the merged launches' kernels,
+    the donated inputs written in place."""
+    planned = planned_launches(p)
+    return RunPlan(
+        launches=tuple(launch for _, launch in planned),
+        at_load=tuple(launch for _, launch in planned_launches(p, at_load=True)),
+        together=tuple(together(planned)),
+        written_inputs=written_inputs(p),
+    )
 
 
 def shared_kernel_source(launch: Launch, k: ir.Kernel, p: ir.KernelProgram, symbols: list[str]) -> list[str]:

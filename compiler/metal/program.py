@@ -18,7 +18,6 @@ from luminal.compiler.gpu import program as gpu_program
 from luminal.compiler.gpu.launch import Launch, launches
 from luminal.compiler.gpu.launch_runs import Planned
 from luminal.compiler.kernels import derived_weights, ir
-from luminal.compiler.kernels.in_place import written_inputs
 from luminal.compiler.metal.prelude import PRELUDE
 from luminal.compiler.renderer.dialects import CUDA, METAL
 from luminal.compiler.storage.run_plan import RunPlan
@@ -49,21 +48,13 @@ def planned_launches(p: ir.KernelProgram, at_load: bool = False) -> list[Planned
 
 
 def launched_together(p: ir.KernelProgram) -> list[tuple[str, ...]]:
-    """The kernels (by name) of each dispatch that runs several: the memory plan keeps what they touch live over
-    the whole run (compiler/analysis/memory.py's `together`), as on CUDA."""
-    return [tuple(k.name for k in members) for members, _ in planned_launches(p) if len(members) > 1]
+    """The kernels (by name) of each dispatch that runs several, as on CUDA (compiler/gpu/program.py's `together`)."""
+    return gpu_program.together(planned_launches(p))
 
 
 def run_plan(p: ir.KernelProgram) -> RunPlan:
-    """What the Metal runtime and its shim read of the program instead of planning it again: the dispatches of a
-    run and of the load, the merged dispatches' kernels, the donated inputs written in place."""
-    planned = planned_launches(p)
-    return RunPlan(
-        launches=tuple(launch for _, launch in planned),
-        at_load=tuple(load_plan(p)),
-        together=tuple(tuple(k.name for k in members) for members, _ in planned if len(members) > 1),
-        written_inputs=written_inputs(p),
-    )
+    """What the Metal runtime and its shim read instead of planning again (compiler/gpu/program.py)."""
+    return gpu_program.run_plan(p, planned_launches)
 
 
 class MetalUnsupported(ValueError):
