@@ -64,24 +64,16 @@ class SyncRespClient:
 
     def call(self, *args):
         """One command's reply; an error reply raises ResponseError, a lost connection redis.ConnectionError."""
-        for attempt in (1, 2):
-            connection = self._connection()
-            try:
-                return raise_error(connection.send(*args))
-            except OSError as e:  # ConnectionError is one: the reply can never come on this connection
-                self._drop(connection)
-                if attempt == 2:
-                    raise redis.ConnectionError(f"Redis at {self._host}:{self._port}: {e}") from e
+        return self.pipeline([args])[0]
 
     def pipeline(self, commands: list[tuple]) -> list:
         """Each command's reply, the commands sent in one round trip; an error reply raises ResponseError once all
-        are read. On a failed connection they are sent once more on a new one, as `call` and redis-py's pipeline
-        do."""
+        are read. On a failed connection they are sent once more on a new one, as redis-py's pipeline does."""
         for attempt in (1, 2):
             connection = self._connection()
             try:
                 replies = connection.send_all(commands)
-            except OSError as e:
+            except OSError as e:  # ConnectionError is one: the replies can never come on this connection
                 self._drop(connection)
                 if attempt == 2:
                     raise redis.ConnectionError(f"Redis at {self._host}:{self._port}: {e}") from e
