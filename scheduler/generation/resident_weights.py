@@ -1,6 +1,6 @@
 """Letting go of the float32 weights a loaded CPU language model no longer reads.
 
-The CPU runtime packs each linear layer's weight into GEMM panels once, at load (compiler/cpu/prepack.py), and its
+The CPU runtime packs each linear layer's weight into GEMM panels once, at load (the run plan's `packed_only`), and its
 kernels read the panels from then on; the weights themselves stayed resident beside them, twice the weight
 memory. After loading, the weights some program still reads (embeddings read by a gather, norms, biases, int8
 weights read in place, a weight tied to one of those) are copied out on their own, and every program is bound to
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from luminal.compiler.cpu import prepack
 from luminal.compiler.program import CompiledProgram
 from luminal.runtime.cpu import CpuExecutable
 
@@ -27,7 +26,7 @@ def release_packed_weights(programs: list[CompiledProgram]) -> int:
     held: dict[int, np.ndarray] = {}  # every bound weight array, by identity
     read: dict[int, np.ndarray] = {}  # those some program's run reads
     for program in programs:
-        unread = prepack.read_only_packed(program.kernels)
+        unread = set(program.plan.packed_only)  # the run plan's: what the CPU backend packs and never reads
         for label, array in program.graph.weight_data.items():
             held[id(array)] = array
             buf = program.kernels.weights.get(label)
