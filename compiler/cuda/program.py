@@ -22,6 +22,7 @@ from luminal.compiler.cuda.half_operands import tensor_core_type
 from luminal.compiler.cuda.prelude import PRELUDE
 from luminal.compiler.gpu import program as gpu_program
 from luminal.compiler.gpu.launch import Launch, launches
+from luminal.compiler.gpu.planned_once import planned_once
 from luminal.compiler.gpu.program import merged, shared_kernel_source
 from luminal.compiler.kernels import derived_weights, ir
 from luminal.compiler.storage.run_plan import RunPlan
@@ -47,6 +48,7 @@ def kernel_launches(k: ir.Kernel, p: ir.KernelProgram) -> list[Launch]:
     return arrivals.fold_combine(k, p, planned)
 
 
+@planned_once  # the ranking, the source and the run plan each ask for it
 def planned_launches(p: ir.KernelProgram, at_load: bool = False) -> list[tuple[tuple[ir.Kernel, ...], Launch]]:
     """Every launch of a run of the program, in order, with the kernels it runs: its own kernel's, but for
     consecutive in-place scatters merged into one "scatters" launch (compiler/gpu/scatter_batch.py),
