@@ -1,0 +1,80 @@
+"""Gathered sums with their loops swapped: a row of them computed before the loop that reads it.
+
+A kernel that sums a gathered operand along `r` for each `n` of its innermost loop (a multi-LoRA projection:
+`sum_r x[b, r] * A[slot[b], r, n]`) is emitted by default with the sum inside the loop over `n`: one element at a
+time, every read a scalar gather, the stack walked with a stride of the row length. Swapped, the loop over `r`
+runs outside and the loop over `n` inside it, adding into one accumulator per `n`: the gathered reads are
+contiguous in `n` and that loop vectorises (Punica's BGMV reads its per-row adapter the same way).
+
+Each accumulator adds the same products in the same order, in the same type, as the unswapped loop does (a sum
+whose body has a gather's statements runs sequentially in the dialect's serial type, compiler/renderer/render.py),
+so the results are bit-identical: only the loop order changes.
+"""
+
+from __future__ import annotations
+
+from luminal.compiler.kernels import hoist, ir
+from luminal.compiler.renderer.dialects import COMPUTE
+from luminal.compiler.renderer.render import Emitter
+
+MAX_ROW = 4096  # accumulators per swapped sum, on the stack: 32 KiB of doubles
+
+
+def gathered_sums(v: ir.Value, axes: set[str]) -> list[ir.Reduce | ir.Contract]:
+    """The outermost float sums in `v` (reached through element-wise ops only) that read a gathered operand and
+    one of the loop variables `axes`, over an extent that does not, with no reduction inside."""
+    found: list[ir.Reduce | ir.Contract] = []
+    stack = [v]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ir.Apply):
+            stack.extend(reversed(n.args))
+        elif _swappable(n, axes) and n not in found:
+            found.append(n)
+    return found
+
+
+def _swappable(n: ir.Value, axes: set[str]) -> bool:
+    if isinstance(n, ir.Contract):
+        n = n.as_reduce()
+    if not isinstance(n, ir.Reduce) or n.op != "sum" or not n.dtype.is_float:
+        return False
+    inner = list(ir.walk(n.body))
+    return (
+        any(isinstance(x, ir.GatherLoad) for x in inner)
+        and not any(isinstance(x, (ir.Reduce, ir.Contract, ir.Attend)) for x in inner)
+        and not n.extent.symbols() & axes
+        and any(hoist.depends_on(n, a) for a in axes)
+    )
+
+
+def swap_sums(e: Emitter, v: ir.Value, axes: set[str], decode: list[str], count: str, capacity: str,
+              position: str) -> ir.Value:  # fmt: skip
+    """`v` with its gathered sums (gathered_sums) computed by statements appended to `e`, which run before the
+    loop over `axes`: each into an array of `capacity` accumulators, for the loop's `count` iterations, the
+    loop's variables declared from the iteration `_tj` by the `decode` lines. In `v` each reads back as its
+    accumulator at `position` (the loop's iteration, there)."""
+    table: dict[ir.Value, ir.Value] = {}
+    for found in gathered_sums(v, axes):
+        s = found.as_reduce() if isinstance(found, ir.Contract) else found
+        row = e.fresh("_trow")
+        e.stmt(f"{e.dialect.serial_sum_type} {row}[{capacity}];")
+        e.stmt(f"for (int64_t _tj = 0; _tj < {count}; _tj++) {row}[_tj] = 0;")
+        e.stmt(f"for (int64_t {s.var} = 0; {s.var} < {s.extent.render_c()}; {s.var}++) {{")
+        e.stmt("  #pragma omp simd reduction(|:lm_err)")
+        e.stmt(f"  for (int64_t _tj = 0; _tj < {count}; _tj++) {{")
+        e.indent += 2
+        for line in decode:
+            e.stmt(line)
+        e.unbound += 1  # one expression per product, as Emitter.reduce emits a sum's body
+        e.reducing += 1
+        body = e.emit(s.body)
+        e.reducing -= 1
+        e.unbound -= 1
+        e.stmt(f"{row}[_tj] += {body};")
+        e.indent -= 2
+        e.stmt("  }")
+        e.stmt("}")
+        value = e.dialect.round(f"(({COMPUTE[s.dtype]}){row}[{position}])", s.dtype)
+        table[found] = hoist.Hoisted(value, s.dtype)
+    return hoist.substitute(v, table) if table else v
