@@ -134,7 +134,7 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
         if len(k.shape) > 1 and k.shape[-1].is_const and int(k.shape[-1]) <= row_sums.MAX_ROW:
             # A gathered sum along the row (a multi-LoRA product) is computed for the whole row first.
             n = str(int(k.shape[-1]))
-            row = row_sums.swap_sums(outer, row, {last}, [f"const int64_t {last} = _tj;"], n, n, last)
+            row = row_sums.swap_sums(outer, row, {last: k.shape[-1]}, [f"const int64_t {last} = _tj;"], n, n, last)
         e.counter = outer.counter  # fresh names must not shadow the hoisted ones
         value = e.emit(row)
         e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};")

@@ -323,8 +323,8 @@ def kernel_source(
     # product added to the projection) is computed for the tile's row first (compiler/cpu/row_sums.py).
     row = emitter_cls(ptrs)
     row.indent = 2
-    n_vars = {f"_i{j}" for j in gemm.n}
-    epilogue = row_sums.swap_sums(row, gemm.epilogue, n_vars, decode("lm_n0 + _tj", shape, gemm.n), "lm_nlen",
+    n_axes = {f"_i{j}": shape[j] for j in gemm.n}
+    epilogue = row_sums.swap_sums(row, gemm.epilogue, n_axes, decode("lm_n0 + _tj", shape, gemm.n), "lm_nlen",
                                   "LM_NCH", "lm_j")  # fmt: skip
     e = emitter_cls(ptrs)
     e.indent = 5

@@ -14,8 +14,10 @@ so the results are bit-identical: only the loop order changes.
 from __future__ import annotations
 
 from luminal.compiler.kernels import hoist, ir
+from luminal.compiler.kernels.affine import affine
 from luminal.compiler.renderer.dialects import COMPUTE
-from luminal.compiler.renderer.render import Emitter
+from luminal.compiler.renderer.render import Emitter, Expr_var
+from luminal.symbolic import Expr, var
 
 MAX_ROW = 4096  # accumulators per swapped sum, on the stack: 32 KiB of doubles
 
@@ -48,19 +50,20 @@ def _swappable(n: ir.Value, axes: set[str]) -> bool:
     )
 
 
-def swap_sums(e: Emitter, v: ir.Value, axes: set[str], decode: list[str], count: str, capacity: str,
+def swap_sums(e: Emitter, v: ir.Value, extents: dict[str, Expr], decode: list[str], count: str, capacity: str,
               position: str) -> ir.Value:  # fmt: skip
     """`v` with its gathered sums (gathered_sums) computed by statements appended to `e`, which run before the
-    loop over `axes`: each into an array of `capacity` accumulators, for the loop's `count` iterations, the
-    loop's variables declared from the iteration `_tj` by the `decode` lines. In `v` each reads back as its
-    accumulator at `position` (the loop's iteration, there)."""
+    loop over the variables of `extents` (each with its extent): each into an array of `capacity` accumulators,
+    for the loop's `count` iterations, the loop's variables declared from the iteration `_tj` by the `decode`
+    lines. In `v` each reads back as its accumulator at `position` (the loop's iteration, there)."""
     table: dict[ir.Value, ir.Value] = {}
-    for found in gathered_sums(v, axes):
+    for found in gathered_sums(v, set(extents)):
         s = found.as_reduce() if isinstance(found, ir.Contract) else found
         row = e.fresh("_trow")
         e.stmt(f"{e.dialect.serial_sum_type} {row}[{capacity}];")
         e.stmt(f"for (int64_t _tj = 0; _tj < {count}; _tj++) {row}[_tj] = 0;")
-        e.stmt(f"for (int64_t {s.var} = 0; {s.var} < {s.extent.render_c()}; {s.var}++) {{")
+        body, inside = _sliced(e, s, extents)
+        e.stmt(f"if ({inside}) for (int64_t {s.var} = 0; {s.var} < {s.extent.render_c()}; {s.var}++) {{")
         e.stmt("  #pragma omp simd reduction(|:lm_err)")
         e.stmt(f"  for (int64_t _tj = 0; _tj < {count}; _tj++) {{")
         e.indent += 2
@@ -68,7 +71,7 @@ def swap_sums(e: Emitter, v: ir.Value, axes: set[str], decode: list[str], count:
             e.stmt(line)
         e.unbound += 1  # one expression per product, as Emitter.reduce emits a sum's body
         e.reducing += 1
-        body = e.emit(s.body)
+        body = e.emit(body)
         e.reducing -= 1
         e.unbound -= 1
         e.stmt(f"{row}[_tj] += {body};")
@@ -78,3 +81,52 @@ def swap_sums(e: Emitter, v: ir.Value, axes: set[str], decode: list[str], count:
         value = e.dialect.round(f"(({COMPUTE[s.dtype]}){row}[{position}])", s.dtype)
         table[found] = hoist.Hoisted(value, s.dtype)
     return hoist.substitute(v, table) if table else v
+
+
+def _sliced(e: Emitter, s: ir.Reduce, extents: dict[str, Expr]) -> tuple[ir.Value, str]:
+    """`s`'s body with each gather of a slice (a position `base + f(r, axes)`, base read before the loops: a row
+    of a stack at the row's slot) read as a plain load from that base, and the C condition under which the
+    loops run. Every position f takes lies in one range, checked once against the gather's limit before the
+    loops (an error, as an out-of-range gather is, and no reads), so the loads walk the row contiguously
+    where the element-wise check made each one a vector gather."""
+    table: dict[ir.Value, ir.Value] = {}
+    checks: list[str] = []
+    loops = {**extents, s.var: s.extent}
+    for g in ir.walk(s.body):
+        split = _slice(g, loops) if isinstance(g, ir.GatherLoad) and g not in table else None
+        if split is None:
+            continue
+        base, offsets, lo, hi = split
+        name = e.fresh("_tbase")
+        e.stmt(f"const int64_t {name} = (int64_t)({e.emit(base)});")
+        inside = f"{name} + {lo} >= 0 && {name} + {hi} < {g.limit.render_c()}"
+        e.stmt(f"if (!({inside})) lm_err = 1;")
+        checks.append(f"({inside})")
+        table[g] = ir.Load(g.buffer, Expr_var(name) + offsets, g.dtype)
+    return (ir.rebuilt(s.body, table.get) if table else s.body), " && ".join(checks) or "1"
+
+
+def _slice(g: ir.GatherLoad, loops: dict[str, Expr]) -> tuple[ir.Value, Expr, int, int] | None:
+    """(base, offsets, lowest, highest) where `g` reads position base + offsets of its buffer: base a value the
+    `loops` (variable: extent) do not change, offsets affine in them with constant coefficients and extents,
+    whose lowest and highest values over the loops are given; None otherwise."""
+    if not (g.valid == 1 and g.index == var("_g") and isinstance(g.at, ir.Apply) and g.at.op == "Add"):
+        return None
+    for base, offsets in (g.at.args, tuple(reversed(g.at.args))):
+        if not isinstance(offsets, ir.IndexValue) or any(hoist.depends_on(base, v) for v in loops):
+            continue
+        if ir.holds(base, ir.GatherLoad, ir.Reduce, ir.Contract):
+            continue
+        names = sorted(offsets.expr.symbols())
+        found = affine(offsets.expr, names) if set(names) <= loops.keys() else None
+        if found is None or not found[0].is_const:
+            continue
+        lo = hi = int(found[0])
+        for name, c in found[1].items():
+            if not (c.is_const and loops[name].is_const):
+                break
+            reach = int(c) * (int(loops[name]) - 1)
+            lo, hi = lo + min(0, reach), hi + max(0, reach)
+        else:
+            return base, offsets.expr, lo, hi
+    return None
