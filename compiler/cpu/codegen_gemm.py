@@ -324,8 +324,12 @@ def kernel_source(
     row = emitter_cls(ptrs)
     row.indent = 2
     n_axes = {f"_i{j}": shape[j] for j in gemm.n}
-    epilogue = row_sums.swap_sums(row, gemm.epilogue, n_axes, decode("lm_n0 + _tj", shape, gemm.n), "lm_nlen",
-                                  "LM_NCH", "lm_j")  # fmt: skip
+    # One N axis is the column itself: written so, not through decode's 32-bit wrap, which hides from the C
+    # compiler that the row's reads are contiguous (it built each vector from scalar loads).
+    columns = (
+        [f"const int64_t _i{gemm.n[0]} = lm_n0 + _tj;"] if len(gemm.n) == 1 else decode("lm_n0 + _tj", shape, gemm.n)
+    )
+    epilogue = row_sums.swap_sums(row, gemm.epilogue, n_axes, columns, "lm_nlen", "LM_NCH", "lm_j")
     e = emitter_cls(ptrs)
     e.indent = 5
     e.counter = row.counter  # fresh names must not shadow the row's
