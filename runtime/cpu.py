@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -142,6 +143,11 @@ class CpuExecutable:
         self._envs: dict[tuple, dict[str, int]] = {}
         self._placed: dict[tuple, tuple[dict[str, np.ndarray], list[tuple[int, int]]]] = {}
         self._storage = {buf: _np_storage(program.buffers[buf].dtype) for buf in program.inputs.values()}
+        # Inputs given again as the very same array (a LoRA bank's stacks, every decode step): their address is
+        # kept (a weak reference, so a dead array is never mistaken for a new one at its address) and not worked
+        # out again. Only for inputs the program neither writes nor hands back as outputs.
+        self._steady = set(program.inputs.values()) - self.written - {buf for buf, _ in program.outputs.values()}
+        self._addresses: dict[str, tuple[weakref.ref, int]] = {}
 
     def rebind_weights(self, arrays: Mapping[str, np.ndarray]) -> None:
         """Read each weight named in `arrays` from that array from now on (an equal copy), and let go of the
@@ -218,13 +224,21 @@ class CpuExecutable:
         table = self.table
         given: dict[str, np.ndarray] = {}  # input buffer -> the contiguous array the kernels read (and may write)
         bound: dict[str, np.ndarray] = {}  # input buffer -> that array as the kernels' storage dtype
+        addresses = self._addresses
         for label, buf in self.program.inputs.items():
-            given[buf] = a = np.ascontiguousarray(arrays[label])
+            array = arrays[label]
+            known = addresses.get(buf)
+            if known is not None and known[0]() is array:
+                table[self.slots[buf]] = known[1]
+                continue
+            given[buf] = a = np.ascontiguousarray(array)
             if buf in self.written and not a.flags.writeable:  # a donated input the caller cannot give up
                 given[buf] = a = a.copy()
             a = a.view(self._storage[buf])
             bound[buf] = a if a.size else np.zeros(1, a.dtype)  # an empty input still needs a valid pointer
-            table[self.slots[buf]] = bound[buf].ctypes.data
+            table[self.slots[buf]] = address = bound[buf].ctypes.data
+            if buf in self._steady and given[buf] is array and a.size:  # the caller's memory, not a copy
+                addresses[buf] = (weakref.ref(array), address)
         if self.call(table, env):
             raise IndexError("a gather or scatter index was out of range")
         out = {}

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from luminal.compiler.analysis.targets import get_target
 from luminal.compiler.cpu import codegen_c
 from luminal.compiler.cpu.fuse_dequant import fuse_dequantised_weights
 from luminal.compiler.cpu.fuse_int_operands import fuse_integer_operands
 from luminal.compiler.cpu.prepack import add_packed_buffers, read_only_packed
+from luminal.compiler.fusion.fuse_index import inline_index_functions
 from luminal.compiler.kernels import ir
 from luminal.compiler.kernels.in_place import scatter_in_place, written_inputs
 from luminal.compiler.storage.run_plan import RunPlan
 
 
 def fuse(kernels: ir.KernelProgram, target: str) -> ir.KernelProgram:
-    return kernels  # the single-consumer policy's fusion is all the C generator needs
+    """Besides the single-consumer policy's fusion, a position computed from indices and read-only inputs is
+    computed where it is read: a multi-LoRA gather's `slot * stride + offset` then stays visible to the C
+    generator, which reads the stack's row in place (compiler/cpu/row_sums.py), instead of loading a stored
+    position per element (one stored kernel every projection of a shape shares)."""
+    return inline_index_functions(kernels, get_target(target), integer_only=True)
 
 
 def passes(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from luminal.compiler.cpu import codegen_attention, codegen_gemm, codegen_qgemm, int_gemm, prepack
+from luminal.compiler.cpu import codegen_attention, codegen_gemm, codegen_qgemm, int_gemm, prepack, row_sums
 from luminal.compiler.kernels import in_place, ir
 from luminal.compiler.renderer import float64, integers
 from luminal.compiler.renderer.dialects import C
@@ -129,7 +129,12 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
     if isinstance(k, ir.LoopKernel) and k.shape:
         # Row statistics the body reads broadcast along the innermost loop are computed once per row, before it.
         outer = Emitter(ptrs)
-        row = outer.hoisted(k.body, f"_i{len(k.shape) - 1}", k.shape[-1])
+        last = f"_i{len(k.shape) - 1}"
+        row = outer.hoisted(k.body, last, k.shape[-1])
+        if len(k.shape) > 1 and k.shape[-1].is_const and int(k.shape[-1]) <= row_sums.MAX_ROW:
+            # A gathered sum along the row (a multi-LoRA product) is computed for the whole row first.
+            n = str(int(k.shape[-1]))
+            row = row_sums.swap_sums(outer, row, {last: k.shape[-1]}, [f"const int64_t {last} = _tj;"], n, n, last)
         e.counter = outer.counter  # fresh names must not shadow the hoisted ones
         value = e.emit(row)
         e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from luminal.compiler.analysis.gemm_operands import decode, direct_rows, extent, pack_phase
 from luminal.compiler.analysis.gemm_plan import Accumulated, GemmPlan, index_vars, plan
+from luminal.compiler.cpu import row_sums
 from luminal.compiler.kernels import ir
 
 __all__ = ["PRELUDE", "Accumulated", "GemmPlan", "index_vars", "kernel_source", "plan", "prepare_source"]
@@ -318,12 +319,24 @@ def kernel_source(
             "                            lm_k0 == 0);",
         ]
     lines += ["          }", "        }", "      }"]
-    # Epilogue: the rest of the body, per output element of the tile.
+    # Epilogue: the rest of the body, per output element of the tile; a gathered sum in it (a multi-LoRA
+    # product added to the projection) is computed for the tile's row first (compiler/cpu/row_sums.py).
+    row = emitter_cls(ptrs)
+    row.indent = 2
+    n_axes = {f"_i{j}": shape[j] for j in gemm.n}
+    # One N axis is the column itself: written so, not through decode's 32-bit wrap, which hides from the C
+    # compiler that the row's reads are contiguous (it built each vector from scalar loads).
+    columns = (
+        [f"const int64_t _i{gemm.n[0]} = lm_n0 + _tj;"] if len(gemm.n) == 1 else decode("lm_n0 + _tj", shape, gemm.n)
+    )
+    epilogue = row_sums.swap_sums(row, gemm.epilogue, n_axes, columns, "lm_nlen", "LM_NCH", "lm_j")
     e = emitter_cls(ptrs)
     e.indent = 5
-    value = e.emit(gemm.epilogue)
+    e.counter = row.counter  # fresh names must not shadow the row's
+    value = e.emit(epilogue)
     lines += ["      for (int64_t lm_i = 0; lm_i < lm_mlen; lm_i++) {"]
     lines += ["        " + s for s in decode("lm_m0 + lm_i", shape, gemm.m)]
+    lines += ["    " + s for s in row.lines]
     lines += ["        for (int64_t lm_j = 0; lm_j < lm_nlen; lm_j++) {"]
     lines += ["          " + s for s in decode("lm_n0 + lm_j", shape, gemm.n)]
     lines += [f"          const {acc} lm_acc = lm_ct[lm_i * LM_NCH + lm_j];"]

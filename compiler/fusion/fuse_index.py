@@ -66,9 +66,10 @@ def _computing(producer: ir.LoopKernel, user: ir.Kernel, target, names) -> ir.Ke
     return replace(user, at=at, src=src, dest=dest)
 
 
-def inline_index_functions(program: ir.KernelProgram, target) -> ir.KernelProgram:
+def inline_index_functions(program: ir.KernelProgram, target, integer_only: bool = False) -> ir.KernelProgram:
     """`program` with every kernel of its indices and read-only buffers computed by its readers instead (where
-    each may compute it)."""
+    each may compute it); with `integer_only`, only those of integer values (positions: cheap to recompute where
+    no launch is saved, as on a CPU)."""
     outputs = {buf for buf, _ in program.outputs.values()}
     kernels: list[ir.Kernel] = list(program.kernels)
     # Not read-only: what a kernel writes, and a scatter's destination (compiler/kernels/in_place.py may later write it
@@ -88,6 +89,8 @@ def inline_index_functions(program: ir.KernelProgram, target) -> ir.KernelProgra
         for k, producer in enumerate(kernels):
             users = readers.get(producer.out, [])
             if not users or not _recomputable(producer, outputs, read_only):
+                continue
+            if integer_only and not (isinstance(producer, ir.LoopKernel) and producer.body.dtype.is_int):
                 continue
             fused = {u: _computing(producer, kernels[u], target, names) for u in users}
             if any(f is None for f in fused.values()):

@@ -127,3 +127,24 @@ def test_a_value_read_in_several_places_is_written_out_once():
     assert len(re.findall(r"_q1\[", prog.source)) == 3  # _q1 is x: read by the first link only
     xs = np.random.default_rng(5).uniform(-1, 1, (5, 7)).astype(np.float32)
     np.testing.assert_array_equal(prog.run({"x": xs})["y"], lm.run(g, {"x": xs})["y"])
+
+
+def test_an_input_given_again_is_read_where_it_is_now():
+    # The same array every run (a LoRA stack) keeps its bound address: changes made in place are read, and a
+    # new array, even one at a dead array's address, or a non-contiguous one, is bound afresh.
+    g = lm.Graph()
+    x, s = g.input("x", (lm.sym("n", max=8), 4)), g.input("s", (4,))
+    (x * s).output("y")
+    prog = lm.compile(g, target="cpu", cache=False)
+    xs, scale = np.ones((3, 4), np.float32), np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(prog.run({"x": xs, "s": scale})["y"], xs * scale)
+    scale[:] = 7  # written in place, as a bank installs an adapter
+    np.testing.assert_array_equal(prog.run({"x": xs, "s": scale})["y"], xs * 7)
+    for k in range(3):
+        del scale
+        scale = np.full(4, k, np.float32)
+        np.testing.assert_array_equal(prog.run({"x": xs, "s": scale})["y"], xs * k)
+    strided = np.arange(8, dtype=np.float32)[::2]
+    np.testing.assert_array_equal(prog.run({"x": xs, "s": strided})["y"], xs * strided)
+    strided[:] = -1  # the runtime read a contiguous copy of it, not this memory
+    np.testing.assert_array_equal(prog.run({"x": xs, "s": strided})["y"], xs * -1)
