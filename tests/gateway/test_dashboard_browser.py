@@ -75,7 +75,24 @@ def test_dashboard_shows_the_traffic(server, model_bytes, browser_page, tmp_path
         assert "input 'x' must have shape" in message and re.fullmatch(r"[0-9a-f]{32}", request_id)
     screenshot(page, tmp_path / "dashboard.png", record_property)
 
+    # Signing out while a refresh still waits for the server (its series request held here) keeps the board
+    # hidden once the answer arrives: the late refresh neither draws the board again nor schedules another.
+    held = []
+    page.route("**/v1/dashboard/deployments/*/series*", lambda route: held.append(route))
+    page.select_option("#window", "3600")  # a refresh now
+    for _ in range(WAIT_MS // 50):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the window change started no refresh"
     page.click("#sign-out")
+    assert page.is_visible("#sign-in") and page.is_hidden("#board")
+    page.evaluate("document.getElementById('updated').textContent = 'held'")
+    for route in held:
+        route.continue_()
+    page.unroute("**/v1/dashboard/deployments/*/series*")
+    # The late refresh writes its time last; what it does after (the loop's step) runs before the next poll.
+    page.wait_for_selector("#updated:not(:has-text('held'))", state="attached", timeout=WAIT_MS)
     assert page.is_visible("#sign-in") and page.is_hidden("#board")
     # A refused key's 401 is logged as a console error (expected); any other, such as a script error or a
     # Content-Security-Policy violation, fails the test.

@@ -8,6 +8,9 @@ const KEY = "luminal-api-key";
 const SVG = "http://www.w3.org/2000/svg";
 const COLORS = ["#2f6fde", "#e08a1e", "#c2386b"];
 let timer = null;
+// Which sign-in (or window choice) the running refresh belongs to: a refresh still awaiting the server when the
+// user signs out or starts another must neither show the board again nor schedule itself.
+let session = 0;
 
 class SignInRefused extends Error {}
 
@@ -159,16 +162,25 @@ async function refresh() {
 }
 
 // Refreshes until signed out; a refused key ends the session and shows the sign-in form with the reason.
-async function loop() {
+async function loop(mine = session) {
   let interval = 5;
   try {
     interval = await refresh();
+    if (mine !== session) return;
     showBoard(true);
   } catch (error) {
+    if (mine !== session) return;
     if (error instanceof SignInRefused) return signOut(`The API key was refused: ${error.message}`);
     document.getElementById("updated").textContent = `refresh failed: ${error.message}`;
   }
-  timer = setTimeout(loop, Math.min(Math.max(interval, 1), 10) * 1000);
+  timer = setTimeout(() => loop(mine), Math.min(Math.max(interval, 1), 10) * 1000);
+}
+
+// Ends the running refreshes' turn: the next loop() is the only one that draws and reschedules.
+function restart() {
+  clearTimeout(timer);
+  session += 1;
+  loop();
 }
 
 function showBoard(signedIn) {
@@ -179,6 +191,7 @@ function showBoard(signedIn) {
 
 function signOut(message = "") {
   clearTimeout(timer);
+  session += 1;
   sessionStorage.removeItem(KEY);
   showBoard(false);
   document.getElementById("sign-in-error").textContent = message;
@@ -188,9 +201,8 @@ document.getElementById("sign-in").addEventListener("submit", (event) => {
   event.preventDefault();
   sessionStorage.setItem(KEY, document.getElementById("api-key").value.trim());
   document.getElementById("sign-in-error").textContent = "";
-  clearTimeout(timer);
-  loop();
+  restart();
 });
 document.getElementById("sign-out").addEventListener("click", () => signOut());
-document.getElementById("window").addEventListener("change", () => { clearTimeout(timer); loop(); });
+document.getElementById("window").addEventListener("change", () => restart());
 if (sessionStorage.getItem(KEY)) loop();
