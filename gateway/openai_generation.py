@@ -146,10 +146,15 @@ async def language_model(platform: Platform, tenant: Tenant, name: str) -> Serve
                   platform.registry, platform.cut_short_ledger, platform.settings.prefix_routing, lora)  # fmt: skip
 
 
-def worker_alive(registry: WorkerRegistry, deployment_id: int, worker_id: str) -> bool:
-    """Whether the worker is registered for the deployment and heartbeated lately (blocking: a registry read)."""
+def worker_alive(registry: WorkerRegistry, deployment_id: int, worker_id: str, taken_at: float) -> bool:
+    """Whether the worker that took a sequence at `taken_at` (wall clock) is registered for the deployment,
+    heartbeated lately, and is the same process: one registered after `taken_at` is the worker restarted under its
+    old name (a pod's container restarted in place, a VM's service by systemd), which never saw the sequence.
+    Blocking: a registry read."""
     info = next((w for w in registry.workers(deployment_id) if w.worker_id == worker_id), None)
-    return info is not None and time.time() - info.last_heartbeat < WORKER_SILENT_S
+    if info is None or info.started_at > taken_at:
+        return False
+    return time.time() - info.last_heartbeat < WORKER_SILENT_S
 
 
 def check_token_ids(codec: TextCodec, ids: list[int], param: str) -> None:

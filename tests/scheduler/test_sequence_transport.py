@@ -182,7 +182,7 @@ def test_the_relay_expires_a_sequence_no_worker_takes_by_its_deadline(transport)
     assert transport.take(DEPLOYMENT, "w1", 1, 0.0) == []  # cancelled: no worker runs it now
 
 
-def _alive(worker_id: str) -> bool:
+def _alive(worker_id: str, taken_at: float) -> bool:
     return worker_id != "dead"  # the registry's view in these tests: the worker "dead" died
 
 
