@@ -23,7 +23,7 @@ import secrets
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,6 @@ class Pod:
     exited_at: float | None = None
     _probing: subprocess.Popen | None = None
     _probe_at: float = 0.0
-    history: list[int] = field(default_factory=list)  # pids of its container's runs, oldest first
 
 
 class KubeletStandIn(NodeLoop):
@@ -87,10 +86,6 @@ class KubeletStandIn(NodeLoop):
         """The running containers of every pod, by pod name (the worker id its container is given)."""
         with self._lock:
             return {pod.name: pod.container for pods in self.pods.values() for pod in pods if pod.container.running()}
-
-    def pod(self, name: str) -> Pod:
-        with self._lock:
-            return next(pod for pods in self.pods.values() for pod in pods if pod.name == name)
 
     def all_stopped(self) -> bool:
         with self._lock:
@@ -124,7 +119,7 @@ class KubeletStandIn(NodeLoop):
             pods[:] = [pod for pod in pods if pod.template_hash == template_hash]
             wanted = spec.get("replicas", 1)
             if len(pods) > wanted:
-                self._terminate(pods[wanted:])  # the newest go: the controller prefers removing unready ones
+                self._terminate(pods[wanted:])  # the youngest go (a ReplicaSet takes unready ones even before those)
                 del pods[wanted:]
         while len(self.pods[name]) < wanted:
             pod = self._create_pod(name, template, template_hash)
@@ -134,9 +129,10 @@ class KubeletStandIn(NodeLoop):
             self._restart_if_exited(pod)
             self._probe(pod)
         ready = sum(pod.ready for pod in self.pods[name])
-        status = {"status": {"replicas": len(self.pods[name]), "readyReplicas": ready,
-                             "observedGeneration": deployment["metadata"].get("generation", 1)}}  # fmt: skip
-        self._apps.patch_namespaced_deployment_status(name, self.namespace, status)
+        status = {"replicas": len(self.pods[name]), "readyReplicas": ready}
+        written = deployment.get("status") or {}
+        if {key: written.get(key, 0) for key in status} != status:  # written when it differs, as the controller does
+            self._apps.patch_namespaced_deployment_status(name, self.namespace, {"status": status})
 
     def _terminate(self, pods: list[Pod]) -> None:
         for pod in pods:
@@ -162,7 +158,6 @@ class KubeletStandIn(NodeLoop):
         probe = container.get("readinessProbe") or {"exec": {"command": None}, "periodSeconds": 10}
         grace_s = pod_spec.get("terminationGracePeriodSeconds", 30)
         pod = Pod(name, template_hash, running, probe["exec"]["command"], probe["periodSeconds"], grace_s)
-        pod.history.append(running.pid)
         return pod
 
     def _environment(self, container: dict, pod_name: str) -> dict[str, str]:
@@ -195,7 +190,6 @@ class KubeletStandIn(NodeLoop):
         if now - pod.exited_at >= backoff:
             pod.container.start()
             pod.restarts, pod.exited_at = pod.restarts + 1, None
-            pod.history.append(pod.container.pid)
 
     def _probe(self, pod: Pod) -> None:
         if pod.probe is None:

@@ -22,7 +22,7 @@ import openai
 import pytest
 
 from luminal.provisioner.kubernetes_manifest import deployment_name
-from tests.gateway.conftest import BOOTSTRAP_KEY
+from tests.gateway.conftest import BOOTSTRAP_KEY, _fresh_postgres_schema
 from tests.gateway.test_llm_routing_api import wait_for
 from tests.gateway.test_llm_worker_processes import WORDS, billed_by_worker, billed_records, worker_of
 from tests.provisioner.container_standin import require_mount_namespaces
@@ -52,6 +52,7 @@ LONG = 300  # tokens of the kill test's streams: still running when the kill lan
 def world(request, tmp_path_factory, postgres_database):
     require_mount_namespaces()
     backend, tmp = request.param, tmp_path_factory.mktemp(f"llm-{request.param}")
+    _fresh_postgres_schema(postgres_database)  # the other backend's world used it: its models and usage go
     with fresh_namespace() as namespace, moto_server() as aws, pytest.MonkeyPatch.context() as env:
         for name, value in aws.env().items():
             env.setenv(name, value)
