@@ -23,7 +23,7 @@ import pytest
 
 from luminal.provisioner.kubernetes_manifest import deployment_name
 from tests.gateway.conftest import BOOTSTRAP_KEY, _fresh_postgres_schema
-from tests.gateway.test_llm_routing_api import wait_for
+from tests.gateway.test_llm_routing_api import wait_for as wait_every
 from tests.gateway.test_llm_worker_processes import WORDS, billed_by_worker, billed_records, worker_of
 from tests.provisioner.container_standin import require_mount_namespaces
 from tests.provisioner.kubelet_standin import KubeletStandIn
@@ -46,6 +46,13 @@ pytest.importorskip("moto")
 K8S_NAMESPACE, SECRET = "llm", "luminal-worker-env"
 WHEEL = "https://example.com/luminal_cloud-0.1.0-py3-none-any.whl"  # the VM stand-in has it installed
 LONG = 300  # tokens of the kill test's streams: still running when the kill lands
+# Each look of a wait is a gateway request or a read of the backend's API: at wait_for's 20 a second, the waits
+# for workers to load, idle and stop (a minute a backend) cost the suite's 2 cores more than the answers' checks.
+LOOK_EVERY_S = 0.25
+
+
+def wait_for(condition, what: str, timeout: float):
+    return wait_every(condition, what, timeout, every_s=LOOK_EVERY_S)
 
 
 @pytest.fixture(scope="module", params=["kubernetes", "ec2"])
@@ -152,7 +159,8 @@ class Watch:
         self._thread.join(10)
 
     def _sample(self) -> None:
-        while not self._stop.wait(0.1):
+        # Each sample is a read the backend's API answers; the workers and their replicas last the streams' seconds.
+        while not self._stop.wait(0.25):
             self.most_replicas = max(self.most_replicas, remote_replicas(self.world))
             for worker_id, container in self.world.node.workers().items():
                 if worker_id not in self.seen:
