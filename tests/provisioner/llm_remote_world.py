@@ -5,6 +5,7 @@ tests of either backend share; one per module (the compile and the S3 server tak
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ import httpx
 from luminal.llm_package import build_package, save_package
 from luminal.store.settings import Settings
 from tests.gateway.conftest import BOOTSTRAP_KEY, COMPILE_RUNNER, deploy_and_wait, upload
-from tests.gateway.test_llm_worker_processes import expected_texts
+from tests.gateway.test_llm_worker_processes import greedy_ids
 from tests.gateway.threaded_server import ThreadedServer, free_port
 from tests.llm_folders import hf_folder, hf_tokenizer
 from tests.scheduler.queue_fixtures import REDIS_URL
@@ -27,6 +28,10 @@ REGION, BUCKET = "us-east-1", "luminal-artifacts"
 MAX_BATCH, POSITIONS = 4, 320
 MODEL = "tiny-llama"
 VENV = Path(sys.executable).parent.parent  # what the worker image (or the VM's pip) installed: this checkout
+# transformers' greedy answers, by (the model's weights, prompt): each world's llama is hf_folder's seeded one, and a
+# greedy answer of n tokens is the first n of a longer one, so the kill test's long answers are generated once for
+# both backends and its short follow-ups not at all (generate() costs more CPU here than the workers' decoding).
+_GREEDY: dict[tuple[bytes, str], list[int]] = {}
 
 
 @dataclass
@@ -90,7 +95,15 @@ class World:
         return httpx.Client(base_url=self.url, timeout=120, headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"})
 
     def expected(self, jobs: list[tuple[str, int]]) -> list[str]:
-        return expected_texts(self.model, self.tokenizer, jobs)
+        """transformers' greedy generate() of each (prompt, max_tokens), as the completions endpoint's text."""
+        weights = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in self.model.parameters())).digest()
+        longest: dict[str, int] = {}
+        for prompt, n in jobs:
+            longest[prompt] = max(n, longest.get(prompt, 0))
+        for prompt, n in longest.items():
+            if len(_GREEDY.get((weights, prompt), ())) < n:
+                _GREEDY[weights, prompt] = greedy_ids(self.model, self.tokenizer, prompt, n)
+        return [self.tokenizer.decode(_GREEDY[weights, p][:n], skip_special_tokens=True) for p, n in jobs]
 
     def workers(self) -> list[dict]:
         with self.http() as http:
