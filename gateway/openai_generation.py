@@ -146,10 +146,17 @@ async def language_model(platform: Platform, tenant: Tenant, name: str) -> Serve
                   platform.registry, platform.cut_short_ledger, platform.settings.prefix_routing, lora)  # fmt: skip
 
 
-def worker_alive(registry: WorkerRegistry, deployment_id: int, worker_id: str) -> bool:
-    """Whether the worker is registered for the deployment and heartbeated lately (blocking: a registry read)."""
+def worker_alive(registry: WorkerRegistry, deployment_id: int, worker_id: str, started_at: float | None) -> bool:
+    """Whether the process that took a sequence (`worker_id`, registered with `started_at`: Started's
+    worker_started_at) is registered for the deployment and heartbeated lately. Another registration under the id
+    is the worker restarted under its old name (a pod's container restarted in place, a VM's service by systemd),
+    which never saw the sequence. The two started_at are the worker's own values, compared for equality only: the
+    gateway's clock may differ from the worker's. None (an older worker's Started): any registration under the id
+    counts. Blocking: a registry read."""
     info = next((w for w in registry.workers(deployment_id) if w.worker_id == worker_id), None)
-    return info is not None and time.time() - info.last_heartbeat < WORKER_SILENT_S
+    if info is None or (started_at is not None and info.started_at != started_at):
+        return False
+    return time.time() - info.last_heartbeat < WORKER_SILENT_S
 
 
 def check_token_ids(codec: TextCodec, ids: list[int], param: str) -> None:

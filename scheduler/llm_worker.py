@@ -86,9 +86,11 @@ class LanguageModelWorker:
         self._reported_mark: tuple[int, bytes | None] = (0, None)  # `_prefix_mark()` when it last reported
         self._generated = 0  # tokens it emitted since it started
         self._reported_tokens = (0, time.monotonic())  # `_generated` when it last reported, and when
+        # Its registration's started_at, sent with each take: which process under `worker_id` took a sequence.
+        self.started_at: float | None = None
 
     def run(self, stop: threading.Event) -> None:
-        started = time.time()
+        started = self.started_at = time.time()
         info = WorkerInfo(worker_id=self.worker_id, deployment_id=self.spec.deployment_id, pid=os.getpid(),
                           host=socket.gethostname(), device=self.device, started_at=started)  # fmt: skip
         self.registry.register(info)
@@ -132,7 +134,8 @@ class LanguageModelWorker:
             room = 0 if stop.is_set() else engine.model.max_batch - held
             if room > 0:
                 wait = 0.0 if engine.busy else IDLE_WAIT_S
-                for request in self.sequences.take(self.spec.deployment_id, self.worker_id, room, wait):
+                taken = self.sequences.take(self.spec.deployment_id, self.worker_id, room, wait, self.started_at)
+                for request in taken:
                     self._start(request)
             if self._live:
                 for request_id in self.sequences.cancelled(list(self._live)):

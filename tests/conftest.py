@@ -43,7 +43,7 @@ SLOW = (
     "gateway/test_openai_embeddings.py", "gateway/test_openai_structured.py", "gateway/test_openai_tools.py",
     "nn/test_generation.py", "nn/test_minilm.py", "nn/test_moe.py", "nn/test_paged_chunk.py", "nn/test_multi_lora.py",
     "onnx/test_dynamic_models.py", "onnx/test_node_cases.py", "onnx/test_quantized.py",
-    "provisioner/test_ec2_workers.py",
+    "provisioner/test_ec2_workers.py", "provisioner/test_llm_remote_workers.py",
     "quantize/test_quantized_cuda.py", "quantize/test_quantized_models.py",
     "runtime/cuda/test_nvrtc.py",
     "scaleout/test_scaleout_kills.py",

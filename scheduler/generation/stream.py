@@ -49,6 +49,11 @@ class Started:
     """A worker took the sequence: it is the one that runs it (and whose death ends it)."""
 
     worker_id: str
+    # Which process under `worker_id` took it: the `started_at` of its registration (WorkerInfo), exactly as it
+    # registered it. A worker restarted under its old name registers another; only equality is asked of it, never an
+    # order against the reader's clock, which may differ from the worker's. None: sent by a worker from before this
+    # field, whose death under its old name goes unseen until its heartbeat does.
+    worker_started_at: float | None = None
 
 
 Event = Delta | Failed | Started

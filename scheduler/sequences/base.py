@@ -78,8 +78,11 @@ class SequenceTransport(Protocol):
         ...
 
     # --- worker side ---
-    def take(self, deployment_id: int, worker_id: str, max_items: int, wait_s: float) -> list[SequenceRequest]:
-        """Up to `max_items` sequences, waiting up to `wait_s` for the first."""
+    def take(
+        self, deployment_id: int, worker_id: str, max_items: int, wait_s: float, worker_started_at: float | None = None
+    ) -> list[SequenceRequest]:
+        """Up to `max_items` sequences, waiting up to `wait_s` for the first. Each one's `Started` event names the
+        worker and `worker_started_at`, its registration's started_at (stream.Started: which process took it)."""
         ...
 
     def emit(self, events: list[tuple[str, Event]]) -> None:

@@ -167,7 +167,9 @@ class MemorySequences:
         return dict(counts)
 
     # --- worker side ---
-    def take(self, deployment_id: int, worker_id: str, max_items: int, wait_s: float) -> list[SequenceRequest]:
+    def take(
+        self, deployment_id: int, worker_id: str, max_items: int, wait_s: float, worker_started_at: float | None = None
+    ) -> list[SequenceRequest]:
         deadline = time.monotonic() + wait_s
         with self._lock:
             while True:
@@ -186,7 +188,7 @@ class MemorySequences:
                 self._lock.wait(min(left, self._until_grace(line)))
             taken = []
             for waiting in chosen:
-                waiting.channel.put(Started(worker_id))
+                waiting.channel.put(Started(worker_id, worker_started_at))
                 request = waiting.request
                 self._waiting.pop(request.id, None)
                 self._taken[request.id] = deployment_id

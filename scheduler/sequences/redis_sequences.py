@@ -191,13 +191,15 @@ class RedisSequences:
         return {worker.decode(): int(n) for worker, n in counts.items() if int(n) > 0}
 
     # --- worker side ---
-    def take(self, deployment_id: int, worker_id: str, max_items: int, wait_s: float) -> list[SequenceRequest]:
+    def take(
+        self, deployment_id: int, worker_id: str, max_items: int, wait_s: float, worker_started_at: float | None = None
+    ) -> list[SequenceRequest]:
         if max_items < 1:
             return []
         d = deployment_id
         keys = [self._key("waiting", d), self._key("taken", d), self._key("preferences", d),
                 self._key("backlog", d), self._key("loads", d)]  # fmt: skip
-        started = codec.encode_event(Started(worker_id))
+        started = codec.encode_event(Started(worker_id, worker_started_at))
         args = [max_items, self._key("request", ""), self._key("events", ""), started, self._ttl_ms, worker_id,
                 SCAN, REPORT_STALE_S]  # fmt: skip
         deadline = time.monotonic() + wait_s

@@ -4,10 +4,12 @@ answer needs (tokens counted, whether its prompt was read, the worker that took 
 It also bounds every wait. Before a worker takes the sequence, the wait lasts until the sequence's waiting deadline
 (none running, all busy): then it is cancelled and ends as expired, as one that waited past it in an engine's line
 does. Once a worker took it, a silence of `watch_s` makes the relay ask whether that worker still lives
-(`worker_alive`, the registry's view); a dead worker's sequence that had sent nothing is submitted again for
-another worker (its new worker bills it, once: records are keyed by request id), and one that had sent tokens ends
-with a failure naming the worker's death, never a silent truncation or a hang; the relay bills the tokens it
-delivered under the dead worker's id (`bill`, cut_short.py), since a dead worker bills nothing.
+(`worker_alive`, the registry's view, told which process took it: one restarted under its old name since, as a
+pod's container or a VM's service is, registers another and never saw the sequence); a dead worker's sequence
+that had sent nothing is submitted again for another worker (its new worker bills it, once: records are keyed by
+request id), and one that had sent tokens ends with a failure naming the worker's death, never a silent truncation
+or a hang; the relay bills the tokens it delivered under the dead worker's id (`bill`, cut_short.py), since a dead
+worker bills nothing.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ class RelayedStream:
         self,
         transport: SequenceTransport,
         request: SequenceRequest,
-        worker_alive: Callable[[str], bool] | None = None,  # blocking (a registry read): run off the event loop
+        # (worker id, Started.worker_started_at: which process under that id took it) -> whether that process lives;
+        # blocking (a registry read): run off the event loop
+        worker_alive: Callable[[str, float | None], bool] | None = None,
         max_waiting: int = MAX_WAITING,  # the deployment's bound, for a resubmission
         watch_s: float = WATCH_S,
         bill: Callable[[UsageRecord], object] | None = None,  # blocking (a ledger write): run off the event loop
@@ -56,6 +60,7 @@ class RelayedStream:
         self.compute_s: float | None = None  # the worker's last stamp of the sequence's compute
         self.account = request.account
         self.worker_id: str | None = None  # the worker that took it, once one did
+        self.worker_started_at: float | None = None  # which process under that id (stream.Started)
         self.started_at: float | None = None  # when its first token arrived: its prompt was read
         self.completion_tokens = 0
         self.resubmissions = 0  # times it went back to the line because its worker died before its first token
@@ -92,7 +97,8 @@ class RelayedStream:
             while True:
                 event = await self._next(arrived)
                 if isinstance(event, Started):
-                    self.worker_id, self.taken_at = event.worker_id, time.time()
+                    self.worker_id, self.worker_started_at = event.worker_id, event.worker_started_at
+                    self.taken_at = time.time()
                     continue
                 try:
                     raise_failure(event)
@@ -127,7 +133,7 @@ class RelayedStream:
                 self._ended = True
                 await asyncio.to_thread(self.transport.cancel, self.request.id)
                 raise WaitExpired(expired_message(self.request.waited_s())) from None
-            if await asyncio.to_thread(self.worker_alive, self.worker_id):
+            if await asyncio.to_thread(self.worker_alive, self.worker_id, self.worker_started_at):
                 continue
             await self._worker_died()
 

@@ -37,11 +37,11 @@ def loads_by_worker(http, deployment_id: int) -> dict[str, dict]:
     return {w["worker_id"]: w["sequences"] for w in workers if "sequences" in w}
 
 
-def wait_for(condition, what: str, timeout: float = 15.0):
+def wait_for(condition, what: str, timeout: float = 15.0, every_s: float = 0.05):
     deadline = time.monotonic() + timeout
     while not (found := condition()):
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.05)
+        time.sleep(every_s)
     return found
 
 

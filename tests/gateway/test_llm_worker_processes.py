@@ -57,14 +57,16 @@ def deployed_llama(server, tmp_path, positions: int = POSITIONS):
 
 def expected_texts(model, tokenizer, jobs: list[tuple[str, int]]) -> list[str]:
     """transformers' greedy generate() of each (prompt, max_tokens), as the completions endpoint's text."""
-    texts = []
-    for prompt, n in jobs:
-        ids = tokenizer(prompt)["input_ids"]
-        with torch.no_grad():
-            out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, pad_token_id=0,
-                                 eos_token_id=None)  # fmt: skip
-        texts.append(tokenizer.decode(out[0, len(ids) :], skip_special_tokens=True))
-    return texts
+    return [tokenizer.decode(greedy_ids(model, tokenizer, prompt, n), skip_special_tokens=True) for prompt, n in jobs]
+
+
+def greedy_ids(model, tokenizer, prompt: str, n: int) -> list[int]:
+    """The `n` token ids transformers' greedy generate() puts after `prompt`."""
+    ids = tokenizer(prompt)["input_ids"]
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, pad_token_id=0,
+                             eos_token_id=None)  # fmt: skip
+    return out[0, len(ids) :].tolist()
 
 
 def async_client(server) -> openai.AsyncOpenAI:

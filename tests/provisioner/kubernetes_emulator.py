@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +28,19 @@ class Emulator:
         config = client.Configuration()
         config.host = self.url
         return client.ApiClient(config)
+
+    def kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig naming the emulator, as an operator's names their cluster (written to `path`)."""
+        path.write_text(
+            f"""apiVersion: v1
+kind: Config
+clusters: [{{name: emu, cluster: {{server: "{self.url}"}}}}]
+users: [{{name: me, user: {{token: not-a-secret}}}}]
+contexts: [{{name: emu, context: {{cluster: emu, user: me}}}}]
+current-context: emu
+"""
+        )
+        return path
 
 
 @contextmanager

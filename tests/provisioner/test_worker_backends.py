@@ -37,17 +37,7 @@ def test_remote_backends_refuse_what_other_machines_cannot_reach(tmp_path, field
 
 def test_the_provisioner_scales_a_worker_deployment(tmp_path, monkeypatch):
     with running_emulator() as emulator:
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            f"""apiVersion: v1
-kind: Config
-clusters: [{{name: emu, cluster: {{server: "{emulator.url}"}}}}]
-users: [{{name: me, user: {{token: not-a-secret}}}}]
-contexts: [{{name: emu, context: {{cluster: emu, user: me}}}}]
-current-context: emu
-"""
-        )
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        monkeypatch.setenv("KUBECONFIG", str(emulator.kubeconfig(tmp_path / "kubeconfig")))
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # not in a pod: the kubeconfig is used
         settings = Settings(data_dir=tmp_path, worker_backend="kubernetes", kubernetes_namespace="scale", **SHARED)
         backend = open_worker_backend(settings, MemoryRegistry())

@@ -67,7 +67,7 @@ async def read(transport: RedisSequences, request_id: str) -> list:
 
 def test_many_sequences_are_read_with_one_call_among_them(transport, xreads):
     requests = submitted(transport, 8)
-    assert len(transport.take(DEPLOYMENT, "w1", 8, 1.0)) == 8
+    assert len(transport.take(DEPLOYMENT, "w1", 8, 1.0, worker_started_at=1765080000.5)) == 8
     for step in steps(requests):
         transport.emit(step)
 
@@ -75,7 +75,7 @@ def test_many_sequences_are_read_with_one_call_among_them(transport, xreads):
         return await asyncio.wait_for(asyncio.gather(*(read(transport, r.id) for r in requests)), 10)
 
     for events in asyncio.run(read_every()):
-        assert events[0] == Started("w1")
+        assert events[0] == Started("w1", 1765080000.5)  # the taker, and which process under its id
         assert [e.text for e in events[1:]] == ["0", "1", "2"]
     assert max(xreads) == 9  # the wake stream and all 8 sequences' streams in one call
     assert len(xreads) < 8  # one call per sequence would be at least 8

@@ -77,7 +77,7 @@ async def tokens_of(relay: RelayedStream, limit: int | None = None) -> list[int]
 
 
 def test_concurrent_sequences_equal_generate_and_are_billed_once_under_the_worker(served):
-    hf, transport, worker, ledger, _ = served
+    hf, transport, worker, ledger, registry = served
     prompts = [[5 + k, 9, 13 + 2 * k, 7][: 2 + k % 3] * (1 + k % 2) for k in range(7)]  # 7 sequences, 4 rows
     relays = [submit(transport, p, 3 + 2 * k) for k, p in enumerate(prompts)]
 
@@ -85,9 +85,11 @@ def test_concurrent_sequences_equal_generate_and_are_billed_once_under_the_worke
         return await asyncio.gather(*(tokens_of(r) for r in relays))
 
     answers = asyncio.run(asyncio.wait_for(read_all(), 120))
+    [registered] = registry.workers(DEPLOYMENT)
     for prompt, relay, tokens in zip(prompts, relays, answers, strict=True):
         assert tokens == greedy_answer(hf, prompt, relay.request.params.max_tokens)
         assert relay.worker_id == "llm-w1" and relay.completion_tokens == len(tokens)
+        assert relay.worker_started_at == registered.started_at  # its takes name the process, as it registered
     records = {r.batch_id: r for r in ledger.records}
     assert set(records) == {r.request.id for r in relays} and len(ledger.records) == len(relays)
     for relay, tokens in zip(relays, answers, strict=True):

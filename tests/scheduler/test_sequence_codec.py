@@ -35,7 +35,8 @@ def test_requests_cross_whole(params):
 @pytest.mark.parametrize(
     "event",
     [Delta("hé", 5, None), Delta("", 2, "stop", TokenLogprob(2, -0.75, ((2, -0.75), (9, -1.5)))),
-     Failed("decode step failed: boom"), Expired("it waited 3.000 s"), Started("d4-abc")],
+     Failed("decode step failed: boom"), Expired("it waited 3.000 s"), Started("d4-abc"),
+     Started("d4-abc", 1765080000.1234567)],
 )  # fmt: skip
 def test_events_cross_whole(event):
     decoded = codec.decode_event(codec.encode_event(event))
@@ -88,3 +89,12 @@ def test_trace_context_crosses_and_is_optional():
     untraced = json.loads(codec.encode_request(request()))
     del untraced["trace"]
     assert codec.decode_request(json.dumps(untraced).encode()).trace is None
+
+
+def test_a_started_event_without_the_process_decodes_as_an_older_workers():
+    """A worker from before Started named its process sends only its id: during an upgrade the gateway still reads
+    it (and then asks only that some worker under the id lives)."""
+    older = json.dumps({"kind": "started", "worker_id": "d4-abc"}).encode()
+    assert codec.decode_event(older) == Started("d4-abc", None)
+    with pytest.raises(ValueError, match="worker_started_at"):
+        codec.decode_event(json.dumps({"kind": "started", "worker_id": "d4-abc", "worker_started_at": "x"}).encode())

@@ -26,7 +26,7 @@ def sequence(account: Account | None = None) -> SequenceRequest:
     return SequenceRequest(account, (5, 6, 7), SamplingParams(max_tokens=8))
 
 
-def _alive(worker_id: str) -> bool:
+def _alive(worker_id: str, worker_started_at: float | None) -> bool:
     return worker_id != "dead"
 
 

@@ -97,12 +97,13 @@ def test_an_expired_sequence_is_never_taken_and_its_reader_is_told(transport):
 def test_events_reach_the_reader_in_order_until_the_last(transport):
     s = sequence(logprobs=1)
     transport.submit(s, max_waiting=8)
-    transport.take(DEPLOYMENT, "w1", 1, 1.0)
+    transport.take(DEPLOYMENT, "w1", 1, 1.0, worker_started_at=1765080000.123456)
     logprob = TokenLogprob(8, -0.25, ((8, -0.25),))
     events = [Delta("he", 8, None, logprob), Delta("llo", 9, None), Delta("", 2, "stop")]
     transport.emit([(s.id, e) for e in events[:1]])
     transport.emit([(s.id, e) for e in events[1:]] + [(s.id, Delta("never read", 3, None))])
-    assert read_all(transport, s.id) == [Started("w1"), *events]  # the take itself names the worker
+    # The take itself names the worker, and which process under that id (its registration's started_at, exact)
+    assert read_all(transport, s.id) == [Started("w1", 1765080000.123456), *events]
     assert transport.in_flight(DEPLOYMENT) == 0  # its last event ended it
 
 
@@ -182,7 +183,7 @@ def test_the_relay_expires_a_sequence_no_worker_takes_by_its_deadline(transport)
     assert transport.take(DEPLOYMENT, "w1", 1, 0.0) == []  # cancelled: no worker runs it now
 
 
-def _alive(worker_id: str) -> bool:
+def _alive(worker_id: str, worker_started_at: float | None) -> bool:
     return worker_id != "dead"  # the registry's view in these tests: the worker "dead" died
 
 
