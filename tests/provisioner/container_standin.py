@@ -13,16 +13,30 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-# Bind each volume over its mount path (made if absent, as a container runtime makes mount points), then become
-# the command: the process the runtime signals is the container's own.
-_MOUNT_THEN_EXEC = 'while [ "$1" != -- ]; do mkdir -p "$2" && mount --bind "$1" "$2" || exit 1; shift 2; done; ' \
-    'shift; exec "$@"'  # fmt: skip
+# Every container's image is this checkout and its virtual environment (as the worker image is built from it).
+# A volume over a folder that holds them (a fresh /tmp over a checkout cloned under /tmp) must not hide them, as
+# no volume hides an image's own files: each is opened before the volumes are bound and bound back after.
+IMAGE = (Path(__file__).resolve().parents[2], Path(sys.prefix).resolve())
+
+# Open each image path (kept, up to the first --), bind each volume over its mount path (made if absent, as a
+# container runtime makes mount points), bind the image paths back through their open descriptors (not their
+# names, which the volumes may now hide: hence --no-canonicalize), then become the command: the process the
+# runtime signals is the container's own.
+_MOUNT_THEN_EXEC = (
+    'fd=3; kept=""; while [ "$1" != -- ]; do eval "exec $fd<\\"\\$1\\"" || exit 1; kept="$kept $fd:$1"; '
+    "fd=$((fd + 1)); shift; done; shift; "
+    'while [ "$1" != -- ]; do mkdir -p "$2" && mount --bind "$1" "$2" || exit 1; shift 2; done; shift; '
+    'for k in $kept; do f=${k%%:*}; p=${k#*:}; mkdir -p "$p" && mount --no-canonicalize --bind "/proc/self/fd/$f" '
+    '"$p" || exit 1; eval "exec $f<&-"; done; '
+    'exec "$@"'
+)
 
 
 def require_mount_namespaces() -> None:
@@ -42,11 +56,12 @@ def mount_order(mounts: dict[str, Path]) -> list[tuple[str, Path]]:
 
 
 class Container:
-    def __init__(self, argv: list[str], env: dict[str, str], mounts: dict[str, Path], log: Path):
-        """`mounts`: mount path -> the host directory that backs it."""
+    def __init__(self, argv: list[str], env: dict[str, str], mounts: dict[str, Path], log: Path,
+                 image: tuple[Path, ...] = IMAGE):  # fmt: skip
+        """`mounts`: mount path -> the host directory that backs it; `image`: the host paths the image shares."""
         if not argv:
             raise ValueError("a container needs a command")
-        self.argv, self.env, self.mounts, self.log = argv, env, mounts, log
+        self.argv, self.env, self.mounts, self.log, self.image = argv, env, mounts, log, image
         self.process: subprocess.Popen | None = None
         self.stop_requested_at: float | None = None
         self.starts = 0
@@ -55,8 +70,11 @@ class Container:
         for host in self.mounts.values():
             host.mkdir(parents=True, exist_ok=True)
         binds = [str(part) for path, host in mount_order(self.mounts) for part in (host, path)]
-        command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_THEN_EXEC, "sh", *binds,
-                   "--", *self.argv]  # fmt: skip
+        kept = [str(p) for p in self.image if not any(str(p).startswith(f"{other}/") for other in self.image)]
+        if any(" " in path for path in kept):  # the script splits its list of kept paths on spaces
+            raise ValueError(f"the image paths may not hold spaces: {kept}")
+        command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_THEN_EXEC, "sh", *kept, "--",
+                   *binds, "--", *self.argv]  # fmt: skip
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(command, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, cwd="/", start_new_session=True)  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 
 from luminal.provisioner.ec2_user_data import user_data
 from luminal.store.settings import Settings
-from tests.provisioner.container_standin import mount_order
+from tests.provisioner.container_standin import Container, mount_order, require_mount_namespaces
 from tests.provisioner.kubelet_standin import expand
 from tests.provisioner.vm_standin import environment_file, heredoc, unit_service
 
@@ -40,3 +40,19 @@ def test_the_worker_unit_and_its_environment_are_read_as_systemd_reads_them():
 def test_a_mount_over_the_folder_holding_a_volume_goes_last():
     mounts = {"/tmp": Path("/tmp/node/pod/tmp"), "/var/lib/luminal": Path("/tmp/node/pod/data"), "/opt/x": Path("/v")}
     assert [path for path, _ in mount_order(mounts)] == ["/var/lib/luminal", "/opt/x", "/tmp"]
+
+
+def test_a_volume_over_the_folder_holding_the_image_does_not_hide_it(tmp_path):
+    """A checkout cloned under /tmp is the image of every container; the pod's fresh /tmp must not hide it."""
+    require_mount_namespaces()
+    image = tmp_path / "image"  # under /tmp, as a CI clone may be
+    image.mkdir()
+    (image / "marker").write_text("the image's own file")
+    log = tmp_path / "container.log"
+    container = Container(["cat", str(image / "marker")], {"PATH": "/usr/bin:/bin"}, {"/tmp": tmp_path / "vol"}, log,
+                          image=(image,))  # fmt: skip
+    container.start()
+    container.process.wait(30)
+    assert container.exit_code() == 0 and log.read_text() == "the image's own file", log.read_text()
+    mount_point = tmp_path / "vol" / image.relative_to("/tmp")  # made in the volume, the image bound over it
+    assert mount_point.is_dir() and not any(mount_point.iterdir())
