@@ -113,7 +113,7 @@ def quantized() -> None:
 
     import onnxruntime as ort
 
-    from luminal.compiler.cpu import int_gemm
+    from luminal.compiler.analysis import int_gemm_plan
 
     print(f"{'quantized linear':30s} {'kernels':>7s} {'int gemms':>9s} {'int8 ms':>8s} {'ORT ms':>8s} {'float ms':>8s}"
           f" {'int8/ORT':>9s} {'int8/float':>11s} {'max |ours - ORT|':>17s}")  # fmt: skip
@@ -143,7 +143,7 @@ def quantized() -> None:
             },
             repeats=30,
         )
-        gemms = sum(int_gemm.plan(k) is not None for k in ours.kernels.kernels)
+        gemms = sum(int_gemm_plan.plan(k) is not None for k in ours.kernels.kernels)
         i8, anchor, f32 = times["int8"], times["ort"], times["float"]
         name = f"{rows}x{dim} -> {out}"
         print(f"{name:30s} {len(ours.kernels.kernels):7d} {gemms:9d} {i8:8.3f} {anchor:8.3f} {f32:8.3f}"

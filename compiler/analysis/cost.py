@@ -19,9 +19,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from luminal.compiler.analysis import gemm_plan, gemv_plan
+from luminal.compiler.analysis import gemm_plan, gemv_plan, int_gemm_plan
 from luminal.compiler.analysis.targets import Target, get_target
-from luminal.compiler.cpu import int_gemm  # the CPU integer GEMM packs its operands: its plan is costed here
 from luminal.compiler.kernels import hoist, ir
 from luminal.compiler.kernels.derived_weights import ROLE, at_load
 from luminal.symbolic import Expr, as_expr
@@ -156,7 +155,7 @@ def estimate(
     target = get_target(target)
     if library is not None:
         return _library_gemm(kernel, buffers, target, env)
-    gemm = gemm_plan.plan(kernel) or int_gemm.plan(kernel)  # the integer GEMM packs its operands too
+    gemm = gemm_plan.plan(kernel) or int_gemm_plan.plan(kernel)  # the integer GEMM packs its operands too
     count = _Counter(env, gemm=gemm is not None)
     n_out = count.gemm_elements = _elements(kernel.shape, env)
     if gemm is not None:

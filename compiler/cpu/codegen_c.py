@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from luminal.compiler.analysis import int_gemm_plan
 from luminal.compiler.cpu import codegen_attention, codegen_gemm, codegen_qgemm, int_gemm, prepack, row_sums
 from luminal.compiler.kernels import in_place, ir
 from luminal.compiler.renderer import float64, integers
@@ -119,7 +120,7 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
         if q8 is not None:  # B is a Q8_0 weight: read as int8, dequantised in registers
             return "\n".join(codegen_qgemm.kernel_source(k, gemm, q8, Emitter, head, ptrs, store)), used
         return "\n".join(codegen_gemm.kernel_source(k, gemm, Emitter, head, ptrs, store, packed)), used
-    integer = int_gemm.plan(k)
+    integer = int_gemm_plan.plan(k)
     if integer is not None:  # int32 sums of int16-sized operands (a quantized matmul): packed int16 pairs
         return "\n".join(codegen_gemm.kernel_source(k, integer, Emitter, head, ptrs, store, integer=True)), used
     if isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend):
@@ -194,7 +195,7 @@ class _Functions:
 def program_source(p: ir.KernelProgram, slots: dict[str, int], symbols: list[str]) -> str:
     parts = [PRELUDE]
     gemms = [(k, plan) for k in p.kernels if (plan := codegen_gemm.plan(k)) is not None]
-    integer = any(int_gemm.plan(k) is not None for k in p.kernels)
+    integer = any(int_gemm_plan.plan(k) is not None for k in p.kernels)
     if gemms or integer:
         parts.append(codegen_gemm.PRELUDE)
     if integer:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from luminal import dtypes as dt
+from luminal.compiler.analysis import int_gemm_plan
 from luminal.compiler.analysis.gemm_plan import roles
-from luminal.compiler.cpu import int_gemm
 from luminal.compiler.cpu.fuse_dequant import inline_into_operand, replace_contract
 from luminal.compiler.fusion.fuse import readers_of, with_kernels, within_limits
 from luminal.compiler.kernels import ir
@@ -28,7 +28,7 @@ def _narrowed(kernel: ir.LoopKernel, side: str, producer: ir.Kernel) -> ir.LoopK
     """`kernel` reading its GEMM's operand `side` through cast(cast(x, int16), int32) where the producer's values
     fit int16 (the casts then change nothing), else `kernel`."""
     found = value_range(producer.body) if isinstance(producer, ir.LoopKernel) else None
-    if found is None or not int_gemm.INT16[0] <= found[0] <= found[1] <= int_gemm.INT16[1]:
+    if found is None or not int_gemm_plan.INT16[0] <= found[0] <= found[1] <= int_gemm_plan.INT16[1]:
         return kernel
     c = roles(kernel).contract
     narrow = ir.Apply("Cast", (ir.Apply("Cast", (getattr(c, side),), dt.int16),), dt.int32)
@@ -44,7 +44,7 @@ def fuse_integer_operands(program: ir.KernelProgram) -> ir.KernelProgram:
     readers = readers_of(program)
     for k, consumer in enumerate(program.kernels):
         found = roles(consumer)
-        if found is None or found.contract.dtype != dt.int32 or int_gemm.plan(consumer) is not None:
+        if found is None or found.contract.dtype != dt.int32 or int_gemm_plan.plan(consumer) is not None:
             continue
         fused, removed = consumer, []
         for side in ("a", "b"):
@@ -59,7 +59,7 @@ def fuse_integer_operands(program: ir.KernelProgram) -> ir.KernelProgram:
                 fused, removed = candidate, [*removed, j]
             else:
                 fused = _narrowed(fused, side, producer)
-        if fused is not consumer and int_gemm.plan(fused) is not None:
+        if fused is not consumer and int_gemm_plan.plan(fused) is not None:
             kernels[k] = fused
             for j in removed:
                 kernels[j] = None

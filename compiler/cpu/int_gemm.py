@@ -13,35 +13,13 @@ exactly. (u8 x s8 `vpmaddubsw` would saturate its int16 pair sums, so it is not 
 Not yet recognised: a convolution's contraction (ConvInteger, QLinearConv) in the tested models, whose operands
 (padding guards over int32 buffers) are not proven to fit; it stays an exact int32 loop.
 
-The kernel's loops, packing and epilogue are the float GEMM's (compiler/cpu/codegen_gemm.py) with int16 panels
-laid out in pairs: a panel's element (row w, k) sits at (k / 2) 2 width + 2 w + k % 2.
+Which kernels are integer GEMMs is an analysis (compiler/analysis/int_gemm_plan.py: every target's cost model
+charges their packing); this module holds the CPU's micro-kernel. The kernel's loops, packing and epilogue are
+the float GEMM's (compiler/cpu/codegen_gemm.py) with int16 panels laid out in pairs: a panel's element (row w, k)
+sits at (k / 2) 2 width + 2 w + k % 2.
 """
 
 from __future__ import annotations
-
-from luminal import dtypes as dt
-from luminal.compiler.analysis.gemm_plan import GemmPlan, roles
-from luminal.compiler.kernels import ir
-from luminal.compiler.kernels.int_ranges import value_range
-
-INT16 = (dt.int16.min, dt.int16.max)
-
-
-def fits_int16(v: ir.Value) -> bool:
-    found = value_range(v)
-    return found is not None and INT16[0] <= found[0] and found[1] <= INT16[1]
-
-
-def plan(kernel: ir.Kernel) -> GemmPlan | None:
-    """How `kernel` runs as an integer GEMM, or None when it is not one."""
-    found = roles(kernel)
-    if found is None:
-        return None
-    c = found.contract
-    if not (c.dtype == c.a.dtype == c.b.dtype == dt.int32 and fits_int16(c.a) and fits_int16(c.b)):
-        return None
-    return found
-
 
 # The micro-kernel: c[0:MR, 0:NR] (int32, row stride ldc) = (first ? 0 : c) + A times B over kp pairs, A's
 # panel pair p holding rows i's (a[i][2p], a[i][2p+1]) as one int32 (broadcast), B's the NR columns' pairs.

@@ -7,7 +7,7 @@ import pytest
 import luminal as lm
 from luminal import dtypes as dt
 from luminal import functional as F
-from luminal.compiler.cpu import int_gemm
+from luminal.compiler.analysis import int_gemm_plan
 from luminal.compiler.kernels import ir
 from luminal.compiler.kernels.int_ranges import value_range
 from luminal.runtime import cpu
@@ -36,7 +36,7 @@ def quantized_matmul(a_shape, b_shape, a_type, b_type, per_axis: bool = False, s
 
 
 def integer_gemms(program) -> int:
-    return sum(int_gemm.plan(k) is not None for k in program.kernels.kernels)
+    return sum(int_gemm_plan.plan(k) is not None for k in program.kernels.kernels)
 
 
 CASES = [

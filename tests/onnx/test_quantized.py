@@ -13,7 +13,7 @@ import torch
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
 
 import luminal as lm
-from luminal.compiler.cpu import int_gemm
+from luminal.compiler.analysis import int_gemm_plan
 
 BATCH = 3
 
@@ -97,7 +97,7 @@ def test_quantized_model_matches_onnx_runtime(float_model, how):
     (name,) = g.outputs
     program = lm.compile(g, target="cpu") if how in COMPILED else None
     if program is not None:  # the integer matmuls run as integer GEMMs (compiler/cpu/int_gemm.py), not loops
-        assert sum(int_gemm.plan(k) is not None for k in program.kernels.kernels) >= INTEGER_GEMMS[how]
+        assert sum(int_gemm_plan.plan(k) is not None for k in program.kernels.kernels) >= INTEGER_GEMMS[how]
     for seed in (10, 11):
         x = _inputs(seed)
         (want,) = session.run(None, {"x": x})
