@@ -22,7 +22,7 @@ from luminal.compiler.renderer.dialects import COMPUTE
 from luminal.compiler.renderer.render import Emitter, Expr_var
 from luminal.symbolic import Expr, var
 
-MAX_ROW = 4096  # accumulators per swapped sum, on the stack: 32 KiB of doubles
+MAX_ROW = 4096  # accumulators per swapped sum, on the stack: 16 KiB of floats
 
 
 def gathered_sums(v: ir.Value, axes: set[str]) -> list[ir.Reduce | ir.Contract]:
