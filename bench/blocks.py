@@ -44,10 +44,12 @@ def block_weights(cfg: BlockConfig, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def luminal_block(cfg: BlockConfig, weights: dict[str, np.ndarray], layers: int = 1) -> lm.Graph:
-    """`layers` copies of the block (one weight set, as the benchmark only times the shape of the work)."""
+    """`layers` copies of the block (one weight set, as the benchmark only times the shape of the work), in the
+    weights' dtype (float32, or bfloat16 for the bf16 rows)."""
     g = lm.Graph()
-    x = g.input("x", (lm.sym("batch", max=64), cfg.seq, cfg.dim))
-    p = {name: g.weight(name, arr.shape) for name, arr in weights.items()}
+    dtype = lm.dtypes.dtype_of(weights["qkv.weight"].dtype)
+    x = g.input("x", (lm.sym("batch", max=64), cfg.seq, cfg.dim), dtype=dtype)
+    p = {name: g.weight(name, arr.shape, dtype=dtype) for name, arr in weights.items()}
     for _ in range(layers):
         x = _luminal_layer(cfg, p, x)
     x.output("y")
