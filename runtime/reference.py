@@ -1,7 +1,8 @@
 """The reference interpreter: runs any primitive graph with numpy. It defines what every program means.
 
 Symbols are bound from the input arrays' shapes (or passed in `dims`); every view is read with the same
-symbolic index and validity expressions that compiled kernels use, so a view bug shows up here first.
+symbolic index and validity expressions that compiled kernels use, so a view bug shows up here first. A float
+sum of products nothing else reads (a matmul) runs as one contraction (runtime/reference_contraction.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 
 from luminal import ops
 from luminal.graph import Graph, GraphError
+from luminal.runtime import reference_contraction as contraction
 from luminal.symbolic import SymbolicError, as_expr
 from luminal.view import ShapeError, ShapeTracker, format_shape
 
@@ -117,10 +119,14 @@ def execute(graph: Graph, inputs: Mapping[str, Any], dims: Mapping[str, int] | N
     env = bind_symbols(graph, arrays, dims)
     needed = _live(graph)
     in_place = in_place_scatters(graph)
+    readers = graph.consumers()
+    # Sums of products run as one contraction (runtime/reference_contraction.py); their Mul is never written.
+    contracted = {n.id for n in graph.nodes if n.id in needed and contraction.fusable(graph, n, readers)}
+    products = {graph.nodes[n].inputs[0][0] for n in contracted}
     values: dict[int, np.ndarray] = {}
     deferred: list = []  # in-place scatters and their outputs: run after every other reader of their input
     for node in graph.nodes:
-        if node.id not in needed:
+        if node.id not in needed or node.id in products:
             continue
         op = node.op
         if isinstance(op, ops.Weight):
@@ -134,6 +140,10 @@ def execute(graph: Graph, inputs: Mapping[str, Any], dims: Mapping[str, int] | N
             values[node.id] = op.reference(env=env)
         elif node.id in in_place or (isinstance(op, ops.Output) and node.inputs[0][0] in in_place):
             deferred.append(node)
+        elif node.id in contracted:
+            product = graph.nodes[node.inputs[0][0]]
+            a, b = (read_view(values[src], view, env) for src, view in product.inputs)
+            values[node.id] = contraction.sum_of_products(a, b, op.axis, product.dtype.np)
         else:
             values[node.id] = _evaluate(node, values, env)
     # Other outputs are copied first: one may be a view of a donated input's old contents.
