@@ -143,7 +143,7 @@ def _start_scheduler(
     )
     # Gateways sharing one queue (Redis) share its load: one provisioner scales for all, the lease's holder. With
     # in-memory queues each gateway's queue is its own, and so is its provisioner.
-    lease = LeaseKeeper(db, PROVISIONER, gateway_id) if settings.queue_url else None
+    lease = LeaseKeeper(db, PROVISIONER, gateway_id, settings.provisioner_lease_s) if settings.queue_url else None
     provisioner = Provisioner(
         partial(_ready_specs, db),
         queue,

@@ -5,8 +5,9 @@ gateway clears the hot-path caches (`Platform.clear_caches`) of every other gate
 Why a Redis pub/sub channel, not a version counter in the metadata store: a counter must be read on every request
 to be current (one more database round trip on the hot path, the cost the caches exist to avoid), or polled, which
 only shortens the window. A published message costs nothing per request and reaches every subscriber before the
-changing request's answer leaves its gateway: the change is committed, then published, then answered. The
-subscriber runs on the gateway's event loop, so a request that arrives after the message is handled after it.
+changing request's answer leaves its gateway: the change is committed, then published (`publish` returns once
+every subscriber's copy is sent), then answered. The subscriber runs on the gateway's event loop, so a request
+that arrives after the message is handled after it.
 Several gateways need Redis anyway (the shared queues, the provisioner lease), so without Redis there is one
 gateway and nothing to tell: `NoMetadataChanges`.
 
@@ -69,8 +70,14 @@ class RedisMetadataChanges:
             log.warning("metadata changes: not subscribed to %s yet; retrying in the background", self.channel)
 
     async def publish(self) -> None:
+        """Returns once every subscriber's copy is written to its socket. Redis answers the publisher before it
+        writes the subscribers' copies (a loaded machine may pause it in between), so PUBLISH's reply alone
+        would let this gateway answer, and its client ask another gateway, before that one's copy was sent; but
+        Redis sends all that a command produced before it runs a later one, so once a PING answers, every copy
+        is out, and a request sent after this gateway's answer reaches the other gateway after its message."""
         try:
             await self._redis.publish(self.channel, b"1")
+            await self._redis.ping()
         except Exception:  # the change is made; other gateways see it within the caches' time limit instead
             log.exception("metadata changes: could not publish on %s", self.channel)
 

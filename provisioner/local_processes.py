@@ -97,6 +97,9 @@ class LocalProcessWorkers:
             LUMINAL_ARTIFACT_URL=self.settings.artifact_url,
             LUMINAL_ARTIFACT_CACHE_DIR=str(self.settings.artifact_location.cache_dir),
             LUMINAL_ARTIFACT_CACHE_BYTES=str(self.settings.artifact_cache_bytes),
+            # How long a dead worker's requests wait before a live one re-runs them: the gateway's setting, not the
+            # default 30 s (a process given only the lines above re-ran a killed worker's requests 30 s late).
+            LUMINAL_RECLAIM_IDLE_S=str(self.settings.reclaim_idle_s),
         )
         env[PARENT_ENV] = str(os.getpid())  # the worker stops when this gateway dies: no other one manages it
         command = [sys.executable, "-m", "luminal.scheduler.worker_process", str(spec.deployment_id), worker_id, device]

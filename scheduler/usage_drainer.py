@@ -39,7 +39,9 @@ GROUP = "drainers"
 GATHER_S = 0.25  # after the first record, how long more may gather into one transaction (a flush does not wait)
 MAX_RECORDS = 500  # per transaction
 CLAIM_IDLE_S = 5.0  # an entry another drainer has held this long unacknowledged is claimed (that drainer died)
-BLOCK_MS = 1000  # one blocking read's longest wait, so close() is heard
+# One blocking read's longest wait, which is how long close() may wait for the thread: as short as an idle worker's
+# IDLE_WAIT_S (at 1 s every gateway on Redis took up to a second to stop); an idle read costs Redis next to nothing.
+BLOCK_MS = 200
 RETRY_S = (0.1, 0.5, 2.0, 5.0)  # pauses after failed rounds (database or Redis down)
 FLUSH_POLL_S = 0.005
 

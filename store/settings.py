@@ -179,6 +179,11 @@ class Settings(BaseSettings):
         "redis://host:port/db = Redis Streams",
     )
 
+    # On Redis, one gateway's provisioner acts for all: the holder of this lease, renewed at half of it; the others
+    # try to take it every quarter of it, so one takes over that soon after a graceful stop (which releases it), and
+    # a lease's length after a holder's death. Short hands over sooner; long rides out longer stalls of a holder.
+    provisioner_lease_s: float = Field(default=10.0, gt=0, le=3600, description="the provisioner lease's length")
+
     # On Redis, a gateway renews a lease on the language-model sequences it relays (at a third of this); killed, its
     # sequences' workers drop them once the lease lapses. Short frees a dead gateway's cache blocks sooner; long
     # outlasts longer pauses of a live gateway (a dropped sequence's reader gets an error, never a hang).

@@ -54,6 +54,9 @@ from luminal.scheduler.work import effective_priority
 
 log = logging.getLogger(__name__)
 MAX_BLOCK_S = 1.0  # one blocking call's longest wait, well under any socket timeout
+# How long the report notices' thread waits on its socket between looks at its stop flag, so how long close() may
+# wait for it (at MAX_BLOCK_S a gateway took up to a second to stop). The wait is local: no Redis traffic.
+NOTICES_POLL_S = 0.2
 DEFAULT_TTL_S = 3600.0  # how long a request, its events and a cancel are kept: past any sequence's lifetime
 ARRIVALS = 1 << 40  # a level's score span: arrivals counted below it order requests within their level
 
@@ -176,7 +179,7 @@ class RedisSequences:
                 return
             listener = self._redis.pubsub(ignore_subscribe_messages=True)
             listener.subscribe(**{self._key("reports"): self._on_report})
-            self._notices = listener.run_in_thread(sleep_time=MAX_BLOCK_S, daemon=True,
+            self._notices = listener.run_in_thread(sleep_time=NOTICES_POLL_S, daemon=True,
                                                    exception_handler=_log_notice_error)  # fmt: skip
 
     def _on_report(self, message: dict) -> None:
@@ -298,7 +301,7 @@ class RedisSequences:
         with self._notices_lock:
             notices, self._notices = self._notices, None
         if notices is not None:
-            notices.stop()  # closes its connection within MAX_BLOCK_S
+            notices.stop()  # closes its connection within NOTICES_POLL_S
         self._lease.close()
         if self._lean_sync is not None:
             self._lean_sync.close()

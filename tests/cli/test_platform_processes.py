@@ -24,6 +24,7 @@ import luminal as lm
 from luminal.provisioner.device_offer import local_offer
 from luminal.store.settings import Settings
 from tests.compiler.cuda.compare import assert_matches
+from tests.tls_context import tls_context
 
 KEY = "lm_test-bootstrap-key-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -78,7 +79,7 @@ def served(tmp_path):
     while True:
         assert server.poll() is None, logged.read_text()
         try:
-            if httpx.get(f"{url}/v2/health/ready", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/v2/health/ready", timeout=1, verify=tls_context()).status_code == 200:
                 break
         except httpx.TransportError:
             pass

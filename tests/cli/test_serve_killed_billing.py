@@ -18,6 +18,7 @@ import httpx
 
 from tests.billing_reconciliation import Answers, inputs, read_bill, send
 from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
+from tests.tls_context import tls_context
 
 ROUNDS = 3  # the last round ends with a clean stop instead of a kill
 REQUESTS_PER_ROUND = 1000
@@ -45,7 +46,7 @@ class Serve:
         while True:
             assert self.process.poll() is None, f"luminal serve exited with {self.process.returncode}"
             try:
-                if httpx.get(f"{self.url}/v2/health/live", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/v2/health/live", timeout=1, verify=tls_context()).status_code == 200:
                     break
             except httpx.TransportError:
                 pass

@@ -31,6 +31,7 @@ import pytest
 
 import luminal as lm
 from tests.deploy.dockerfiles import PLATFORM, ROOT, context_sources, stages
+from tests.tls_context import tls_context
 
 # Run inside the new environment: where each listed package is imported from, and a small model saved with its lm.
 WHERE_AND_EXPORT = """
@@ -125,7 +126,7 @@ def _ready(url: str, server: subprocess.Popen, log: Path) -> None:
     while True:
         assert server.poll() is None, "luminal serve exited:\n" + log.read_text()
         try:
-            if httpx.get(f"{url}/v2/health/ready", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/v2/health/ready", timeout=1, verify=tls_context()).status_code == 200:
                 return
         except httpx.TransportError:
             pass

@@ -14,10 +14,8 @@ dropped and migrated again."""
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
-import ssl
 import time
 import uuid
 from collections.abc import Iterator
@@ -39,6 +37,7 @@ from luminal.store.tables import Base
 from tests import prerequisites
 from tests.gateway.network_guard import no_network  # noqa: F401 - a fixture for the webhook tests
 from tests.gateway.threaded_server import ThreadedServer, free_port
+from tests.tls_context import tls_context
 
 ADMIN_URL = os.environ.get("LUMINAL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 BOOTSTRAP_KEY = "lm_test-bootstrap-key-0123456789abcdef"
@@ -202,13 +201,6 @@ class RunningServer:
     def client(self, key: str | None = BOOTSTRAP_KEY) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30, verify=tls_context())
-
-
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """httpx's default verifying context, made once per process: each client made without one parses the CA bundle
-    again, 18-36 ms of CPU, and the tests make one or more per test."""
-    return httpx.create_ssl_context()
 
 
 @contextmanager

@@ -17,10 +17,11 @@ from luminal.llm_package import build_package, save_package
 from luminal.store import deployments
 from luminal.store.settings import Settings
 from luminal.store.tenants import tenant_for_key
-from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, tls_context, upload
+from tests.gateway.conftest import BOOTSTRAP_KEY, deploy_and_wait, upload
 from tests.gateway.tenancy import ADMIN_TOKEN
 from tests.gateway.threaded_server import ThreadedServer, free_port
 from tests.llm_folders import hf_folder, hf_tokenizer
+from tests.tls_context import tls_context
 
 MAX_BATCH, POSITIONS = 16, 96
 # Deployment settings of each model beyond the defaults: GPT-2's generation engine is configured.

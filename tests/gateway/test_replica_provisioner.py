@@ -27,7 +27,9 @@ def wait_for_holder(platform, expected: str, timeout_s: float = 30.0) -> None:
 
 
 def test_one_gateways_provisioner_holds_the_lease_and_hands_it_on(settings, tmp_path, redis_namespace):  # noqa: F811
-    shared = settings.model_copy(update={"queue_url": REDIS_URL, "queue_namespace": redis_namespace})
+    # A 4 s lease: the waiting gateway tries every second, not every 2.5 s as with the default 10 s.
+    update = {"queue_url": REDIS_URL, "queue_namespace": redis_namespace, "provisioner_lease_s": 4.0}
+    shared = settings.model_copy(update=update)
     first = start_platform(shared)
     second = None
     try:

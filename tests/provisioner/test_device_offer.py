@@ -94,3 +94,21 @@ def test_worker_processes_run_on_a_gpu_of_their_type(tmp_path, monkeypatch, pare
     assert cpu.command[-1] == "cpu" and cpu.env.get("CUDA_VISIBLE_DEVICES") == parent_visible
     with pytest.raises(ValueError, match="no worker can provide a100"):
         backend.start(dataclasses.replace(SPEC, gpu_type="a100"))
+
+
+def test_worker_processes_reclaim_a_dead_workers_requests_as_the_gateway_says(tmp_path, monkeypatch):
+    spawned = []
+
+    def spawn(command, env, **_):
+        spawned.append(_Spawned(command, env))
+        return spawned[-1]
+
+    monkeypatch.setattr(local_processes.subprocess, "Popen", spawn)
+    monkeypatch.delenv("LUMINAL_RECLAIM_IDLE_S", raising=False)
+    settings = Settings(data_dir=tmp_path, queue_url="redis://127.0.0.1:6379/0", reclaim_idle_s=1.5)
+    LocalProcessWorkers(settings, MemoryRegistry(), offer=DeviceOffer()).start(SPEC)
+    (worker,) = spawned
+    for name, value in worker.env.items():
+        if name.startswith("LUMINAL_"):
+            monkeypatch.setenv(name, value)
+    assert Settings().reclaim_idle_s == 1.5  # what the worker process reads (scheduler/worker_process.py)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.tls_context import tls_context
+
 START_TIMEOUT_S = 120.0  # a gateway migrates the schema under the startup lock; on a loaded machine it is slow
 
 
@@ -121,7 +123,7 @@ class Gateway(Process):
             if not self.alive():
                 raise RuntimeError(f"gateway {self.name} exited with {self.process.returncode}:\n{self.tail()}")
             try:
-                return httpx.get(f"{self.url}/v2/health/ready", timeout=5).status_code == 200
+                return httpx.get(f"{self.url}/v2/health/ready", timeout=5, verify=tls_context()).status_code == 200
             except httpx.TransportError:
                 return False
 
