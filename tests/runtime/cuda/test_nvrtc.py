@@ -9,6 +9,7 @@ import pytest
 import luminal as lm
 from luminal.compiler.cuda.program import launch_plan, load_plan
 from luminal.runtime.cuda import nvrtc
+from luminal.runtime.cuda.ptxas_report import parse
 from tests.compiler.cuda.graphs import CASES, MODELS, bind_random
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))  # the bench's models
@@ -84,6 +85,23 @@ def test_ptxas_reports_each_kernels_registers_spills_and_shared_memory(tmp_path,
     assert {u.kernel for u in usages} == {launch.kernel for launch in launch_plan(program.kernels)}
     assert all(u.arch == "80" and 0 < u.registers <= 255 and u.spill_bytes == 0 for u in usages)
     assert any(u.shared_bytes > 0 for u in usages)  # the row reductions stage partial sums in shared memory
+
+
+def test_the_precompiled_header_is_used_and_changes_nothing_it_builds(monkeypatch):
+    """NVRTC's automatic precompiled header: a later compile of the same includes starts from it, and the CUBIN and
+    ptxas's report are what a compile without it gives, so the cache key does not name it."""
+    source = lm.compile(CASES["softmax_layernorm"]()[0], "h100").source
+    monkeypatch.setattr(nvrtc, "PRECOMPILED_HEADER", ())
+    key = nvrtc.cache_path(source, "80")
+    plain, plain_report = nvrtc.compile_with_report(source, "80")
+    monkeypatch.setattr(nvrtc, "PRECOMPILED_HEADER", ("-pch",))  # with its messages, which name the header it read
+    nvrtc.compile_with_report(source, "80")
+    cubin, report = nvrtc.compile_with_report(source, "80")
+    assert "using precompiled header" in report
+    assert cubin == plain and parse(report) == parse(plain_report)
+    monkeypatch.undo()
+    assert nvrtc.PRECOMPILED_HEADER and nvrtc.compile_with_report(source, "80")[0] == plain
+    assert nvrtc.cache_path(source, "80") == key
 
 
 def test_a_broken_source_raises_with_the_log():
