@@ -1,14 +1,23 @@
 """This machine's nvcc as a checker of generated CUDA: compile a source for sm_80 and sm_90 and read what ptxas
-reports for each kernel (registers, spills, shared memory)."""
+reports for each kernel (registers, spills, shared memory).
+
+What ptxas reported is kept in the compile cache (LUMINAL_CACHE_DIR), as NVRTC's reports are: keyed by the source,
+the architectures, the flags and the versions of nvcc and of the host compiler it preprocesses with, it is what
+compiling again would report. An nvcc compile is ~1.5 s of CPU (its cicc parses the CUDA runtime's host headers);
+the tests ask for ~40 of them."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 import subprocess
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 
+from luminal.runtime.cuda import nvrtc
 from luminal.runtime.cuda.ptxas_report import KernelUsage as Usage
 from luminal.runtime.cuda.ptxas_report import parse
 
@@ -24,6 +33,33 @@ def available() -> bool:
 
 def compile_cuda(source: str, archs: tuple[str, ...] = ARCHS) -> list[Usage]:
     """Compile `source` to a fat binary for `archs`; what ptxas reports per kernel and architecture."""
+    key = hashlib.sha256("\0".join([toolchain(), source, *archs, *FLAGS]).encode()).hexdigest()[:32]
+    kept = cache_dir() / f"{key}.ptxas.txt"
+    if kept.exists():
+        return parse(kept.read_text())
+    report = _report(source, archs)
+    staged = kept.with_suffix(f".{os.getpid()}.tmp")  # written whole, then renamed: concurrent workers race safely
+    staged.write_text(report)
+    os.replace(staged, kept)
+    return parse(report)
+
+
+@lru_cache(maxsize=1)
+def toolchain() -> str:
+    """nvcc's version and that of the host compiler it preprocesses the source with (its headers are read)."""
+    versions = [subprocess.run([tool, "--version"], capture_output=True, text=True).stdout for tool in ("nvcc", "g++")]
+    return "\0".join([shutil.which("nvcc") or "", *versions])
+
+
+def cache_dir() -> Path:
+    """The reports' folder, beside NVRTC's CUBINs in the compile cache."""
+    path = nvrtc.cache_dir().parent / "nvcc-ptxas"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _report(source: str, archs: tuple[str, ...]) -> str:
+    """What ptxas reports when nvcc compiles `source` for `archs` (AssertionError with nvcc's errors if it fails)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "program.cu"
         path.write_text(source)
@@ -32,7 +68,7 @@ def compile_cuda(source: str, archs: tuple[str, ...] = ARCHS) -> list[Usage]:
         done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise AssertionError(f"nvcc failed:\n{done.stderr[-4000:]}")
-    return parse(done.stdout + done.stderr)
+    return done.stdout + done.stderr
 
 
 def ptx(source: str, arch: str = "90") -> str:

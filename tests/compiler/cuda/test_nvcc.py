@@ -40,3 +40,18 @@ def test_the_gemv_reads_its_weight_with_16_byte_loads():
     g, _ = GEMV_CASES["gemv_bf16"]()
     ptx = nvcc.ptx(lm.compile(g, "h100", cache=False).source)
     assert re.search(r"ld\.global(\.nc)?\.v4\.u32", ptx)
+
+
+def test_a_second_compile_of_a_source_reads_what_ptxas_reported_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
+    source = lm.compile(CASES["elementwise"]()[0], "h100").source
+    first = nvcc.compile_cuda(source)
+    assert len(list((tmp_path / "nvcc-ptxas").glob("*.ptxas.txt"))) == 1
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("nvcc ran again although the cache holds its report")
+
+    monkeypatch.setattr(nvcc, "_report", no_compile)
+    assert nvcc.compile_cuda(source) == first
+    with pytest.raises(AssertionError, match="ran again"):
+        nvcc.compile_cuda(source, archs=("90",))  # other architectures are another entry

@@ -1,6 +1,7 @@
 """NVRTC (through ctypes, no GPU needed) compiles every generated CUDA program to a CUBIN for sm_80 and sm_90,
 caches it by (source, arch, NVRTC version, options), and reports a broken source with NVRTC's own log."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -84,6 +85,31 @@ def test_ptxas_reports_each_kernels_registers_spills_and_shared_memory(tmp_path,
     assert {u.kernel for u in usages} == {launch.kernel for launch in launch_plan(program.kernels)}
     assert all(u.arch == "80" and 0 < u.registers <= 255 and u.spill_bytes == 0 for u in usages)
     assert any(u.shared_bytes > 0 for u in usages)  # the row reductions stage partial sums in shared memory
+
+
+def test_the_precompiled_header_is_used_and_changes_nothing_it_builds(monkeypatch):
+    """NVRTC's automatic precompiled header: a later compile of the same includes starts from it, and the CUBIN and
+    ptxas's report (but its timings) are what a compile without it gives, on either architecture, so the cache key
+    does not name it."""
+    source = lm.compile(CASES["softmax_layernorm"]()[0], "h100").source
+    monkeypatch.setattr(nvrtc, "PRECOMPILED_HEADER", ())
+    keys = {arch: nvrtc.cache_path(source, arch) for arch in ("80", "90")}
+    plain = {arch: nvrtc.compile_with_report(source, arch) for arch in ("80", "90")}
+    monkeypatch.setattr(nvrtc, "PRECOMPILED_HEADER", ("-pch",))  # with its messages, which name the header it read
+    nvrtc.compile_with_report(source, "80")
+    assert "using precompiled header" in nvrtc.compile_with_report(source, "80")[1]
+    monkeypatch.undo()
+    assert nvrtc.PRECOMPILED_HEADER
+    for arch in ("80", "90"):  # sm_90's compile finds a header made for sm_80's options
+        cubin, report = nvrtc.compile_with_report(source, arch)
+        assert cubin == plain[arch][0]
+        assert _untimed(report) == _untimed(plain[arch][1])
+        assert nvrtc.cache_path(source, arch) == keys[arch]
+
+
+def _untimed(report: str) -> str:
+    """ptxas's report without the time each kernel took to compile."""
+    return re.sub(r"Compile time = [0-9.]+ ms", "", report)
 
 
 def test_a_broken_source_raises_with_the_log():
