@@ -25,7 +25,6 @@ from luminal.compiler.kernels import ir
 from luminal.compiler.kernels.affine import affine
 from luminal.compiler.kernels.bounded_index import axes_extents, fold_value
 from luminal.compiler.kernels.hoist import invariant_reductions
-from luminal.compiler.kernels.interning import interned
 from luminal.compiler.kernels.settle import is_zero, settle
 from luminal.symbolic import Expr, as_expr, var
 from luminal.symbolic.expr import Substitution
@@ -235,14 +234,16 @@ class _LoadReplacement:
         self.scopes: list[dict[str, Expr]] = []  # every scope made here, alive while their ids are keys
 
     def value(self, v: ir.Value, extents: dict[str, Expr]) -> ir.Value:
-        if self.producer.out not in ir.summary(v).buffers:
+        found = ir.summary(v)
+        if self.producer.out not in found.buffers:
             return v  # nothing to replace below: the subtree itself, not a copy of it
-        if not (self.body_shareable and not ir.holds(v, ir.Reduce, ir.Contract)):
+        if not self.body_shareable or ir.Reduce in found.kinds or ir.Contract in found.kinds:
             return self._replaced(v, extents)
-        key = (id(v), id(extents))
-        out = self.done.get(key)
+        # Equal reads of the producer (separate objects: lowering reads an operand once per use) share one copy.
+        key = (v.buffer, id(v.index), v.dtype) if isinstance(v, ir.Load) else id(v)
+        out = self.done.get((key, id(extents)))
         if out is None:
-            out = self.done[key] = self._replaced(v, extents)
+            out = self.done[key, id(extents)] = self._replaced(v, extents)
         return out
 
     def scope(self, extents: dict[str, Expr]) -> dict[str, Expr]:
@@ -285,9 +286,7 @@ def inline(producer: ir.LoopKernel, consumer: ir.LoopKernel, names: Iterator[int
     # (a reduction's variable is bound by its own loop, so equal copies cannot capture each other's).
     body = rename_reductions(producer.body, names)
     extents = {f"_i{k}": as_expr(d) for k, d in enumerate(consumer.shape)}
-    # Interned: each read inlines its own copy of the producer, and what fusion does next (more inlining, the
-    # limits, the cost model, folding) then works once per distinct subtree instead of once per copy.
-    return replace(consumer, body=interned(_replace_loads(consumer.body, producer, body, extents)))
+    return replace(consumer, body=_replace_loads(consumer.body, producer, body, extents))
 
 
 def readers_of(program: ir.KernelProgram) -> dict[str, list[int]]:
@@ -438,7 +437,25 @@ def value_within_limits(v: ir.Value) -> bool:
     """Whether a value tree and each of its index expressions are within fusion's size limits."""
     if not tree_within(v):
         return False
-    return all(_within(e, _expr_children, MAX_INDEX_NODES) for e in set(_indexes(v)))
+    return all(map(_index_within, set(_indexes(v))))
+
+
+# Index expressions known to be within MAX_INDEX_NODES. Every candidate fused asks again of the index expressions
+# its kernels already had (a fused kernel keeps its consumer's), and counting them was a tenth of fusion's time.
+# An expression's size does not depend on its variables' ranges, which equality leaves out.
+_SMALL_INDEXES: set[Expr] = set()
+_SMALL_INDEXES_MAX = 100_000
+
+
+def _index_within(e: Expr) -> bool:
+    if e in _SMALL_INDEXES:
+        return True
+    if not _within(e, _expr_children, MAX_INDEX_NODES):
+        return False
+    if len(_SMALL_INDEXES) >= _SMALL_INDEXES_MAX:
+        _SMALL_INDEXES.clear()
+    _SMALL_INDEXES.add(e)
+    return True
 
 
 def reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:

@@ -30,7 +30,7 @@ class Hoisted(ir.Value):
 
 def depends_on(v: ir.Value, variable: str) -> bool:
     """Whether `v` reads `variable` anywhere: an index, a validity, a bound, an extent."""
-    for n in ir.distinct(v):
+    for n in ir.walk(v):
         if isinstance(n, ir.Load):
             exprs = (n.index,)
         elif isinstance(n, ir.GatherLoad):

@@ -332,13 +332,13 @@ def distinct(v: Value, kids=children):
     stack = [v]
     while stack:
         node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))  # the tree keeps every node alive while this runs, so ids stay unique
-        yield node
-        below = kids(node)
-        if below:
-            stack.extend(reversed(below))
+        key = id(node)  # the tree keeps every node alive while this runs, so ids stay unique
+        if key not in seen:
+            seen.add(key)
+            yield node
+            below = kids(node)
+            if below:
+                stack.extend(reversed(below))
 
 
 def element_wise(k: Kernel) -> bool:
