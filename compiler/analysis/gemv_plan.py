@@ -51,11 +51,14 @@ def _top_sums(v: ir.Value) -> set[ir.Value]:
     """The reductions reached from `v` through element-wise ops only. Each node object is visited once: a
     chain of ops that read their operand twice (an integer division's correction steps) is a small DAG but an
     exponential tree."""
+    if not ir.holds(v, ir.Reduce, ir.Contract):
+        return set()
     return {n for n in ir.distinct(v, _operands) if isinstance(n, (ir.Reduce, ir.Contract))}
 
 
-def _operands(v: ir.Value) -> tuple[ir.Value, ...]:
-    return v.args if isinstance(v, ir.Apply) else ()
+def _operands(v: ir.Value) -> list[ir.Value]:
+    """An element-wise op's operands that hold a reduction: the rest have none to find (most bodies hold none)."""
+    return [a for a in v.args if ir.holds(a, ir.Reduce, ir.Contract)] if isinstance(v, ir.Apply) else []
 
 
 def _replace(v: ir.Value, old: ir.Value, new: ir.Value) -> ir.Value:

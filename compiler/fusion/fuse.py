@@ -239,11 +239,12 @@ class _LoadReplacement:
             return v  # nothing to replace below: the subtree itself, not a copy of it
         if not self.body_shareable or ir.Reduce in found.kinds or ir.Contract in found.kinds:
             return self._replaced(v, extents)
-        # Equal reads of the producer (separate objects: lowering reads an operand once per use) share one copy.
-        key = (v.buffer, id(v.index), v.dtype) if isinstance(v, ir.Load) else id(v)
-        out = self.done.get((key, id(extents)))
+        # Equal reads of the producer (separate objects: lowering reads an operand once per use) share one copy:
+        # a read is keyed by its index expression (made once each; its buffer and type are the producer's).
+        key = (id(v.index) if type(v) is ir.Load else id(v), id(extents))
+        out = self.done.get(key)
         if out is None:
-            out = self.done[key, id(extents)] = self._replaced(v, extents)
+            out = self.done[key] = self._replaced(v, extents)
         return out
 
     def scope(self, extents: dict[str, Expr]) -> dict[str, Expr]:
@@ -504,6 +505,16 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
     readers = readers_of(program)
     names = itertools.count(1000)
     gpu = getattr(target, "kind", None) in GPU_KINDS
+    # Each kernel's estimate by the kernel object (kept with it, so that its id stays its own): a consumer that
+    # absorbs a chain is estimated as the fused kernel of one step and again as the consumer of the next.
+    estimated: dict[int, tuple[ir.Kernel, object]] = {}
+
+    def cost_of(kernel: ir.LoopKernel):
+        found = estimated.get(id(kernel))
+        if found is None:
+            found = estimated[id(kernel)] = (kernel, estimate(kernel, program.buffers, target, env))
+        return found[1]
+
     for k in reversed(range(len(kernels))):
         producer = kernels[k]
         if not isinstance(producer, ir.LoopKernel) or producer.out in outputs:
@@ -523,7 +534,7 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
             fused = replace(fused, body=fold_value(fused.body, axes_extents(fused.shape)))
         if not within_limits(fused):
             continue
-        costs = [estimate(k, program.buffers, target, env) for k in (producer, consumer, fused)]
+        costs = [cost_of(k) for k in (producer, consumer, fused)]
         if costs[2].seconds > costs[0].seconds + costs[1].seconds:
             continue
         if repeats_reductions(producer, consumer, fused, costs, target):
