@@ -21,8 +21,6 @@ def is_zero(v: ir.Value) -> bool:
 def settle(v: ir.Value) -> ir.Value:
     """`v` with constant guards resolved and `x + 0` folded to `x` (as the identities pass does: -0.0 + 0 is
     +0.0, the one difference), through element-wise ops."""
-    if not ir.holds(v, ir.Guard, ir.Const):
-        return v  # nothing to resolve or fold: the value itself, not a copy of it
     return _settled(v, {})
 
 
