@@ -34,7 +34,7 @@ class GemmPlan:
 
 def index_vars(v: ir.Value) -> set[str]:
     names: set[str] = set()
-    for node in ir.walk(v):
+    for node in ir.distinct(v):
         for e in _exprs(node):
             names |= e.symbols()
     return names
@@ -91,10 +91,10 @@ def roles(kernel: ir.Kernel) -> GemmPlan | None:
     """How `kernel` splits into a GEMM's operands and epilogue whatever its arithmetic, or None."""
     if not isinstance(kernel, ir.LoopKernel) or not ir.holds(kernel.body, ir.Contract):
         return None
-    if len({n for n in ir.walk(kernel.body) if isinstance(n, ir.Contract)}) != 1:
+    if len({n for n in ir.distinct(kernel.body) if isinstance(n, ir.Contract)}) != 1:
         return None
     epilogue, c = _lift(kernel.body)
-    if c is None or any(isinstance(n, ir.Contract) for n in ir.walk(epilogue)):
+    if c is None or any(isinstance(n, ir.Contract) for n in ir.distinct(epilogue)):
         return None  # a copy under a gather, or inside a reduction over its own indices: not one accumulator
     a_vars, b_vars = index_vars(c.a), index_vars(c.b)
     axes = range(len(kernel.shape))

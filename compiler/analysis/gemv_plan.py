@@ -47,13 +47,18 @@ class GemvPlan:
     statistics: bool = False
 
 
-def _top_sums(v: ir.Value) -> list[ir.Value]:
-    """The reductions reached from `v` through element-wise ops only."""
-    if isinstance(v, (ir.Reduce, ir.Contract)):
-        return [v]
-    if isinstance(v, ir.Apply):
-        return [s for a in v.args for s in _top_sums(a)]
-    return []
+def _top_sums(v: ir.Value) -> set[ir.Value]:
+    """The reductions reached from `v` through element-wise ops only. Each node object is visited once: a
+    chain of ops that read their operand twice (an integer division's correction steps) is a small DAG but an
+    exponential tree."""
+    if not ir.holds(v, ir.Reduce, ir.Contract):
+        return set()
+    return {n for n in ir.distinct(v, _operands) if isinstance(n, (ir.Reduce, ir.Contract))}
+
+
+def _operands(v: ir.Value) -> list[ir.Value]:
+    """An element-wise op's operands that hold a reduction: the rest have none to find (most bodies hold none)."""
+    return [a for a in v.args if ir.holds(a, ir.Reduce, ir.Contract)] if isinstance(v, ir.Apply) else []
 
 
 def _replace(v: ir.Value, old: ir.Value, new: ir.Value) -> ir.Value:
@@ -65,11 +70,11 @@ def _replace(v: ir.Value, old: ir.Value, new: ir.Value) -> ir.Value:
 
 
 def _has_reduction(v: ir.Value) -> bool:
-    return any(isinstance(n, (ir.Reduce, ir.Contract, ir.Attend)) for n in ir.walk(v))
+    return any(isinstance(n, (ir.Reduce, ir.Contract, ir.Attend)) for n in ir.distinct(v))
 
 
 def _loads_along(body: ir.Value, var: str) -> list[ir.Load]:
-    return list(dict.fromkeys(n for n in ir.walk(body) if isinstance(n, ir.Load) and var in n.index.symbols()))
+    return list(dict.fromkeys(n for n in ir.distinct(body) if isinstance(n, ir.Load) and var in n.index.symbols()))
 
 
 def _width(stream: ir.Load, var: str, extent: Expr, outputs: list[str]) -> int:
@@ -91,7 +96,7 @@ def plan(kernel: ir.Kernel) -> GemvPlan | None:
     """How `kernel` runs as a GEMV, or None when it is not one."""
     if not isinstance(kernel, ir.LoopKernel) or not kernel.shape or isinstance(kernel.body, ir.Attend):
         return None
-    sums = set(_top_sums(kernel.body))
+    sums = _top_sums(kernel.body)
     if len(sums) != 1:
         return None
     (found,) = sums
@@ -142,6 +147,6 @@ def _vector(body: ir.Value, stream: ir.Load, last: str) -> ir.Value | None:
     if not isinstance(body, ir.Apply) or body.op != "Mul":
         return None
     for factor in body.args:
-        if stream not in ir.walk(factor) and not depends_on(factor, last):
+        if stream not in ir.distinct(factor) and not depends_on(factor, last):
             return factor
     return None

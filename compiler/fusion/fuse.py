@@ -121,7 +121,11 @@ def _unflatten_uncached(flat: Expr, shape: tuple[Expr, ...], extents: dict[str, 
 
 
 def rename_reductions(v: ir.Value, names: Iterator[int]) -> ir.Value:
-    """A copy of `v` whose Reduce variables are fresh, so inlining cannot capture the consumer's variables."""
+    """A copy of `v` whose Reduce variables are fresh, so inlining cannot capture the consumer's variables. A
+    subtree with no reduction is `v`'s own: it has nothing to rename, and a copy would lose the subtrees it
+    shares (which the walks after it then see as a tree)."""
+    if not ir.holds(v, ir.Reduce, ir.Contract):
+        return v
     if isinstance(v, ir.Reduce):
         name = f"_r{next(names)}"
         body = substitute_indices(rename_reductions(v.body, names), {v.var: var(name, 0, max(v.extent.hi - 1, 0))})
@@ -213,25 +217,58 @@ def _guarded_extents(valid: Expr, extents: dict[str, Expr]) -> dict[str, Expr]:
 def _replace_loads(v: ir.Value, producer: ir.LoopKernel, body: ir.Value, extents: dict[str, Expr]) -> ir.Value:
     """`v` with loads of the producer's buffer replaced by `body` (the producer's, renamed) at their indices.
     `extents`: the range of every loop variable in scope (the consumer's axes, enclosing reductions)."""
-    if producer.out not in ir.summary(v).buffers:
-        return v  # nothing to replace below: the subtree itself, not a copy of it
-    if isinstance(v, ir.Load) and v.buffer == producer.out:
-        # At a constant index (a row of a stack, an unrolled step) some of the producer's guards are decided.
-        return settle(substitute_indices(body, unflatten(v.index, producer.shape, extents)))
-    if isinstance(v, ir.Guard):
-        return replace(v, value=_replace_loads(v.value, producer, body, _guarded_extents(v.valid, extents)))
-    if isinstance(v, ir.Apply):
-        return replace(v, args=tuple(_replace_loads(a, producer, body, extents) for a in v.args))
-    if isinstance(v, ir.Reduce):
-        return replace(v, body=_replace_loads(v.body, producer, body, {**extents, v.var: v.extent}))
-    if isinstance(v, ir.GatherLoad):
-        return replace(v, at=_replace_loads(v.at, producer, body, extents))
-    if isinstance(v, ir.Attend):  # only where may_inline allows it: a CUDA attention evaluates its operands
-        inner = {**extents, v.s_var: v.s_extent, v.e_var: v.e_extent}
-        operands = {f: _replace_loads(getattr(v, f), producer, body, inner) for f in ("q", "k", "v", "bias")}
-        return replace(v, **operands)
-    # A Contract's operands are never fused into: they stay loads a GEMM can pack (see may_inline).
-    return v
+    return _LoadReplacement(producer, body).value(v, extents)
+
+
+class _LoadReplacement:
+    """`_replace_loads` for one producer and body. A subtree the tree holds in several places is replaced once
+    per scope where its result holds no reduction: a chain of ops that each read their input twice (an integer
+    division's correction steps) is a small DAG, and walked as a tree it took a minute to fuse. A result holding a
+    reduction or a GEMM is made afresh at each place, as before: which reductions a GPU row kernel hoists is
+    told by their identity (`_every_reduction_hoisted`), and sharing them would change what fuses."""
+
+    def __init__(self, producer: ir.LoopKernel, body: ir.Value):
+        self.producer, self.body = producer, body
+        self.body_shareable = not ir.holds(body, ir.Reduce, ir.Contract)
+        self.done: dict[tuple[int, int], ir.Value] = {}  # (id of a node, id of its scope) -> its replacement
+        self.scopes: list[dict[str, Expr]] = []  # every scope made here, alive while their ids are keys
+
+    def value(self, v: ir.Value, extents: dict[str, Expr]) -> ir.Value:
+        found = ir.summary(v)
+        if self.producer.out not in found.buffers:
+            return v  # nothing to replace below: the subtree itself, not a copy of it
+        if not self.body_shareable or ir.Reduce in found.kinds or ir.Contract in found.kinds:
+            return self._replaced(v, extents)
+        # Equal reads of the producer (separate objects: lowering reads an operand once per use) share one copy:
+        # a read is keyed by its index expression (made once each; its buffer and type are the producer's).
+        key = (id(v.index) if type(v) is ir.Load else id(v), id(extents))
+        out = self.done.get(key)
+        if out is None:
+            out = self.done[key] = self._replaced(v, extents)
+        return out
+
+    def scope(self, extents: dict[str, Expr]) -> dict[str, Expr]:
+        self.scopes.append(extents)
+        return extents
+
+    def _replaced(self, v: ir.Value, extents: dict[str, Expr]) -> ir.Value:
+        producer, within = self.producer, self.value
+        if isinstance(v, ir.Load) and v.buffer == producer.out:
+            # At a constant index (a row of a stack, an unrolled step) some of the producer's guards are decided.
+            return settle(substitute_indices(self.body, unflatten(v.index, producer.shape, extents)))
+        if isinstance(v, ir.Guard):
+            return replace(v, value=within(v.value, self.scope(_guarded_extents(v.valid, extents))))
+        if isinstance(v, ir.Apply):
+            return replace(v, args=tuple(within(a, extents) for a in v.args))
+        if isinstance(v, ir.Reduce):
+            return replace(v, body=within(v.body, self.scope({**extents, v.var: v.extent})))
+        if isinstance(v, ir.GatherLoad):
+            return replace(v, at=within(v.at, extents))
+        if isinstance(v, ir.Attend):  # only where may_inline allows it: a CUDA attention evaluates its operands
+            inner = self.scope({**extents, v.s_var: v.s_extent, v.e_var: v.e_extent})
+            return replace(v, **{f: within(getattr(v, f), inner) for f in ("q", "k", "v", "bias")})
+        # A Contract's operands are never fused into: they stay loads a GEMM can pack (see may_inline).
+        return v
 
 
 def inline_value(producer: ir.LoopKernel, v: ir.Value, extents: dict[str, Expr], names: Iterator[int]) -> ir.Value:
@@ -263,20 +300,21 @@ def readers_of(program: ir.KernelProgram) -> dict[str, list[int]]:
 
 def gathered(kernel: ir.Kernel) -> set[str]:
     values = [kernel.body] if isinstance(kernel, ir.LoopKernel) else [kernel.dest, kernel.at, kernel.src]
-    return {n.buffer for v in values if ir.holds(v, ir.GatherLoad) for n in ir.walk(v) if isinstance(n, ir.GatherLoad)}
+    gathers = (n for v in values if ir.holds(v, ir.GatherLoad) for n in ir.distinct(v))
+    return {n.buffer for n in gathers if isinstance(n, ir.GatherLoad)}
 
 
 def contracts(v: ir.Value) -> set[ir.Contract]:
     """The distinct Contracts in `v` (equal copies, from reading one GEMM element twice, count once)."""
     if not ir.holds(v, ir.Contract):
         return set()
-    return {n for n in ir.walk(v) if isinstance(n, ir.Contract)}
+    return {n for n in ir.distinct(v) if isinstance(n, ir.Contract)}
 
 
 def _read_by_contract(buffer: str, consumer: ir.LoopKernel) -> bool:
     return ir.holds(consumer.body, ir.Contract) and any(
-        isinstance(n, ir.Contract) and any(isinstance(m, ir.Load) and m.buffer == buffer for m in ir.walk(n))
-        for n in ir.walk(consumer.body)
+        isinstance(n, ir.Contract) and any(isinstance(m, ir.Load) and m.buffer == buffer for m in ir.distinct(n))
+        for n in ir.distinct(consumer.body)
     )
 
 
@@ -311,7 +349,7 @@ def _expr_children(node: Expr) -> list:
 
 
 def _indexes(v: ir.Value) -> Iterator[Expr]:
-    for n in ir.walk(v):
+    for n in ir.distinct(v):
         if isinstance(n, ir.Load):
             yield n.index
         elif isinstance(n, ir.GatherLoad):
@@ -387,7 +425,7 @@ def within_limits(fused: ir.LoopKernel) -> bool:
 def reads_within(v: ir.Value, limit: int = MAX_READS_PER_BUFFER) -> bool:
     """Whether the tree reads each buffer at most at `limit` distinct positions."""
     seen: dict[str, set[Expr]] = {}
-    for n in ir.walk(v):
+    for n in ir.distinct(v):
         if isinstance(n, ir.Load):
             positions = seen.setdefault(n.buffer, set())
             positions.add(n.index)
@@ -400,7 +438,25 @@ def value_within_limits(v: ir.Value) -> bool:
     """Whether a value tree and each of its index expressions are within fusion's size limits."""
     if not tree_within(v):
         return False
-    return all(_within(e, _expr_children, MAX_INDEX_NODES) for e in set(_indexes(v)))
+    return all(map(_index_within, set(_indexes(v))))
+
+
+# Index expressions known to be within MAX_INDEX_NODES. Every candidate fused asks again of the index expressions
+# its kernels already had (a fused kernel keeps its consumer's), and counting them was a tenth of fusion's time.
+# An expression's size does not depend on its variables' ranges, which equality leaves out.
+_SMALL_INDEXES: set[Expr] = set()
+_SMALL_INDEXES_MAX = 100_000
+
+
+def _index_within(e: Expr) -> bool:
+    if e in _SMALL_INDEXES:
+        return True
+    if not _within(e, _expr_children, MAX_INDEX_NODES):
+        return False
+    if len(_SMALL_INDEXES) >= _SMALL_INDEXES_MAX:
+        _SMALL_INDEXES.clear()
+    _SMALL_INDEXES.add(e)
+    return True
 
 
 def reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bool:
@@ -412,7 +468,7 @@ def reads_reduction_once(producer: ir.LoopKernel, consumer: ir.LoopKernel) -> bo
     if consumer.shape != producer.shape:
         return False
     flat = ShapeTracker.contiguous(consumer.shape).index
-    loads = [n for n in ir.walk(consumer.body) if isinstance(n, ir.Load) and n.buffer == producer.out]
+    loads = [n for n in ir.distinct(consumer.body) if isinstance(n, ir.Load) and n.buffer == producer.out]
     return all(n.index == flat for n in loads)
 
 
@@ -431,8 +487,8 @@ def _every_reduction_hoisted(k: ir.LoopKernel) -> bool:
     if not k.shape:
         return False
     hoisted = invariant_reductions(k.body, f"_i{len(k.shape) - 1}", k.shape[-1])
-    inside = {id(n) for r in hoisted for n in ir.walk(r)}
-    return all(id(n) in inside for n in ir.walk(k.body) if isinstance(n, (ir.Reduce, ir.Contract)))
+    inside = {id(n) for r in hoisted for n in ir.distinct(r)}
+    return all(id(n) in inside for n in ir.distinct(k.body) if isinstance(n, (ir.Reduce, ir.Contract)))
 
 
 def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int] | None = None) -> ir.KernelProgram:
@@ -449,6 +505,16 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
     readers = readers_of(program)
     names = itertools.count(1000)
     gpu = getattr(target, "kind", None) in GPU_KINDS
+    # Each kernel's estimate by the kernel object (kept with it, so that its id stays its own): a consumer that
+    # absorbs a chain is estimated as the fused kernel of one step and again as the consumer of the next.
+    estimated: dict[int, tuple[ir.Kernel, object]] = {}
+
+    def cost_of(kernel: ir.LoopKernel):
+        found = estimated.get(id(kernel))
+        if found is None:
+            found = estimated[id(kernel)] = (kernel, estimate(kernel, program.buffers, target, env))
+        return found[1]
+
     for k in reversed(range(len(kernels))):
         producer = kernels[k]
         if not isinstance(producer, ir.LoopKernel) or producer.out in outputs:
@@ -468,7 +534,7 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
             fused = replace(fused, body=fold_value(fused.body, axes_extents(fused.shape)))
         if not within_limits(fused):
             continue
-        costs = [estimate(k, program.buffers, target, env) for k in (producer, consumer, fused)]
+        costs = [cost_of(k) for k in (producer, consumer, fused)]
         if costs[2].seconds > costs[0].seconds + costs[1].seconds:
             continue
         if repeats_reductions(producer, consumer, fused, costs, target):

@@ -322,6 +322,25 @@ def walk(v: Value):
             stack.extend(reversed(kids))
 
 
+def distinct(v: Value, kids=children):
+    """Every node object of an expression once, parents first: `walk` without the repetitions of a subtree the
+    tree holds in several places (`kids(node)`: the nodes to go on to, `children` unless given). For the
+    questions whose answer is a set or an any/all (the buffers a tree reads, its index expressions, whether it
+    holds a kind of node), which `walk` would answer once per copy: inlining shares the producer's subtrees,
+    and a chain of ops reading their input twice doubles a walk per link."""
+    seen: set[int] = set()
+    stack = [v]
+    while stack:
+        node = stack.pop()
+        key = id(node)  # the tree keeps every node alive while this runs, so ids stay unique
+        if key not in seen:
+            seen.add(key)
+            yield node
+            below = kids(node)
+            if below:
+                stack.extend(reversed(below))
+
+
 def element_wise(k: Kernel) -> bool:
     """Whether `k` is a loop kernel whose every element is computed on its own (no reduction, GEMM or attention)."""
     return isinstance(k, LoopKernel) and not holds(k.body, Reduce, Contract, Attend)

@@ -21,14 +21,28 @@ def is_zero(v: ir.Value) -> bool:
 def settle(v: ir.Value) -> ir.Value:
     """`v` with constant guards resolved and `x + 0` folded to `x` (as the identities pass does: -0.0 + 0 is
     +0.0, the one difference), through element-wise ops."""
+    return _settled(v, {})
+
+
+def _settled(v: ir.Value, done: dict[int, ir.Value]) -> ir.Value:
+    """`settle`, each node object once (`done`: id -> result, while `v` keeps them alive): a subtree the tree
+    shares stays shared, and is not settled once per place it is read from. Settling copies no reduction (it
+    stops at them), so which reduction objects the result holds is the same either way."""
+    out = done.get(id(v))
+    if out is None:
+        out = done[id(v)] = _settled_node(v, done)
+    return out
+
+
+def _settled_node(v: ir.Value, done: dict[int, ir.Value]) -> ir.Value:
     if isinstance(v, ir.Guard):
         if v.valid == 0:
             return ir.Const(False if v.dtype == dt.bool_ else 0, v.dtype)
-        inner = settle(v.value)
+        inner = _settled(v.value, done)
         return inner if v.valid == 1 else replace(v, value=inner)
     if not isinstance(v, ir.Apply):
         return v
-    args = tuple(settle(a) for a in v.args)
+    args = tuple(_settled(a, done) for a in v.args)
     if v.op == "Add" and any(is_zero(a) for a in args):
         rest = [a for a in args if not is_zero(a)]
         return rest[0] if rest else args[0]
