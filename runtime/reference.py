@@ -119,10 +119,12 @@ def execute(graph: Graph, inputs: Mapping[str, Any], dims: Mapping[str, int] | N
     env = bind_symbols(graph, arrays, dims)
     needed = _live(graph)
     in_place = in_place_scatters(graph)
+    # Sums of products run as one contraction (runtime/reference_contraction.py); a Mul only they read is never
+    # written.
+    contracted = {n.id for n in graph.nodes if n.id in needed and contraction.contracts(graph, n)}
     readers = graph.consumers()
-    # Sums of products run as one contraction (runtime/reference_contraction.py); their Mul is never written.
-    contracted = {n.id for n in graph.nodes if n.id in needed and contraction.fusable(graph, n, readers)}
     products = {graph.nodes[n].inputs[0][0] for n in contracted}
+    products = {p for p in products if all(r in contracted or r not in needed for r in readers[p])}
     values: dict[int, np.ndarray] = {}
     deferred: list = []  # in-place scatters and their outputs: run after every other reader of their input
     for node in graph.nodes:
