@@ -207,9 +207,16 @@ def scale(world: World, **bounds: int) -> None:
         assert r.status_code == 200, r.text
 
 
+def two_ready_and_running(world: World) -> bool:
+    ready = {w["worker_id"] for w in world.workers() if w["ready_at"]}
+    return len(ready) == 2 and ready == set(world.node.workers())
+
+
 def test_a_worker_killed_mid_stream_is_restarted_and_its_streams_end_with_an_error(world):
     scale(world, min_replicas=2)  # two warm workers throughout: no scale-down takes the victim's pod away
-    wait_for(lambda: sum(1 for w in world.workers() if w["ready_at"]) == 2, "two ready workers", 90)
+    # Both ready workers running where the node runs them: a worker an earlier scale-down was already stopping still
+    # counted as ready, took a stream and was no longer among the node's running workers when the test killed it.
+    wait_for(lambda: two_ready_and_running(world), "two ready workers, both running on the node", 90)
     jobs = [(" ".join(WORDS[k % 7 : k % 7 + 1 + k % 3]), LONG) for k in range(8)]
     seen: list[list[str]] = [[] for _ in jobs]
 
