@@ -15,15 +15,8 @@ from dataclasses import replace
 
 from luminal import dtypes as dt
 from luminal.compiler.analysis.gemm_plan import GemmPlan, plan
-from luminal.compiler.fusion.fuse import (
-    inline,
-    may_inline,
-    readers_of,
-    substitute_indices,
-    unflatten,
-    with_kernels,
-    within_limits,
-)
+from luminal.compiler.fusion.fuse import inline, may_inline, readers_of, substitute_indices, unflatten, with_kernels
+from luminal.compiler.fusion.limits import within_limits
 from luminal.compiler.kernels import ir
 from luminal.compiler.kernels.settle import settle
 from luminal.symbolic import as_expr

@@ -19,7 +19,8 @@ from luminal import dtypes as dt
 from luminal.compiler.analysis import int_gemm_plan
 from luminal.compiler.analysis.gemm_plan import roles
 from luminal.compiler.cpu.fuse_dequant import inline_into_operand, replace_contract
-from luminal.compiler.fusion.fuse import readers_of, with_kernels, within_limits
+from luminal.compiler.fusion.fuse import readers_of, with_kernels
+from luminal.compiler.fusion.limits import within_limits
 from luminal.compiler.kernels import ir
 from luminal.compiler.kernels.int_ranges import value_range
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from luminal.compiler.analysis import gemm_plan
 from luminal.compiler.analysis.cost import estimate
-from luminal.compiler.fusion import fuse
+from luminal.compiler.fusion import fuse, limits
 from luminal.compiler.kernels import ir
 
 
@@ -106,11 +106,11 @@ def _fused(
     """`reader` computing `clone` in its loop, if that is a kernel worth generating (the module's list)."""
     if not fuse.may_inline(clone, reader, target):
         return None
-    gemm = bool(fuse.contracts(clone.body))
+    gemm = bool(limits.contracts(clone.body))
     if not alone and ir.holds(clone.body, ir.Reduce, ir.Contract):
         return None
     fused = fuse.inline(clone, reader, names)
-    if not fuse.within_limits(fused) or (gemm and gemm_plan.plan(fused) is None):
+    if not limits.within_limits(fused) or (gemm and gemm_plan.plan(fused) is None):
         return None
     if not fuse.reads_reduction_once(clone, reader):
         costs = [estimate(x, buffers, target, env) for x in (clone, reader, fused)]

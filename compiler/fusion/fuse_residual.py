@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from luminal.compiler.analysis import gemv_plan
-from luminal.compiler.fusion.fuse import _matched_axes, _variables, substitute_indices, with_kernels, within_limits
+from luminal.compiler.fusion.fuse import _matched_axes, _variables, substitute_indices, with_kernels
+from luminal.compiler.fusion.limits import within_limits
 from luminal.compiler.kernels import ir
 from luminal.symbolic import Expr, as_expr
 from luminal.view import ShapeTracker, idx

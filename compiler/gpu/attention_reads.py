@@ -17,15 +17,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from luminal.compiler.fusion.fuse import (
-    attends,
-    inline,
-    inline_value,
-    may_inline,
-    value_within_limits,
-    with_kernels,
-    within_limits,
-)
+from luminal.compiler.fusion.fuse import attends, inline, inline_value, may_inline, with_kernels
+from luminal.compiler.fusion.limits import value_within_limits, within_limits
 from luminal.compiler.kernels import ir
 from luminal.compiler.kernels.bounded_index import axes_extents, fold_value
 from luminal.compiler.kernels.reduction_names import fresh_reduction_numbers

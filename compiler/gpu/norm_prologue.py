@@ -19,7 +19,8 @@ from __future__ import annotations
 import itertools
 
 from luminal.compiler.analysis import gemv_plan
-from luminal.compiler.fusion.fuse import inline, with_kernels, within_limits
+from luminal.compiler.fusion.fuse import inline, with_kernels
+from luminal.compiler.fusion.limits import within_limits
 from luminal.compiler.gpu.launch import row_statistics, staged
 from luminal.compiler.kernels import ir
 

@@ -143,7 +143,7 @@ def test_a_long_scan_is_not_fused_into_straight_line_sums():
     """A cumsum over up to 4096 rows takes 12 doubling steps; fused without a bound they became one kernel summing
     a thousand loads in straight-line code (121 KB of CUDA). Each kernel reads a buffer at most at
     MAX_READS_PER_BUFFER positions, and the program still computes the scan."""
-    from luminal.compiler.fusion.fuse import MAX_READS_PER_BUFFER
+    from luminal.compiler.fusion.limits import MAX_READS_PER_BUFFER
 
     g = lm.Graph()
     g.input("x", (lm.sym("n", max=4096), 2)).cumsum(0).output("y")
