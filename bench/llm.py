@@ -14,6 +14,8 @@ routing row: 16 streams sharing a system prompt over 2 worker processes, with pr
 (bench/llm_workers.py).
 `python bench/llm.py [--layers N] [--hidden N] [--new-tokens N] [--prompt N] [--no-int8] [--contiguous]
 [--redis redis://127.0.0.1:6379/0]`.
+Each single-stream decode rate is also printed as the weight bytes it reads per second against the machine's read
+bandwidth measured in the same run (bench/memory_bandwidth.py; goal, issue 47: at least 80%).
 Goals (issue 18): 16 streams give >= 6x the tokens per second of one stream; single-stream decode faster than
 transformers; int8 decode at least 1.6x float32 decode. Each rate is printed twice: over the whole run (prefill
 included) and over the decode steps alone (after every stream's first token), with the ratios of both.
@@ -152,11 +154,30 @@ def main() -> None:
     print("(tokens/s: the whole run, prefill included; decode tokens/s: once every stream has its first token)")
     for column, label in ((1, "tokens/s"), (2, "decode tokens/s")):
         ratios(rows, column, label, args)
+    print_bandwidth(hf, rows)
     if args.redis:
         print_worker_rows(rows, hop, routed)
     from machine import cpu_model  # bench/ scripts, beside this one
 
     print(f"load average at end: {load()}; CPU: {cpu_model()}")
+
+
+def print_bandwidth(hf, rows: dict) -> None:
+    """Each single-stream decode rate as the weight bytes it reads per second, beside the machine's read bandwidth
+    measured now (bench/memory_bandwidth.py)."""
+    from memory_bandwidth import read_bandwidth, weight_bytes_per_token  # bench/ scripts, beside this one
+
+    median, best, threads = read_bandwidth()
+    print(f"\nmemory read bandwidth, torch.sum over 1 GiB on {threads} threads: {median:.1f} GB/s (best {best:.1f})")
+    formats = {"luminal": "float32", "luminal int8": "luminal Q8_0", "llama.cpp f32": "float32",
+               "llama.cpp Q8_0": "llama.cpp Q8_0", "transformers generate(), 1 prompt": "float32"}  # fmt: skip
+    for name, fmt in formats.items():
+        key = name if name.startswith("transformers") else f"{name}, 1 stream"
+        if key in rows:
+            per_token = weight_bytes_per_token(hf, fmt)
+            rate = rows[key][2] * per_token / 1e9
+            print(f"{key + ', decode':44s} {per_token / 1e6:7.1f} MB/token {rate:6.1f} GB/s "
+                  f"{rate / median:5.0%} of the median (goal >= 80%)")  # fmt: skip
 
 
 def print_worker_rows(rows: dict, hop: dict, routed: dict) -> None:
