@@ -21,7 +21,7 @@ BYTES_PER_VALUE = {"float32": 4.0, "luminal Q8_0": 36 / 32, "llama.cpp Q8_0": 34
 
 def read_bandwidth(megabytes: int = 1024, repeats: int = 11) -> tuple[float, float, int]:
     """(median GB/s, best GB/s, threads): the rates at which torch.sum reads `megabytes` of float32, on torch's
-    threads. Both are printed: on a virtual machine the same loop has read at 31 and at 58 GB/s minutes apart."""
+    threads. Both are printed: on this virtual machine two calls a second apart once gave 31 and 58 GB/s."""
     values = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
     values.sum()  # the pages are touched by ones(); this warms the threads
     seconds = []
@@ -36,7 +36,8 @@ def read_bandwidth(megabytes: int = 1024, repeats: int = 11) -> tuple[float, flo
 def weight_bytes_per_token(model: torch.nn.Module, fmt: str) -> float:
     """Bytes of weights a one-row decode step reads: every Linear's matrix in `fmt` (the quantised formats turn
     exactly the Linears into Q8_0, as both luminal's int8 and bench/gguf_llama.py do), every other parameter in
-    float32, except the input embedding, of which one row is read."""
+    float32, except the input embedding, of which one row is read. The head is taken to be a Linear of its own, as
+    in bench/llm.py's models: a head tied to the embedding stays float32 in luminal's int8."""
     embedding = model.get_input_embeddings().weight
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     linear_ids = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear)}
