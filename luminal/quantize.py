@@ -17,7 +17,7 @@ import numpy as np
 
 from luminal import dtypes as dt
 from luminal.tensor import Tensor
-from luminal.view import ShapeError
+from luminal.view import ShapeError, format_shape
 
 BLOCK = 32  # values per scale, along the contraction (Q8_0)
 QUANTIZATIONS = ("int8",)  # what `quantize=` accepts besides None
@@ -32,13 +32,14 @@ def check_quantize(quantize: str | None) -> str | None:
 
 
 def quantize_q8_0(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(q int8 [N, K], scale float32 [N, K / 32]) of a float weight [N, K] with K a multiple of 32."""
+    """(q int8 [..., N, K], scale float32 [..., N, K / 32]) of a float weight [..., N, K] with K a multiple of 32:
+    a matrix, or a stack of them (a mixture's experts), each row quantised on its own."""
     w = np.asarray(w)
-    if w.ndim != 2 or w.shape[1] % BLOCK or not np.issubdtype(w.dtype, np.floating):
+    if w.ndim < 2 or w.shape[-1] % BLOCK or not np.issubdtype(w.dtype, np.floating):
         raise ShapeError(f"Q8_0 quantises a float [N, K] weight with K a multiple of {BLOCK}, got {w.dtype}{w.shape}")
     if not np.isfinite(w).all():
         raise ValueError("Q8_0: the weight holds nan or inf")
-    blocks = w.astype(np.float32).reshape(w.shape[0], -1, BLOCK)
+    blocks = w.astype(np.float32).reshape(*w.shape[:-1], -1, BLOCK)
     scale = (np.abs(blocks).max(-1) / np.float32(127)).astype(np.float32)
     safe = np.where(scale == 0, np.float32(1), scale)[..., None]
     q = np.clip(np.rint(blocks / safe), -127, 127).astype(np.int8)  # np.rint rounds half to even
@@ -46,18 +47,22 @@ def quantize_q8_0(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def dequantize_q8_0(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """The float32 weight [N, K] that (q, scale) stand for: what the graph's dequantize computes."""
-    n, k = q.shape
-    return (q.astype(np.float32).reshape(n, -1, BLOCK) * scale[..., None]).reshape(n, k)
+    """The float32 weight [..., N, K] that (q, scale) stand for: what the graph's dequantize computes."""
+    return (q.astype(np.float32).reshape(*q.shape[:-1], -1, BLOCK) * scale[..., None]).reshape(q.shape)
 
 
 def dequantize(q: Tensor, scale: Tensor) -> Tensor:
-    """float32 [N, K] from int8 q [N, K] and scale [N, K / 32]: cast, times the scale broadcast over its block."""
-    n, k = q.shape
-    if q.dtype != dt.int8 or scale.dtype != dt.float32 or tuple(scale.shape) != (n, k // BLOCK) or k % BLOCK:
-        raise ShapeError(f"dequantize: q int8 [N, K] (K % {BLOCK} == 0) and scale float32 [N, K/{BLOCK}] expected")
-    blocks = q.to(dt.float32).reshape(n, k // BLOCK, BLOCK)
-    return (blocks * scale.reshape(n, k // BLOCK, 1)).reshape(n, k)
+    """float32 [..., N, K] from int8 q [..., N, K] and scale [..., N, K / 32]: cast, times the scale broadcast over
+    its block. A matrix records exactly the ops the CPU GEMM recognises (compiler/cpu/fuse_dequant.py); leading
+    dimensions (experts gathered per token) only widen each reshape."""
+    *lead, n, k = q.shape
+    if q.dtype != dt.int8 or scale.dtype != dt.float32 or tuple(scale.shape) != (*lead, n, k // BLOCK) or k % BLOCK:
+        raise ShapeError(
+            f"dequantize: q int8 [..., N, K] (K % {BLOCK} == 0) and scale float32 [..., N, K/{BLOCK}] expected, got "
+            f"{q.dtype}{format_shape(q.shape)} and {scale.dtype}{format_shape(scale.shape)}"
+        )
+    blocks = q.to(dt.float32).reshape(*lead, n, k // BLOCK, BLOCK)
+    return (blocks * scale.reshape(*lead, n, k // BLOCK, 1)).reshape(*lead, n, k)
 
 
 def quantize_weights(weights: Mapping[str, Any], names: set[str]) -> dict[str, np.ndarray]:

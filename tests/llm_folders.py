@@ -97,6 +97,12 @@ CONFIGS = {
     # Mixtures of experts: Mixtral's 4 experts, 2 per token, on every layer with the window on every layer;
     # Qwen3-MoE's q/k norms, a dense layer 0 and renormalised top-2 of 4 on layer 1, windowed throughout.
     "mixtral": (transformers.MixtralConfig, dict(LLAMA, num_local_experts=4, sliding_window=WINDOW)),
+    # Mixtral with every matrix's input whole Q8_0 blocks (an expert's down_proj reads 64), so int8 packages
+    # quantise its experts too.
+    "mixtral_int8": (
+        transformers.MixtralConfig,
+        dict(LLAMA, intermediate_size=64, num_local_experts=4, sliding_window=WINDOW),
+    ),
     "qwen3_moe": (
         transformers.Qwen3MoeConfig,
         dict(

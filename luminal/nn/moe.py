@@ -17,7 +17,9 @@ from typing import Any
 from luminal import dtypes as dt
 from luminal.hl import prim
 from luminal.nn.activation import activation_fn
+from luminal.nn.linear import quantizable
 from luminal.nn.module import Module
+from luminal.quantize import BLOCK, SCALE_SUFFIX, dequantize
 from luminal.tensor import Tensor
 from luminal.view import idx
 
@@ -66,7 +68,11 @@ class TopKRouter(Module):
 
 class Experts(Module):
     """Stacked SwiGLU experts: gate_up_proj [experts, 2 * intermediate, hidden], down_proj [experts, hidden,
-    intermediate]. x [..., hidden] and chosen [..., k] -> each chosen expert's output [..., k, hidden]."""
+    intermediate]. x [..., hidden] and chosen [..., k] -> each chosen expert's output [..., k, hidden].
+    `quantize()` redeclares both stacks as Q8_0 (int8 beside float32 "<name>_scale", blocks of 32 along each
+    matrix's input): a token then gathers its experts' int8 rows and scales and dequantises only those."""
+
+    STACKS = ("gate_up_proj", "down_proj")
 
     def __init__(self, hidden: int, intermediate: int, experts: int, act: str = "silu", dtype: Any = dt.float32):
         super().__init__()
@@ -74,16 +80,39 @@ class Experts(Module):
         self.declare("gate_up_proj", (experts, 2 * intermediate, hidden), dtype)
         self.declare("down_proj", (experts, hidden, intermediate), dtype)
 
+    def quantizable(self) -> bool:
+        return all(quantizable(self._params[name][0][-1]) for name in self.STACKS)
+
+    def quantize(self) -> None:
+        """Both stacks as Q8_0, before any graph reads them (`quantizable()` must hold)."""
+        for name in self.STACKS:
+            shape, _ = self._params[name]
+            self.declare(name, shape, dt.int8)
+            self.declare(name + SCALE_SUFFIX, (*shape[:-1], shape[-1] // BLOCK), dt.float32)
+
+    def is_quantized(self) -> bool:
+        return "gate_up_proj" + SCALE_SUFFIX in self._params
+
     def forward(self, x: Tensor, chosen: Tensor) -> Tensor:
-        gate_up = _apply_gathered(self.param(x.graph, "gate_up_proj"), chosen, x.unsqueeze(-2))
+        gate_up = _apply(self._gathered(x.graph, "gate_up_proj", chosen), x.unsqueeze(-2))
         gate, up = gate_up[..., : self.intermediate], gate_up[..., self.intermediate :]
-        return _apply_gathered(self.param(x.graph, "down_proj"), chosen, self.act(gate) * up)
+        return _apply(self._gathered(x.graph, "down_proj", chosen), self.act(gate) * up)
+
+    def _gathered(self, graph, name: str, chosen: Tensor) -> Tensor:
+        """The stack's matrices of the chosen experts, [experts, out, in] gathered per token to [..., k, out, in],
+        as float: int8 ones are dequantised after the gather, so a token reads only its experts' bytes."""
+        if not self.is_quantized():
+            return self.param(graph, name)[chosen]
+        return dequantize(self.param(graph, name)[chosen], self.param(graph, name + SCALE_SUFFIX)[chosen])
+
+    def extra_repr(self) -> str:
+        return "quantized=int8" if self.is_quantized() else ""
 
 
-def _apply_gathered(weights: Tensor, chosen: Tensor, x: Tensor) -> Tensor:
-    """weights[chosen] @ x: [experts, out, in] gathered per token to [..., k, out, in], times x [..., k or 1, in]
-    as a batched matrix-vector product -> [..., k, out]."""
-    return (weights[chosen] @ x.unsqueeze(-1)).squeeze(-1)
+def _apply(weights: Tensor, x: Tensor) -> Tensor:
+    """Gathered weights [..., k, out, in] times x [..., k or 1, in] as a batched matrix-vector product ->
+    [..., k, out]."""
+    return (weights @ x.unsqueeze(-1)).squeeze(-1)
 
 
 class SparseMoeBlock(Module):

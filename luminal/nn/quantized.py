@@ -1,9 +1,11 @@
 """Q8_0 models: which projections of a built model hold int8 weights, and the checkpoint that binds to them.
 
-`quantize_modules(model, "int8")` turns every Linear (and GPT-2's Conv1D) whose input width is a multiple of 32
-into a Q8_0 projection before the model records any graph; embeddings (a gather, and the tied head that reads
-the same table) stay float32. `quantize_checkpoint` then turns the float checkpoint, under the graph's names,
-into what those projections declare: int8 "x.weight" [out, in] beside float32 "x.weight_scale".
+`quantize_modules(model, "int8")` turns every Linear (and GPT-2's Conv1D) whose input width is a multiple of 32,
+and every mixture's stacked experts whose matrices' input widths are, into Q8_0 before the model records any
+graph; embeddings (a gather, and the tied head that reads the same table) and a mixture's router (a flipped choice
+would change a token's experts) stay float32. `quantize_checkpoint` then turns the float checkpoint, under the
+graph's names, into what those declare: int8 "x.weight" [out, in] beside float32 "x.weight_scale" (for experts,
+"experts.gate_up_proj" [experts, out, in] beside "experts.gate_up_proj_scale").
 """
 
 from __future__ import annotations
@@ -26,13 +28,25 @@ def _projections(model: Module):
             yield m, isinstance(m, Conv1D)
 
 
+def _expert_stacks(model: Module):
+    """Each mixture's stacked experts (luminal/nn/moe.py), which are Q8_0 with the projections."""
+    from luminal.nn.moe import Experts  # as above: loaded when a model is quantised, not with this module
+
+    for _, m in model.named_modules():
+        if isinstance(m, Experts):
+            yield m
+
+
 def quantize_modules(model: Module, quantize: str | None) -> Module:
-    """`model` with its projections declared as Q8_0 when `quantize` is "int8" (None: unchanged)."""
+    """`model` with its projections and expert stacks declared as Q8_0 when `quantize` is "int8" (None: unchanged)."""
     if check_quantize(quantize) is None:
         return model
     for m, _ in _projections(model):
         if quantizable(m.in_features):
             quantize_in_place(m, m.out_features, m.in_features)
+    for m in _expert_stacks(model):
+        if m.quantizable():
+            m.quantize()
     return model
 
 
@@ -48,6 +62,10 @@ def quantize_checkpoint(model: Module, weights: Mapping[str, Any]) -> dict[str, 
             continue  # missing: reported by the caller's unbound-weight check
         w = np.asarray(out[name])
         out[name], out[name + SCALE_SUFFIX] = quantize_q8_0(w.T if transposed else w)
+    for m in _expert_stacks(model):
+        for name in (m._path + stack for stack in m.STACKS) if m.is_quantized() and m._path is not None else ():
+            if name in out and not (name + SCALE_SUFFIX in out and np.asarray(out[name]).dtype == np.int8):
+                out[name], out[name + SCALE_SUFFIX] = quantize_q8_0(np.asarray(out[name]))  # each expert's rows
     return out
 
 

@@ -6,29 +6,16 @@ the reference's greedy tokens exactly; two adapters and the base share the engin
 import asyncio
 
 import pytest
-import torch
 
 from luminal.llm_package import build_package, save_package
-from luminal.quantize import BLOCK, dequantize_q8_0, quantize_q8_0
 from luminal.scheduler.generation.engine import GenerationEngine
 from luminal.scheduler.generation.language_model import compile_package, load_language_model
 from luminal.scheduler.generation.sampling import SamplingParams
 from tests.llm_folders import greedy_answer, hf_folder
 from tests.lora_adapters import make_adapters
+from tests.quantize.q8_0_rounding import round_to_q8_0
 
 NEW_TOKENS = 6
-
-
-def round_to_q8_0(hf) -> int:
-    """Replace every projection weight the int8 package quantises by its Q8_0 rounding; how many."""
-    rounded = 0
-    with torch.no_grad():
-        for _, m in hf.named_modules():
-            if isinstance(m, torch.nn.Linear) and m.in_features % BLOCK == 0:
-                q, scale = quantize_q8_0(m.weight.numpy())
-                m.weight.copy_(torch.from_numpy(dequantize_q8_0(q, scale)))
-                rounded += 1
-    return rounded
 
 
 @pytest.fixture(scope="module")

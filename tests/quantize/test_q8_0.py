@@ -65,6 +65,23 @@ def test_graph_dequantise_is_the_numpy_dequantise():
     np.testing.assert_array_equal(lm.run(g, {})["w"], dequantize_q8_0(q, s))
 
 
+def test_a_stack_quantises_matrix_by_matrix_and_dequantises_in_a_graph():
+    """A mixture's experts [experts, N, K]: each matrix as if alone; the graph's dequantize of the stack (or of
+    matrices gathered from it) is numpy's."""
+    w = np.random.default_rng(2).standard_normal((3, 5, 64)).astype(np.float32)
+    q, s = quantize_q8_0(w)
+    for e in range(3):
+        qe, se = quantize_q8_0(w[e])
+        np.testing.assert_array_equal(q[e], qe)
+        np.testing.assert_array_equal(s[e], se)
+    g = lm.Graph()
+    dequantize(g.weight("q", (3, 5, 64), lm.int8), g.weight("s", (3, 5, 2))).output("w")
+    g.bind({"q": q, "s": s})
+    np.testing.assert_array_equal(lm.run(g, {})["w"], dequantize_q8_0(q, s))
+    with pytest.raises(ShapeError, match="scale float32"):
+        dequantize(g.weight("q2", (3, 5, 64), lm.int8), g.weight("s2", (5, 2)))
+
+
 @pytest.mark.parametrize("value", ["int4", "INT8", "fp8", ""])
 def test_unknown_schemes_are_refused(value):
     with pytest.raises(ValueError, match="int8"):

@@ -210,17 +210,12 @@ class LlamaForCausalLM(Module):
     their first token); key_positions [batch, past + seq]: every key's position, which the sliding windows
     measure from position_ids by (default: a key's index; a paged cache's keys are not in position order).
     With tie_word_embeddings the head reads model.embed_tokens.weight and no lm_head.weight is declared.
-    quantize="int8": the projections (and an untied head) hold Q8_0 weights (luminal/nn/quantized.py); refused for
-    mixtures of experts, whose stacked experts have no Q8_0 form yet."""
+    quantize="int8": the projections (and an untied head), and a mixture's stacked experts, hold Q8_0 weights
+    (luminal/nn/quantized.py)."""
 
     def __init__(self, config: Any, quantize: str | None = None) -> None:
         super().__init__()
         self.config = cfg = config if isinstance(config, LlamaConfig) else LlamaConfig.from_hf(config)
-        if quantize is not None and cfg.moe is not None:  # experts' stacks are not Linears: they would stay float
-            raise NotImplementedError(
-                f"quantize={quantize!r}: the experts' stacked weights (mlp.experts.gate_up_proj, down_proj) have no "
-                "Q8_0 form yet; serve mixtures of experts in float32"
-            )
         self.model = LlamaModel(cfg)
         if not cfg.tie_word_embeddings:
             self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False, dtype=cfg.dtype)
