@@ -1,5 +1,6 @@
 """`luminal deploy FOLDER --quantize int8`: the language model is uploaded with Q8_0 weights and answers through
-the OpenAI-compatible API with the float model's greedy tokens; unknown schemes and graph files are refused."""
+the OpenAI-compatible API with the float model's greedy tokens (for a mixture of experts, whose experts are
+quantised too, the float model over its weights rounded to Q8_0); unknown schemes and graph files are refused."""
 
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from luminal.cli.main import app
 from luminal.llm_package import load_package
 from tests.gateway.conftest import BOOTSTRAP_KEY
 from tests.llm_folders import hf_folder, hf_tokenizer
+from tests.quantize.q8_0_rounding import round_to_q8_0
 
 runner = CliRunner()
 
@@ -43,17 +45,23 @@ def test_the_package_built_for_upload_holds_int8_weights(tmp_path):
     assert package.graphs.step.weight_data["transformer.h.0.attn.c_attn.weight"].dtype == "int8"
 
 
-def test_deploy_int8_then_complete_greedily(server, tmp_path):
-    folder = tmp_path / "tiny-llama"
-    model = hf_folder(folder, "llama")
+@pytest.mark.parametrize("kind", ["llama", "mixtral_int8"])
+def test_deploy_int8_then_complete_greedily(server, tmp_path, kind):
+    """A Llama, and a Mixtral whose experts are quantised too: its reference is transformers over the weights
+    rounded to Q8_0 (for the Llama, on this prompt, the float model's first 8 tokens are int8's: tests/quantize)."""
+    folder = tmp_path / f"tiny-{kind}"
+    model = hf_folder(folder, kind)
+    if kind == "mixtral_int8":
+        round_to_q8_0(model)
+        model.save_pretrained(folder, safe_serialization=True)
     env = {"LUMINAL_URL": server.url, "LUMINAL_API_KEY": BOOTSTRAP_KEY}
     deployed = runner.invoke(app, ["deploy", str(folder), "--quantize", "int8"], env=env)
     assert deployed.exit_code == 0, deployed.output
     tokenizer = hf_tokenizer(folder)
     ids = tokenizer("the quick brown")["input_ids"]
-    with torch.no_grad():  # the float model's tokens: on this prompt int8 gives the same first 8 (tests/quantize)
+    with torch.no_grad():
         want = model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False, pad_token_id=0)
-    done = runner.invoke(app, ["complete", "tiny-llama", "the quick brown", "--max-tokens", "8", "--temperature", "0"],
+    done = runner.invoke(app, ["complete", folder.name, "the quick brown", "--max-tokens", "8", "--temperature", "0"],
                          env=env)  # fmt: skip
     assert done.exit_code == 0, done.output
     assert done.output == tokenizer.decode(want[0, len(ids) :], skip_special_tokens=True) + "\n"
