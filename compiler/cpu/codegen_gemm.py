@@ -73,16 +73,41 @@ static float* lm_gemm_pack_buffer(int64_t floats) {
   }
   return lm_pack_buffer;
 }
-/* How many chunks of row and column panels: as large as LM_MCP x LM_NCP for reuse, smaller while there would be
-   fewer than four tasks per thread (a 128 x 384 output is 3 tasks at full size: one thread would do two). */
+/* How many chunks of row and column panels. A dynamic schedule hands the tasks to the threads, so the busiest
+   thread multiplies at most ceil(tasks / threads) chunks of the largest size: that bound, in panel pairs, is what
+   a split costs. Among splits into chunks of at most LM_MCP x LM_NCP panels (rows and columns each split
+   evenly, as the kernel does), the one with the fewest tasks whose bound is within 1/32 of the least: larger
+   chunks reuse more of their operands. 9 equal tasks on 2 threads ran as 5 and 4 (a 128 x 384 output); 4 run
+   as 2 and 2. */
+static int64_t lm_gemm_span(int64_t nb, int64_t mp, int64_t np, int64_t mt, int64_t nt, int64_t threads) {
+  const int64_t mcp = (mp + mt - 1) / mt, ncp = (np + nt - 1) / nt;
+  const int64_t tasks = nb * ((mp + mcp - 1) / mcp) * ((np + ncp - 1) / ncp);
+  return (tasks + threads - 1) / threads * mcp * ncp;
+}
 static void lm_gemm_chunks(int64_t nb, int64_t mp, int64_t np, int64_t* mt, int64_t* nt) {
-  int64_t mcap = LM_MCP, ncap = LM_NCP, want = 4 * (int64_t)omp_get_max_threads();
-  while (nb * ((mp + mcap - 1) / mcap) * ((np + ncap - 1) / ncap) < want && (mcap > 1 || ncap > 1)) {
-    if (ncap == 1 || mcap >= 2 * ncap) mcap = (mcap + 1) / 2;
-    else ncap = (ncap + 1) / 2;
-  }
-  *mt = (mp + mcap - 1) / mcap;
-  *nt = (np + ncap - 1) / ncap;
+  const int64_t threads = omp_get_max_threads();
+  const int64_t mt0 = (mp + LM_MCP - 1) / LM_MCP, nt0 = (np + LM_NCP - 1) / LM_NCP;
+  /* Splits up to 4x finer than the coarsest in each direction: enough to even out any thread count the chunk
+     sizes allow, without a search over every split of a long matrix. */
+  const int64_t mtl = mp < 4 * mt0 ? mp : 4 * mt0, ntl = np < 4 * nt0 ? np : 4 * nt0;
+  int64_t least = -1;
+  for (int64_t m = mt0; m <= mtl; m++)
+    for (int64_t n = nt0; n <= ntl; n++) {
+      const int64_t span = lm_gemm_span(nb, mp, np, m, n, threads);
+      if (least < 0 || span < least) least = span;
+    }
+  *mt = mt0;
+  *nt = nt0;
+  int64_t fewest = -1;
+  for (int64_t m = mt0; m <= mtl; m++)
+    for (int64_t n = nt0; n <= ntl; n++) {
+      if (32 * lm_gemm_span(nb, mp, np, m, n, threads) > 33 * least) continue;
+      if (fewest < 0 || m * n < fewest) {
+        fewest = m * n;
+        *mt = m;
+        *nt = n;
+      }
+    }
 }
 /* c[0:ROWS, 0:NR] (row stride ldc) = (first ? 0 : c) + A (ROWS x kc, element (i, k) at A_AT) times b (kc x NR,
    k-major): the first contraction block stores, so the C tile needs no clearing. Two readings of A: packed
