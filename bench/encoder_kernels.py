@@ -1,7 +1,7 @@
 """Where the compiled CPU encoder's time goes, kernel by kernel: the MiniLM-shaped encoder of bench/encoder_peers.py
 with a clock around every kernel call in `lm_run` (bench/kernel_clock.py).
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/encoder_kernels.py [--batch 1] [--seq 128] [--repeats 20]
+    OMP_NUM_THREADS=1 .venv/bin/python bench/encoder_kernels.py [--batch 1] [--seq 128] [--repeats 20] [--layers 6]
 
 Per kernel function (the six layers share each one): its calls, its share of the summed time, the kind of kernel
 (gemm, attention, or an element-wise/reduction loop) and, for a GEMM, its GFLOP/s; each call's time is its minimum
@@ -62,9 +62,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--layers", type=int, default=LAYERS)
     args = parser.parse_args()
     cfg = replace(MINILM, seq=args.seq)
-    graph = luminal_block(cfg, block_weights(MINILM), layers=LAYERS)
+    graph = luminal_block(cfg, block_weights(MINILM), layers=args.layers)
     program = lm.compile(graph, target="cpu")
     exe, seconds, functions = timed_executable(program)
     labels = call_labels(program.source)

@@ -17,9 +17,11 @@ int32 tile and its own micro-kernel; both of its operands are packed.
 
 The micro-kernel's shape is chosen when the C is compiled: 12x32 in 24 sixteen-lane accumulators where the
 compiler targets AVX-512 (32 vector registers), 6x16 in 12 eight-lane ones elsewhere (16 registers). Measured
-on this project's 2-core AVX-512 machine, one thread: 180 GFLOP/s for 12x32 against 85 for 6x16. A last panel of
-fewer rows runs a kernel of 4 or 8 rows (lm_micro_edge): a 16-row decode step of the 125M bench Llama went from
-40.3 to 33.7 ms (`bench/step_kernels.py --rows 16`, AMD EPYC).
+on this project's 2-core AVX-512 machine, one thread: 180 GFLOP/s for 12x32 against 85 for 6x16 (AMD Zen 5); on a
+Zen 4 EPYC, 110-116 GFLOP/s at the MiniLM encoder's shapes, 93-97% of the 118 its FMA loop reaches and above
+torch's oneDNN (88-102; `bench/gemm_roofline.py`, where 8 or 14 rows or other LM_KC blockings did no better).
+A last panel of fewer rows runs a kernel of 4 or 8 rows (lm_micro_edge): a 16-row decode step of the 125M bench
+Llama went from 40.3 to 33.7 ms (`bench/step_kernels.py --rows 16`, AMD EPYC).
 """
 
 from __future__ import annotations
