@@ -212,8 +212,8 @@ def _reads_any(operand: ir.Value, axes: tuple[int, ...]) -> bool:
 def _columns(position: str, shape, axes: tuple[int, ...]) -> list[str]:
     """The N indices of the tile's column at `position`. One N axis is the column itself: written so, not through
     decode's 32-bit wrap, which hides from the C compiler that a row's reads and stores are contiguous (it built
-    each vector from scalar loads, or left the loop scalar: a GELU epilogue called exp2f per element, 2.3 ms of
-    a 128x384x1536 linear's 3.7)."""
+    each vector from scalar loads, or left the loop scalar: a GELU epilogue called exp2f per element, and a
+    128x384x1536 linear with GELU took 3.7 ms on one Zen 4 thread, 1.5 ms with the column written so)."""
     if len(axes) == 1:
         return [f"const int64_t _i{axes[0]} = {position}; (void)_i{axes[0]};"]
     return decode(position, shape, axes)
