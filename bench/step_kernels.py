@@ -10,9 +10,7 @@ of `--past` cached positions, float32 or (`--quantize int8`) with Q8_0 projectio
 
 from __future__ import annotations
 
-import ctypes
 import os
-import re
 import sys
 import tempfile
 import time
@@ -21,35 +19,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+from kernel_clock import timed_executable  # noqa: E402
 from llm import write_folder  # noqa: E402
 from paged_step import feeds, step_arguments  # noqa: E402
 
 import luminal as lm  # noqa: E402
 from luminal.llm_package import build_package  # noqa: E402
 from luminal.nn.models.paged_decoding import pool_name  # noqa: E402
-from luminal.runtime import cpu  # noqa: E402
-
-CALL = re.compile(r"  if \((lm_f\d+)\(B, D, (.*)\)\) return 1;  /\* (.*) \*/")
-
-
-def timed_source(source: str) -> tuple[str, list[str]]:
-    """`source` with lm_run's calls timed into `lm_call_seconds[i]`, and the function each call i runs."""
-    run = source.index("int lm_run(")
-    end = source.index("\n}", run)
-    functions: list[str] = []
-
-    def timed(m: re.Match) -> str:
-        functions.append(m.group(1))
-        at = len(functions) - 1
-        return (
-            f"  {{ struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0); int e = {m.group(1)}(B, D, "
-            f"{m.group(2)}); clock_gettime(CLOCK_MONOTONIC, &t1); lm_call_seconds[{at}] = (t1.tv_sec - t0.tv_sec)"
-            f" + 1e-9 * (t1.tv_nsec - t0.tv_nsec); if (e) return 1; }}"
-        )
-
-    body = CALL.sub(timed, source[run:end])
-    head = f"#include <time.h>\ndouble lm_call_seconds[{max(len(functions), 1)}];\n"
-    return head + source[:run] + body + source[end:], functions
 
 
 def main() -> None:
@@ -63,17 +39,7 @@ def main() -> None:
         weight_bytes = sum(p.numel() for p in hf.parameters()) * 4
         package = build_package(Path(tmp), max_batch=16, quantize=args.quantize)
     program = lm.compile(package.paged, target="cpu")
-    source, functions = timed_source(program.source)
-
-    class Timed(cpu.CpuExecutable):
-        def build(self, _source: str) -> Path:
-            return cpu.build_library(source)
-
-    class TimedRuntime(cpu.CpuRuntime):
-        executable = Timed
-
-    exe = TimedRuntime().load(program)
-    seconds = (ctypes.c_double * len(functions)).in_dll(exe.library, "lm_call_seconds")
+    exe, seconds, functions = timed_executable(program)
     pool = package.paged.nodes[package.paged.inputs[pool_name(0, "key")]].shape
     feed, _ = feeds(args.layers, int(pool[1]), int(pool[3]), args.rows, args.past, np.random.default_rng(0))
     exe.run(feed)  # warm-up

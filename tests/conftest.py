@@ -26,7 +26,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 # platform under kills and load, model imports and generation, GPU programs built through the shims and nvcc.
 SLOW = (
     "bench/test_gpu_bench_small.py", "bench/test_gpu_serving_small.py", "bench/test_metal_kernels_small.py",
-    "bench/test_llm_http_small.py", "bench/test_embeddings_small.py",
+    "bench/test_llm_http_small.py", "bench/test_embeddings_small.py", "bench/test_cpu_gemm_benches_small.py",
     "cli/test_cli.py", "cli/test_llm_cli.py", "cli/test_llm_quantize_cli.py", "cli/test_predict_compile.py",
     "cli/test_serve_killed_billing.py", "cli/test_traffic_cli.py",
     "compiler/cuda/test_attention_layout.py", "compiler/cuda/test_fuse_index.py",

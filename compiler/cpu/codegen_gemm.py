@@ -17,9 +17,11 @@ int32 tile and its own micro-kernel; both of its operands are packed.
 
 The micro-kernel's shape is chosen when the C is compiled: 12x32 in 24 sixteen-lane accumulators where the
 compiler targets AVX-512 (32 vector registers), 6x16 in 12 eight-lane ones elsewhere (16 registers). Measured
-on this project's 2-core AVX-512 machine, one thread: 180 GFLOP/s for 12x32 against 85 for 6x16. A last panel of
-fewer rows runs a kernel of 4 or 8 rows (lm_micro_edge): a 16-row decode step of the 125M bench Llama went from
-40.3 to 33.7 ms (`bench/step_kernels.py --rows 16`, AMD EPYC).
+on this project's 2-core AVX-512 machine, one thread: 180 GFLOP/s for 12x32 against 85 for 6x16 (AMD Zen 5); on a
+Zen 4 EPYC, 110-116 GFLOP/s at the MiniLM encoder's shapes, 93-97% of the 118 its FMA loop reaches and above
+torch's oneDNN (88-102; `bench/gemm_roofline.py`, where 8 or 14 rows or other LM_KC blockings did no better).
+A last panel of fewer rows runs a kernel of 4 or 8 rows (lm_micro_edge): a 16-row decode step of the 125M bench
+Llama went from 40.3 to 33.7 ms (`bench/step_kernels.py --rows 16`, AMD EPYC).
 """
 
 from __future__ import annotations
@@ -36,20 +38,30 @@ PRELUDE = """
 #include <omp.h>
 #include <stdlib.h>
 #if defined(__AVX512F__)
+#ifndef LM_MR /* a build may set the tile's rows (-DLM_MR=...: bench/gemm_roofline.py compares them) */
 #define LM_MR 12
+#endif
 #define LM_NR 32
 #define LM_VBYTES 64
 #else
+#ifndef LM_MR
 #define LM_MR 6
+#endif
 #define LM_NR 16
 #define LM_VBYTES 32
 #endif
 #define LM_VL (LM_VBYTES / 4)
+#ifndef LM_MCP
 #define LM_MCP 16
+#endif
+#ifndef LM_NCP
 #define LM_NCP 4
+#endif
 #define LM_MCH (LM_MCP * LM_MR)
 #define LM_NCH (LM_NCP * LM_NR)
+#ifndef LM_KC
 #define LM_KC 256
+#endif
 typedef float lm_vf __attribute__((vector_size(LM_VBYTES)));
 /* The packed operands of the GEMM being run, per calling thread (kernels run one after another on it). */
 static __thread float* lm_pack_buffer;
@@ -63,16 +75,41 @@ static float* lm_gemm_pack_buffer(int64_t floats) {
   }
   return lm_pack_buffer;
 }
-/* How many chunks of row and column panels: as large as LM_MCP x LM_NCP for reuse, smaller while there would be
-   fewer than four tasks per thread (a 128 x 384 output is 3 tasks at full size: one thread would do two). */
+/* How many chunks of row and column panels. A dynamic schedule hands the tasks to the threads, so the busiest
+   thread multiplies at most ceil(tasks / threads) chunks of the largest size: that bound, in panel pairs, is what
+   a split costs. Among splits into chunks of at most LM_MCP x LM_NCP panels (rows and columns each split
+   evenly, as the kernel does), the one with the fewest tasks whose bound is within 1/32 of the least: larger
+   chunks reuse more of their operands. 9 equal tasks on 2 threads ran as 5 and 4 (a 128 x 384 output); 4 run
+   as 2 and 2. */
+static int64_t lm_gemm_span(int64_t nb, int64_t mp, int64_t np, int64_t mt, int64_t nt, int64_t threads) {
+  const int64_t mcp = (mp + mt - 1) / mt, ncp = (np + nt - 1) / nt;
+  const int64_t tasks = nb * ((mp + mcp - 1) / mcp) * ((np + ncp - 1) / ncp);
+  return (tasks + threads - 1) / threads * mcp * ncp;
+}
 static void lm_gemm_chunks(int64_t nb, int64_t mp, int64_t np, int64_t* mt, int64_t* nt) {
-  int64_t mcap = LM_MCP, ncap = LM_NCP, want = 4 * (int64_t)omp_get_max_threads();
-  while (nb * ((mp + mcap - 1) / mcap) * ((np + ncap - 1) / ncap) < want && (mcap > 1 || ncap > 1)) {
-    if (ncap == 1 || mcap >= 2 * ncap) mcap = (mcap + 1) / 2;
-    else ncap = (ncap + 1) / 2;
-  }
-  *mt = (mp + mcap - 1) / mcap;
-  *nt = (np + ncap - 1) / ncap;
+  const int64_t threads = omp_get_max_threads();
+  const int64_t mt0 = (mp + LM_MCP - 1) / LM_MCP, nt0 = (np + LM_NCP - 1) / LM_NCP;
+  /* Splits up to 4x finer than the coarsest in each direction: enough to even out any thread count the chunk
+     sizes allow, without a search over every split of a long matrix. */
+  const int64_t mtl = mp < 4 * mt0 ? mp : 4 * mt0, ntl = np < 4 * nt0 ? np : 4 * nt0;
+  int64_t least = -1;
+  for (int64_t m = mt0; m <= mtl; m++)
+    for (int64_t n = nt0; n <= ntl; n++) {
+      const int64_t span = lm_gemm_span(nb, mp, np, m, n, threads);
+      if (least < 0 || span < least) least = span;
+    }
+  *mt = mt0;
+  *nt = nt0;
+  int64_t fewest = -1;
+  for (int64_t m = mt0; m <= mtl; m++)
+    for (int64_t n = nt0; n <= ntl; n++) {
+      if (32 * lm_gemm_span(nb, mp, np, m, n, threads) > 33 * least) continue;
+      if (fewest < 0 || m * n < fewest) {
+        fewest = m * n;
+        *mt = m;
+        *nt = n;
+      }
+    }
 }
 /* c[0:ROWS, 0:NR] (row stride ldc) = (first ? 0 : c) + A (ROWS x kc, element (i, k) at A_AT) times b (kc x NR,
    k-major): the first contraction block stores, so the C tile needs no clearing. Two readings of A: packed
@@ -170,6 +207,16 @@ static inline void lm_micro_row(int64_t kc, const float* restrict a, int64_t ste
 def _reads_any(operand: ir.Value, axes: tuple[int, ...]) -> bool:
     names = index_vars(operand)
     return any(f"_i{j}" in names for j in axes)
+
+
+def _columns(position: str, shape, axes: tuple[int, ...]) -> list[str]:
+    """The N indices of the tile's column at `position`. One N axis is the column itself: written so, not through
+    decode's 32-bit wrap, which hides from the C compiler that a row's reads and stores are contiguous (it built
+    each vector from scalar loads, or left the loop scalar: a GELU epilogue called exp2f per element, and a
+    128x384x1536 linear with GELU took 3.7 ms on one Zen 4 thread, 1.5 ms with the column written so)."""
+    if len(axes) == 1:
+        return [f"const int64_t _i{axes[0]} = {position}; (void)_i{axes[0]};"]
+    return decode(position, shape, axes)
 
 
 def _sizes(kernel: ir.LoopKernel, gemm: GemmPlan, integer: bool = False) -> list[str]:
@@ -324,11 +371,7 @@ def kernel_source(
     row = emitter_cls(ptrs)
     row.indent = 2
     n_axes = {f"_i{j}": shape[j] for j in gemm.n}
-    # One N axis is the column itself: written so, not through decode's 32-bit wrap, which hides from the C
-    # compiler that the row's reads are contiguous (it built each vector from scalar loads).
-    columns = (
-        [f"const int64_t _i{gemm.n[0]} = lm_n0 + _tj;"] if len(gemm.n) == 1 else decode("lm_n0 + _tj", shape, gemm.n)
-    )
+    columns = _columns("lm_n0 + _tj", shape, gemm.n)
     epilogue = row_sums.swap_sums(row, gemm.epilogue, n_axes, columns, "lm_nlen", "LM_NCH", "lm_j")
     e = emitter_cls(ptrs)
     e.indent = 5
@@ -338,7 +381,7 @@ def kernel_source(
     lines += ["        " + s for s in decode("lm_m0 + lm_i", shape, gemm.m)]
     lines += ["    " + s for s in row.lines]
     lines += ["        for (int64_t lm_j = 0; lm_j < lm_nlen; lm_j++) {"]
-    lines += ["          " + s for s in decode("lm_n0 + lm_j", shape, gemm.n)]
+    lines += ["          " + s for s in _columns("lm_n0 + lm_j", shape, gemm.n)]
     lines += [f"          const {acc} lm_acc = lm_ct[lm_i * LM_NCH + lm_j];"]
     lines += ["    " + s for s in e.lines]
     lines += ["          " + out_store(value), "        }", "      }", "    }", "  }", "  return lm_err;", "}"]
