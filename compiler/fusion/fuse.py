@@ -375,23 +375,16 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
     they will, and the reader table follows every absorption, so chains fuse transitively and a buffer whose two
     readers merged into one is seen with its single remaining reader.
     """
-    from luminal.compiler.analysis.cost import estimate
+    from luminal.compiler.analysis.cost import KernelCosts
 
     outputs = {buf for buf, _ in program.outputs.values()}
     kernels: list[ir.Kernel | None] = list(program.kernels)
     readers = readers_of(program)
     names = itertools.count(1000)
     gpu = getattr(target, "kind", None) in GPU_KINDS
-    # Each kernel's estimate by the kernel object (kept with it, so that its id stays its own): a consumer that
-    # absorbs a chain is estimated as the fused kernel of one step and again as the consumer of the next.
-    estimated: dict[int, tuple[ir.Kernel, object]] = {}
-
-    def cost_of(kernel: ir.LoopKernel):
-        found = estimated.get(id(kernel))
-        if found is None:
-            found = estimated[id(kernel)] = (kernel, estimate(kernel, program.buffers, target, env))
-        return found[1]
-
+    # A consumer that absorbs a chain is estimated as the fused kernel of one step and again as the consumer of
+    # the next: each kernel object is estimated once.
+    cost_of = KernelCosts(program.buffers, target, env)
     for k in reversed(range(len(kernels))):
         producer = kernels[k]
         if not isinstance(producer, ir.LoopKernel) or producer.out in outputs:
