@@ -176,15 +176,16 @@ class _IndexSubstitution:
         return out
 
     def _substituted(self, v: ir.Value) -> ir.Value:
+        # The commonest nodes built directly: dataclasses.replace costs several times a constructor's call.
         sub = self.expr
         if isinstance(v, ir.Load):
-            return replace(v, index=sub(v.index))
+            return ir.Load(v.buffer, sub(v.index), v.dtype)
         if isinstance(v, ir.IndexValue):
             return replace(v, expr=sub(v.expr))
         if isinstance(v, ir.Guard):
-            return replace(v, valid=sub(v.valid), value=self.value(v.value))
+            return ir.Guard(sub(v.valid), self.value(v.value), v.dtype)
         if isinstance(v, ir.Apply):
-            return replace(v, args=tuple(self.value(a) for a in v.args))
+            return ir.Apply(v.op, tuple(self.value(a) for a in v.args), v.dtype)
         if isinstance(v, ir.Reduce):
             inner = self.bound(v.var)
             return replace(v, extent=inner.expr(v.extent), body=inner.value(v.body))
@@ -258,9 +259,9 @@ class _LoadReplacement:
             # At a constant index (a row of a stack, an unrolled step) some of the producer's guards are decided.
             return settle(substitute_indices(self.body, unflatten(v.index, producer.shape, extents)))
         if isinstance(v, ir.Guard):
-            return replace(v, value=within(v.value, self.scope(_guarded_extents(v.valid, extents))))
+            return ir.Guard(v.valid, within(v.value, self.scope(_guarded_extents(v.valid, extents))), v.dtype)
         if isinstance(v, ir.Apply):
-            return replace(v, args=tuple(within(a, extents) for a in v.args))
+            return ir.Apply(v.op, tuple(within(a, extents) for a in v.args), v.dtype)
         if isinstance(v, ir.Reduce):
             return replace(v, body=within(v.body, self.scope({**extents, v.var: v.extent})))
         if isinstance(v, ir.GatherLoad):
