@@ -187,6 +187,21 @@ def estimate(
     return KernelCost(kernel.name, flops, bytes_read, bytes_written, seconds + target.launch_overhead_s)
 
 
+class KernelCosts:
+    """`estimate` over one program's buffers, each kernel object estimated once (and held, so that its id stays
+    its own): a fusion pass asks of the same producer and readers again at each step that reads them."""
+
+    def __init__(self, buffers: dict[str, ir.Buffer], target: Target | str, env: dict[str, int] | None = None):
+        self.buffers, self.target, self.env = buffers, get_target(target), env
+        self.found: dict[int, tuple[ir.Kernel, KernelCost]] = {}
+
+    def __call__(self, kernel: ir.Kernel) -> KernelCost:
+        found = self.found.get(id(kernel))
+        if found is None:
+            found = self.found[id(kernel)] = (kernel, estimate(kernel, self.buffers, self.target, self.env))
+        return found[1]
+
+
 def _staged_vector(kernel: ir.LoopKernel, count: _Counter, n_out: int, target: Target) -> tuple[ir.Value, int]:
     """A GEMV's body without its vector, and the FLOPs of computing that vector: on a target that stages it
     (compiler/gpu/gemv.py: once per block, a fused norm's statistics with it), once per element of it and row,

@@ -89,6 +89,10 @@ def plan(kernel: ir.Kernel) -> GemmPlan | None:
 
 def roles(kernel: ir.Kernel) -> GemmPlan | None:
     """How `kernel` splits into a GEMM's operands and epilogue whatever its arithmetic, or None."""
+    return ir.kept(kernel, "gemm_roles", _roles)
+
+
+def _roles(kernel: ir.Kernel) -> GemmPlan | None:
     if not isinstance(kernel, ir.LoopKernel) or not ir.holds(kernel.body, ir.Contract):
         return None
     if len({n for n in ir.distinct(kernel.body) if isinstance(n, ir.Contract)}) != 1:

@@ -94,6 +94,10 @@ def _width(stream: ir.Load, var: str, extent: Expr, outputs: list[str]) -> int:
 
 def plan(kernel: ir.Kernel) -> GemvPlan | None:
     """How `kernel` runs as a GEMV, or None when it is not one."""
+    return ir.kept(kernel, "gemv_plan", _plan)
+
+
+def _plan(kernel: ir.Kernel) -> GemvPlan | None:
     if not isinstance(kernel, ir.LoopKernel) or not kernel.shape or isinstance(kernel.body, ir.Attend):
         return None
     sums = _top_sums(kernel.body)

@@ -176,15 +176,16 @@ class _IndexSubstitution:
         return out
 
     def _substituted(self, v: ir.Value) -> ir.Value:
+        # The commonest nodes built directly: dataclasses.replace costs several times a constructor's call.
         sub = self.expr
         if isinstance(v, ir.Load):
-            return replace(v, index=sub(v.index))
+            return ir.Load(v.buffer, sub(v.index), v.dtype)
         if isinstance(v, ir.IndexValue):
             return replace(v, expr=sub(v.expr))
         if isinstance(v, ir.Guard):
-            return replace(v, valid=sub(v.valid), value=self.value(v.value))
+            return ir.Guard(sub(v.valid), self.value(v.value), v.dtype)
         if isinstance(v, ir.Apply):
-            return replace(v, args=tuple(self.value(a) for a in v.args))
+            return ir.Apply(v.op, tuple(self.value(a) for a in v.args), v.dtype)
         if isinstance(v, ir.Reduce):
             inner = self.bound(v.var)
             return replace(v, extent=inner.expr(v.extent), body=inner.value(v.body))
@@ -258,9 +259,9 @@ class _LoadReplacement:
             # At a constant index (a row of a stack, an unrolled step) some of the producer's guards are decided.
             return settle(substitute_indices(self.body, unflatten(v.index, producer.shape, extents)))
         if isinstance(v, ir.Guard):
-            return replace(v, value=within(v.value, self.scope(_guarded_extents(v.valid, extents))))
+            return ir.Guard(v.valid, within(v.value, self.scope(_guarded_extents(v.valid, extents))), v.dtype)
         if isinstance(v, ir.Apply):
-            return replace(v, args=tuple(within(a, extents) for a in v.args))
+            return ir.Apply(v.op, tuple(within(a, extents) for a in v.args), v.dtype)
         if isinstance(v, ir.Reduce):
             return replace(v, body=within(v.body, self.scope({**extents, v.var: v.extent})))
         if isinstance(v, ir.GatherLoad):
@@ -375,23 +376,16 @@ def fuse_single_consumers(program: ir.KernelProgram, target, env: dict[str, int]
     they will, and the reader table follows every absorption, so chains fuse transitively and a buffer whose two
     readers merged into one is seen with its single remaining reader.
     """
-    from luminal.compiler.analysis.cost import estimate
+    from luminal.compiler.analysis.cost import KernelCosts
 
     outputs = {buf for buf, _ in program.outputs.values()}
     kernels: list[ir.Kernel | None] = list(program.kernels)
     readers = readers_of(program)
     names = itertools.count(1000)
     gpu = getattr(target, "kind", None) in GPU_KINDS
-    # Each kernel's estimate by the kernel object (kept with it, so that its id stays its own): a consumer that
-    # absorbs a chain is estimated as the fused kernel of one step and again as the consumer of the next.
-    estimated: dict[int, tuple[ir.Kernel, object]] = {}
-
-    def cost_of(kernel: ir.LoopKernel):
-        found = estimated.get(id(kernel))
-        if found is None:
-            found = estimated[id(kernel)] = (kernel, estimate(kernel, program.buffers, target, env))
-        return found[1]
-
+    # A consumer that absorbs a chain is estimated as the fused kernel of one step and again as the consumer of
+    # the next: each kernel object is estimated once.
+    cost_of = KernelCosts(program.buffers, target, env)
     for k in reversed(range(len(kernels))):
         producer = kernels[k]
         if not isinstance(producer, ir.LoopKernel) or producer.out in outputs:

@@ -23,7 +23,7 @@ import itertools
 from collections.abc import Iterator
 
 from luminal.compiler.analysis import gemm_plan
-from luminal.compiler.analysis.cost import estimate
+from luminal.compiler.analysis.cost import KernelCosts
 from luminal.compiler.fusion import fuse, limits
 from luminal.compiler.kernels import ir
 
@@ -40,6 +40,7 @@ def fuse_chosen(
     index = {kernel.out: k for k, kernel in enumerate(kernels)}
     readers = {name: set(ks) for name, ks in fuse.readers_of(program).items()}
     names = itertools.count(1000)
+    cost_of = KernelCosts(program.buffers, target, env)  # a clone and its readers are estimated more than once
 
     def replace_kernel(k: int, new: ir.Kernel | None) -> None:
         """Kernel k becomes `new` (None: dropped), and the reader table follows."""
@@ -67,7 +68,7 @@ def fuse_chosen(
         if any(not isinstance(kernels[r], ir.LoopKernel) or kernel.out in fuse.gathered(kernels[r]) for r in users):
             continue  # a scatter, or a gather's data: the producer stays a buffer M gives them
         only_reader = readers.get(source) == {k}
-        fused = _fused_readers(clone, [kernels[r] for r in users], only_reader, program, target, env, names)
+        fused = _fused_readers(clone, [kernels[r] for r in users], only_reader, cost_of, target, names)
         stats["fused" if fused else "declined"] += len(users)
         for r, new in zip(users, fused or [fuse.inline(kernel, kernels[r], names) for r in users]):
             replace_kernel(r, new)  # the producer computed in the reader, or read from its buffer through M's view
@@ -84,7 +85,7 @@ def _clone(producer: ir.Kernel | None, marked: ir.LoopKernel, names: Iterator[in
 
 
 def _fused_readers(
-    clone: ir.LoopKernel | None, users: list[ir.LoopKernel], only_reader: bool, program, target, env, names
+    clone: ir.LoopKernel | None, users: list[ir.LoopKernel], only_reader: bool, cost_of: KernelCosts, target, names
 ) -> list[ir.LoopKernel] | None:
     """Every reader computing `clone` in its loop, or None: all or none, since the producer's kernel (and its
     store) goes away only when no reader is left, and the fused kernels together must cost no more than the
@@ -92,16 +93,15 @@ def _fused_readers(
     if clone is None:
         return None
     alone = only_reader and len(users) == 1
-    fused = [_fused(clone, reader, alone, program.buffers, target, env, names) for reader in users]
+    fused = [_fused(clone, reader, alone, cost_of, target, names) for reader in users]
     if any(f is None for f in fused):
         return None
-    before = estimate(clone, program.buffers, target, env).seconds
-    before += sum(estimate(r, program.buffers, target, env).seconds for r in users)
-    return fused if sum(estimate(f, program.buffers, target, env).seconds for f in fused) <= before else None
+    before = cost_of(clone).seconds + sum(cost_of(r).seconds for r in users)
+    return fused if sum(cost_of(f).seconds for f in fused) <= before else None
 
 
 def _fused(
-    clone: ir.LoopKernel, reader: ir.LoopKernel, alone: bool, buffers, target, env, names: Iterator[int]
+    clone: ir.LoopKernel, reader: ir.LoopKernel, alone: bool, cost_of: KernelCosts, target, names: Iterator[int]
 ) -> ir.LoopKernel | None:
     """`reader` computing `clone` in its loop, if that is a kernel worth generating (the module's list)."""
     if not fuse.may_inline(clone, reader, target):
@@ -113,7 +113,7 @@ def _fused(
     if not limits.within_limits(fused) or (gemm and gemm_plan.plan(fused) is None):
         return None
     if not fuse.reads_reduction_once(clone, reader):
-        costs = [estimate(x, buffers, target, env) for x in (clone, reader, fused)]
+        costs = [cost_of(x) for x in (clone, reader, fused)]
         if costs[2].flops > costs[0].flops + costs[1].flops:
             return None  # a reduction read where it is not hoisted (compiler/kernels/hoist.py) would run once per read
     return fused

@@ -111,6 +111,11 @@ def row_group(k: ir.LoopKernel, gemv: gemv_plan.GemvPlan) -> int:
 
 
 def loop_shape(k: ir.LoopKernel) -> str:
+    """How a loop kernel is launched: "gemv", "gemm", "attention", "row", "warp" or "thread"."""
+    return ir.kept(k, "loop_shape", _loop_shape)
+
+
+def _loop_shape(k: ir.LoopKernel) -> str:
     gemv = gemv_plan.plan(k)
     if gemv is not None and (not gemv.statistics or staged(k, gemv)):  # statistics only once per block
         return "gemv"

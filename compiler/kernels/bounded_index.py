@@ -199,16 +199,17 @@ class _ValueFolding:
         return inner
 
     def _folded(self, v: ir.Value, extents: Mapping[str, Expr]) -> ir.Value:
+        # The commonest nodes built directly: dataclasses.replace costs several times a constructor's call.
         fold_index, within = self.fold_index, self.value
         if isinstance(v, ir.Load):
-            return replace(v, index=fold_index(v.index, extents))
+            return ir.Load(v.buffer, fold_index(v.index, extents), v.dtype)
         if isinstance(v, ir.IndexValue):
             return replace(v, expr=fold_index(v.expr, extents))
         if isinstance(v, ir.Guard):
             valid, value = fold_index(v.valid, extents), within(v.value, extents)
-            return value if valid == 1 else replace(v, valid=valid, value=value)  # a guard that always holds goes
+            return value if valid == 1 else ir.Guard(valid, value, v.dtype)  # a guard that always holds goes
         if isinstance(v, ir.Apply):
-            return replace(v, args=tuple(within(a, extents) for a in v.args))
+            return ir.Apply(v.op, tuple(within(a, extents) for a in v.args), v.dtype)
         if isinstance(v, ir.GatherLoad):
             return replace(v, at=within(v.at, extents))
         if isinstance(v, ir.Reduce):

@@ -177,8 +177,15 @@ class Buffer:
     label: str = ""  # the input / weight / output name for those roles; a packed or derived buffer's kernel
 
 
+class _Kernel:
+    """What loop and scatter kernels share: the analyses kept on them (`kept`) stay out of their pickles."""
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+
 @dataclass(frozen=True)
-class LoopKernel:
+class LoopKernel(_Kernel):
     """out[row-major position of i] = body(i) for every index i of `shape`."""
 
     name: str
@@ -188,7 +195,7 @@ class LoopKernel:
 
 
 @dataclass(frozen=True)
-class ScatterKernel:
+class ScatterKernel(_Kernel):
     """out = `dest` (evaluated over `shape`), then out[at(j)] = src(j) for every index j of `src_shape`."""
 
     name: str
@@ -339,6 +346,21 @@ def distinct(v: Value, kids=children):
             below = kids(node)
             if below:
                 stack.extend(reversed(below))
+
+
+_ABSENT = object()
+
+
+def kept(kernel: Kernel, name: str, analysis) -> object:
+    """`analysis(kernel)`, computed once per kernel object and kept on it as `name` (kernels are immutable, and a
+    changed kernel is a new object): fusion's checks, the cost model, the launch planner and the generators each
+    ask for a kernel's GEMM and GEMV plans, over every variant of every candidate that holds the kernel."""
+    key = f"_{name}"
+    found = kernel.__dict__.get(key, _ABSENT)
+    if found is _ABSENT:
+        found = analysis(kernel)
+        object.__setattr__(kernel, key, found)
+    return found
 
 
 def element_wise(k: Kernel) -> bool:

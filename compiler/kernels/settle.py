@@ -8,8 +8,6 @@ value itself, which element-wise fusion and the code generators then see plainly
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from luminal import dtypes as dt
 from luminal.compiler.kernels import ir
 
@@ -39,11 +37,12 @@ def _settled_node(v: ir.Value, done: dict[int, ir.Value]) -> ir.Value:
         if v.valid == 0:
             return ir.Const(False if v.dtype == dt.bool_ else 0, v.dtype)
         inner = _settled(v.value, done)
-        return inner if v.valid == 1 else replace(v, value=inner)
+        return inner if v.valid == 1 else v if inner is v.value else ir.Guard(v.valid, inner, v.dtype)
     if not isinstance(v, ir.Apply):
         return v
     args = tuple(_settled(a, done) for a in v.args)
     if v.op == "Add" and any(is_zero(a) for a in args):
         rest = [a for a in args if not is_zero(a)]
         return rest[0] if rest else args[0]
-    return replace(v, args=args)
+    # Nothing below changed: the node itself (its hash and summary already made), not an equal copy.
+    return v if all(a is b for a, b in zip(args, v.args)) else ir.Apply(v.op, args, v.dtype)
