@@ -11,7 +11,8 @@ at once when that changed what it holds.
 
 The engine keeps its own waiting line (priorities, deadlines) for sequences taken but not yet joined (waiting for
 cache blocks); the worker takes no more than the batch has rows for, so the rest wait in the transport, where any
-worker of the deployment can take them. Told to stop, it takes nothing new and finishes what it holds.
+worker of the deployment can take them. Told to stop, it takes nothing new and finishes what it holds, and reports
+at once that it has no free rows, so routing sends nothing more its way.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class LanguageModelWorker:
         self._reported_tokens = (0, time.monotonic())  # `_generated` when it last reported, and when
         # Its registration's started_at, sent with each take: which process under `worker_id` took a sequence.
         self.started_at: float | None = None
+        self.draining = False  # told to stop: it takes nothing more and finishes what it holds
 
     def run(self, stop: threading.Event) -> None:
         started = self.started_at = time.time()
@@ -144,6 +146,11 @@ class LanguageModelWorker:
                 engine.run_once()
             self._flush()
             now = time.monotonic()
+            if stop.is_set() and not self.draining:
+                # At once, not at the next heartbeat: a sequence routed to it meanwhile would wait out its grace
+                # (routing.PREFERENCE_GRACE_S) before another worker took it, and a drain lasts its sequences' time.
+                self.draining, last_report = True, now
+                self._report()
             if now - last_adapters >= ADAPTERS_S:
                 last_adapters = now
                 if self.adapters.follow(engine):
@@ -207,7 +214,7 @@ class LanguageModelWorker:
         self._reported_tokens = (self._generated, now)
         load = WorkerLoad(
             held, len(engine.waiting), None if pool is None else pool.blocks - pool.in_use,
-            free_rows=max(0, engine.model.max_batch - held - len(engine.waiting)),
+            free_rows=0 if self.draining else max(0, engine.model.max_batch - held - len(engine.waiting)),
             block_size=None if pool is None else pool.block_size,
             prefixes=prefixes, reused_tokens=0 if pool is None else pool.reused_tokens,
             kv_blocks=None if pool is None else pool.blocks,
