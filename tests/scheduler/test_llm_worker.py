@@ -153,10 +153,11 @@ class _StopsAtFirstToken(MemorySequences):
         super().__init__()
         self.stop, self.draining = threading.Event(), []
 
-    def emit(self, events):
-        super().emit(events)
+    def emit(self, events, watch=()):
+        cancelled = super().emit(events, watch)
         if events:
             self.stop.set()
+        return cancelled
 
     def report(self, deployment_id, worker_id, load):
         if self.stop.is_set() and load is not None:
