@@ -14,6 +14,7 @@ import re
 import shlex
 
 from luminal.provisioner.device_offer import CPU
+from luminal.provisioner.worker_settings import worker_settings
 from luminal.store.settings import Settings
 
 # What may appear unquoted in the systemd unit's command line: ids, module paths, GPU types. Anything else in a
@@ -42,10 +43,8 @@ def user_data(settings: Settings, deployment_id: int, worker_id: str, gpu_type: 
     refused = [part for part in command if not _PLAIN.match(part)]
     if refused:
         raise ValueError(f"the worker command may hold only plain words on EC2, got {refused}")
-    fixed = {
-        "LUMINAL_QUEUE_NAMESPACE": settings.queue_namespace,
-        "LUMINAL_GPU_PRICES_PER_SECOND": json.dumps(settings.gpu_prices_per_second),
-        "LUMINAL_EXECUTION_TIMEOUT_S": str(settings.execution_timeout_s),
+    fixed = {  # over the secret's keys of the same names
+        **worker_settings(settings),
         "LUMINAL_DATA_DIR": "/var/lib/luminal",  # systemd's StateDirectory, owned by the service's user
         "PATH": f"{VENV}/bin:/usr/local/bin:/usr/bin:/bin",
     }

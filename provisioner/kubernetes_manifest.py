@@ -8,11 +8,11 @@ Deployment itself, which anyone allowed to read Deployments can read.
 
 from __future__ import annotations
 
-import json
 import re
 
 from luminal.provisioner.backends import serves_hash
 from luminal.provisioner.device_offer import CPU
+from luminal.provisioner.worker_settings import worker_settings
 from luminal.scheduler.worker_spec import WorkerSpec
 from luminal.store.settings import Settings
 
@@ -86,9 +86,8 @@ def _pod_spec(settings: Settings, spec: WorkerSpec) -> dict:
     grace_s = int(settings.execution_timeout_s) + 30
     env = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "LUMINAL_QUEUE_NAMESPACE", "value": settings.queue_namespace},
-        {"name": "LUMINAL_GPU_PRICES_PER_SECOND", "value": json.dumps(settings.gpu_prices_per_second)},
-        {"name": "LUMINAL_EXECUTION_TIMEOUT_S", "value": str(settings.execution_timeout_s)},
+        # The gateway's settings (`env` wins over the Secret's keys of the same name, as it does on every backend).
+        *({"name": name, "value": value} for name, value in worker_settings(settings).items()),
         {"name": "LUMINAL_DATA_DIR", "value": DATA_DIR},
     ]
     resources: dict = {"requests": {"cpu": "1", "memory": "2Gi"}}

@@ -7,7 +7,6 @@ learns its deployment from the database and its settings from the same `LUMINAL_
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -15,6 +14,7 @@ import sys
 
 from luminal.provisioner.backends import WorkerHandle, checked_device
 from luminal.provisioner.device_offer import DeviceOffer, local_offer
+from luminal.provisioner.worker_settings import worker_settings
 from luminal.scheduler.registry import WorkerRegistry
 from luminal.scheduler.worker import new_worker_id
 from luminal.scheduler.worker_process import PARENT_ENV
@@ -88,18 +88,14 @@ class LocalProcessWorkers:
         gpu = self.offer.gpu_index(device)
         if gpu is not None:  # the process sees only a GPU of its type, as its device 0
             env["CUDA_VISIBLE_DEVICES"] = _visible_device(gpu)
+        env.update(worker_settings(self.settings))
+        # On this machine the worker shares the gateway's own services, folders and cache.
         env.update(
             LUMINAL_DATA_DIR=str(self.settings.data_dir),
             LUMINAL_DATABASE_URL=self.settings.resolved_database_url,
             LUMINAL_QUEUE_URL=self.settings.queue_url,
-            LUMINAL_QUEUE_NAMESPACE=self.settings.queue_namespace,
-            LUMINAL_GPU_PRICES_PER_SECOND=json.dumps(self.settings.gpu_prices_per_second),
             LUMINAL_ARTIFACT_URL=self.settings.artifact_url,
             LUMINAL_ARTIFACT_CACHE_DIR=str(self.settings.artifact_location.cache_dir),
-            LUMINAL_ARTIFACT_CACHE_BYTES=str(self.settings.artifact_cache_bytes),
-            # How long a dead worker's requests wait before a live one re-runs them: the gateway's setting, not the
-            # default 30 s (a process given only the lines above re-ran a killed worker's requests 30 s late).
-            LUMINAL_RECLAIM_IDLE_S=str(self.settings.reclaim_idle_s),
         )
         env[PARENT_ENV] = str(os.getpid())  # the worker stops when this gateway dies: no other one manages it
         command = [sys.executable, "-m", "luminal.scheduler.worker_process", str(spec.deployment_id), worker_id, device]

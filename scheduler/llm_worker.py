@@ -1,7 +1,8 @@
 """A language-model worker: serves one LLM deployment until told to stop. It registers, loads the compiled model
 (the cold start) into one generation engine, then, round after round: takes sequences from the deployment's
 transport while the engine has rows for them, drops those whose clients went away, runs one engine round
-(admission or prefill, then a decode step over everything running), and emits the round's events in one call.
+(admission or prefill, then a decode step over everything running), and emits the round's events in one call, which
+also reads the cancels the next round acts on.
 Each sequence that ran is billed when it ends, under this worker's id and the device it runs on. Each heartbeat
 it reports its load (running and waiting sequences, free rows and KV blocks, the prompt prefixes its KV pool holds,
 which the gateways route by: routing.py) through the transport, and sooner (REPORT_S) after a round that cached
@@ -11,7 +12,8 @@ at once when that changed what it holds.
 
 The engine keeps its own waiting line (priorities, deadlines) for sequences taken but not yet joined (waiting for
 cache blocks); the worker takes no more than the batch has rows for, so the rest wait in the transport, where any
-worker of the deployment can take them. Told to stop, it takes nothing new and finishes what it holds.
+worker of the deployment can take them. Told to stop, it takes nothing new and finishes what it holds, and reports
+at once that it has no free rows, so routing sends nothing more its way.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class LanguageModelWorker:
         self._reported_tokens = (0, time.monotonic())  # `_generated` when it last reported, and when
         # Its registration's started_at, sent with each take: which process under `worker_id` took a sequence.
         self.started_at: float | None = None
+        self.draining = False  # told to stop: it takes nothing more and finishes what it holds
 
     def run(self, stop: threading.Event) -> None:
         started = self.started_at = time.time()
@@ -129,6 +132,7 @@ class LanguageModelWorker:
     def _serve(self, stop: threading.Event) -> None:
         engine = self.engine
         last_beat = last_report = last_adapters = time.monotonic()
+        cancelled: set[str] = set()  # read with the last round's events: dropped before this round runs
         while not stop.is_set() or engine.busy:
             held = len(engine.running) + len(engine.prefilling) + len(engine.waiting)
             room = 0 if stop.is_set() else engine.model.max_batch - held
@@ -137,13 +141,17 @@ class LanguageModelWorker:
                 taken = self.sequences.take(self.spec.deployment_id, self.worker_id, room, wait, self.started_at)
                 for request in taken:
                     self._start(request)
-            if self._live:
-                for request_id in self.sequences.cancelled(list(self._live)):
-                    self._live[request_id].cancel()
+            for request_id in cancelled & self._live.keys():
+                self._live[request_id].cancel()
             if engine.busy:
                 engine.run_once()
-            self._flush()
+            cancelled = self._flush()
             now = time.monotonic()
+            if stop.is_set() and not self.draining:
+                # At once, not at the next heartbeat: a sequence routed to it meanwhile would wait out its grace
+                # (routing.PREFERENCE_GRACE_S) before another worker took it, and a drain lasts its sequences' time.
+                self.draining, last_report = True, now
+                self._report()
             if now - last_adapters >= ADAPTERS_S:
                 last_adapters = now
                 if self.adapters.follow(engine):
@@ -177,16 +185,17 @@ class LanguageModelWorker:
         if request.trace and tracing.enabled():
             sink.spans = SequenceSpans(request, stream, self.spec, self.worker_id, lambda: len(self.engine.running))
 
-    def _flush(self) -> None:
-        """Emit the round's events in one call; forget the sequences they end."""
-        if not self._outbox:
-            return
+    def _flush(self) -> set[str]:
+        """Emit the round's events and learn which of the sequences still running were cancelled, in one call (one
+        round trip on Redis); forget the sequences the events end. Returns the cancelled ones."""
         events, self._outbox[:] = [self._with_compute(*item) for item in self._outbox], []
         for request_id, event in events:
             if is_last(event):
                 self._live.pop(request_id, None)
         self._generated += sum(isinstance(event, Delta) for _, event in events)
-        self.sequences.emit(events)
+        if not events and not self._live:
+            return set()
+        return self.sequences.emit(events, watch=list(self._live))
 
     def _with_compute(self, request_id: str, event: Event) -> tuple[str, Event]:
         """The event, a delta stamped with its sequence's compute so far: what the gateway bills should this
@@ -207,7 +216,7 @@ class LanguageModelWorker:
         self._reported_tokens = (self._generated, now)
         load = WorkerLoad(
             held, len(engine.waiting), None if pool is None else pool.blocks - pool.in_use,
-            free_rows=max(0, engine.model.max_batch - held - len(engine.waiting)),
+            free_rows=0 if self.draining else max(0, engine.model.max_batch - held - len(engine.waiting)),
             block_size=None if pool is None else pool.block_size,
             prefixes=prefixes, reused_tokens=0 if pool is None else pool.reused_tokens,
             kv_blocks=None if pool is None else pool.blocks,

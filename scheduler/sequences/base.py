@@ -9,11 +9,11 @@ after PREFERENCE_GRACE_S, or at once when that worker is gone from the load repo
 than free rows; so a preference never strands a sequence.
 Worker side: `take` (the next sequences it may take, most urgent first and in arrival order within a level,
 each one's reader told in the same step which worker took it, with Started; those whose waiting deadline passed
-are ended with Expired and never returned), `emit` (a step's events of many sequences at once), `cancelled`
-(which of its sequences' clients went away: checked every step), `report` (its load, each heartbeat). `depth`
-and `in_flight` are the deployment's load, for the autoscaler; `loads` its workers' reports (`recent_loads` the
-same through a cached view, load_view.py, which routing reads per request), `backlog` the sequences waiting for
-each worker.
+are ended with Expired and never returned), `emit` (a step's events of many sequences at once, reading the
+cancels of the others in the same call), `cancelled` (which of its sequences' clients went away), `report` (its
+load, each heartbeat). `depth` and `in_flight` are the deployment's load, for the autoscaler; `loads` its workers'
+reports (`recent_loads` the same through a cached view, load_view.py, which routing reads per request), `backlog`
+the sequences waiting for each worker.
 `adapters` is the board where gateways post the LoRA adapters added to or removed from a live deployment and its
 workers read them (adapter_board.py).
 Backends: `MemorySequences` (the embedded default, one process) and `RedisSequences` (gateways and worker
@@ -85,8 +85,9 @@ class SequenceTransport(Protocol):
         worker and `worker_started_at`, its registration's started_at (stream.Started: which process took it)."""
         ...
 
-    def emit(self, events: list[tuple[str, Event]]) -> None:
-        """(request id, event) pairs, in order: one step's events in one call."""
+    def emit(self, events: list[tuple[str, Event]], watch: Iterable[str] = ()) -> set[str]:
+        """(request id, event) pairs, in order: one step's events in one call, which also reads which of `watch`
+        (the sequences still running) were cancelled, as `cancelled` does, and returns them."""
         ...
 
     def cancelled(self, request_ids: Iterable[str]) -> set[str]:

@@ -226,7 +226,7 @@ class MemorySequences:
             if request_id not in kept:
                 del self._waiting[request_id]
 
-    def emit(self, events: list[tuple[str, Event]]) -> None:
+    def emit(self, events: list[tuple[str, Event]], watch: Iterable[str] = ()) -> set[str]:
         with self._lock:
             channels = [(self._channels.get(request_id), event) for request_id, event in events]
             for request_id, event in events:
@@ -235,6 +235,7 @@ class MemorySequences:
                     self._cancelled.discard(request_id)
         # None: its reader went away (cancelled).
         _wake([channel.add(event) for channel, event in channels if channel is not None])
+        return self.cancelled(watch)
 
     def cancelled(self, request_ids: Iterable[str]) -> set[str]:
         with self._lock:

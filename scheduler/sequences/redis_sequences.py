@@ -7,9 +7,9 @@ replicas and workers never race on them. Each request's JSON sits under its own 
 set of taken ids is its in-flight load. Each sequence's events go to a stream of their own (XADD by the worker, a
 whole step in one pipeline; XREAD BLOCK by the gateway relaying it, one call for all the sequences its event loop
 relays where the lean client serves the URL: event_reader.py), and a cancel is a key with a TTL that the worker reads
-with one MGET per step. Workers' load reports are a hash per deployment, each report also announced on a pub/sub
-channel so that a gateway's cached view of them (load_view.py) is read again only when one changed. A sequence
-routed to a worker has its
+with one MGET per step, in the same round trip as the step's events. Workers' load reports are a hash per
+deployment, each report also announced on a pub/sub channel so that a gateway's cached view of them (load_view.py)
+is read again only when one changed. A sequence routed to a worker has its
 preference in a hash (the worker and the end of its grace, in Redis' own clock, so gateways' clocks never matter;
 a report's age is its worker's clock against Redis', within REPORT_STALE_S) and counts in that worker's backlog;
 the take script skips those a worker may not take yet (routing.others_may_take and may_take_adapter, decided
@@ -239,7 +239,19 @@ class RedisSequences:
             return self._lean_sync.evalsha(TAKE.encode(), keys, args)
         return self._take(keys=keys, args=args)
 
-    def emit(self, events: list[tuple[str, Event]]) -> None:
+    def emit(self, events: list[tuple[str, Event]], watch: Iterable[str] = ()) -> set[str]:
+        watched = list(watch)
+        commands = self._event_commands(events)
+        if watched:  # the next round's cancels, read in the same round trip as this round's events
+            keys, leases = self._cancel_keys(watched)
+            commands.append(("MGET", *keys))
+        if not commands:
+            return set()
+        replies = self._send_together(commands)
+        return self._cancelled_of(watched, leases, replies[-1]) if watched else set()
+
+    def _event_commands(self, events: list[tuple[str, Event]]) -> list[tuple]:
+        """Each event appended to its sequence's stream; a sequence that ends no longer counted as taken."""
         commands: list[tuple] = []
         for request_id, event in events:
             key = self._key("events", request_id)
@@ -251,19 +263,17 @@ class RedisSequences:
                     commands.append(("HDEL", self._key("owners", deployment_id), request_id))
                 commands.append(("DEL", self._key("cancel", request_id)))
                 self._reader_of.pop(request_id, None)
-        if commands:
-            self._send_together(commands)
+        return commands
 
-    def _send_together(self, commands: list[tuple]) -> None:
-        """Commands in one round trip (a worker's step): through the lean client where it serves the URL, sparing
-        the step loop redis-py's layers per command (resp_sync.py)."""
+    def _send_together(self, commands: list[tuple]) -> list:
+        """Commands in one round trip (a worker's step), their replies: through the lean client where it serves the
+        URL, sparing the step loop redis-py's layers per command (resp_sync.py)."""
         if self._lean_sync is not None:
-            self._lean_sync.pipeline(commands)
-            return
+            return self._lean_sync.pipeline(commands)
         with self._redis.pipeline(transaction=False) as pipe:
             for command in commands:
                 pipe.execute_command(*command)
-            pipe.execute()
+            return pipe.execute()
 
     def _own(self, deployment_id: int, worker_id: str, request_ids: list[str]) -> None:
         """Name this worker the holder of the sequences it took, and keep the taken set `ttl_s` past its last use."""
@@ -279,12 +289,22 @@ class RedisSequences:
         ids = list(request_ids)
         if not ids:
             return set()
-        leases = sorted({self._reader_of[r] for r in ids if r in self._reader_of})
-        keys = [self._key("cancel", r) for r in ids] + leases  # one call per step
+        keys, leases = self._cancel_keys(ids)
         flags = self._lean_sync.call("MGET", *keys) if self._lean_sync is not None else self._redis.mget(keys)
-        gone = {lease for lease, held in zip(leases, flags[len(ids) :], strict=True) if held is None}
-        unread = {r for r in ids if self._reader_of.get(r) in gone}  # their gateway died: nobody reads them
-        return unread | {r for r, flag in zip(ids, flags[: len(ids)], strict=True) if flag is not None}
+        return self._cancelled_of(ids, leases, flags)
+
+    def _cancel_keys(self, request_ids: list[str]) -> tuple[list[str], list[str]]:
+        """The keys one MGET reads to learn which of the sequences are cancelled: each one's cancel key, then the
+        reader leases of their gateways (the leases too, apart)."""
+        leases = sorted({self._reader_of[r] for r in request_ids if r in self._reader_of})
+        return [self._key("cancel", r) for r in request_ids] + leases, leases
+
+    def _cancelled_of(self, request_ids: list[str], leases: list[str], flags: list) -> set[str]:
+        """Which sequences the MGET of `_cancel_keys` found cancelled, or relayed by a gateway whose lease lapsed."""
+        n = len(request_ids)
+        gone = {lease for lease, held in zip(leases, flags[n:], strict=True) if held is None}
+        unread = {r for r in request_ids if self._reader_of.get(r) in gone}  # their gateway died: nobody reads them
+        return unread | {r for r, flag in zip(request_ids, flags[:n], strict=True) if flag is not None}
 
     def report(self, deployment_id: int, worker_id: str, load: WorkerLoad | None) -> None:
         key = self._key("loads", deployment_id)

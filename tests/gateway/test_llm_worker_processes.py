@@ -114,15 +114,21 @@ def billed_records(config) -> list[tuple[str, str, str, int]]:
     return [(rid, worker, gpu, tokens) for ids, worker, gpu, tokens in rows for rid in ids]
 
 
-def worker_of(config, request_id: str) -> str | None:
-    """The worker that took the sequence, as its events stream on Redis names it (its first event, Started)."""
+def takers(config, request_id: str, first_only: bool = False) -> list[str]:
+    """The workers that took the sequence, in order, as its events stream on Redis names them (its Started events:
+    a dead worker's sequence that had sent nothing is taken again); `first_only`: only its first event is read."""
     client = redis.Redis.from_url(REDIS_URL)
     try:
-        entries = client.xrange(f"{config.queue_namespace}:seq:events:{request_id}", count=1)
+        entries = client.xrange(f"{config.queue_namespace}:seq:events:{request_id}", count=1 if first_only else None)
     finally:
         client.close()
-    first = decode_event(entries[0][1][b"e"]) if entries else None
-    return first.worker_id if isinstance(first, Started) else None
+    events = (decode_event(fields[b"e"]) for _, fields in entries)
+    return [event.worker_id for event in events if isinstance(event, Started)]
+
+
+def worker_of(config, request_id: str) -> str | None:
+    """The worker that took the sequence first (its first event is Started)."""
+    return next(iter(takers(config, request_id, first_only=True)), None)
 
 
 def test_two_worker_processes_serve_concurrent_streams_equal_to_generate(server, settings, tmp_path):

@@ -7,7 +7,9 @@ args ($(VAR) references expanded from the container's environment) and environme
 the Secret `envFrom` names, then `env` with `fieldRef`s resolved), restarts a container that exited in place
 (same pod, same name: `restartPolicy: Always`, with the kubelet's crash-loop back-off), stops the newest pods
 beyond the count (SIGTERM, SIGKILL after `terminationGracePeriodSeconds`), runs the readiness probe, and writes
-`status.replicas` and `status.readyReplicas` back. A Deployment that is gone has its pods stopped.
+`status.replicas` and `status.readyReplicas` back. A Deployment that is gone has its pods stopped. A test deletes a
+pod as `kubectl delete pod` or an eviction does (`delete_pod`): it stops as a pod beyond the count does, and its
+ReplicaSet replaces it under a new name (so a new POD_NAME), unlike a restart in place.
 
 Probes run every `periodSeconds` once a pod is ready, and every `unready_probe_s` before (a test's knob: a real
 kubelet waits the full period, seconds a test need not spend).
@@ -55,6 +57,7 @@ class Pod:
     probe_period_s: float
     grace_s: float
     ready: bool = False
+    stopping: bool = False  # deleted, or beyond the count: never restarted (a test may delete it mid-step)
     restarts: int = 0
     exited_at: float | None = None
     _probing: subprocess.Popen | None = None
@@ -88,6 +91,22 @@ class KubeletStandIn(NodeLoop):
         """The running containers of every pod, by pod name (the worker id its container is given)."""
         with self._lock:
             return {pod.name: pod.container for pods in self.pods.values() for pod in pods if pod.container.running()}
+
+    def delete_pod(self, name: str, grace_s: float | None = None) -> Container:
+        """Delete the running pod `name`: SIGTERM now, SIGKILL once `grace_s` (None: the pod's
+        terminationGracePeriodSeconds; 0: a forced deletion, killed at the next step) has passed. The next step
+        makes its replacement, as its ReplicaSet would at once (a terminating pod no longer counts). Returns the
+        deleted pod's container, which a test watches stop."""
+        with self._lock:
+            pods = next((pods for pods in self.pods.values() if any(pod.name == name for pod in pods)), None)
+            if pods is None:
+                raise KeyError(f"no pod {name!r} runs on this node")
+            (pod,) = [pod for pod in pods if pod.name == name]
+            pods.remove(pod)
+            if grace_s is not None:
+                pod.grace_s = grace_s
+            self._terminate([pod])
+        return pod.container
 
     def all_stopped(self) -> bool:
         with self._lock:
@@ -138,14 +157,14 @@ class KubeletStandIn(NodeLoop):
 
     def _terminate(self, pods: list[Pod]) -> None:
         for pod in pods:
-            pod.ready = False
+            pod.ready, pod.stopping = False, True
             pod.container.stop()
             self.terminating.append(pod)
 
     def _create_pod(self, deployment: str, template: dict, template_hash: str) -> Pod:
         pod_spec = template["spec"]
         (container,) = pod_spec["containers"]  # the backend's pods have one container
-        name = f"{deployment}-{template_hash}-{secrets.token_hex(3)[:5]}"
+        name = self._new_pod_name(f"{deployment}-{template_hash}")
         env = self._environment(container, name)
         argv = [expand(part, env) for part in [*container.get("command", []), *container.get("args", [])]]
         volumes = {volume["name"] for volume in pod_spec.get("volumes", []) if "emptyDir" in volume}
@@ -161,6 +180,14 @@ class KubeletStandIn(NodeLoop):
         grace_s = pod_spec.get("terminationGracePeriodSeconds", 30)
         pod = Pod(name, template_hash, running, probe["exec"]["command"], probe["periodSeconds"], grace_s)
         return pod
+
+    def _new_pod_name(self, prefix: str) -> str:
+        """A ReplicaSet's pod name: its prefix and a random suffix, never one of a pod this node still holds."""
+        with self._lock:
+            taken = {pod.name for pods in self.pods.values() for pod in pods} | {pod.name for pod in self.terminating}
+        while (name := f"{prefix}-{secrets.token_hex(3)[:5]}") in taken:
+            pass
+        return name
 
     def _environment(self, container: dict, pod_name: str) -> dict[str, str]:
         env = dict(self.image_env)
@@ -183,7 +210,7 @@ class KubeletStandIn(NodeLoop):
     def _restart_if_exited(self, pod: Pod) -> None:
         """restartPolicy Always: the same pod's container starts again, at once the first time, then after the
         crash-loop back-off."""
-        if pod.container.running():
+        if pod.container.running() or pod.stopping:
             return
         now = time.monotonic()
         if pod.exited_at is None:

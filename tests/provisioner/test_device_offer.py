@@ -15,6 +15,7 @@ from luminal.provisioner.local_processes import LocalProcessWorkers
 from luminal.runtime.cuda.devices import Gpu
 from luminal.scheduler.registry import MemoryRegistry
 from luminal.store.settings import Settings
+from tests.provisioner.gateway_settings import assert_worker_reads_the_gateways_settings, gateway_settings
 from tests.provisioner.test_provisioner import SPEC
 
 H100 = Gpu(0, "NVIDIA H100 80GB HBM3", "h100")
@@ -96,7 +97,8 @@ def test_worker_processes_run_on_a_gpu_of_their_type(tmp_path, monkeypatch, pare
         backend.start(dataclasses.replace(SPEC, gpu_type="a100"))
 
 
-def test_worker_processes_reclaim_a_dead_workers_requests_as_the_gateway_says(tmp_path, monkeypatch):
+def test_worker_processes_run_with_the_gateways_settings(tmp_path, monkeypatch):
+    """Reclaiming a dead worker's requests as the gateway says among them (not after the default 30 s)."""
     spawned = []
 
     def spawn(command, env, **_):
@@ -104,11 +106,7 @@ def test_worker_processes_reclaim_a_dead_workers_requests_as_the_gateway_says(tm
         return spawned[-1]
 
     monkeypatch.setattr(local_processes.subprocess, "Popen", spawn)
-    monkeypatch.delenv("LUMINAL_RECLAIM_IDLE_S", raising=False)
-    settings = Settings(data_dir=tmp_path, queue_url="redis://127.0.0.1:6379/0", reclaim_idle_s=1.5)
+    settings = gateway_settings(Settings(data_dir=tmp_path, queue_url="redis://127.0.0.1:6379/0"))
     LocalProcessWorkers(settings, MemoryRegistry(), offer=DeviceOffer()).start(SPEC)
     (worker,) = spawned
-    for name, value in worker.env.items():
-        if name.startswith("LUMINAL_"):
-            monkeypatch.setenv(name, value)
-    assert Settings().reclaim_idle_s == 1.5  # what the worker process reads (scheduler/worker_process.py)
+    assert_worker_reads_the_gateways_settings(worker.env, monkeypatch)

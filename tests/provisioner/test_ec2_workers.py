@@ -20,6 +20,7 @@ from luminal.provisioner.ec2_workers import Ec2Workers
 from luminal.scheduler.registry import MemoryRegistry, WorkerInfo
 from luminal.store.clock import ManualClock
 from luminal.store.settings import Settings
+from tests.provisioner.gateway_settings import assert_worker_reads_the_gateways_settings, gateway_settings
 from tests.provisioner.test_provisioner import SPEC
 
 boto3 = pytest.importorskip("boto3")
@@ -156,6 +157,18 @@ def test_a_wheel_url_pip_cannot_install_is_refused_by_the_settings(url):
         Settings(ec2_worker_wheel_url=url)
 
 
+def worker_environment(settings: Settings, tmp_path) -> dict[str, str]:
+    """The environment file the user data's script writes (run against moto's Secrets Manager), read back as systemd's
+    EnvironmentFile reads it: KEY="value" with backslash escapes."""
+    script = user_data(settings, 11, "d11-abc", "h100", REGION)
+    python = re.search(r"<<'PY'\n(.*?)PY\n", script, re.S).group(1)
+    env_file = tmp_path / "worker.env"
+    python = python.replace('"/etc/luminal/worker.env"', json.dumps(str(env_file)))
+    subprocess.run([sys.executable, "-c", python], check=True, timeout=60)
+    env = dict(re.match(r'^([A-Z_0-9]+)="(.*)"$', line).groups() for line in env_file.read_text().splitlines())
+    return {k: re.sub(r"\\(.)", r"\1", v) for k, v in env.items()}
+
+
 def test_the_worker_environment_comes_from_the_secret(endpoint, settings, tmp_path):
     secret = {
         "LUMINAL_DATABASE_URL": 'postgresql+psycopg://u:p"w\\d@db/luminal',
@@ -164,17 +177,20 @@ def test_the_worker_environment_comes_from_the_secret(endpoint, settings, tmp_pa
     boto3.client("secretsmanager", region_name=REGION, endpoint_url=endpoint).create_secret(
         Name=settings.ec2_worker_secret, SecretString=json.dumps(secret)
     )
-    script = user_data(settings, 11, "d11-abc", "h100", REGION)
-    python = re.search(r"<<'PY'\n(.*?)PY\n", script, re.S).group(1)
-    env_file = tmp_path / "worker.env"
-    python = python.replace('"/etc/luminal/worker.env"', json.dumps(str(env_file)))
-    subprocess.run([sys.executable, "-c", python], check=True, timeout=60)
-    # systemd's EnvironmentFile reads KEY="value" with backslash escapes: read back as it would.
-    env = dict(re.match(r'^([A-Z_0-9]+)="(.*)"$', line).groups() for line in env_file.read_text().splitlines())
-    env = {k: re.sub(r"\\(.)", r"\1", v) for k, v in env.items()}
+    env = worker_environment(settings, tmp_path)
     assert env["LUMINAL_DATABASE_URL"] == secret["LUMINAL_DATABASE_URL"]
     assert env["LUMINAL_QUEUE_URL"] == secret["LUMINAL_QUEUE_URL"]
     assert json.loads(env["LUMINAL_GPU_PRICES_PER_SECOND"]) == settings.gpu_prices_per_second
+
+
+def test_instances_run_with_the_gateways_settings(endpoint, settings, tmp_path, monkeypatch):
+    """Reclaiming a dead worker's requests as the gateway says among them (not after the default 30 s)."""
+    settings = gateway_settings(settings.model_copy(update={"ec2_worker_secret": "luminal/gateway-settings"}))
+    secret = {"LUMINAL_QUEUE_URL": "redis://q:6379/0"}  # the operator's secret names only the services
+    boto3.client("secretsmanager", region_name=REGION, endpoint_url=endpoint).create_secret(
+        Name=settings.ec2_worker_secret, SecretString=json.dumps(secret)
+    )
+    assert_worker_reads_the_gateways_settings(worker_environment(settings, tmp_path), monkeypatch)
 
 
 def test_a_crashed_provisioners_instances_are_adopted_not_left_running(ec2, settings):

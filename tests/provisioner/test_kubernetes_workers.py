@@ -12,6 +12,7 @@ from luminal.provisioner.kubernetes_workers import KubernetesDeployments, Kubern
 from luminal.scheduler.registry import MemoryRegistry, WorkerInfo
 from luminal.store.clock import ManualClock
 from luminal.store.settings import Settings
+from tests.provisioner.gateway_settings import assert_worker_reads_the_gateways_settings, gateway_settings
 from tests.provisioner.kubernetes_emulator import running_emulator, validate
 from tests.provisioner.test_provisioner import SPEC
 
@@ -72,6 +73,14 @@ def test_manifests_validate_for_every_gpu_type(settings):
         # CPU deployments run in the platform's image, GPU ones in the CUDA worker's (deploy/docker/).
         want = settings.worker_image if gpu_type == "cpu" else settings.gpu_worker_image
         assert container["image"] == want, gpu_type
+
+
+def test_pods_run_with_the_gateways_settings(settings, monkeypatch):
+    """Reclaiming a dead worker's requests as the gateway says among them (not after the default 30 s)."""
+    manifest = worker_deployment(gateway_settings(settings), H100, 1)
+    (container,) = manifest["spec"]["template"]["spec"]["containers"]
+    env = {variable["name"]: variable["value"] for variable in container["env"] if "value" in variable}
+    assert_worker_reads_the_gateways_settings(env, monkeypatch)
 
 
 def test_a_gpu_worker_deployment_requests_its_gpu_on_nodes_of_its_type(emulator, deployments, settings):

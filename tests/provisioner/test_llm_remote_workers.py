@@ -3,8 +3,9 @@ backend's workers made real processes by a node stand-in (a kubelet, a VM) that 
 for: the pod's command with its Secret's environment, the instance's systemd unit with the environment its user data
 writes. Traffic scales the deployment up from zero; the `openai` client streams greedy completions equal to
 transformers' generate(), billed once each; a worker killed mid-stream is restarted by its node (in place, under its
-old name) while its streams end with an error naming its death, not a hang; idle, the deployment goes to zero, and
-deleted, its workers are stopped."""
+old name) while its streams end with an error naming its death, not a hang; pods deleted mid-stream are replaced
+under new names, the one deleted gracefully draining its streams, the one killed ending those it had begun with the
+error; idle, the deployment goes to zero, and deleted, its workers are stopped."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ from pathlib import Path
 import openai
 import pytest
 
+from luminal.gateway.openai_generation import WORKER_SILENT_S
 from luminal.provisioner.kubernetes_manifest import deployment_name
 from tests.gateway.conftest import BOOTSTRAP_KEY, _fresh_postgres_schema
 from tests.gateway.test_llm_routing_api import wait_for as wait_every
-from tests.gateway.test_llm_worker_processes import WORDS, billed_by_worker, billed_records, worker_of
+from tests.gateway.test_llm_worker_processes import WORDS, billed_by_worker, billed_records, takers, worker_of
 from tests.provisioner.container_standin import require_mount_namespaces
 from tests.provisioner.kubelet_standin import KubeletStandIn
 from tests.provisioner.kubernetes_emulator import running_emulator
@@ -269,6 +271,99 @@ def test_a_worker_killed_mid_stream_is_restarted_and_its_streams_end_with_an_err
             assert records[ids[0]] == (victim, delivered)
     print(f"\nworker killed mid-stream: streams={len(jobs)} ended_with_error={len(failed)} "
           f"all_ended_after={ended_s:.2f}s")  # fmt: skip
+
+
+def replacements(world: World, old: set[str]) -> set[str] | None:
+    """The node's two running workers once neither is one of `old` and both are ready; else None."""
+    running = set(world.node.workers())
+    ready = {w["worker_id"] for w in world.workers() if w["ready_at"]}
+    return running if len(running) == 2 and not running & old and running <= ready else None
+
+
+async def ended(stream) -> tuple[tuple[str, str] | Exception, float]:
+    """The stream's (request id, text) or the error it ended with, and when it ended."""
+    try:
+        outcome = await stream
+    except Exception as error:
+        outcome = error
+    return outcome, time.monotonic()
+
+
+def test_deleted_pods_are_replaced_under_new_names_and_their_streams_end_or_fail_in_bounded_time(world):
+    """A Deployment replaces a deleted or evicted pod with a new pod, a new POD_NAME: a new worker id, where a
+    restart in place keeps the old one. Of two pods deleted while their streams run, the one deleted gracefully
+    (`kubectl delete pod`, an eviction) drains: its streams complete; the one deleted by force (or lost with its
+    node) is killed: its streams that had tokens end with an error naming its death once the relays find its
+    heartbeat stopped, the others are served again. The replacements serve new streams; nothing is billed twice,
+    and each stream's tokens under the worker that produced them."""
+    if world.settings.worker_backend != "kubernetes":
+        pytest.skip("a pod replaced under a new name is Kubernetes'")
+    scale(world, min_replicas=2)
+    wait_for(lambda: two_ready_and_running(world), "two ready workers, both running on the node", 90)
+    old = set(world.node.workers())
+    jobs = [(" ".join(WORDS[k % 7 : k % 7 + 1 + k % 3]), LONG) for k in range(8)]  # the kill test's: generated once
+    seen: list[list[str]] = [[] for _ in jobs]
+
+    async def deleted_during_streams():
+        api = client(world)
+        try:
+            tasks = [asyncio.create_task(ended(streamed(api, p, n, ids))) for (p, n), ids in zip(jobs, seen)]
+            deadline, holder = time.monotonic() + 120, {}
+            while set(holder.values()) != old:  # both pods emit tokens: the streams of each are cut by its deletion
+                assert time.monotonic() < deadline, f"only {set(holder.values())} of {old} sent tokens"
+                await asyncio.sleep(0.02)
+                for ids in seen:  # each stream's worker read once, when its first token came
+                    if ids and ids[0] not in holder:
+                        holder[ids[0]] = worker_of(world.settings, ids[0])
+            drained, killed = sorted(old)
+            draining = world.node.delete_pod(drained)  # SIGTERM, then its terminationGracePeriodSeconds
+            world.node.delete_pod(killed, grace_s=0)  # forced: SIGKILL at the node's next step
+            deleted_at = time.monotonic()
+            done, _ = await asyncio.wait(tasks, timeout=RESTART_S)  # those served again wait for a replacement
+            assert len(done) == len(tasks), "a stream of a deleted pod hung instead of ending"
+            return drained, killed, draining, deleted_at, [task.result() for task in tasks]
+        finally:
+            await api.close()
+
+    drained, killed, draining, deleted_at, outcomes = asyncio.run(deleted_during_streams())
+    failed = []
+    for (outcome, ended_at), want, ids in zip(outcomes, world.expected(jobs), seen, strict=True):
+        if isinstance(outcome, Exception):
+            assert isinstance(outcome, openai.APIError) and f"worker {killed} died" in outcome.body["message"]
+            # The relay asks whether the worker lives after each silence (WATCH_S) and finds it dead once its
+            # heartbeat is WORKER_SILENT_S old; the rest is slack for a loaded machine.
+            assert ended_at - deleted_at < WORKER_SILENT_S + 15, f"ended {ended_at - deleted_at:.1f} s after"
+            failed.append((ids[0], int(re.search(r"after (\d+) tokens", outcome.body["message"]).group(1))))
+        else:
+            assert outcome[1] == want
+    assert failed, "no stream of the killed pod ended with the error"
+    drained_ids = [ids[0] for ids in seen if ids and worker_of(world.settings, ids[0]) == drained]
+    assert drained_ids and not {rid for rid, _ in failed} & set(drained_ids)  # the drained pod completed its own
+
+    fresh = wait_for(lambda: replacements(world, old), "two replacement pods, under new names, ready", RESTART_S)
+    later = served(world, [(p, 5) for p, _ in jobs[:4]])
+    assert [text for _, text in later] == world.expected([(p, 5) for p, _ in jobs[:4]])
+    assert {worker_of(world.settings, rid) for rid, _ in later} <= fresh
+
+    assert world.platform.usage_drainer.flush(timeout=60), "the usage records were not drained"
+    billed = [rid for _, rid in billed_by_worker(world.settings)]
+    assert len(billed) == len(set(billed))  # nothing billed twice
+    records = {rid: (worker, n) for rid, worker, _, n in billed_records(world.settings)}
+    for rid, delivered in failed:  # billed by the relay, under the dead worker's id
+        assert records[rid] == (killed, delivered)
+    completed = [(o[0], LONG) for o, _ in outcomes if not isinstance(o, Exception)] + [(rid, 5) for rid, _ in later]
+    for rid, n in completed:  # by the worker that took it last: the one that produced its tokens
+        assert records[rid] == (takers(world.settings, rid)[-1], n)
+
+    # The registry, which /workers shows: the drained worker deregistered as it stopped; the killed one, which
+    # never did, is forgotten by the backend once its heartbeat is older than the longest batch allows.
+    wait_for(lambda: not draining.running(), "the drained pod's worker to exit", 60)
+    assert drained not in {w["worker_id"] for w in world.workers()}
+    forgotten_s = world.settings.execution_timeout_s + 30 + 30
+    wait_for(lambda: {w["worker_id"] for w in world.workers()} == fresh, "the killed worker to be forgotten",
+             forgotten_s)  # fmt: skip
+    print(f"\npods deleted mid-stream: streams={len(jobs)} ended_with_error={len(failed)} "
+          f"drained_by_{drained}={len(drained_ids)}")  # fmt: skip
 
 
 def test_idle_workers_scale_to_zero_and_a_deleted_deployments_are_stopped(world):

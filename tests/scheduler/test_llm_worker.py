@@ -1,7 +1,8 @@
 """A language-model worker serving its deployment from the sequence transport: more concurrent sequences than its
 batch has rows each equal transformers' generate(), each named as taken by the worker and billed once under its
 id and device; a cancel reaches its engine at the next step and frees the sequence's cache; it reports its load;
-told to stop, it finishes what it holds and leaves the registry and the loads."""
+told to stop, it reports at once that it has no free rows, finishes what it holds and leaves the registry and the
+loads."""
 
 from __future__ import annotations
 
@@ -143,3 +144,39 @@ def test_a_stopped_worker_finishes_what_it_holds_and_deregisters(compiled):
     thread.join(30)
     assert not thread.is_alive() and registry.workers(DEPLOYMENT) == [] and transport.loads(DEPLOYMENT) == {}
     assert [r.completion_tokens for r in ledger.records] == [12]
+
+
+class _StopsAtFirstToken(MemorySequences):
+    """Tells its worker to stop as the worker emits its first token, and keeps each load the worker reports after."""
+
+    def __init__(self):
+        super().__init__()
+        self.stop, self.draining = threading.Event(), []
+
+    def emit(self, events, watch=()):
+        cancelled = super().emit(events, watch)
+        if events:
+            self.stop.set()
+        return cancelled
+
+    def report(self, deployment_id, worker_id, load):
+        if self.stop.is_set() and load is not None:
+            self.draining.append(load)
+        super().report(deployment_id, worker_id, load)
+
+
+def test_a_stopped_worker_reports_at_once_that_it_has_no_free_rows(compiled):
+    """While it drains, routing must send it nothing: a sequence routed to a worker that no longer takes any would
+    wait out its grace before another worker took it."""
+    hf, folder = compiled
+    transport = _StopsAtFirstToken()
+    worker = LanguageModelWorker(llm_spec(), transport, lambda key: folder / key, ListLedger(), MemoryRegistry(),
+                                 "llm-w3")  # fmt: skip
+    thread = threading.Thread(target=worker.run, args=(transport.stop,), daemon=True)
+    thread.start()
+    tokens = asyncio.run(asyncio.wait_for(tokens_of(submit(transport, [5, 6, 7], 40)), 120))
+    thread.join(30)
+    assert tokens == greedy_answer(hf, [5, 6, 7], 40) and not thread.is_alive()  # it finished what it held
+    assert transport.draining, "it did not report while it drained"
+    assert transport.draining[0].running + transport.draining[0].waiting == 1  # reported holding the sequence
+    assert all(load.free_rows == 0 for load in transport.draining)

@@ -238,3 +238,21 @@ def test_workers_loads_are_the_last_each_reported_until_it_stops(transport):
     assert transport.loads(DEPLOYMENT)["w2"].kv_blocks_free is None
     transport.report(DEPLOYMENT, "w2", None)
     assert list(transport.loads(DEPLOYMENT)) == ["w1"] and transport.loads(DEPLOYMENT + 1) == {}
+
+
+def test_a_steps_events_go_out_with_a_read_of_the_running_sequences_cancels(transport):
+    """A worker's step is one call (one round trip on Redis): its events out, the cancels of the sequences it still
+    runs back, which it acts on before its next step."""
+    ending, dropped, running = sequence(), sequence(), sequence()
+    for s in (ending, dropped, running):
+        transport.submit(s, max_waiting=8)
+    transport.take(DEPLOYMENT, "w1", 3, 1.0)
+    transport.cancel(dropped.id)
+    last = Delta("a", 4, "length")
+    assert transport.emit([(ending.id, last), (running.id, Delta("b", 5, None))], watch=[dropped.id, running.id]) == {
+        dropped.id
+    }
+    assert read_all(transport, ending.id)[1:] == [last]  # after Started: the events went out
+    assert transport.emit([], watch=[running.id]) == set()  # a step without events still reads them
+    assert transport.emit([(running.id, Delta("c", 6, "length"))]) == set()  # nothing watched: nothing read
+    assert transport.in_flight(DEPLOYMENT) == 1  # the dropped one, until its worker ends it
