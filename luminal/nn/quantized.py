@@ -51,22 +51,25 @@ def quantize_modules(model: Module, quantize: str | None) -> Module:
 
 
 def quantize_checkpoint(model: Module, weights: Mapping[str, Any]) -> dict[str, Any]:
-    """Float weights (under the graph's names, after the model recorded a graph) with every Q8_0 projection's
-    weight replaced by its int8 values and scales; a weight already int8 with its scale is kept as it is."""
+    """Float weights (under the graph's names, after the model recorded a graph) with every Q8_0 weight replaced
+    by its int8 values and scales; a weight already int8 with its scale is kept as it is."""
     out = dict(weights)
-    for m, transposed in _projections(model):
-        if not is_quantized(m) or m._path is None:
-            continue
-        name = m._path + "weight"
+    for name, transposed in _q8_0_weights(model):
         if name not in out or (name + SCALE_SUFFIX in out and np.asarray(out[name]).dtype == np.int8):
             continue  # missing: reported by the caller's unbound-weight check
         w = np.asarray(out[name])
-        out[name], out[name + SCALE_SUFFIX] = quantize_q8_0(w.T if transposed else w)
-    for m in _expert_stacks(model):
-        for name in (m._path + stack for stack in m.STACKS) if m.is_quantized() and m._path is not None else ():
-            if name in out and not (name + SCALE_SUFFIX in out and np.asarray(out[name]).dtype == np.int8):
-                out[name], out[name + SCALE_SUFFIX] = quantize_q8_0(np.asarray(out[name]))  # each expert's rows
+        out[name], out[name + SCALE_SUFFIX] = quantize_q8_0(w.T if transposed else w)  # a stack: expert by expert
     return out
+
+
+def _q8_0_weights(model: Module):
+    """(graph name, stored transposed) of each weight the model declares as Q8_0: projections and expert stacks."""
+    for m, transposed in _projections(model):
+        if is_quantized(m) and m._path is not None:
+            yield m._path + "weight", transposed
+    for m in _expert_stacks(model):
+        if m.is_quantized() and m._path is not None:
+            yield from ((m._path + stack, False) for stack in m.STACKS)
 
 
 __all__ = ["quantize_checkpoint", "quantize_modules"]
