@@ -21,7 +21,9 @@ on this project's 2-core AVX-512 machine, one thread: 180 GFLOP/s for 12x32 agai
 Zen 4 EPYC, 110-116 GFLOP/s at the MiniLM encoder's shapes, 93-97% of the 118 its FMA loop reaches and above
 torch's oneDNN (88-102; `bench/gemm_roofline.py`, where 8 or 14 rows or other LM_KC blockings did no better).
 A last panel of fewer rows runs a kernel of 4 or 8 rows (lm_micro_edge): a 16-row decode step of the 125M bench
-Llama went from 40.3 to 33.7 ms (`bench/step_kernels.py --rows 16`, AMD EPYC).
+Llama went from 40.3 to 33.7 ms (`bench/step_kernels.py --rows 16`, AMD EPYC). On AVX2 one of 2 rows runs lm_micro2
+(a 32-row GEMM's last panel): on a 2-vCPU Zen 3 EPYC (FMA loop 92-102 GFLOP/s, one thread) the encoder's 32-row
+linears went from 74-80 to 82-89 GFLOP/s, 20 rows from 67 to 79-83 (`bench/gemm_roofline.py`, load 3.5).
 """
 
 from __future__ import annotations
@@ -152,9 +154,51 @@ LM_MICRO(lm_micro4, a[LM_MR * k + i], 4)
 #if LM_MR > 8
 LM_MICRO(lm_micro8, a[LM_MR * k + i], 8)
 #endif
+#if !defined(__AVX512F__) && !defined(LM_NO_MICRO2)
+/* The first two rows of a k-major panel, even and odd k accumulated apart: eight chains of FMAs in flight, what two
+   pipes of four cycles' latency need (two rows alone would be four, half the rate, as slow as lm_micro4). A 32-row
+   GEMM's last panel of 2 rows ran as 4: 34 rows of FMAs for 32. -DLM_NO_MICRO2 leaves it out (for an A/B through
+   bench/gemm_roofline.py --variant). */
+static inline void lm_micro2(int64_t kc, const float* restrict a, const float* restrict b, float* restrict c,
+                             int64_t ldc, int first) {
+  lm_vf e[2][2] = {{{0}}}, o[2][2] = {{{0}}};
+  int64_t k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    lm_vf bk[4]; /* rows k and k + 1 of the block lie together: 2 LM_NR floats */
+    _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) memcpy(&bk[v], b + LM_NR * k + v * LM_VL, LM_VBYTES);
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
+      const float even = a[LM_MR * k + i], odd = a[LM_MR * (k + 1) + i];
+      e[i][0] += even * bk[0];
+      e[i][1] += even * bk[1];
+      o[i][0] += odd * bk[2];
+      o[i][1] += odd * bk[3];
+    }
+  }
+  _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+      lm_vf t = e[i][h] + o[i][h], bh, old;
+      if (k < kc) { /* an odd block's last k */
+        memcpy(&bh, b + LM_NR * k + h * LM_VL, LM_VBYTES);
+        t += a[LM_MR * k + i] * bh;
+      }
+      if (!first) {
+        memcpy(&old, c + i * ldc + h * LM_VL, LM_VBYTES);
+        t += old;
+      }
+      memcpy(c + i * ldc + h * LM_VL, &t, LM_VBYTES);
+    }
+  }
+}
+#endif
 /* A panel (k-major, LM_MR wide) of which only the first `rows` are rows of A. */
 static inline void lm_micro_edge(int64_t rows, int64_t kc, const float* restrict a, const float* restrict b,
                                  float* restrict c, int64_t ldc, int first) {
+#if !defined(__AVX512F__) && !defined(LM_NO_MICRO2)
+  if (rows <= 2) {
+    lm_micro2(kc, a, b, c, ldc, first);
+    return;
+  }
+#endif
   if (rows <= 4) lm_micro4(kc, a, 0, b, c, ldc, first);
 #if LM_MR > 8
   else if (rows <= 8) lm_micro8(kc, a, 0, b, c, ldc, first);
