@@ -4,8 +4,9 @@ time, so the minimum is the nearest to a quiet run), summed by kernel function, 
 whole step and this machine's read bandwidth (numpy summing a buffer as large as the float32 weights).
 
 The same random-weight Llama as bench/llm.py (default 125M: 12 layers, hidden 768, vocab 32000) at `--rows` rows
-of `--past` cached positions, float32 or (`--quantize int8`) with Q8_0 projections. `python bench/step_kernels.py
-[--layers N] [--hidden N] [--rows N] [--past N] [--repeats N] [--quantize int8]`.
+of `--past` cached positions, float32 or (`--quantize int8`) with Q8_0 projections, or (`--quantize w8a8`) with
+Q8_0 projections whose input rows are quantised too (int8 x int8). `python bench/step_kernels.py [--layers N]
+[--hidden N] [--rows N] [--past N] [--repeats N] [--quantize int8|w8a8]`.
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from paged_step import feeds, step_arguments  # noqa: E402
 import luminal as lm  # noqa: E402
 from luminal.llm_package import build_package  # noqa: E402
 from luminal.nn.models.paged_decoding import pool_name  # noqa: E402
+from luminal.quantize import QUANTIZATIONS  # noqa: E402
 
 
 def main() -> None:
     parser = step_arguments(layers=12, hidden=768, past=48)
     parser.add_argument("--rows", type=int, default=1)
-    parser.add_argument("--quantize", choices=["int8"], help="the projections' weights as Q8_0 (bench/llm.py's int8)")
+    parser.add_argument(
+        "--quantize", choices=QUANTIZATIONS, help="the projections as Q8_0 (bench/llm.py's int8 and w8a8 rows)"
+    )
     args = parser.parse_args()
     args.vocab, args.prompt, args.new_tokens = 32000, args.past, 64
     with tempfile.TemporaryDirectory() as tmp:

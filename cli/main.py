@@ -104,7 +104,11 @@ def deploy(
         int, typer.Option(help="a language model's sequences allowed to wait for the batch (past it: 429)")
     ] = 256,
     quantize: Annotated[
-        str | None, typer.Option(help="int8: a language model's weights as Q8_0 (int8 in blocks of 32, one scale each)")
+        str | None,
+        typer.Option(
+            help="int8: a language model's weights as Q8_0 (int8 in blocks of 32, one scale each); "
+            "w8a8: and each projection's input rows too (int8 x int8 GEMMs)"
+        ),
     ] = None,
     pooling: Annotated[
         str | None, typer.Option(help="mean, cls or last: how an encoder folder's token states become one embedding")

@@ -89,7 +89,7 @@ class LLMPackage:
     tokenizer_config: dict[str, Any] = field(default_factory=dict)
     chat_template: str | None = None  # chat_template.jinja; tokenizer_config's "chat_template" otherwise
     generation_config: dict[str, Any] = field(default_factory=dict)
-    quantize: str | None = None  # "int8": the projections hold Q8_0 weights (luminal/quantize.py)
+    quantize: str | None = None  # "int8": Q8_0 projection weights; "w8a8": and Q8_0 inputs (luminal/quantize.py)
     paged: Graph | None = None  # the paged decode step (packages built before it have none)
     block_size: int | None = None  # positions per KV block of `paged`
     chunk: Graph | None = None  # the paged chunk graph (packages built before it have none)
@@ -108,7 +108,8 @@ def build_package(
     lora_rank: int | None = None,
 ) -> LLMPackage:
     """Build the prefill and decode graphs of a Hugging Face folder and bind its checkpoint to them; with
-    quantize="int8" the projections' weights are quantised to Q8_0 here, so the package carries int8 weights.
+    quantize="int8" the projections' weights are quantised to Q8_0 here, so the package carries int8 weights
+    ("w8a8": the same weights, and the graphs quantise each projection's input rows to Q8_0 as well).
     The paged step (KV blocks of `block_size` positions) and chunk graphs are built too, for every model
     (sliding windows included). `lora` (adapter name -> PEFT folder) or `lora_slots` builds every graph with
     per-row adapter stacks (`lora_slots` - 1 adapters at once, ranks up to `lora_rank`); an adapter that does not

@@ -7,6 +7,10 @@ so |q| <= 127 and w ~ q * scale, off by at most half a scale. In a graph the wei
 `dequantize(q, scale)`: cast q to float32, multiply by the scale broadcast over its block. That is the exact
 meaning the reference interpreter runs; the CPU compiler reads q and the scales inside the GEMM/GEMV kernel
 (compiler/cpu/codegen_qgemm.py), so the float weight is never materialised.
+
+quantize="w8a8" adds llama.cpp's Q8_0 x Q8_0 scheme: each projection's input row goes through Q8_0 too
+(`quantize_activations`, in the graph, so the reference interpreter computes the meaning), and the CPU GEMM
+multiplies int8 by int8 in integer lanes, one float multiply-add per block of 32.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from luminal.tensor import Tensor
 from luminal.view import ShapeError, format_shape
 
 BLOCK = 32  # values per scale, along the contraction (Q8_0)
-QUANTIZATIONS = ("int8",)  # what `quantize=` accepts besides None
+QUANTIZATIONS = ("int8", "w8a8")  # what `quantize=` accepts besides None (w8a8: int8's weights, Q8_0 inputs)
+ACTIVATIONS = ("w8a8",)  # the schemes that also quantise each projection's input row
 SCALE_SUFFIX = "_scale"  # a quantised weight "x.weight" is stored as int8 "x.weight" beside "x.weight_scale"
 
 
@@ -65,6 +70,31 @@ def dequantize(q: Tensor, scale: Tensor) -> Tensor:
     return (blocks * scale.reshape(*lead, n, k // BLOCK, 1)).reshape(*lead, n, k)
 
 
+# Rounding to the nearest integer, ties to even, in two float32 additions for |t| < 2**22: the sum with 1.5 * 2**23
+# lies in [2**23, 2**24), where float32 keeps no fraction bits, and subtracting it back is exact. The compiler
+# never reassociates float additions (compiler/search/rules_algebra.py), and C runs without -ffast-math.
+_ROUNDER = 1.5 * 2**23
+_TINY = 2.0**-126  # the smallest normal float32: a block whose scale is below it quantises to zeros
+
+
+def quantize_activations(x: Tensor) -> Tensor:
+    """x [..., K] (K % 32 == 0) through Q8_0 and back, row by row: per block of 32 along K, scale = max |x| / 127
+    and q = round-half-even(x * (1 / scale)), as int8, times the scale. |q| <= 127 with no clamp: |x| <= max |x|,
+    so x / scale is at most 127 plus a few float32 roundings. A block whose scale is 0 or subnormal (whose
+    reciprocal would overflow) quantises to zeros. Each row's result depends on that row alone."""
+    *lead, k = x.shape
+    if x.dtype != dt.float32 or not isinstance(k, int) or k % BLOCK:
+        raise ShapeError(
+            f"quantize_activations: float32 [..., K] with K % {BLOCK} == 0, got {x.dtype}{format_shape(x.shape)}"
+        )
+    blocks = x.reshape(*lead, k // BLOCK, BLOCK)
+    scale = blocks.abs().amax(-1) / 127
+    inverse = (scale + (scale < _TINY).to(dt.float32)).reciprocal()  # 1 where the block quantises to zeros
+    t = blocks * inverse.unsqueeze(-1)
+    q = ((t + _ROUNDER) - _ROUNDER).to(dt.int8)
+    return dequantize(q.reshape(*lead, k), scale)
+
+
 def quantize_weights(weights: Mapping[str, Any], names: set[str]) -> dict[str, np.ndarray]:
     """`weights` with each float weight named in `names` replaced by its Q8_0 pair (name, name + SCALE_SUFFIX)."""
     out: dict[str, np.ndarray] = {}
@@ -77,12 +107,14 @@ def quantize_weights(weights: Mapping[str, Any], names: set[str]) -> dict[str, n
 
 
 __all__ = [
+    "ACTIVATIONS",
     "BLOCK",
     "QUANTIZATIONS",
     "SCALE_SUFFIX",
     "check_quantize",
     "dequantize",
     "dequantize_q8_0",
+    "quantize_activations",
     "quantize_q8_0",
     "quantize_weights",
 ]

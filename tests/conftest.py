@@ -45,6 +45,7 @@ SLOW = (
     "onnx/test_dynamic_models.py", "onnx/test_node_cases.py", "onnx/test_quantized.py",
     "provisioner/test_ec2_workers.py", "provisioner/test_llm_remote_workers.py",
     "quantize/test_quantized_cuda.py", "quantize/test_quantized_models.py", "quantize/test_moe_int8.py",
+    "quantize/test_w8a8_llama.py",
     "runtime/cuda/test_nvrtc.py",
     "scaleout/test_scaleout_kills.py",
     "scheduler/test_billing_under_kills.py", "scheduler/test_celery_compile.py", "scheduler/test_device_engine.py",

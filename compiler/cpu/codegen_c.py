@@ -202,6 +202,8 @@ def program_source(p: ir.KernelProgram, slots: dict[str, int], symbols: list[str
         parts.append(int_gemm.PRELUDE)
     if any(codegen_qgemm.q8_operand(k, plan, p.buffers) for k, plan in gemms):
         parts.append(codegen_qgemm.PRELUDE)
+    if any(codegen_qgemm.int8_by_int8(k, plan, p.buffers) for k, plan in gemms):
+        parts.append(codegen_qgemm.W8A8_PRELUDE)
     if any(isinstance(k, ir.LoopKernel) and isinstance(k.body, ir.Attend) for k in p.kernels):
         parts.append(codegen_attention.PRELUDE)
     functions = _Functions(slots)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from luminal import dtypes as dt
 from luminal.compiler.analysis.gemm_operands import decode, direct_rows, extent
 from luminal.compiler.analysis.gemm_plan import GemmPlan, index_vars
+from luminal.compiler.cpu import codegen_w8a8
 from luminal.compiler.kernels import ir
 from luminal.quantize import BLOCK
 from luminal.symbolic import Expr, var
@@ -125,31 +126,67 @@ def q8_operand(kernel: ir.LoopKernel, gemm: GemmPlan, buffers: dict[str, ir.Buff
     return Q8Operand(q.buffer, q_row, s.buffer, s_row)
 
 
-def _pack_a(emitter_cls, ptrs, kernel: ir.LoopKernel, gemm: GemmPlan, batched: bool) -> list[str]:
-    """A evaluated once into rows: lm_pa[(batch element * M + row) * K + k]."""
-    c, shape = gemm.contract, kernel.shape
-    e = emitter_cls(ptrs)
-    e.indent = 0
-    value = e.emit(c.a)
+W8A8_PRELUDE = codegen_w8a8.PRELUDE  # after PRELUDE, where a kernel is int8 x int8
+
+
+def int8_by_int8(kernel: ir.Kernel, gemm: GemmPlan, buffers: dict[str, ir.Buffer]) -> bool:
+    """Whether `kernel` is a Q8_0 GEMM whose A is a Q8_0 activation (quantize="w8a8"): int8 x int8."""
+    return q8_operand(kernel, gemm, buffers) is not None and codegen_w8a8.q8_rows(gemm) is not None
+
+
+def rows_loop(shape, gemm: GemmPlan, batched: bool) -> list[str]:
+    """The opening of a parallel loop over A's rows (lm_r: batch element * M + row), their indices declared."""
     lines = [
         "  #pragma omp parallel for schedule(static) reduction(|:lm_err) if (lm_nba * lm_M * lm_K >= 65536)",
         "  for (int64_t lm_r = 0; lm_r < lm_nba * lm_M; lm_r++) {",
         "    const int64_t lm_bt = lm_r / lm_M, lm_m = lm_r % lm_M; (void)lm_bt;",
     ]
     lines += ["    " + s for s in decode("lm_bt", shape, gemm.batch if batched else ())]
-    lines += ["    " + s for s in decode("lm_m", shape, gemm.m)]
+    return lines + ["    " + s for s in decode("lm_m", shape, gemm.m)]
+
+
+def _pack_a(emitter_cls, ptrs, kernel: ir.LoopKernel, gemm: GemmPlan, batched: bool) -> list[str]:
+    """A evaluated once into rows: lm_pa[(batch element * M + row) * K + k]."""
+    c = gemm.contract
+    e = emitter_cls(ptrs)
+    e.indent = 0
+    value = e.emit(c.a)
+    lines = rows_loop(kernel.shape, gemm, batched)
     lines += [f"    for (int64_t {c.var} = 0; {c.var} < lm_K; {c.var}++) {{"]
     lines += ["      " + s.strip() for s in e.lines]
     return lines + [f"      lm_pa[lm_r * lm_K + {c.var}] = {value};", "    }", "  }"]
 
 
+def _float_rows(emitter_cls, ptrs, kernel: ir.LoopKernel, gemm: GemmPlan, batched: bool) -> codegen_w8a8.RowsOfA:
+    """A's float rows: read in place when A is a strided matrix, else evaluated once into lm_pa."""
+    c = gemm.contract
+    direct = direct_rows(c.a, c.var, gemm.m, kernel.shape)
+    setup, declare = [], ["    const float* lm_arow[4];", "    float lm_dot[4];", "    int64_t lm_mstep = 4;"]
+    if direct is not None:
+        base = f"{ptrs[direct.buffer]} + ({direct.offset.render_c()})"
+        declare += [f"    const float* lm_abase = {base}; const int64_t lm_lda = {direct.row_stride.render_c()};"]
+    else:
+        setup += ["  float* lm_pa = lm_gemm_pack_buffer(lm_nba * lm_M * lm_K + 1);", "  if (!lm_pa) return 1;"]
+        setup += _pack_a(emitter_cls, ptrs, kernel, gemm, batched)
+        declare += [f"    const float* lm_abase = lm_pa + {'lm_bt * lm_M * lm_K' if batched else '0'};"]
+        declare += ["    const int64_t lm_lda = lm_K;"]
+    point = "lm_arow[lm_i] = lm_abase + (lm_m0 + lm_i) * lm_lda;"
+    return codegen_w8a8.RowsOfA(setup, declare, point, "lm_qdot", "lm_arow")
+
+
 def kernel_source(
     kernel: ir.LoopKernel, gemm: GemmPlan, operand: Q8Operand, emitter_cls, head: list[str], ptrs, out_store
 ) -> list[str]:
-    """The body lines of a Q8_0 GEMM kernel (after `head`, the pointer and symbol declarations)."""
+    """The body lines of a Q8_0 GEMM kernel (after `head`, the pointer and symbol declarations); int8 x int8 where
+    A is a Q8_0 activation too (compiler/cpu/codegen_w8a8.py)."""
     c, shape = gemm.contract, kernel.shape
     a_batched = any(f"_i{j}" in index_vars(c.a) for j in gemm.batch)
-    direct = direct_rows(c.a, c.var, gemm.m, shape)
+    rows = codegen_w8a8.q8_rows(gemm)
+    if rows is not None:
+        pack = codegen_w8a8.pack_rows(emitter_cls, ptrs, rows, rows_loop(shape, gemm, a_batched))
+        a = codegen_w8a8.rows_of_a(pack, a_batched)
+    else:
+        a = _float_rows(emitter_cls, ptrs, kernel, gemm, a_batched)
     lines = head + [
         "  int lm_err = 0;",
         f"  const int64_t lm_M = {extent(shape, gemm.m)}, lm_N = {extent(shape, gemm.n)};",
@@ -157,9 +194,7 @@ def kernel_source(
         "  if (lm_M <= 0 || lm_N <= 0 || lm_NB <= 0) return 0;",
         f"  const int64_t lm_nba = {'lm_NB' if a_batched else '1'}; (void)lm_nba;",
     ]
-    if direct is None:
-        lines += ["  float* lm_pa = lm_gemm_pack_buffer(lm_nba * lm_M * lm_K + 1);", "  if (!lm_pa) return 1;"]
-        lines += _pack_a(emitter_cls, ptrs, kernel, gemm, a_batched)
+    lines += a.setup
     lines += [
         "  const int64_t lm_nt = (lm_N + LM_QT - 1) / LM_QT;",
         "  #pragma omp parallel for schedule(static) reduction(|:lm_err) if (lm_NB * lm_nt > 1 && "
@@ -168,25 +203,19 @@ def kernel_source(
         "    const int64_t lm_bt = lm_t / lm_nt, lm_n0 = lm_t % lm_nt * LM_QT; (void)lm_bt;",
     ]
     lines += ["    " + s for s in decode("lm_bt", shape, gemm.batch)]
-    lines += ["    const float* lm_arow[4];", "    float lm_dot[4];", "    int64_t lm_mstep = 4;"]
-    if direct is not None:
-        base = f"{ptrs[direct.buffer]} + ({direct.offset.render_c()})"
-        lines += [f"    const float* lm_abase = {base}; const int64_t lm_lda = {direct.row_stride.render_c()};"]
-    else:
-        lines += [f"    const float* lm_abase = lm_pa + {'lm_bt * lm_M * lm_K' if a_batched else '0'};"]
-        lines += ["    const int64_t lm_lda = lm_K;"]
+    lines += a.declare
     lines += [
         "    for (int64_t lm_m0 = 0; lm_m0 < lm_M; lm_m0 += lm_mstep) {",
         "      lm_mstep = lm_M - lm_m0 >= 4 ? 4 : 1;",
-        "      for (int64_t lm_i = 0; lm_i < lm_mstep; lm_i++) lm_arow[lm_i] = lm_abase + (lm_m0 + lm_i) * lm_lda;",
+        f"      for (int64_t lm_i = 0; lm_i < lm_mstep; lm_i++) {a.point}",
         "      for (int64_t lm_n = lm_n0; lm_n < lm_n0 + LM_QT && lm_n < lm_N; lm_n++) {",
     ]
     lines += ["        " + s for s in decode("lm_n", shape, gemm.n)]
     lines += [
         f"        const int8_t* lm_qrow = {ptrs[operand.q]} + ({operand.q_row.render_c()});",
         f"        const float* lm_srow = {ptrs[operand.scale]} + ({operand.scale_row.render_c()});",
-        "        if (lm_mstep == 4) lm_qdot4(lm_KB, lm_qrow, lm_srow, lm_arow, lm_dot);",
-        "        else lm_qdot1(lm_KB, lm_qrow, lm_srow, lm_arow, lm_dot);",
+        f"        if (lm_mstep == 4) {a.dot}4(lm_KB, lm_qrow, lm_srow, {a.rows}, lm_dot);",
+        f"        else {a.dot}1(lm_KB, lm_qrow, lm_srow, {a.rows}, lm_dot);",
     ]
     # Epilogue: the rest of the body on each dot product of the block.
     e = emitter_cls(ptrs)

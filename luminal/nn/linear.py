@@ -7,7 +7,7 @@ from typing import Any
 from luminal import dtypes as dt
 from luminal import functional as F
 from luminal.nn.module import Module
-from luminal.quantize import BLOCK, SCALE_SUFFIX, dequantize
+from luminal.quantize import BLOCK, SCALE_SUFFIX, dequantize, quantize_activations
 from luminal.tensor import Tensor
 from luminal.view import ShapeError, format_shape
 
@@ -26,12 +26,12 @@ class Linear(Module):
         if x.shape[-1] != self.in_features:
             raise ShapeError(f"Linear({self.in_features}, {self.out_features}): got input {format_shape(x.shape)}")
         bias = self.param(x.graph, "bias") if self.has_bias else None
-        y = F.linear(x, weight_of(self, x.graph), bias)
+        y = F.linear(input_of(self, x), weight_of(self, x.graph), bias)
         lora = getattr(self, "lora", None)  # a LoRA site (luminal/nn/lora.py): per-row adapters' low-rank term
         return y if lora is None else y + lora.delta(self, x)
 
     def extra_repr(self) -> str:
-        q = ", quantized=int8" if is_quantized(self) else ""
+        q = f", quantized={'w8a8' if self.q8_0_inputs else 'int8'}" if is_quantized(self) else ""
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.has_bias}{q}"
 
 
@@ -41,14 +41,21 @@ def quantizable(in_features: int) -> bool:
     return in_features % BLOCK == 0
 
 
-def quantize_in_place(module: Module, out_features: int, in_features: int) -> None:
-    """Redeclare `module`'s weight [out, in] as Q8_0 (int8 values and per-block scales) before any graph uses it."""
+def quantize_in_place(module: Module, out_features: int, in_features: int, inputs: bool = False) -> None:
+    """Redeclare `module`'s weight [out, in] as Q8_0 (int8 values and per-block scales) before any graph uses it;
+    with `inputs`, its input rows are quantised to Q8_0 too (w8a8: luminal/quantize.py)."""
     module.declare("weight", (out_features, in_features), dt.int8)
     module.declare("weight" + SCALE_SUFFIX, (out_features, in_features // BLOCK), dt.float32)
+    module.q8_0_inputs = inputs
 
 
 def is_quantized(module: Module) -> bool:
     return "weight" + SCALE_SUFFIX in module._params
+
+
+def input_of(module: Module, x: Tensor) -> Tensor:
+    """The projection's input as it multiplies the weight: `x`, or its Q8_0 rows where the inputs are quantised."""
+    return quantize_activations(x) if getattr(module, "q8_0_inputs", False) else x
 
 
 def weight_of(module: Module, graph) -> Tensor:

@@ -2,7 +2,8 @@
 
 `quantize_modules(model, "int8")` turns every Linear (and GPT-2's Conv1D) whose input width is a multiple of 32,
 and every mixture's stacked experts whose matrices' input widths are, into Q8_0 before the model records any
-graph; embeddings (a gather, and the tied head that reads the same table) and a mixture's router (a flipped choice
+graph ("w8a8": the same weights, and each such projection's input rows quantised to Q8_0 in the graph too);
+embeddings (a gather, and the tied head that reads the same table) and a mixture's router (a flipped choice
 would change a token's experts) stay float32. `quantize_checkpoint` then turns the float checkpoint, under the
 graph's names, into what those declare: int8 "x.weight" [out, in] beside float32 "x.weight_scale" (for experts,
 "experts.gate_up_proj" [experts, out, in] beside "experts.gate_up_proj_scale").
@@ -16,7 +17,7 @@ import numpy as np
 
 from luminal.nn.linear import Linear, is_quantized, quantizable, quantize_in_place
 from luminal.nn.module import Module
-from luminal.quantize import SCALE_SUFFIX, check_quantize, quantize_q8_0
+from luminal.quantize import ACTIVATIONS, SCALE_SUFFIX, check_quantize, quantize_q8_0
 
 
 def _projections(model: Module):
@@ -38,12 +39,13 @@ def _expert_stacks(model: Module):
 
 
 def quantize_modules(model: Module, quantize: str | None) -> Module:
-    """`model` with its projections and expert stacks declared as Q8_0 when `quantize` is "int8" (None: unchanged)."""
+    """`model` with its projections and expert stacks declared as Q8_0 when `quantize` is "int8" or "w8a8" (None:
+    unchanged); with "w8a8" the projections' input rows are quantised too (the experts' stay float)."""
     if check_quantize(quantize) is None:
         return model
     for m, _ in _projections(model):
         if quantizable(m.in_features):
-            quantize_in_place(m, m.out_features, m.in_features)
+            quantize_in_place(m, m.out_features, m.in_features, inputs=quantize in ACTIVATIONS)
     for m in _expert_stacks(model):
         if m.quantizable():
             m.quantize()

@@ -16,7 +16,7 @@ from luminal import functional as F
 from luminal.nn.activation import activation_fn
 from luminal.nn.attention import merge_heads, split_heads
 from luminal.nn.grouped_attention import KVCache
-from luminal.nn.linear import Embedding, is_quantized, weight_of
+from luminal.nn.linear import Embedding, input_of, is_quantized, weight_of
 from luminal.nn.models.config import load_config, pick
 from luminal.nn.models.decoding import past_length, step_mask
 from luminal.nn.module import Module, ModuleList
@@ -58,7 +58,7 @@ class Conv1D(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if is_quantized(self):  # stored [out, in] once quantised (blocks run along the contraction)
-            return F.linear(x, weight_of(self, x.graph), self.param(x.graph, "bias"))
+            return F.linear(input_of(self, x), weight_of(self, x.graph), self.param(x.graph, "bias"))
         return x @ self.param(x.graph, "weight") + self.param(x.graph, "bias")
 
 
