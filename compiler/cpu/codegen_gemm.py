@@ -219,7 +219,17 @@ def _columns(position: str, shape, axes: tuple[int, ...]) -> list[str]:
     return decode(position, shape, axes)
 
 
-MAX_PANEL_ROWS = 12  # LM_MR's largest value (AVX-512); 6 elsewhere
+PANEL_ROWS = (6, 12)  # LM_MR's values: the C compiler picks one (12 where it targets AVX-512)
+
+
+def _const_rows(shape, m_axes: tuple[int, ...]) -> int | None:
+    """M, the rows of A, where it is a constant; None where a symbol sets it."""
+    rows = 1
+    for j in m_axes:
+        if not shape[j].is_const:
+            return None
+        rows *= int(shape[j])
+    return rows
 
 
 def _float_kc(shape, m_axes: tuple[int, ...]) -> str:
@@ -229,10 +239,8 @@ def _float_kc(shape, m_axes: tuple[int, ...]) -> str:
     Zen 3 EPYC read the 125M bench Llama's 400 MB of one-row GEMV panels at 15.2 GB/s so, 13.9 in blocks of 256
     (a plain sum of the same bytes: 16.1). A constant M of more rows than any panel keeps the blocked loop alone."""
     blocked = "lm_kblocks ? (lm_K + lm_kblocks - 1) / lm_kblocks : 1"
-    rows = 1
-    for j in m_axes:
-        rows = rows * int(shape[j]) if shape[j].is_const and rows else 0
-    if rows > MAX_PANEL_ROWS:
+    rows = _const_rows(shape, m_axes)
+    if rows is not None and rows > max(PANEL_ROWS):
         return f"  const int64_t lm_kc = {blocked};"
     return f"  const int64_t lm_kc = lm_mp == 1 && lm_K > 0 ? lm_K : ({blocked});  /* one panel: one block */"
 
@@ -313,9 +321,15 @@ def kernel_source(
         f"    {acc} lm_ct[LM_MCH * LM_NCH] __attribute__((aligned(64)));",
     ]
     a_batch = gemm.batch if a_batched else ()
-    lines += pack_phase(
+    pack_a = pack_phase(
         emitter_cls, ptrs, c.a, c.var, shape, a_batch, gemm.m, "a", edge_only=direct is not None, pairs=integer
     )
+    rows = _const_rows(shape, gemm.m)
+    if direct is not None and (rows is None or any(rows % mr == 1 for mr in PANEL_ROWS)):
+        # An edge panel of one row is read in place by lm_micro_row, so it is not copied, and a decode step's
+        # GEMV skips the copy's loop and its barrier (every thread takes the same branch).
+        pack_a = ["    if (lm_M % LM_MR != 1) {"] + ["  " + s for s in pack_a] + ["    }"]
+    lines += pack_a
     if packed is None:
         b_batch = gemm.batch if b_batched else ()
         lines += pack_phase(emitter_cls, ptrs, c.b, c.var, shape, b_batch, gemm.n, "b", pairs=integer)
