@@ -99,12 +99,14 @@ class LanguageModelWorker:
         self.registry.register(info)
         try:
             self.engine = self._on_compute(self._load)
+            # Its load is reported before it says it is ready: a sequence sent to it as soon as it is ready finds
+            # the report, while a preferred worker without one counts as gone and others may take its sequences.
+            self._report()
             self.registry.mark_ready(self.worker_id)
             if self.engines is not None:
                 self.engines.add(self.spec.program_key, self.engine)
             self.ready.set()
             log.info("language-model worker %s ready after %.3f s", self.worker_id, time.time() - started)
-            self._report()
             self._serve(stop)
         finally:
             self.sequences.report(self.spec.deployment_id, self.worker_id, None)

@@ -180,3 +180,31 @@ def test_a_stopped_worker_reports_at_once_that_it_has_no_free_rows(compiled):
     assert transport.draining, "it did not report while it drained"
     assert transport.draining[0].running + transport.draining[0].waiting == 1  # reported holding the sequence
     assert all(load.free_rows == 0 for load in transport.draining)
+
+
+class _ReadyWatched(threading.Event):
+    """A worker's `ready` event that notes, when set, the loads the transport holds then."""
+
+    def __init__(self, transport):
+        super().__init__()
+        self.transport, self.loads_when_set = transport, None
+
+    def set(self):
+        self.loads_when_set = dict(self.transport.loads(DEPLOYMENT))
+        super().set()
+
+
+def test_it_reports_its_load_before_it_says_it_is_ready(compiled):
+    """A sequence sent to a worker as soon as it is ready must find its load report: the transport lets any worker
+    take a sequence whose preferred worker has none (as if it were gone), so the other worker could take it."""
+    _, folder = compiled
+    transport, stop = MemorySequences(), threading.Event()
+    worker = LanguageModelWorker(llm_spec(), transport, lambda key: folder / key, ListLedger(), MemoryRegistry(),
+                                 "llm-w4")  # fmt: skip
+    worker.ready = _ReadyWatched(transport)
+    thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    thread.start()
+    assert worker.ready.wait(120)
+    stop.set()
+    thread.join(30)
+    assert "llm-w4" in worker.ready.loads_when_set
