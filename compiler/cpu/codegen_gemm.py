@@ -263,29 +263,13 @@ def _columns(position: str, shape, axes: tuple[int, ...]) -> list[str]:
     return decode(position, shape, axes)
 
 
-PANEL_ROWS = (6, 12)  # LM_MR's values: the C compiler picks one (12 where it targets AVX-512)
-
-
-def _const_rows(shape, m_axes: tuple[int, ...]) -> int | None:
-    """M, the rows of A, where it is a constant; None where a symbol sets it."""
-    rows = 1
-    for j in m_axes:
-        if not shape[j].is_const:
-            return None
-        rows *= int(shape[j])
-    return rows
-
-
-def _float_kc(shape, m_axes: tuple[int, ...]) -> str:
+def _float_kc() -> str:
     """The float GEMM's contraction block. Where every row of A fits one panel (a decode step's few rows), the C
     tile multiplies each B panel once, so no block of B is reused from L1 and the panels are read in one
     contraction block: each task's B then is one sequential stream, not LM_NCP interleaved ones. One thread of a
     Zen 3 EPYC read the 125M bench Llama's 400 MB of one-row GEMV panels at 15.2 GB/s so, 13.9 in blocks of 256
-    (a plain sum of the same bytes: 16.1). A constant M of more rows than any panel keeps the blocked loop alone."""
+    (a plain sum of the same bytes: 16.1). Where M is a constant the C compiler folds the test away."""
     blocked = "lm_kblocks ? (lm_K + lm_kblocks - 1) / lm_kblocks : 1"
-    rows = _const_rows(shape, m_axes)
-    if rows is not None and rows > max(PANEL_ROWS):
-        return f"  const int64_t lm_kc = {blocked};"
     return f"  const int64_t lm_kc = lm_mp == 1 && lm_K > 0 ? lm_K : ({blocked});  /* one panel: one block */"
 
 
@@ -359,7 +343,7 @@ def kernel_source(
         "  const int64_t lm_kblocks = (lm_K + LM_KC - 1) / LM_KC;",
         "  const int64_t lm_kc = lm_kblocks ? ((lm_K + lm_kblocks - 1) / lm_kblocks + 1) / 2 * 2 : 2;  /* pairs */"
         if integer
-        else _float_kc(shape, gemm.m),
+        else _float_kc(),
         "  #pragma omp parallel reduction(|:lm_err) if (lm_tasks > 1 && lm_NB * lm_M * lm_N * (lm_K + 1) >= 65536)",
         "  {",
         f"    {acc} lm_ct[LM_MCH * LM_NCH] __attribute__((aligned(64)));",
@@ -368,10 +352,10 @@ def kernel_source(
     pack_a = pack_phase(
         emitter_cls, ptrs, c.a, c.var, shape, a_batch, gemm.m, "a", edge_only=direct is not None, pairs=integer
     )
-    rows = _const_rows(shape, gemm.m)
-    if direct is not None and (rows is None or any(rows % mr == 1 for mr in PANEL_ROWS)):
+    if direct is not None:
         # An edge panel of one row is read in place by lm_micro_row, so it is not copied, and a decode step's
-        # GEMV skips the copy's loop and its barrier (every thread takes the same branch).
+        # GEMV skips the copy's loop and its barrier (every thread takes the same branch; the C compiler folds
+        # the test where M is a constant).
         pack_a = ["    if (lm_M % LM_MR != 1) {"] + ["  " + s for s in pack_a] + ["    }"]
     lines += pack_a
     if packed is None:
