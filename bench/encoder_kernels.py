@@ -2,6 +2,7 @@
 with a clock around every kernel call in `lm_run` (bench/kernel_clock.py).
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/encoder_kernels.py [--batch 1] [--seq 128] [--repeats 20] [--layers 6]
+        [--bf16]
 
 Per kernel function (the six layers share each one): its calls, its share of the summed time, the kind of kernel
 (gemm, attention, or an element-wise/reduction loop) and, for a GEMM, its GFLOP/s; each call's time is its minimum
@@ -19,6 +20,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -63,13 +65,16 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--layers", type=int, default=LAYERS)
+    parser.add_argument("--bf16", action="store_true", help="bf16 weights and input, as encoder_peers")
     args = parser.parse_args()
     cfg = replace(MINILM, seq=args.seq)
-    graph = luminal_block(cfg, block_weights(MINILM), layers=args.layers)
+    dtype = ml_dtypes.bfloat16 if args.bf16 else np.float32
+    weights = {k: v.astype(dtype) for k, v in block_weights(MINILM).items()}
+    graph = luminal_block(cfg, weights, layers=args.layers)
     program = lm.compile(graph, target="cpu")
     exe, seconds, functions = timed_executable(program)
     labels = call_labels(program.source)
-    x = np.random.default_rng(0).standard_normal((args.batch, args.seq, cfg.dim)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((args.batch, args.seq, cfg.dim)).astype(dtype)
     exe.run({"x": x})
     least, walls = np.full(len(functions), np.inf), []
     for _ in range(args.repeats):

@@ -8,6 +8,7 @@ from luminal.compiler.analysis.targets import get_target
 from luminal.compiler.cpu import codegen_c
 from luminal.compiler.cpu.fuse_dequant import fuse_dequantised_weights
 from luminal.compiler.cpu.fuse_int_operands import fuse_integer_operands
+from luminal.compiler.cpu.fuse_weight_conversions import fuse_weight_conversions
 from luminal.compiler.cpu.prepack import add_packed_buffers, read_only_packed
 from luminal.compiler.fusion.fuse_index import inline_index_functions
 from luminal.compiler.kernels import ir
@@ -28,8 +29,10 @@ def passes(
 ) -> ir.KernelProgram:
     """Scatters write their donated inputs in place; Q8_0 weights are dequantised in the GEMM's loads
     (compiler/cpu/fuse_dequant.py), never packed as floats, and a quantized matmul's zero points are subtracted
-    where the integer GEMM packs (compiler/cpu/fuse_int_operands.py); then weight panels are packed at load."""
+    where the integer GEMM packs (compiler/cpu/fuse_int_operands.py), a bf16 or f16 weight is widened where its
+    GEMM packs it (compiler/cpu/fuse_weight_conversions.py); then weight panels are packed at load."""
     kernels = fuse_integer_operands(fuse_dequantised_weights(scatter_in_place(kernels, donated)))
+    kernels = fuse_weight_conversions(kernels)
     return add_packed_buffers(kernels)
 
 
