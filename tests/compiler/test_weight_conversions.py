@@ -1,8 +1,8 @@
 """A bf16 or f16 weight read by a linear layer on the CPU is widened where its GEMM packs it, once per loaded
 program (compiler/cpu/fuse_weight_conversions.py), instead of by a kernel of its own on every run: the program
 runs no kernel reading the weight, and its result equals PyTorch's float32 math on the same values, rounded
-to the output's type. A weight that two layers read keeps its conversion kernel (neither GEMM owns it), with the
-same results."""
+to the output's type. A weight that two layers share is packed by each; one also read otherwise keeps its conversion
+kernel, with the same results."""
 
 from __future__ import annotations
 
@@ -48,19 +48,26 @@ def test_a_linear_layers_half_weight_is_widened_at_load_and_equals_torch(name):
         np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-2, atol=2e-2)
 
 
-def test_a_weight_two_layers_read_keeps_its_conversion_and_its_results():
+def _two_layers(reads_w_elsewhere: bool):
     rng = np.random.default_rng(4)
     shared = _weights(rng, ml_dtypes.bfloat16, 32, 32)
     g = lm.Graph()
     x = g.input("x", (2, 32), dtype=lm.dtypes.bfloat16)
     w = g.weight("w", shared.shape, dtype=lm.dtypes.bfloat16)
-    F.linear(F.linear(x, w), w).output("y")
+    y = F.linear(F.linear(x, w), w)
+    (y + w.sum(0) if reads_w_elsewhere else y).output("y")
     g.bind({"w": shared})
-    program = lm.compile(g, target="cpu")
-
-    assert not _read_only_when_packed(program, "w")  # converted on each run, for both readers
     xs = _weights(rng, ml_dtypes.bfloat16, 2, 32)
     tw = torch.from_numpy(shared.astype(np.float32))
     first = torch.nn.functional.linear(torch.from_numpy(xs.astype(np.float32)), tw).to(torch.bfloat16).float()
-    want = torch.nn.functional.linear(first, tw).to(torch.bfloat16).float().numpy()
+    want = torch.nn.functional.linear(first, tw).to(torch.bfloat16).float()
+    if reads_w_elsewhere:
+        want = (want + tw.sum(0).to(torch.bfloat16).float()).to(torch.bfloat16).float()
+    return lm.compile(g, target="cpu"), xs, want.numpy()
+
+
+@pytest.mark.parametrize("reads_w_elsewhere", [False, True])
+def test_a_weight_two_layers_share_is_packed_by_each_unless_read_otherwise_too(reads_w_elsewhere):
+    program, xs, want = _two_layers(reads_w_elsewhere)
+    assert _read_only_when_packed(program, "w") != reads_w_elsewhere  # else converted on each run, for all readers
     np.testing.assert_allclose(program.run({"x": xs})["y"].astype(np.float32), want, rtol=3e-2, atol=3e-2)
