@@ -24,6 +24,8 @@ from luminal.compiler.cpu import codegen_qgemm, codegen_w8a8
 from luminal.compiler.fusion.fuse import inline, may_inline, readers_of, substitute_indices, unflatten, with_kernels
 from luminal.compiler.fusion.limits import within_limits
 from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.bounded_index import fold_value
+from luminal.compiler.kernels.fold_indices import fewer_divisions
 from luminal.compiler.kernels.settle import settle
 from luminal.symbolic import as_expr
 
@@ -67,7 +69,11 @@ def inline_into_operand(
     if any(isinstance(n, ir.Load) and n.buffer == producer.out for n in (*ir.walk(other), *ir.walk(gemm.epilogue))):
         return None
     extents = {f"_i{k}": as_expr(d) for k, d in enumerate(consumer.shape)} | {c.var: c.extent}
-    fused = settle(substitute_indices(producer.body, unflatten(operand.index, producer.shape, extents)))
+    fused = substitute_indices(producer.body, unflatten(operand.index, producer.shape, extents))
+    # Rows under two sizes (a prefill's batch and sequence) unflatten to `(256*_i1 + _r0) // (256*seq)`, 0 only
+    # because _i1 < seq, which the simplifier cannot see (compiler/kernels/bounded_index.py): left, the block
+    # scale's index would read the contraction's lane, and the int8 x int8 kernel would refuse the operand.
+    fused = settle(fold_value(fused, extents, fewer_divisions))
     return replace(consumer, body=replace_contract(consumer.body, c, replace(c, **{side: fused})))
 
 

@@ -31,17 +31,18 @@ def symbolic_divisions(e: Expr) -> int:
     return own + sum(symbolic_divisions(a) for a in e.args if isinstance(a, Expr))
 
 
-def _fewer_divisions(e: Expr, extents: Mapping[str, Expr]) -> Expr:
+def fewer_divisions(e: Expr, extents: Mapping[str, Expr]) -> Expr:
+    """`e` folded by the extents in scope where that leaves fewer divisions by a symbol (or a constant), else `e`."""
     folded = fold(e, extents)
     return folded if folded.is_const or symbolic_divisions(folded) < symbolic_divisions(e) else e
 
 
 def _folded(k: ir.Kernel) -> ir.Kernel:
     if isinstance(k, ir.LoopKernel):
-        return replace(k, body=fold_value(k.body, axes_extents(k.shape), _fewer_divisions))
+        return replace(k, body=fold_value(k.body, axes_extents(k.shape), fewer_divisions))
     over_src, over_dest = axes_extents(k.src_shape), axes_extents(k.shape)
-    at, src = (fold_value(v, over_src, _fewer_divisions) for v in (k.at, k.src))
-    return replace(k, at=at, src=src, dest=fold_value(k.dest, over_dest, _fewer_divisions))
+    at, src = (fold_value(v, over_src, fewer_divisions) for v in (k.at, k.src))
+    return replace(k, at=at, src=src, dest=fold_value(k.dest, over_dest, fewer_divisions))
 
 
 def fold_indices(program: ir.KernelProgram) -> ir.KernelProgram:

@@ -43,6 +43,28 @@ def test_compiled_projection_is_int8_by_int8_and_matches_the_reference_and_torch
     np.testing.assert_allclose(program.run({"x": x})["y"], want, atol=tolerance)
 
 
+def test_rows_under_two_sizes_are_int8_by_int8_and_match_the_reference_and_torch():
+    """A prefill's rows: batch x sequence, both symbolic. The block scale's index then passes through
+    `(256*s + k) // (256*seq)` (0 since s < seq), which must fold for the int8 x int8 kernel to take the operand."""
+    n, k = 256, 256
+    rng = np.random.default_rng(4)
+    q, s = extreme_weight(n, k, rng)
+    g = lm.Graph()
+    x = g.input("x", (lm.sym("batch", max=4), lm.sym("seq", max=64), k))
+    w = dequantize(g.weight("q", (n, k), lm.int8), g.weight("s", (n, k // 32)))
+    (quantize_activations(x) @ w.t()).output("y")
+    g.bind({"q": q, "s": s})
+    program = compiled(g)
+    assert "lm_q8q8dot4(" in program.source, program.report["choice"]
+    for batch, seq in [(1, 1), (1, 6), (3, 5), (2, 64)]:
+        rows = np.concatenate([extreme_rows(k, rng), rng.standard_normal((batch * seq, k)).astype(np.float32)])
+        x = rows[rng.permutation(len(rows))[: batch * seq]].reshape(batch, seq, k)
+        want = torch_w8a8(x.reshape(-1, k), q, s).reshape(batch, seq, n)
+        tolerance = 1e-5 * np.abs(want).max()
+        np.testing.assert_allclose(lm.run(g, {"x": x})["y"], want, atol=tolerance)
+        np.testing.assert_allclose(program.run({"x": x})["y"], want, atol=tolerance)
+
+
 def test_weight_only_int8_programs_keep_their_kernel():
     """A float input times a Q8_0 weight stays the weight-only kernel (no int8 x int8 prelude or calls)."""
     g = projection(256, 256, quantised_rows=False)

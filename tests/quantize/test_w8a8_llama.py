@@ -68,6 +68,16 @@ def test_compiled_step_multiplies_int8_by_int8(packages):
     assert program.source.count("lm_q8q8dot4(") >= 1, program.report["choice"]
 
 
+@pytest.mark.parametrize("graph", ["prefill", "chunk"])
+def test_compiled_prompt_graphs_multiply_int8_by_int8(packages, graph):
+    """The prompt's graphs hold rows under two sizes (batch and sequence, or rows and chunk positions), whose
+    activation scales are read through a division by a symbolic size (compiler/cpu/fuse_dequant.py)."""
+    _, w8a8, _ = packages
+    g = w8a8.graphs.prefill if graph == "prefill" else w8a8.chunk
+    program = lm.compile(g, target="cpu", cache=False, search_options=SearchOptions(deadline_s=1e9))
+    assert "lm_q8q8dot4(" in program.source and "lm_qdot4(" not in program.source, program.report["choice"]
+
+
 def test_the_engine_generates_the_interpreters_greedy_tokens(packages):
     folder, w8a8, _ = packages
     save_package(w8a8, folder / "w.lpkg")
