@@ -161,7 +161,7 @@ def _float_rows(emitter_cls, ptrs, kernel: ir.LoopKernel, gemm: GemmPlan, batche
     """A's float rows: read in place when A is a strided matrix, else evaluated once into lm_pa."""
     c = gemm.contract
     direct = direct_rows(c.a, c.var, gemm.m, kernel.shape)
-    setup, declare = [], ["    const float* lm_arow[4];", "    float lm_dot[4];", "    int64_t lm_mstep = 4;"]
+    setup, declare = [], ["    const float* lm_arow[4];", "    int64_t lm_mstep = 4;"]
     if direct is not None:
         base = f"{ptrs[direct.buffer]} + ({direct.offset.render_c()})"
         declare += [f"    const float* lm_abase = {base}; const int64_t lm_lda = {direct.row_stride.render_c()};"]
@@ -171,7 +171,10 @@ def _float_rows(emitter_cls, ptrs, kernel: ir.LoopKernel, gemm: GemmPlan, batche
         declare += [f"    const float* lm_abase = lm_pa + {'lm_bt * lm_M * lm_K' if batched else '0'};"]
         declare += ["    const int64_t lm_lda = lm_K;"]
     point = "lm_arow[lm_i] = lm_abase + (lm_m0 + lm_i) * lm_lda;"
-    return codegen_w8a8.RowsOfA(setup, declare, point, "lm_qdot", "lm_arow")
+    args = "(lm_KB, lm_qrow[0], lm_srow[0], lm_arow, lm_dot);"
+    return codegen_w8a8.RowsOfA(
+        setup, declare, point, 1, [f"if (lm_mstep == 4) lm_qdot4{args}", f"else lm_qdot1{args}"]
+    )
 
 
 def kernel_source(
@@ -205,26 +208,38 @@ def kernel_source(
     lines += ["    " + s for s in decode("lm_bt", shape, gemm.batch)]
     lines += a.declare
     lines += [
+        f"    const int8_t* lm_qrow[{a.weight_rows}];",
+        f"    const float* lm_srow[{a.weight_rows}];",
+        "    float lm_dot[16];",
+        "    const int64_t lm_nend = lm_n0 + LM_QT < lm_N ? lm_n0 + LM_QT : lm_N;",
         "    for (int64_t lm_m0 = 0; lm_m0 < lm_M; lm_m0 += lm_mstep) {",
         "      lm_mstep = lm_M - lm_m0 >= 4 ? 4 : 1;",
         f"      for (int64_t lm_i = 0; lm_i < lm_mstep; lm_i++) {a.point}",
-        "      for (int64_t lm_n = lm_n0; lm_n < lm_n0 + LM_QT && lm_n < lm_N; lm_n++) {",
+        "      for (int64_t lm_nw = lm_n0, lm_nstep; lm_nw < lm_nend; lm_nw += lm_nstep) {",
+        f"        lm_nstep = lm_nend - lm_nw >= {a.weight_rows} ? {a.weight_rows} : 1;",
+        "        for (int64_t lm_w = 0; lm_w < lm_nstep; lm_w++) {",
+        "          const int64_t lm_n = lm_nw + lm_w;",
     ]
-    lines += ["        " + s for s in decode("lm_n", shape, gemm.n)]
+    lines += ["          " + s for s in decode("lm_n", shape, gemm.n)]
     lines += [
-        f"        const int8_t* lm_qrow = {ptrs[operand.q]} + ({operand.q_row.render_c()});",
-        f"        const float* lm_srow = {ptrs[operand.scale]} + ({operand.scale_row.render_c()});",
-        f"        if (lm_mstep == 4) {a.dot}4(lm_KB, lm_qrow, lm_srow, {a.rows}, lm_dot);",
-        f"        else {a.dot}1(lm_KB, lm_qrow, lm_srow, {a.rows}, lm_dot);",
+        f"          lm_qrow[lm_w] = {ptrs[operand.q]} + ({operand.q_row.render_c()});",
+        f"          lm_srow[lm_w] = {ptrs[operand.scale]} + ({operand.scale_row.render_c()});",
+        "        }",
     ]
+    lines += ["        " + s for s in a.calls]
     # Epilogue: the rest of the body on each dot product of the block.
     e = emitter_cls(ptrs)
-    e.indent = 5
+    e.indent = 6
     value = e.emit(gemm.epilogue)
-    lines += ["        for (int64_t lm_i = 0; lm_i < lm_mstep; lm_i++) {"]
-    lines += ["          const int64_t lm_m = lm_m0 + lm_i;"]
-    lines += ["          " + s for s in decode("lm_m", shape, gemm.m)]
-    lines += ["          const float lm_acc = lm_dot[lm_i];"]
-    lines += ["    " + s for s in e.lines]
-    lines += ["          " + out_store(value), "        }", "      }", "    }", "  }"]
+    lines += [
+        "        for (int64_t lm_w = 0; lm_w < lm_nstep; lm_w++) {",
+        "          const int64_t lm_n = lm_nw + lm_w;",
+    ]
+    lines += ["          " + s for s in decode("lm_n", shape, gemm.n)]
+    lines += ["          for (int64_t lm_i = 0; lm_i < lm_mstep; lm_i++) {"]
+    lines += ["            const int64_t lm_m = lm_m0 + lm_i;"]
+    lines += ["            " + s for s in decode("lm_m", shape, gemm.m)]
+    lines += ["            const float lm_acc = lm_dot[4 * lm_w + lm_i];"]
+    lines += ["      " + s for s in e.lines]
+    lines += ["            " + out_store(value), "          }", "        }", "      }", "    }", "  }"]
     return lines + ["  return lm_err;", "}"]

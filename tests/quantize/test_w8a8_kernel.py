@@ -25,10 +25,11 @@ def projection(n: int, k: int, quantised_rows: bool = True) -> lm.Graph:
     return g
 
 
+@pytest.mark.parametrize("n, k", [(256, 256), (262, 224)])
 @pytest.mark.parametrize("rows", [1, 5, 16])
-def test_compiled_projection_is_int8_by_int8_and_matches_the_reference_and_torch(rows):
-    """Rows 1 (a decode step's one row), 5 (a group of 4 and one alone) and 16, with the edge blocks."""
-    n, k = 256, 256
+def test_compiled_projection_is_int8_by_int8_and_matches_the_reference_and_torch(rows, n, k):
+    """Rows 1 (a decode step's one row), 5 (a group of 4 and one alone) and 16, with the edge blocks; 262 x 224: a
+    last tile of 6 weight rows (4, then one at a time) and an odd number of blocks (AVX-512's half-width tail)."""
     rng = np.random.default_rng(rows)
     q, s = extreme_weight(n, k, rng)
     b = rng.standard_normal(n).astype(np.float32)
@@ -36,7 +37,7 @@ def test_compiled_projection_is_int8_by_int8_and_matches_the_reference_and_torch
     g = projection(n, k)
     g.bind({"q": q, "s": s, "b": b})
     program = compiled(g)
-    assert "lm_q8q8dot4(" in program.source, program.report["choice"]
+    assert "lm_q8q8dot4x4(" in program.source, program.report["choice"]
     want = torch_w8a8(x, q, s) + b
     tolerance = 1e-5 * np.abs(want).max()
     np.testing.assert_allclose(lm.run(g, {"x": x})["y"], want, atol=tolerance)
