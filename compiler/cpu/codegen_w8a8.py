@@ -58,12 +58,13 @@ static inline __attribute__((always_inline)) __m512 lm_q8_scales(const float* p,
 #define LM_Q8Q8DOT(NAME, NR, QM)                                                                                    \\
   static inline __attribute__((always_inline)) void NAME##_blocks(                                                  \\
       int64_t b, int two, const int8_t* const* q, const float* const* s, const int8_t* const* a,                  \\
-      const float* const* as, const int32_t* const* ac, __m512 acc[NR][QM]) {                                    \\
+      const float* const* as, const int32_t* const* ac, const int8_t* const* next, __m512 acc[NR][QM]) {                                    \\
     __m512i wu[NR];                                                                                                \\
     __m512 ws[NR];                                                                                                 \\
     _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                         \\
       wu[r] = _mm512_xor_si512(lm_q8_blocks(q[r] + 32 * b, two), _mm512_set1_epi8((char)0x80));                  \\
       ws[r] = lm_q8_scales(s[r] + b, two);                                                                         \\
+      if (NR > 1) _mm_prefetch((const char*)(next[r] + 32 * b), _MM_HINT_T0);                                     \\
     }                                                                                                              \\
     _Pragma("GCC unroll 4") for (int i = 0; i < QM; i++) {                                                         \\
       const __m512i x = lm_q8_blocks(a[i] + 32 * b, two), c = lm_q8_lanes(ac[i] + 8 * b, two);                    \\
@@ -75,13 +76,14 @@ static inline __attribute__((always_inline)) __m512 lm_q8_scales(const float* p,
     }                                                                                                              \\
   }                                                                                                                \\
   static inline void NAME(int64_t kb, const int8_t* const* q, const float* const* s, const int8_t* const* a,      \\
-                          const float* const* as, const int32_t* const* ac, float* out) {                         \\
+                          const float* const* as, const int32_t* const* ac, const int8_t* const* next,            \\
+                          float* out) {                                                                            \\
     __m512 acc[NR][QM];                                                                                            \\
     _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                                           \\
       _Pragma("GCC unroll 4") for (int i = 0; i < QM; i++) acc[r][i] = _mm512_setzero_ps();                        \\
     int64_t b = 0;                                                                                                 \\
-    for (; b + 2 <= kb; b += 2) NAME##_blocks(b, 1, q, s, a, as, ac, acc);                                        \\
-    if (b < kb) NAME##_blocks(b, 0, q, s, a, as, ac, acc);                                                         \\
+    for (; b + 2 <= kb; b += 2) NAME##_blocks(b, 1, q, s, a, as, ac, next, acc);                                        \\
+    if (b < kb) NAME##_blocks(b, 0, q, s, a, as, ac, next, acc);                                                         \\
     _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                                           \\
       _Pragma("GCC unroll 4") for (int i = 0; i < QM; i++) out[4 * r + i] = _mm512_reduce_add_ps(acc[r][i]);       \\
   }
@@ -139,8 +141,9 @@ static inline float lm_hsum8(__m256 v) {
 #define LM_Q8Q8DOT(NAME, NR, QM)                                                                              \\
   LM_Q8Q8ROW(NAME##_row, QM)                                                                                 \\
   static inline void NAME(int64_t kb, const int8_t* const* q, const float* const* s, const int8_t* const* a, \\
-                          const float* const* as, const int32_t* const* ac, float* out) {                    \\
-    (void)ac;                                                                                                \\
+                          const float* const* as, const int32_t* const* ac, const int8_t* const* next,       \\
+                          float* out) {                                                                      \\
+    (void)ac, (void)next;                                                                                    \\
     for (int r = 0; r < NR; r++) NAME##_row(kb, q[r], s[r], a, as, out + 4 * r);                             \\
   }
 #endif
@@ -231,7 +234,7 @@ def rows_of_a(pack: list[str], batched: bool) -> RowsOfA:
     row = "(lm_r0 + lm_m0 + lm_i)"
     point = f"{{ lm_arow[lm_i] = lm_qa + {row} * lm_K; lm_asrow[lm_i] = lm_sa + {row} * lm_KB;"
     point += f" lm_acrow[lm_i] = lm_ca + {row} * lm_KB * 8; }}"
-    args = "(lm_KB, lm_qrow, lm_srow, lm_arow, lm_asrow, lm_acrow, lm_dot);"
+    args = "(lm_KB, lm_qrow, lm_srow, lm_arow, lm_asrow, lm_acrow, lm_qnext, lm_dot);"
     calls = [f"if (lm_nstep == 4 && lm_mstep == 4) lm_q8q8dot4x4{args}", f"else if (lm_nstep == 4) lm_q8q8dot4x1{args}"]
     calls += [f"else if (lm_mstep == 4) lm_q8q8dot1x4{args}", f"else lm_q8q8dot1x1{args}"]
     return RowsOfA(pack, declare, point, 4, calls)

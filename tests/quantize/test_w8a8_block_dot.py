@@ -30,10 +30,10 @@ void lm_test_dot(int64_t kb, const int8_t* q, const float* s, int64_t n, const i
     for (int64_t n0 = 0, nstep; n0 < n; n0 += nstep) {
       nstep = n - n0 >= side ? side : 1;
       for (int w = 0; w < nstep; w++) { qp[w] = q + (n0 + w) * 32 * kb; sp[w] = s + (n0 + w) * kb; }
-      if (nstep == 4 && mstep == 4) lm_q8q8dot4x4(kb, qp, sp, ap, asp, acp, dot);
-      else if (nstep == 4) lm_q8q8dot4x1(kb, qp, sp, ap, asp, acp, dot);
-      else if (mstep == 4) lm_q8q8dot1x4(kb, qp, sp, ap, asp, acp, dot);
-      else lm_q8q8dot1x1(kb, qp, sp, ap, asp, acp, dot);
+      if (nstep == 4 && mstep == 4) lm_q8q8dot4x4(kb, qp, sp, ap, asp, acp, qp, dot);
+      else if (nstep == 4) lm_q8q8dot4x1(kb, qp, sp, ap, asp, acp, qp, dot);
+      else if (mstep == 4) lm_q8q8dot1x4(kb, qp, sp, ap, asp, acp, qp, dot);
+      else lm_q8q8dot1x1(kb, qp, sp, ap, asp, acp, qp, dot);
       for (int w = 0; w < nstep; w++)
         for (int i = 0; i < mstep; i++) out[(m0 + i) * n + n0 + w] = dot[4 * w + i];
     }
