@@ -12,8 +12,11 @@ so each int8 block is widened once for every A row and the A rows' accumulators 
 at a time keeps the weight read a single sequential stream, which the hardware prefetcher follows: dotting four
 rows at once (four interleaved streams of 12 cache lines each at K = 768) read 5.7 G weights/s on one thread of
 this project's AMD EPYC, one row at a time 16-18 (the int8 decode step: 10.2 -> 4.8 ms, bench/step_kernels.py
---quantize int8). A is read in place when it is a strided matrix (compiler/analysis/gemm_operands.py), else evaluated
-once into rows. The rest of the kernel body (bias, activation, residual) runs on each dot product, as in the float GEMM.
+--quantize int8). The int8 x int8 kernel (codegen_w8a8.py) is the exception where 4 or more rows of A share the
+weights: its register tiles take 4 weight rows, so the weight rows go outside A's row groups (each read from memory
+once for all of them) and the next ones are prefetched in software. A is read in place when it is a strided matrix
+(compiler/analysis/gemm_operands.py), else evaluated once into rows. The rest of the kernel body (bias, activation,
+residual) runs on each dot product, as in the float GEMM.
 """
 
 from __future__ import annotations
