@@ -65,7 +65,7 @@ def test_the_package_is_w8a8_and_its_logits_are_near_the_int8_models(packages, t
 def test_compiled_step_multiplies_int8_by_int8(packages):
     _, w8a8, _ = packages
     program = lm.compile(w8a8.paged, target="cpu", cache=False, search_options=SearchOptions(deadline_s=1e9))
-    assert program.source.count("lm_q8q8dot4(") >= 1, program.report["choice"]
+    assert program.source.count("lm_q8q8dot4x4(") >= 1, program.report["choice"]
 
 
 def test_the_engine_generates_the_interpreters_greedy_tokens(packages):
