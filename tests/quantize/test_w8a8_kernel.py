@@ -44,6 +44,21 @@ def test_compiled_projection_is_int8_by_int8_and_matches_the_reference_and_torch
     np.testing.assert_allclose(program.run({"x": x})["y"], want, atol=tolerance)
 
 
+def test_a_compiled_rows_result_is_the_same_bits_alone_as_in_a_batch():
+    """Batch invariance through the kernel's tile shapes: 16 rows take tiles of 4 weight rows x 4 rows, and the last
+    tile's 6 weight rows 4 then 1 at a time; one row alone takes one weight row at a time."""
+    n, k = 262, 224
+    rng = np.random.default_rng(7)
+    q, s = extreme_weight(n, k, rng)
+    g = projection(n, k)
+    g.bind({"q": q, "s": s, "b": rng.standard_normal(n).astype(np.float32)})
+    program = compiled(g)
+    x = np.concatenate([extreme_rows(k, rng), rng.standard_normal((10, k)).astype(np.float32)])
+    together = program.run({"x": x})["y"]
+    for r in range(len(x)):
+        np.testing.assert_array_equal(program.run({"x": x[r : r + 1]})["y"][0], together[r])
+
+
 def test_weight_only_int8_programs_keep_their_kernel():
     """A float input times a Q8_0 weight stays the weight-only kernel (no int8 x int8 prelude or calls)."""
     g = projection(256, 256, quantised_rows=False)
