@@ -16,8 +16,8 @@ sign ops go too: the weights enter `vpdpbusd` as w + 128 (u8) and each lane star
 activations' sum, computed once per row when the row is packed; two blocks fill a zmm (their scales in its two
 halves), and a register tile of 4 weight rows x 4 rows loads each vector once for four pairs. On this project's AMD
 EPYC (Zen 4, one thread, 16 rows, K = 768) the dot runs 1.2-1.4x the sign-trick kernel's speed (1.4-1.7x in a
-standalone benchmark); bench/step_kernels.py --rows 16 --quantize w8a8 spends 33-34 ms in GEMMs against 38, one
-thread (load 1.3-2.3). The sums are exact, so only the float accumulation's order differs from the reference
+standalone benchmark); bench/step_kernels.py --rows 16 --quantize w8a8 spends 33-36 ms in GEMMs against 38, one
+thread (load 1.3-4.2). The sums are exact, so only the float accumulation's order differs from the reference
 interpreter's. Each row's arithmetic is the same whatever rows and weight rows share its tile, so a row's result
 depends on that row alone.
 """
