@@ -12,8 +12,11 @@ so each int8 block is widened once for every A row and the A rows' accumulators 
 at a time keeps the weight read a single sequential stream, which the hardware prefetcher follows: dotting four
 rows at once (four interleaved streams of 12 cache lines each at K = 768) read 5.7 G weights/s on one thread of
 this project's AMD EPYC, one row at a time 16-18 (the int8 decode step: 10.2 -> 4.8 ms, bench/step_kernels.py
---quantize int8). A is read in place when it is a strided matrix (compiler/analysis/gemm_operands.py), else evaluated
-once into rows. The rest of the kernel body (bias, activation, residual) runs on each dot product, as in the float GEMM.
+--quantize int8). The int8 x int8 kernel (codegen_w8a8.py) is the exception where 4 or more rows of A share the
+weights: its register tiles take 4 weight rows, so the weight rows go outside A's row groups (each read from memory
+once for all of them) and the next ones are prefetched in software. A is read in place when it is a strided matrix
+(compiler/analysis/gemm_operands.py), else evaluated once into rows. The rest of the kernel body (bias, activation,
+residual) runs on each dot product, as in the float GEMM.
 """
 
 from __future__ import annotations
@@ -161,7 +164,7 @@ def _float_rows(emitter_cls, ptrs, kernel: ir.LoopKernel, gemm: GemmPlan, batche
     """A's float rows: read in place when A is a strided matrix, else evaluated once into lm_pa."""
     c = gemm.contract
     direct = direct_rows(c.a, c.var, gemm.m, kernel.shape)
-    setup, declare = [], ["    const float* lm_arow[4];", "    float lm_dot[4];", "    int64_t lm_mstep = 4;"]
+    setup, declare = [], ["    const float* lm_arow[4];", "    int64_t lm_mstep = 4;"]
     if direct is not None:
         base = f"{ptrs[direct.buffer]} + ({direct.offset.render_c()})"
         declare += [f"    const float* lm_abase = {base}; const int64_t lm_lda = {direct.row_stride.render_c()};"]
@@ -171,7 +174,20 @@ def _float_rows(emitter_cls, ptrs, kernel: ir.LoopKernel, gemm: GemmPlan, batche
         declare += [f"    const float* lm_abase = lm_pa + {'lm_bt * lm_M * lm_K' if batched else '0'};"]
         declare += ["    const int64_t lm_lda = lm_K;"]
     point = "lm_arow[lm_i] = lm_abase + (lm_m0 + lm_i) * lm_lda;"
-    return codegen_w8a8.RowsOfA(setup, declare, point, "lm_qdot", "lm_arow")
+    args = "(lm_KB, lm_qrow[0], lm_srow[0], lm_arow, lm_dot);"
+    return codegen_w8a8.RowsOfA(
+        setup, declare, point, 1, [f"if (lm_mstep == 4) lm_qdot4{args}", f"else lm_qdot1{args}"]
+    )
+
+
+def _point_weight_rows(shape, gemm: GemmPlan, operand: Q8Operand, ptrs, first: str, q: str, s: str | None):
+    """Statements pointing q[lm_w] (and s[lm_w]) at weight row `first` (a C expression of lm_w), lm_w < lm_nstep."""
+    lines = ["  for (int64_t lm_w = 0; lm_w < lm_nstep; lm_w++) {", f"    const int64_t lm_n = {first};"]
+    lines += ["    " + s for s in decode("lm_n", shape, gemm.n)]
+    lines += [f"    {q}[lm_w] = {ptrs[operand.q]} + ({operand.q_row.render_c()});"]
+    if s is not None:
+        lines += [f"    {s}[lm_w] = {ptrs[operand.scale]} + ({operand.scale_row.render_c()});"]
+    return lines + ["  }"]
 
 
 def kernel_source(
@@ -204,27 +220,42 @@ def kernel_source(
     ]
     lines += ["    " + s for s in decode("lm_bt", shape, gemm.batch)]
     lines += a.declare
-    lines += [
-        "    for (int64_t lm_m0 = 0; lm_m0 < lm_M; lm_m0 += lm_mstep) {",
-        "      lm_mstep = lm_M - lm_m0 >= 4 ? 4 : 1;",
-        f"      for (int64_t lm_i = 0; lm_i < lm_mstep; lm_i++) {a.point}",
-        "      for (int64_t lm_n = lm_n0; lm_n < lm_n0 + LM_QT && lm_n < lm_N; lm_n++) {",
+    nr = a.weight_rows
+    lines += [f"    const int8_t* lm_qrow[{nr}];", f"    const float* lm_srow[{nr}];"]
+    lines += [f"    const int8_t* lm_qnext[{nr}];"] if nr > 1 else []
+    lines += ["    float lm_dot[16];", "    const int64_t lm_nend = lm_n0 + LM_QT < lm_N ? lm_n0 + LM_QT : lm_N;"]
+    rows_of_a = [
+        "for (int64_t lm_m0 = 0; lm_m0 < lm_M; lm_m0 += lm_mstep) {",
+        "  lm_mstep = lm_M - lm_m0 >= 4 ? 4 : 1;",
+        f"  for (int64_t lm_i = 0; lm_i < lm_mstep; lm_i++) {a.point}",
     ]
-    lines += ["        " + s for s in decode("lm_n", shape, gemm.n)]
-    lines += [
-        f"        const int8_t* lm_qrow = {ptrs[operand.q]} + ({operand.q_row.render_c()});",
-        f"        const float* lm_srow = {ptrs[operand.scale]} + ({operand.scale_row.render_c()});",
-        f"        if (lm_mstep == 4) {a.dot}4(lm_KB, lm_qrow, lm_srow, {a.rows}, lm_dot);",
-        f"        else {a.dot}1(lm_KB, lm_qrow, lm_srow, {a.rows}, lm_dot);",
+    # Several weight rows at once only where at least 4 rows of A share them: a lone row reads its weights as one
+    # sequential stream, which the hardware prefetcher follows (interleaved rows measured slower, see above).
+    weight_rows = [
+        "for (int64_t lm_nw = lm_n0, lm_nstep; lm_nw < lm_nend; lm_nw += lm_nstep) {",
+        f"  lm_nstep = lm_M >= 4 && lm_nend - lm_nw >= {nr} ? {nr} : 1;",
+        *_point_weight_rows(shape, gemm, operand, ptrs, "lm_nw + lm_w", "lm_qrow", "lm_srow"),
     ]
+    if nr > 1:  # the next weight rows (clamped to the last), prefetched while these are dotted
+        ahead = f"(lm_nw + lm_w + {nr} < lm_N ? lm_nw + lm_w + {nr} : lm_N - 1)"
+        weight_rows += _point_weight_rows(shape, gemm, operand, ptrs, ahead, "lm_qnext", None)
+    # Weight rows outside when several share a tile: each is read from memory once, for all of A's rows at once.
+    outer, inner = (weight_rows, rows_of_a) if nr > 1 else (rows_of_a, weight_rows)
+    lines += ["    " + s for s in outer] + ["      " + s for s in inner]
+    lines += ["        " + s for s in a.calls]
     # Epilogue: the rest of the body on each dot product of the block.
     e = emitter_cls(ptrs)
-    e.indent = 5
+    e.indent = 6
     value = e.emit(gemm.epilogue)
-    lines += ["        for (int64_t lm_i = 0; lm_i < lm_mstep; lm_i++) {"]
-    lines += ["          const int64_t lm_m = lm_m0 + lm_i;"]
-    lines += ["          " + s for s in decode("lm_m", shape, gemm.m)]
-    lines += ["          const float lm_acc = lm_dot[lm_i];"]
-    lines += ["    " + s for s in e.lines]
-    lines += ["          " + out_store(value), "        }", "      }", "    }", "  }"]
+    lines += [
+        "        for (int64_t lm_w = 0; lm_w < lm_nstep; lm_w++) {",
+        "          const int64_t lm_n = lm_nw + lm_w;",
+    ]
+    lines += ["          " + s for s in decode("lm_n", shape, gemm.n)]
+    lines += ["          for (int64_t lm_i = 0; lm_i < lm_mstep; lm_i++) {"]
+    lines += ["            const int64_t lm_m = lm_m0 + lm_i;"]
+    lines += ["            " + s for s in decode("lm_m", shape, gemm.m)]
+    lines += ["            const float lm_acc = lm_dot[4 * lm_w + lm_i];"]
+    lines += ["      " + s for s in e.lines]
+    lines += ["            " + out_store(value), "          }", "        }", "      }", "    }", "  }"]
     return lines + ["  return lm_err;", "}"]

@@ -12,20 +12,31 @@ import pytest
 from luminal.compiler.cpu.codegen_w8a8 import PRELUDE
 from luminal.runtime.cpu import compiler
 
-# A driver over whole rows: groups of 4 rows through the 4-row dot, the rest one at a time (as the kernel does).
+# A driver over whole matrices, as the kernel tiles them: `side` (4 or 1) weight rows by `side` activation rows while
+# that many remain, the rest one at a time. out[row * n + weight row].
 DRIVER = """
-void lm_test_dot(int64_t kb, const int8_t* q, const float* s, const int8_t* a, const float* as, int64_t rows,
-                 float* out) {
-  const int8_t* ap[4];
-  const float* sp[4];
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    for (int i = 0; i < 4; i++) { ap[i] = a + (r + i) * 32 * kb; sp[i] = as + (r + i) * kb; }
-    lm_q8q8dot4(kb, q, s, ap, sp, out + r);
-  }
-  for (; r < rows; r++) {
-    ap[0] = a + r * 32 * kb; sp[0] = as + r * kb;
-    lm_q8q8dot1(kb, q, s, ap, sp, out + r);
+void lm_test_dot(int64_t kb, const int8_t* q, const float* s, int64_t n, const int8_t* a, const float* as,
+                 int32_t* ac, int64_t rows, int64_t side, float* out) {
+  const int8_t *ap[4], *qp[4];
+  const float *asp[4], *sp[4];
+  const int32_t* acp[4];
+  float dot[16];
+  for (int64_t r = 0; r < rows; r++) lm_q8_lane_corrections(a + r * 32 * kb, kb, ac + r * 8 * kb);
+  for (int64_t m0 = 0, mstep; m0 < rows; m0 += mstep) {
+    mstep = rows - m0 >= side ? side : 1;
+    for (int i = 0; i < mstep; i++) {
+      ap[i] = a + (m0 + i) * 32 * kb; asp[i] = as + (m0 + i) * kb; acp[i] = ac + (m0 + i) * 8 * kb;
+    }
+    for (int64_t n0 = 0, nstep; n0 < n; n0 += nstep) {
+      nstep = n - n0 >= side ? side : 1;
+      for (int w = 0; w < nstep; w++) { qp[w] = q + (n0 + w) * 32 * kb; sp[w] = s + (n0 + w) * kb; }
+      if (nstep == 4 && mstep == 4) lm_q8q8dot4x4(kb, qp, sp, ap, asp, acp, qp, dot);
+      else if (nstep == 4) lm_q8q8dot4x1(kb, qp, sp, ap, asp, acp, qp, dot);
+      else if (mstep == 4) lm_q8q8dot1x4(kb, qp, sp, ap, asp, acp, qp, dot);
+      else lm_q8q8dot1x1(kb, qp, sp, ap, asp, acp, qp, dot);
+      for (int w = 0; w < nstep; w++)
+        for (int i = 0; i < mstep; i++) out[(m0 + i) * n + n0 + w] = dot[4 * w + i];
+    }
   }
 }
 """
@@ -33,8 +44,8 @@ FORMS = {  # form -> (C compiler flags, /proc/cpuinfo flags it needs to run)
     "portable": ([], set()),
     "avx2": (["-mavx2", "-mfma"], {"avx2", "fma"}),
     "avx512-vnni": (
-        ["-mavx2", "-mfma", "-mavx512f", "-mavx512vl", "-mavx512vnni"],
-        {"avx2", "avx512vl", "avx512_vnni"},
+        ["-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vnni"],
+        {"avx2", "fma", "avx512bw", "avx512dq", "avx512_vnni"},
     ),
     "avx-vnni": (["-mavx2", "-mfma", "-mavxvnni"], {"avx2", "fma", "avx_vnni"}),
 }
@@ -46,22 +57,24 @@ def cpu_flags() -> set[str]:
     return set(line.split(":", 1)[-1].split())
 
 
-def data(rows: int, kb: int, rng) -> tuple[np.ndarray, ...]:
+def data(n: int, rows: int, kb: int, rng) -> tuple[np.ndarray, ...]:
     """int8 values in [-127, 127] with the edge blocks: all +-127 (the largest pair sums), zeros, alternating."""
-    q = rng.integers(-127, 128, 32 * kb, dtype=np.int8)
+    q = rng.integers(-127, 128, (n, 32 * kb), dtype=np.int8)
     a = rng.integers(-127, 128, (rows, 32 * kb), dtype=np.int8)
-    q[:32], a[:, :32] = 127, 127
-    q[32:64], a[: rows // 2, 32:64] = -127, 127
+    q[:, :32], a[:, :32] = 127, 127
+    q[:, 32:64], a[: rows // 2, 32:64] = -127, 127
     a[rows // 2 :, 32:64] = -127
-    q[64:96] = 0
+    q[:, 64:96] = 0
     a[:, 96:128] = np.where(np.arange(32) % 2, 127, -127)
-    s = rng.random(kb, dtype=np.float32)
+    s = rng.random((n, kb), dtype=np.float32)
     sa = rng.random((rows, kb), dtype=np.float32)
     return q, s, a, sa
 
 
 @pytest.mark.parametrize("form", list(FORMS))
-def test_each_form_of_the_block_dot_is_the_exact_sum(form, tmp_path):
+def test_each_form_of_the_block_dot_is_the_exact_sum_whatever_shares_its_tile(form, tmp_path):
+    """Against int64 block sums; an odd block count takes the AVX-512 form's half-width tail. Each result is the
+    same bits in tiles of 4 x 4 as one at a time (batch invariance)."""
     flags, needs = FORMS[form]
     source = tmp_path / "dot.c"
     source.write_text("#include <stdint.h>\n#include <string.h>\n" + PRELUDE + DRIVER)
@@ -73,11 +86,17 @@ def test_each_form_of_the_block_dot_is_the_exact_sum(form, tmp_path):
         pytest.skip(f"compiled only: this CPU lacks {', '.join(sorted(needs - cpu_flags()))}")
     dot = ctypes.CDLL(str(output)).lm_test_dot
     rng = np.random.default_rng(0)
-    for rows, kb in ((7, 4), (4, 24), (1, 5)):
-        q, s, a, sa = data(rows, kb, rng)
-        out = np.zeros(rows, np.float32)
-        pointer = lambda v: v.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
-        dot(ctypes.c_int64(kb), pointer(q), pointer(s), pointer(a), pointer(sa), ctypes.c_int64(rows), pointer(out))
-        sums = (a.astype(np.int64).reshape(rows, kb, 32) * q.astype(np.int64).reshape(kb, 32)).sum(-1)
-        want = (sums * sa.astype(np.float64) * s.astype(np.float64)).sum(-1)
-        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    pointer = lambda v: v.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    for rows, n, kb in ((7, 6, 5), (4, 4, 24), (1, 5, 7), (5, 9, 4)):
+        q, s, a, sa = data(n, rows, kb, rng)
+        out = {side: np.zeros((rows, n), np.float32) for side in (4, 1)}
+        for side, got in out.items():
+            lanes = np.zeros(rows * 8 * kb, np.int32)
+            args = (pointer(q), pointer(s), ctypes.c_int64(n), pointer(a), pointer(sa), pointer(lanes))
+            dot(ctypes.c_int64(kb), *args, ctypes.c_int64(rows), ctypes.c_int64(side), pointer(got))
+        sums = np.einsum(
+            "ibj,nbj->inb", a.astype(np.int64).reshape(rows, kb, 32), q.astype(np.int64).reshape(n, kb, 32)
+        )
+        want = (sums * sa.astype(np.float64)[:, None, :] * s.astype(np.float64)[None]).sum(-1)
+        np.testing.assert_allclose(out[4], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        np.testing.assert_array_equal(out[4], out[1])

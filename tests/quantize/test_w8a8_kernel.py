@@ -25,10 +25,11 @@ def projection(n: int, k: int, quantised_rows: bool = True) -> lm.Graph:
     return g
 
 
+@pytest.mark.parametrize("n, k", [(256, 256), (262, 224)])
 @pytest.mark.parametrize("rows", [1, 5, 16])
-def test_compiled_projection_is_int8_by_int8_and_matches_the_reference_and_torch(rows):
-    """Rows 1 (a decode step's one row), 5 (a group of 4 and one alone) and 16, with the edge blocks."""
-    n, k = 256, 256
+def test_compiled_projection_is_int8_by_int8_and_matches_the_reference_and_torch(rows, n, k):
+    """Rows 1 (a decode step's one row), 5 (a group of 4 and one alone) and 16, with the edge blocks; 262 x 224: a
+    last tile of 6 weight rows (4, then one at a time) and an odd number of blocks (AVX-512's half-width tail)."""
     rng = np.random.default_rng(rows)
     q, s = extreme_weight(n, k, rng)
     b = rng.standard_normal(n).astype(np.float32)
@@ -36,7 +37,7 @@ def test_compiled_projection_is_int8_by_int8_and_matches_the_reference_and_torch
     g = projection(n, k)
     g.bind({"q": q, "s": s, "b": b})
     program = compiled(g)
-    assert "lm_q8q8dot4(" in program.source, program.report["choice"]
+    assert "lm_q8q8dot4x4(" in program.source, program.report["choice"]
     want = torch_w8a8(x, q, s) + b
     tolerance = 1e-5 * np.abs(want).max()
     np.testing.assert_allclose(lm.run(g, {"x": x})["y"], want, atol=tolerance)
@@ -55,7 +56,7 @@ def test_rows_under_two_sizes_are_int8_by_int8_and_match_the_reference_and_torch
     (quantize_activations(x) @ w.t()).output("y")
     g.bind({"q": q, "s": s})
     program = compiled(g)
-    assert "lm_q8q8dot4(" in program.source, program.report["choice"]
+    assert "lm_q8q8dot4x4(" in program.source, program.report["choice"]
     for batch, seq in [(1, 1), (1, 6), (3, 5), (2, 64)]:
         rows = np.concatenate([extreme_rows(k, rng), rng.standard_normal((batch * seq, k)).astype(np.float32)])
         x = rows[rng.permutation(len(rows))[: batch * seq]].reshape(batch, seq, k)
@@ -63,6 +64,21 @@ def test_rows_under_two_sizes_are_int8_by_int8_and_match_the_reference_and_torch
         tolerance = 1e-5 * np.abs(want).max()
         np.testing.assert_allclose(lm.run(g, {"x": x})["y"], want, atol=tolerance)
         np.testing.assert_allclose(program.run({"x": x})["y"], want, atol=tolerance)
+
+
+def test_a_compiled_rows_result_is_the_same_bits_alone_as_in_a_batch():
+    """Batch invariance through the kernel's tile shapes: 16 rows take tiles of 4 weight rows x 4 rows, and the last
+    tile's 6 weight rows 4 then 1 at a time; one row alone takes one weight row at a time."""
+    n, k = 262, 224
+    rng = np.random.default_rng(7)
+    q, s = extreme_weight(n, k, rng)
+    g = projection(n, k)
+    g.bind({"q": q, "s": s, "b": rng.standard_normal(n).astype(np.float32)})
+    program = compiled(g)
+    x = np.concatenate([extreme_rows(k, rng), rng.standard_normal((10, k)).astype(np.float32)])
+    together = program.run({"x": x})["y"]
+    for r in range(len(x)):
+        np.testing.assert_array_equal(program.run({"x": x[r : r + 1]})["y"][0], together[r])
 
 
 def test_weight_only_int8_programs_keep_their_kernel():

@@ -65,7 +65,7 @@ def test_the_package_is_w8a8_and_its_logits_are_near_the_int8_models(packages, t
 def test_compiled_step_multiplies_int8_by_int8(packages):
     _, w8a8, _ = packages
     program = lm.compile(w8a8.paged, target="cpu", cache=False, search_options=SearchOptions(deadline_s=1e9))
-    assert program.source.count("lm_q8q8dot4(") >= 1, program.report["choice"]
+    assert program.source.count("lm_q8q8dot4x4(") >= 1, program.report["choice"]
 
 
 @pytest.mark.parametrize("graph", ["prefill", "chunk"])
@@ -75,7 +75,7 @@ def test_compiled_prompt_graphs_multiply_int8_by_int8(packages, graph):
     _, w8a8, _ = packages
     g = w8a8.graphs.prefill if graph == "prefill" else w8a8.chunk
     program = lm.compile(g, target="cpu", cache=False, search_options=SearchOptions(deadline_s=1e9))
-    assert "lm_q8q8dot4(" in program.source and "lm_qdot4(" not in program.source, program.report["choice"]
+    assert "lm_q8q8dot4x4(" in program.source and "lm_qdot4(" not in program.source, program.report["choice"]
 
 
 def test_the_engine_generates_the_interpreters_greedy_tokens(packages):
