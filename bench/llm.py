@@ -22,7 +22,8 @@ Goals (issue 18): 16 streams give >= 6x the tokens per second of one stream; sin
 transformers; int8 decode at least 1.6x float32 decode; (issue 47) w8a8 at 16 streams at least 1.5x float32.
 Each rate is printed twice: over the whole run (prefill included) and over the decode steps alone (after every
 stream's first token), with the ratios of both.
-The machine is shared: the load average is printed with the figures.
+The machine is shared: the load average is printed with the figures. libgomp's spin count is bounded as in a
+serving process (scheduler/openmp_spin.py; torch shares the one libgomp, so generate() runs under it too).
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from luminal.scheduler.openmp_spin import bound_openmp_spinning  # noqa: E402
+
+# The engine runs as served: `luminal serve` and the worker processes bound libgomp's spinning before any program
+# loads. libgomp reads it once, when loaded, and torch loads it (the one the programs then share): so before torch.
+bound_openmp_spinning()
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

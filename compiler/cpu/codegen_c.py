@@ -14,14 +14,14 @@ import re
 
 from luminal.compiler.analysis import int_gemm_plan
 from luminal.compiler.cpu import codegen_attention, codegen_gemm, codegen_qgemm, int_gemm, prepack, row_sums
-from luminal.compiler.kernels import in_place, ir
+from luminal.compiler.kernels import hoist, in_place, ir
 from luminal.compiler.renderer import float64, integers
 from luminal.compiler.renderer.dialects import C
 from luminal.compiler.renderer.render import Emitter
-from luminal.symbolic import Expr, as_expr, c_prelude
-from luminal.view import ShapeTracker
+from luminal.symbolic import Expr, c_prelude
+from luminal.view import ShapeTracker, dims_product
 
-PARALLEL_MIN_WORK = 16384  # element-steps (an output element times its reductions' extents): below, one thread
+PARALLEL_MIN_WORK = 16384  # loop iterations, a reduction's included (hoist.loop_steps): below, one thread
 
 PRELUDE = (
     "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n"
@@ -52,18 +52,18 @@ static inline float lm_selectf(int c, float a, float b) { return c ? a : b; }
 
 
 def _loops(
-    shape: tuple[Expr, ...], body: list[str], parallel: bool, outer: list[str] = (), steps: Expr | None = None
+    shape: tuple[Expr, ...], body: list[str], parallel: bool, outer: list[str] = (), work: Expr | None = None
 ) -> list[str]:
     """Nested loops over `shape` around `body` (already indented for the innermost level); `outer` runs in the
     second-innermost loop, before the innermost one (hoisted row statistics). They run on the OpenMP team when
-    `parallel` and the elements times `steps` per element are PARALLEL_MIN_WORK or more."""
+    `parallel` and their `work` (loop iterations, the elements unless given) is PARALLEL_MIN_WORK or more."""
     lines = []
     pragma = ""
     if parallel and shape:
         # All loops but the innermost (kept whole for SIMD) share the threads: the outermost alone is often the
         # batch, 1 for a single request, which left the second core idle.
         collapse = f" collapse({len(shape) - 1})" if len(shape) > 2 else ""
-        work = ShapeTracker.contiguous(shape).numel() * (steps if steps is not None else as_expr(1))
+        work = work if work is not None else dims_product(shape)
         pragma = f"#pragma omp parallel for{collapse} reduction(|:lm_err) if ({work.render_c()} >= {PARALLEL_MIN_WORK})"
     if len(shape) == 1 and outer:  # the hoisted values are computed once, before the (parallel) loop
         lines += ["  " + line for line in outer]
@@ -139,11 +139,14 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
         e.counter = outer.counter  # fresh names must not shadow the hoisted ones
         value = e.emit(row)
         e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};")
-        body = _loops(k.shape, e.lines, parallel=True, outer=outer.lines, steps=ir.steps_per_element(k.body))
+        # The work is what runs: each row's hoisted statistics once, not once per element (a one-row norm at
+        # decode looked like a row's worth of sums, and forked a thread team 25 times a step for 768 floats).
+        work = dims_product(k.shape[:-1]) * hoist.loop_steps(k.body, last, k.shape[-1])
+        body = _loops(k.shape, e.lines, parallel=True, outer=outer.lines, work=work)
     elif isinstance(k, ir.LoopKernel):
         value = e.emit(k.body)
         e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};")
-        body = _loops(k.shape, e.lines, parallel=True, steps=ir.steps_per_element(k.body))
+        body = _loops(k.shape, e.lines, parallel=True)  # no loops: a scalar
     else:
         body = []
         if not in_place.is_in_place(

@@ -206,8 +206,9 @@ def pack_rows(emitter_cls, ptrs, rows: Q8Rows, loop: list[str]) -> list[str]:
     lines += loop + [f"    for (int64_t {_BLOCK_VAR} = 0; {_BLOCK_VAR} < lm_KB; {_BLOCK_VAR}++) {{"]
     block = emitter_cls(ptrs)
     block.indent = 3
-    block.stmt(f"lm_sa[lm_r * lm_KB + {_BLOCK_VAR}] = {block.emit(rows.scale)};")
-    values = block.hoisted(rows.values, _LANE_VAR, const(BLOCK))  # the block's max |x|, once per block
+    # The block's max |x|, once per block: the scale and every value read it.
+    scale, values = block.hoisted_together((rows.scale, rows.values), _LANE_VAR, const(BLOCK))
+    block.stmt(f"lm_sa[lm_r * lm_KB + {_BLOCK_VAR}] = {block.emit(scale)};")
     lane = emitter_cls(ptrs)
     lane.indent, lane.counter = 4, block.counter  # fresh names must not shadow the hoisted ones
     value = lane.emit(values)

@@ -5,7 +5,8 @@ broadcast along the row, and into the reduction that reads it under its own loop
 it would be recomputed for every element of the row; hoisted, it runs once per row, and a whole layer norm
 or softmax becomes one pass over rows in one kernel. The code generator hoists (codegen_c.py: out of a kernel's
 innermost loop and out of every reduction's loop), and the cost model counts what it hoists as hoisted
-(cost.py), so the fusion policy sees the same costs the generated code has.
+(cost.py), so the fusion policy sees the same costs the generated code has; so does the C's guard on opening a
+thread team (`loop_steps`).
 
 A reduction under a `Guard` or a gather stays where it is: the guard is what keeps its reads in range. Nothing
 is hoisted out of a loop that may run zero times: there the reads it would do were never asked for.
@@ -76,3 +77,31 @@ def substitute(v: ir.Value, table: dict[ir.Value, ir.Value]) -> ir.Value:
     if isinstance(v, ir.Apply):
         return replace(v, args=tuple(substitute(a, table) for a in v.args))
     return v
+
+
+def loop_steps(v: ir.Value, variable: str, trips: Expr) -> Expr:
+    """About how many loop iterations a loop of `trips` iterations over `variable` evaluating `v` runs as
+    generated, its reductions' iterations included: the reductions hoisted out of it once, the rest every
+    iteration. A one-row RMSNorm over 768 values is 2 x 768 (the row's sum, then the scaled row), where
+    ir.steps_per_element counts the sum once per element (768 x 768)."""
+    found = invariant_reductions(v, variable, trips)
+    rest = substitute(v, {r: Hoisted(f"_h{j}", r.dtype) for j, r in enumerate(found)})
+    return as_expr(trips) * _evaluation_steps(rest) + sum((_evaluation_steps(r) for r in found), as_expr(0))
+
+
+def _evaluation_steps(v: ir.Value) -> Expr:
+    """Loop iterations of evaluating `v` once: 1, plus each distinct reduction's loop_steps (element-wise work is
+    the loop's own iteration; an equal reduction read twice is taken as computed once)."""
+    steps, seen, stack = as_expr(1), set(), [v]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if isinstance(n, ir.Contract):  # where no GEMM applies it is emitted as the reduction it defines
+            n = n.as_reduce()
+        if isinstance(n, ir.Reduce):
+            steps = steps + loop_steps(n.body, n.var, n.extent)
+        else:
+            stack.extend(ir.children(n))
+    return steps

@@ -193,13 +193,20 @@ class Emitter:
 
     def hoisted(self, v: ir.Value, variable: str, trips: Expr) -> ir.Value:
         """`v` with its reductions that do not read `variable` computed here, before the loop over it."""
+        return self.hoisted_together((v,), variable, trips)[0]
+
+    def hoisted_together(self, values: tuple[ir.Value, ...], variable: str, trips: Expr) -> list[ir.Value]:
+        """`values` as `hoisted` gives each, a reduction that several of them read computed once for all."""
         table: dict[ir.Value, ir.Value] = {}
-        for r in hoist.invariant_reductions(v, variable, trips):
-            value = self.emit(r)
-            name = self.fresh("_thoist")
-            self.stmt(f"const {COMPUTE[r.dtype]} {name} = {value};")
-            table[r] = hoist.Hoisted(name, r.dtype)
-        return hoist.substitute(v, table) if table else v
+        for v in values:
+            for r in hoist.invariant_reductions(v, variable, trips):
+                if r in table:
+                    continue
+                value = self.emit(r)
+                name = self.fresh("_thoist")
+                self.stmt(f"const {COMPUTE[r.dtype]} {name} = {value};")
+                table[r] = hoist.Hoisted(name, r.dtype)
+        return [hoist.substitute(v, table) if table else v for v in values]
 
     def reduce(self, v: ir.Reduce) -> str:
         v = replace(v, body=self.hoisted(v.body, v.var, v.extent))

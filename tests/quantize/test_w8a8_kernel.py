@@ -1,5 +1,6 @@
 """The CPU's int8 x int8 kernel for W8A8 projections (compiler/cpu/codegen_w8a8.py) against the reference
-interpreter and a torch statement of Q8_0 x Q8_0, and weight-only int8 programs left on their own kernel."""
+interpreter and a torch statement of Q8_0 x Q8_0, each block's max found once while packing, and weight-only int8
+programs left on their own kernel."""
 
 import numpy as np
 import pytest
@@ -88,3 +89,12 @@ def test_weight_only_int8_programs_keep_their_kernel():
     g.bind({"q": q, "s": s, "b": np.zeros(256, np.float32)})
     source = compiled(g).source
     assert "lm_qdot4(" in source and "q8q8" not in source and "LM_I8PAIRS" not in source
+
+
+def test_each_block_max_is_computed_once_for_its_scale_and_values():
+    """Packing a row, a block's max |x| is one loop that both its scale and its int8 values read (it was two)."""
+    g = projection(256, 256)
+    q, s = extreme_weight(256, 256, np.random.default_rng(4))
+    g.bind({"q": q, "s": s, "b": np.zeros(256, np.float32)})
+    source = compiled(g).source
+    assert "lm_q8q8dot4(" in source and source.count("reduction(max:") == 1, source
