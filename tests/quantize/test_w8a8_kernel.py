@@ -97,4 +97,4 @@ def test_each_block_max_is_computed_once_for_its_scale_and_values():
     q, s = extreme_weight(256, 256, np.random.default_rng(4))
     g.bind({"q": q, "s": s, "b": np.zeros(256, np.float32)})
     source = compiled(g).source
-    assert "lm_q8q8dot4(" in source and source.count("reduction(max:") == 1, source
+    assert "lm_q8q8dot4x4(" in source and source.count("reduction(max:") == 1, source
