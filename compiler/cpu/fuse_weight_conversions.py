@@ -2,8 +2,8 @@
 GEMM that reads them as B, so the conversion is done once, when its panels are packed at load.
 
 The general fusion never inlines into a GEMM operand (compiler/fusion/fuse.py: a fused producer would be
-recomputed per tile), so a bf16 linear layer's weight was widened by a kernel of its own on every run: in
-bench/encoder_peers.py's bf16 encoder those copies took about a third of the time (one Zen 4 thread, 1x32). A
+recomputed per tile), so a bf16 linear layer's weight was widened by a kernel of its own on every run: in one
+layer of bench/encoder_kernels.py --bf16 those copies took 42% of the kernels' time (one Zen 4 thread, 1x32). A
 conversion that reads weights alone and whose readers all read it as B makes their B a function of weights alone
 once inlined, which compiler/cpu/prepack.py packs once per loaded program; where B cannot be packed at load (N or K
 bound at run time) the GEMM converts while it packs B on each run, once per element, as the separate kernel did,
