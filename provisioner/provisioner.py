@@ -32,7 +32,7 @@ from luminal.provisioner.tenant_limits import (
     limited_replicas,
 )
 from luminal.scheduler.queues.base import RequestQueue
-from luminal.scheduler.registry import WorkerRegistry
+from luminal.scheduler.registry import WorkerInfo, WorkerRegistry
 from luminal.scheduler.sequences.base import SequenceTransport
 from luminal.scheduler.worker_spec import WorkerSpec
 from luminal.store.clock import SYSTEM_CLOCK, Clock
@@ -189,11 +189,13 @@ class Provisioner:
             # A backend whose workers outlive this process (a cluster's, a cloud's) also removes those of
             # deployments no longer served that no handle holds: deleted while no provisioner ran.
             getattr(self.backend, "prune", lambda keep: None)(set(specs))
-        hung = {w.worker_id for w in self.registry.dead(self.settings.heartbeat_timeout_s) if w.ready_at is not None}
+        silent = [w for w in self.registry.dead(self.settings.heartbeat_timeout_s) if w.ready_at is not None]
         with self._lock:
-            self._hung = hung
+            self._hung = {w.worker_id for w in silent}
+            held = {h.worker_id for handles in self._workers.values() for h in handles}
             specs = dict(self._specs)
             gone = [d for d in self._workers if d not in specs]
+        self._forget_unheld([w for w in silent if w.worker_id not in held])
         for deployment_id in gone:  # deleted (or no longer ready): its workers go
             self._scale_to(deployment_id, None, 0, now)
         self._refused &= specs.keys()  # a deleted deployment's id is not remembered
@@ -204,6 +206,16 @@ class Provisioner:
             elif spec.deployment_id not in self._refused:
                 self._refused.add(spec.deployment_id)
                 log.warning("deployment %s gets no workers: %s", spec.deployment_id, refusal)
+
+    def _forget_unheld(self, silent: list[WorkerInfo]) -> None:
+        """Ready workers whose heartbeats stopped and that no handle holds are deregistered: no handle of theirs
+        will be found dead and deregister them. One whose instance or process a scale-down had already let go
+        can still start, register ready and then die without deregistering (killed, its machine gone); listed,
+        it would stay in /workers and be offered sequences forever."""
+        for info in silent:
+            log.warning("worker %s of deployment %s stopped heartbeating and is held by no handle: forgotten",
+                        info.worker_id, info.deployment_id)  # fmt: skip
+            self.registry.deregister(info.worker_id)
 
     def _reconcile(self, spec: WorkerSpec, now: float) -> None:
         d = spec.deployment_id

@@ -196,6 +196,28 @@ def test_a_ready_worker_that_stops_heartbeating_is_replaced(world):
     assert [w.worker_id for w in registry.workers(1)] == []  # deregistered: it steps down if it ever wakes
 
 
+def test_a_silent_ready_worker_no_handle_holds_is_forgotten(world):
+    """A worker whose instance a scale-down had let go can still register ready, then die without deregistering
+    (killed, its machine gone): no handle of the provisioner's will ever be found dead and deregister it."""
+    provisioner, specs, _, backend = world
+    specs[0] = dataclasses.replace(SPEC, min_replicas=1)
+    provisioner.tick()
+    (held,) = backend.running()
+    registry, now = provisioner.registry, provisioner.clock.time()
+    for worker_id in (held.worker_id, "let-go", "loading"):
+        registry.register(WorkerInfo(worker_id, 1, pid=1, host="h", started_at=now))
+    registry.mark_ready("let-go")  # "loading" never says it is ready: a cold start may outlast the timeout
+    provisioner.clock.advance(provisioner.settings.heartbeat_timeout_s / 2)
+    registry.heartbeat(held.worker_id)  # the held worker lives on (not ready yet either)
+    provisioner.clock.advance(provisioner.settings.heartbeat_timeout_s / 2)
+    provisioner.tick()
+    assert {w.worker_id for w in registry.workers(1)} == {held.worker_id, "let-go", "loading"}  # not past it yet
+    provisioner.clock.advance(1.0)
+    provisioner.tick()
+    assert {w.worker_id for w in registry.workers(1)} == {held.worker_id, "loading"}
+    assert backend.running() == [held] and not held.stopped
+
+
 def test_workers_are_replaced_when_the_batching_settings_change_but_not_the_replica_bounds(world):
     provisioner, specs, _, backend = world
     specs[0] = dataclasses.replace(SPEC, min_replicas=1)
