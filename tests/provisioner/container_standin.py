@@ -110,6 +110,11 @@ class Container:
     def tail(self, chars: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
 
+    def describe(self) -> str:
+        """Its state and its log's end: what a failed wait for it should say."""
+        return (f"pid {self.pid}, running {self.running()}, exit code {self.exit_code()}, started {self.starts} "
+                f"time(s); its log ends:\n{self.tail(1500)}")  # fmt: skip
+
 
 class NodeLoop:
     """A node's control loop: `step` every `poll_s` on a thread of its own (an error is kept and the next step reads
@@ -126,6 +131,13 @@ class NodeLoop:
     def take_all(self) -> list[Container]:
         """Every container it holds, forgotten by it."""
         raise NotImplementedError
+
+    def report(self, worker_id: str) -> str:
+        """What the node knows of the worker's containers, and its loop's last errors."""
+        raise NotImplementedError
+
+    def _errors(self) -> str:
+        return f"node loop errors ({len(self.errors)}): {self.errors[-3:]}"
 
     def start(self):
         self._thread.start()

@@ -92,9 +92,18 @@ class KubeletStandIn(NodeLoop):
         with self._lock:
             return {pod.name: pod.container for pods in self.pods.values() for pod in pods if pod.container.running()}
 
+    def report(self, worker_id: str) -> str:
+        """A pod's name is its worker's id."""
+        with self._lock:
+            found = [pod for pods in self.pods.values() for pod in pods if pod.name == worker_id]
+            found += [pod for pod in self.terminating if pod.name == worker_id]
+        lines = [f"pod {pod.name} (stopping {pod.stopping}, restarts {pod.restarts}, exited at {pod.exited_at}): "
+                 f"{pod.container.describe()}" for pod in found]  # fmt: skip
+        return "\n".join([*(lines or [f"no pod is named {worker_id}"]), self._errors()])
+
     def delete_pod(self, name: str, grace_s: float | None = None) -> Container:
         """Delete the running pod `name`: SIGTERM now, SIGKILL once `grace_s` (None: the pod's
-        terminationGracePeriodSeconds; 0: a forced deletion, killed at the next step) has passed. The next step
+        terminationGracePeriodSeconds) has passed; 0: a forced deletion, SIGKILL at once. The next step
         makes its replacement, as its ReplicaSet would at once (a terminating pod no longer counts). Returns the
         deleted pod's container, which a test watches stop."""
         with self._lock:
@@ -105,6 +114,8 @@ class KubeletStandIn(NodeLoop):
             pods.remove(pod)
             if grace_s is not None:
                 pod.grace_s = grace_s
+            if grace_s == 0:  # not SIGTERM first: told to stop, its worker would drain what the test needs cut
+                pod.container.kill()
             self._terminate([pod])
         return pod.container
 

@@ -6,6 +6,7 @@ tests of either backend share; one per module (the compile and the S3 server tak
 from __future__ import annotations
 
 import hashlib
+import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,12 +55,18 @@ def moto_server() -> Iterator[Aws]:
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    # Its request lines (several a second from the node's and the provisioner's polls) would bury the provisioner's
+    # warnings in a failed test's captured log.
+    request_log = logging.getLogger("werkzeug")
+    level = request_log.level
+    request_log.setLevel(logging.WARNING)
     try:
         host, port = server.get_host_and_port()
         aws = Aws(f"http://{host}:{port}")
         aws.client("s3").create_bucket(Bucket=BUCKET)
         yield aws
     finally:
+        request_log.setLevel(level)
         server.stop()
 
 

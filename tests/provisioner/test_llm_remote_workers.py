@@ -57,8 +57,14 @@ LOOK_EVERY_S = 0.25
 RESTART_S = 240
 
 
-def wait_for(condition, what: str, timeout: float):
-    return wait_every(condition, what, timeout, every_s=LOOK_EVERY_S)
+def wait_for(condition, what: str, timeout: float, state=None):
+    """`state()`, if given, is added to the error of a wait that timed out: what the node and registry held."""
+    try:
+        return wait_every(condition, what, timeout, every_s=LOOK_EVERY_S)
+    except AssertionError as timed_out:
+        if state is None:
+            raise
+        raise AssertionError(f"{timed_out}\n{state()}") from None
 
 
 @pytest.fixture(scope="module", params=["kubernetes", "ec2"])
@@ -188,7 +194,8 @@ def test_traffic_scales_workers_up_from_zero_and_they_stream_what_generate_gives
         answers = served(world, jobs)  # 6 waiting sequences, 2 per replica: max_replicas 2 are asked for
     assert [text for _, text in answers] == world.expected(jobs)
 
-    assert watch.most_replicas == 2 and len(watch.seen) == 2
+    # Two replicas are asked for; on a loaded machine the first can serve all six before the second's process runs.
+    assert watch.most_replicas == 2 and 1 <= len(watch.seen) <= 2
     d = world.deployment["id"]
     for worker_id, (argv, environ) in watch.seen.items():  # each ran the worker command the backend gave
         assert argv == ["python", "-m", "luminal.scheduler.worker_process", str(d), worker_id, "cpu"]
@@ -209,15 +216,24 @@ def scale(world: World, **bounds: int) -> None:
         assert r.status_code == 200, r.text
 
 
+def held_workers(world: World) -> set[str]:
+    """The workers the backend holds for the deployment: its Deployment's pods (the kubelet runs no other), or its
+    live instances' (a VM whose instance was terminated while it booted may still start its worker for a moment)."""
+    if world.settings.worker_backend == "kubernetes":
+        return set(world.node.workers())
+    return set(world.platform.provisioner.backend.instances(world.deployment["id"]).values())
+
+
 def two_ready_and_running(world: World) -> bool:
     ready = {w["worker_id"] for w in world.workers() if w["ready_at"]}
-    return len(ready) == 2 and ready == set(world.node.workers())
+    return len(ready) == 2 and ready == set(world.node.workers()) == held_workers(world)
 
 
 def test_a_worker_killed_mid_stream_is_restarted_and_its_streams_end_with_an_error(world):
     scale(world, min_replicas=2)  # two warm workers throughout: no scale-down takes the victim's pod away
-    # Both ready workers running where the node runs them: a worker an earlier scale-down was already stopping still
-    # counted as ready, took a stream and was no longer among the node's running workers when the test killed it.
+    # Both ready workers running where the node runs them, on instances the backend holds: a worker an earlier
+    # scale-down was already stopping (or whose instance it terminated as it booted) still counted as ready, took a
+    # stream and was not restarted after the test killed it.
     wait_for(lambda: two_ready_and_running(world), "two ready workers, both running on the node", 90)
     jobs = [(" ".join(WORDS[k % 7 : k % 7 + 1 + k % 3]), LONG) for k in range(8)]
     seen: list[list[str]] = [[] for _ in jobs]
@@ -254,10 +270,16 @@ def test_a_worker_killed_mid_stream_is_restarted_and_its_streams_end_with_an_err
     assert failed, "the killed worker's stream that had tokens did not end with the error"
 
     # Its node restarts it (a container in place: the same worker id; a service on the same instance), and it serves.
-    restarted = wait_for(lambda: victim in world.node.workers() and world.node.workers()[victim].pid != killed_pid
-                         and world.node.workers()[victim].pid, "the killed worker's restart", RESTART_S)  # fmt: skip
+    def state() -> str:
+        return f"{world.node.report(victim)}\nregistered: {world.workers()}"
+
+    def restarted_pid() -> int | None:
+        container = world.node.workers().get(victim)
+        return container.pid if container is not None and container.pid != killed_pid else None
+
+    restarted = wait_for(restarted_pid, "the killed worker's restart", RESTART_S, state)
     wait_for(lambda: any(w["worker_id"] == victim and w["pid"] == restarted and w["ready_at"] for w in world.workers()),
-             "the restarted worker to be ready", RESTART_S)  # fmt: skip
+             "the restarted worker to be ready", RESTART_S, state)  # fmt: skip
     later = served(world, [(p, 5) for p, _ in jobs[:4]])
     assert [text for _, text in later] == world.expected([(p, 5) for p, _ in jobs[:4]])
 
@@ -317,7 +339,7 @@ def test_deleted_pods_are_replaced_under_new_names_and_their_streams_end_or_fail
                         holder[ids[0]] = worker_of(world.settings, ids[0])
             drained, killed = sorted(old)
             draining = world.node.delete_pod(drained)  # SIGTERM, then its terminationGracePeriodSeconds
-            world.node.delete_pod(killed, grace_s=0)  # forced: SIGKILL at the node's next step
+            world.node.delete_pod(killed, grace_s=0)  # forced: SIGKILL at once
             deleted_at = time.monotonic()
             done, _ = await asyncio.wait(tasks, timeout=RESTART_S)  # those served again wait for a replacement
             assert len(done) == len(tasks), "a stream of a deleted pod hung instead of ending"
@@ -371,7 +393,8 @@ def test_idle_workers_scale_to_zero_and_a_deleted_deployments_are_stopped(world)
     scale(world, min_replicas=0)
     wait_for(lambda: remote_replicas(world) == 0, "scale to zero after idling", timeout=120)
     wait_for(lambda: not world.node.workers(), "the idle workers' processes to stop", 90)
-    wait_for(lambda: not world.workers(), "the stopped workers to deregister", 30)
+    wait_for(lambda: not world.workers(), "the stopped workers to deregister", 30,
+             lambda: "\n".join(world.node.report(w["worker_id"]) for w in world.workers()))  # fmt: skip
 
     served(world, [("hello world", 3)])  # traffic again: a worker from zero
     assert remote_replicas(world) >= 1 and world.node.workers()

@@ -94,6 +94,14 @@ class VmStandIn(NodeLoop):
         with self._lock:
             return {vm.worker_id: vm.service for vm in self.vms.values() if vm.service.running()}
 
+    def report(self, worker_id: str) -> str:
+        with self._lock:
+            found = [vm for vm in [*self.vms.values(), *self.shut] if vm.worker_id == worker_id]
+        lines = [f"instance {vm.instance_id} (shut down {vm.shut_down}, exited at {vm.exited_at}): "
+                 f"{vm.service.describe()}" for vm in found]  # fmt: skip
+        lines = lines or [f"no instance of worker {worker_id} is booted or shutting down"]
+        return "\n".join([*lines, self._errors()])
+
     def all_stopped(self) -> bool:
         with self._lock:
             every = [*self.vms.values(), *self.shut]
