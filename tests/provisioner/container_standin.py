@@ -137,7 +137,7 @@ class NodeLoop:
         raise NotImplementedError
 
     def _errors(self) -> str:
-        return f"node loop errors ({len(self.errors)}): {self.errors[-3:]}"
+        return f"node loop errors ({len(self.errors)}), the last 3 cut: {[e[:300] for e in self.errors[-3:]]}"
 
     def start(self):
         self._thread.start()
