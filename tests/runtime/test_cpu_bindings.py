@@ -1,6 +1,6 @@
 """The CPU runtime binds symbols from input shapes once per set of shapes (runtime/cpu.py `_bind`, `_place`):
-calls that alternate shapes, or hand the same shapes new arrays, still compute what the interpreter does, and a
-wrong shape is still refused by name after a good one was remembered."""
+calls that alternate or repeat shapes, or hand the same shapes new arrays, still compute what the interpreter does,
+and a wrong shape is still refused by name after a good one was remembered."""
 
 import numpy as np
 import pytest
@@ -29,7 +29,8 @@ def test_alternating_shapes_and_fresh_arrays_match_the_interpreter(monkeypatch):
     solved = []
     original = cpu.bind_symbols
     monkeypatch.setattr(cpu, "bind_symbols", lambda *a, **k: solved.append(1) or original(*a, **k))
-    for n, m in [(3, 5), (7, 1), (3, 5), (7, 1), (3, 5)]:
+    # Repeats too: a run with the last run's shapes keeps the table pointing at that binding's arena.
+    for n, m in [(3, 5), (7, 1), (7, 1), (3, 5), (3, 5), (7, 1), (3, 5)]:
         x, y = RNG.standard_normal((n, 24)), RNG.standard_normal((m, 24))
         feed = {"x": x.astype(np.float32), "y": y.astype(np.float32)}
         got, want = prog.run(feed), lm.run(g, feed)
