@@ -62,3 +62,16 @@ def test_a_float_linear_still_packs_its_weight_once():
     program = lm.compile(g, target="cpu", cache=False)
     assert "lm_qdot" not in program.source
     assert any(b.role == "packed" for b in program.kernels.buffers.values())
+
+
+@pytest.mark.parametrize("k", [96, 128])  # an odd and an even count of blocks
+def test_a_rows_result_is_the_same_bits_alone_as_in_a_batch(k):
+    """Batch invariance of the weight-only kernel: 9 rows take the 4-row dot (lm_qdot4) twice and the 1-row dot
+    once; each row alone takes the 1-row dot, and must add its blocks in the same order."""
+    g = quantised_linear((lm.sym("b", max=16), k), 40, k)
+    x = np.random.default_rng(5).standard_normal((9, k)).astype(np.float32)
+    program = lm.compile(g, target="cpu", cache=False)
+    together = program.run({"x": x})["y"]
+    np.testing.assert_allclose(together, lm.run(g, {"x": x})["y"], rtol=1e-4, atol=1e-4)
+    for r in range(len(x)):
+        np.testing.assert_array_equal(program.run({"x": x[r : r + 1]})["y"][0], together[r])
