@@ -16,7 +16,7 @@ HARNESS = (
     + """
 int lm_shape(void) { return LM_MR * 1000 + LM_NR; }
 void lm_edge(int64_t rows, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int first) {
-  lm_micro_edge(rows, kc, a, b, c, ldc, first);
+  lm_micro_edge(rows, kc, a, b, c, ldc, first, b);
 }
 """
 )

@@ -70,6 +70,7 @@ def test_linear_bias_and_gelu_become_one_gemm_kernel(approximate):
     assert len(prog.kernels.kernels) == 1 and len(_gemms(prog)) == 1  # bias and GELU are its epilogue
     assert prog.report["kernels"]["gemm_epilogue_ops"] > 5
     assert "lm_micro(" in prog.source and "lm_prepare" in prog.source  # B (the weight) packed at load
+    assert "lm_k0 == 0, lm_pf)" in prog.source  # the next block of weights prefetched as this one multiplies
 
 
 @pytest.mark.parametrize(
