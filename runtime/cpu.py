@@ -26,7 +26,7 @@ from luminal.compiler.analysis import memory
 from luminal.compiler.kernels import ir
 from luminal.compiler.storage.run_plan import COUNTERS, DERIVED, PACKED, RunPlan
 from luminal.graph import Graph
-from luminal.runtime import build_lock
+from luminal.runtime import build_lock, huge_pages
 from luminal.runtime.linker import link_flags
 from luminal.runtime.reference import bind_symbols, bound_weights
 
@@ -121,9 +121,9 @@ class CpuExecutable:
         self.fixed: dict[str, np.ndarray] = {}  # weights: bound once
         for label, buf in program.weights.items():
             self.fixed[buf] = np.ascontiguousarray(weights[label]).view(_np_storage(program.buffers[buf].dtype))
+        packed = {n: (b.size.evaluate({}), np.float32) for n, b in program.buffers.items() if b.role == PACKED}
+        self.fixed.update(huge_pages.zeroed_together(packed))  # weight panels, filled once by lm_prepare below
         for name, buf in program.buffers.items():
-            if buf.role == PACKED:  # weight panels, filled once by lm_prepare below
-                self.fixed[name] = np.zeros(int(buf.size.evaluate({})), np.float32)
             if buf.role == COUNTERS:  # a CUDA program's arrival counters (the host shim): zero, kept between runs
                 self.fixed[name] = np.zeros(int(buf.size.evaluate({})), np.int32)
             if buf.role == DERIVED:  # a GPU program's weights copied at load (the host shims): by lm_prepare
