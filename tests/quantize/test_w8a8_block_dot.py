@@ -13,19 +13,27 @@ from luminal.compiler.cpu.codegen_w8a8 import PRELUDE
 from luminal.runtime.cpu import compiler
 
 # A driver over whole matrices, as the kernel tiles them: `side` (4 or 1) weight rows by `side` activation rows while
-# that many remain, the rest one at a time. out[row * n + weight row].
+# that many remain, the rest one at a time. The activation rows are copied into the rows the kernel packs
+# (LM_Q8_ROW_BLOCKS blocks each) and prepared as it prepares them. out[row * n + weight row].
 DRIVER = """
+#include <stdlib.h>
 void lm_test_dot(int64_t kb, const int8_t* q, const float* s, int64_t n, const int8_t* a, const float* as,
-                 int32_t* ac, int64_t rows, int64_t side, float* out) {
+                 int64_t rows, int64_t side, float* out) {
   const int8_t *ap[4], *qp[4];
   const float *asp[4], *sp[4];
   const int32_t* acp[4];
   float dot[16];
-  for (int64_t r = 0; r < rows; r++) lm_q8_lane_corrections(a + r * 32 * kb, kb, ac + r * 8 * kb);
+  const int64_t qs = 32 * LM_Q8_ROW_BLOCKS(kb), ql = LM_Q8_ROW_LANES(kb);
+  int8_t* pa = malloc(rows * qs);
+  int32_t* ac = malloc(sizeof(int32_t) * (rows * ql + 1));
+  for (int64_t r = 0; r < rows; r++) {
+    memcpy(pa + r * qs, a + r * 32 * kb, 32 * kb);
+    lm_q8_prepare_row(pa + r * qs, kb, ac + r * ql);
+  }
   for (int64_t m0 = 0, mstep; m0 < rows; m0 += mstep) {
     mstep = rows - m0 >= side ? side : 1;
     for (int i = 0; i < mstep; i++) {
-      ap[i] = a + (m0 + i) * 32 * kb; asp[i] = as + (m0 + i) * kb; acp[i] = ac + (m0 + i) * 8 * kb;
+      ap[i] = pa + (m0 + i) * qs; asp[i] = as + (m0 + i) * kb; acp[i] = ac + (m0 + i) * ql;
     }
     for (int64_t n0 = 0, nstep; n0 < n; n0 += nstep) {
       nstep = n - n0 >= side ? side : 1;
@@ -38,6 +46,7 @@ void lm_test_dot(int64_t kb, const int8_t* q, const float* s, int64_t n, const i
         for (int i = 0; i < mstep; i++) out[(m0 + i) * n + n0 + w] = dot[4 * w + i];
     }
   }
+  free(pa), free(ac);
 }
 """
 FORMS = {  # form -> (C compiler flags, /proc/cpuinfo flags it needs to run)
@@ -91,8 +100,7 @@ def test_each_form_of_the_block_dot_is_the_exact_sum_whatever_shares_its_tile(fo
         q, s, a, sa = data(n, rows, kb, rng)
         out = {side: np.zeros((rows, n), np.float32) for side in (4, 1)}
         for side, got in out.items():
-            lanes = np.zeros(rows * 8 * kb, np.int32)
-            args = (pointer(q), pointer(s), ctypes.c_int64(n), pointer(a), pointer(sa), pointer(lanes))
+            args = (pointer(q), pointer(s), ctypes.c_int64(n), pointer(a), pointer(sa))
             dot(ctypes.c_int64(kb), *args, ctypes.c_int64(rows), ctypes.c_int64(side), pointer(got))
         sums = np.einsum(
             "ibj,nbj->inb", a.astype(np.int64).reshape(rows, kb, 32), q.astype(np.int64).reshape(n, kb, 32)
