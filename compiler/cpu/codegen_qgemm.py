@@ -176,7 +176,7 @@ def _float_rows(emitter_cls, ptrs, kernel: ir.LoopKernel, gemm: GemmPlan, batche
     point = "lm_arow[lm_i] = lm_abase + (lm_m0 + lm_i) * lm_lda;"
     args = "(lm_KB, lm_qrow[0], lm_srow[0], lm_arow, lm_dot);"
     return codegen_w8a8.RowsOfA(
-        setup, declare, point, 1, [f"if (lm_mstep == 4) lm_qdot4{args}", f"else lm_qdot1{args}"]
+        setup, declare, point, 1, [], [f"if (lm_mstep == 4) lm_qdot4{args}", f"else lm_qdot1{args}"]
     )
 
 
@@ -239,6 +239,7 @@ def kernel_source(
     if nr > 1:  # the next weight rows (clamped to the last), prefetched while these are dotted
         ahead = f"(lm_nw + lm_w + {nr} < lm_N ? lm_nw + lm_w + {nr} : lm_N - 1)"
         weight_rows += _point_weight_rows(shape, gemm, operand, ptrs, ahead, "lm_qnext", None)
+    weight_rows += a.prepare
     # Weight rows outside when several share a tile: each is read from memory once, for all of A's rows at once.
     outer, inner = (weight_rows, rows_of_a) if nr > 1 else (rows_of_a, weight_rows)
     lines += ["    " + s for s in outer] + ["      " + s for s in inner]

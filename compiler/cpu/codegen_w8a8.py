@@ -38,8 +38,8 @@ PRELUDE = """
 /* W8A8 (compiler/cpu/codegen_w8a8.py): out[4 r + i] = sum over kb blocks b of s[r][b] * as[i][b] * sum_j a[i][32 b + j]
    * q[r][32 b + j], every int8 value within [-127, 127]; NR weight rows r, QM activation rows i. Each activation row
    is stored in LM_Q8_ROW_BLOCKS(kb) blocks and prepared once (lm_q8_prepare_row) into the layout its form reads, with
-   LM_Q8_ROW_LANES(kb) int32 at ac[i]; only the AVX-512 VNNI form reads them, and alone prefetches `next` (the
-   weight rows of the next call). */
+   LM_Q8_ROW_LANES(kb) int32 at ac[i]; the 4-row dots read weight rows prepared by lm_q8_prepare_weights. Only the
+   AVX-512 VNNI form changes the rows, and alone prefetches the next weight rows. */
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 #define LM_Q8_ROW_BLOCKS(kb) (((kb) + 7) / 8 * 8) /* whole groups of 8 blocks, zero-padded */
@@ -61,15 +61,15 @@ static inline void lm_q8_prepare_row(int8_t* a, int64_t kb, int32_t* ac) {
   memset(a + 32 * kb, 0, 32 * (LM_Q8_ROW_BLOCKS(kb) - kb));
   for (int64_t g = 0; g < LM_Q8_ROW_BLOCKS(kb) / 8; g++) {
     int8_t* p = a + 256 * g;
-    for (int lane = 0; lane < 16; lane++) {
-      int32_t sum = 0;
-      for (int j = 0; j < 32 * (lane / 4 % 2 == 0); j++) sum += p[32 * (2 * (lane % 4) + lane / 8) + j];
-      ac[16 * g + lane] = -128 * sum;
-    }
-    __m512i v[4];
+    __m512i v[4], half = _mm512_setzero_si512();
     for (int m = 0; m < 4; m++) v[m] = _mm512_loadu_si512(p + 64 * m);
     lm_q8_transpose(v);
-    for (int m = 0; m < 4; m++) _mm512_storeu_si512(p + 64 * m, v[m]);
+    for (int m = 0; m < 4; m++) {
+      _mm512_storeu_si512(p + 64 * m, v[m]);
+      half = _mm512_dpbusd_epi32(half, _mm512_set1_epi8(1), v[m]); /* lane 4 L + e: half of block 2 e + L / 2 */
+    }
+    const __m512i block = _mm512_add_epi32(half, _mm512_shuffle_i32x4(half, half, 0xB1)); /* L and L ^ 1 */
+    _mm512_storeu_si512(ac + 16 * g, _mm512_maskz_mullo_epi32(0x0F0F, block, _mm512_set1_epi32(-128)));
   }
 }
 /* The m-th vector of a weight row's group of n blocks, the bytes past them zero (read nothing past the row). */
@@ -80,7 +80,7 @@ static inline __attribute__((always_inline)) __m512i lm_q8_group_part(const int8
 }
 /* The group's n scales in the lanes lm_q8_pair_sums leaves its blocks in (block 2 e + L % 2 at lane 4 L + e), twice */
 static inline __attribute__((always_inline)) __m512 lm_q8_group_scales(const float* s, int64_t n) {
-  const __m512 v = _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), s);
+  const __m512 v = n == 8 ? _mm512_castps256_ps512(_mm256_loadu_ps(s)) : _mm512_maskz_loadu_ps((1u << n) - 1, s);
   return _mm512_permutexvar_ps(_mm512_set_epi32(7, 5, 3, 1, 6, 4, 2, 0, 7, 5, 3, 1, 6, 4, 2, 0), v);
 }
 /* Two pairs' lane sums (lm_q8_transpose's layout: block 2 e + L / 2 in lanes 4 L + e, L even and odd) added into one
@@ -94,19 +94,51 @@ static inline __attribute__((always_inline)) float lm_q8_hsum8(__m256 v) {
   h = _mm_add_ps(h, _mm_movehl_ps(h, h));
   return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
+/* A weight row's group of 8 blocks as the dot reads it: plus 128 (w ^ 0x80) and transposed (lm_q8_transpose) */
+static inline __attribute__((always_inline)) void lm_q8_weight_group(const int8_t* q, int64_t g, int64_t kb,
+                                                                     __m512i w[4]) {
+  const int64_t n = kb - 8 * g < 8 ? kb - 8 * g : 8;
+  _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+    w[m] = _mm512_xor_si512(lm_q8_group_part(q + 256 * g, m, n), _mm512_set1_epi8((char)0x80));
+  lm_q8_transpose(w);
+}
+/* Four weight rows q[r] prepared once (lm_q8_weight_group) into t, LM_Q8_ROW_BLOCKS(kb) blocks a row, rows[r]
+   pointing at them, for every group of rows of A that multiplies them (the 4-row dots read them so); the next four
+   rows, interleaved streams that the hardware prefetcher follows poorly, prefetched meanwhile. */
+#define LM_Q8_PREPARED_BYTES(kb) (4 * 32 * LM_Q8_ROW_BLOCKS(kb))
+/* How far ahead a lone weight row's dot prefetches its stream (in place, the rows follow each other): without it, one
+   row of A read 21-24 GB/s of weights on one core of this project's Zen 5, the form before this one 33-35, with it
+   31-33 (1024: 28, 2048: 31, 8192: 30-32). */
+#ifndef LM_Q8_AHEAD
+#define LM_Q8_AHEAD 4096
+#endif
+static inline void lm_q8_prepare_weights(int64_t kb, const int8_t* const* q, const int8_t* const* next, int8_t* t,
+                                         const int8_t** rows) {
+  for (int r = 0; r < 4; r++) {
+    int8_t* row = t + r * 32 * LM_Q8_ROW_BLOCKS(kb);
+    for (int64_t g = 0; 8 * g < kb; g++) {
+      __m512i w[4];
+      lm_q8_weight_group(q[r], g, kb, w);
+      for (int m = 0; m < 4; m++) {
+        _mm512_storeu_si512(row + 256 * g + 64 * m, w[m]);
+        if (8 * g + 2 * m < kb) _mm_prefetch((const char*)(next[r] + 256 * g + 64 * m), _MM_HINT_T0);
+      }
+    }
+    rows[r] = row;
+  }
+}
 /* One register tile: NR weight rows x QM activation rows, a group of 8 blocks at a time. Per weight row and group:
-   four loads, four xors and eight shuffles (lm_q8_transpose), shared by the QM pairs; per pair: four vpdpbusd into
+   four vectors (lm_q8_weight_group: four loads, four xors and eight shuffles; or, with NR = 4, loaded as
+   lm_q8_prepare_weights left them, once for all rows of A) shared by the QM pairs; per pair: four vpdpbusd into
    block sums (exact), and per two pairs, one vector of 16 block sums converted, scaled and added: per pair and block,
-   half a vpdpbusd and 3 / 16 of a float op, where a lane per block and a scale product per pair and two blocks (the
-   form before this one) kept the multiply pipes busy rather than the weight stream (2.4 GB/s of weights per core at
-   16 rows on this project's Zen 5, against 12 GB/s and more of the read bandwidth). Pairs are combined in order
-   (r, i), (r, i + 1) or (r, 0), (r + 1, 0), a lone pair with itself; a pair's arithmetic is the same in either half
-   of any tile shape, so a row's result does not depend on the rows that share its tile. Several weight rows are
-   interleaved streams, which the hardware prefetcher follows poorly: hence the software prefetch of `next`. */
+   half a vpdpbusd and 3 / 16 of a float op. The form before this one (a lane per 4 values, and a scale product per
+   pair and two blocks) kept the multiply pipes busy: 8-9 GB/s of weights at 16 rows on one core of this project's
+   Zen 5, bound by its arithmetic whether the weights came from L2 or DRAM. Pairs are combined in order (r, i),
+   (r, i + 1) or (r, 0), (r + 1, 0), a lone pair with itself; a pair's arithmetic is the same in either half of any
+   tile shape, so a row's result does not depend on the rows that share its tile. */
 #define LM_Q8Q8DOT(NAME, NR, QM)                                                                                    \\
   static inline void NAME(int64_t kb, const int8_t* const* q, const float* const* s, const int8_t* const* a,        \\
-                          const float* const* as, const int32_t* const* ac, const int8_t* const* next,              \\
-                          float* out) {                                                                             \\
+                          const float* const* as, const int32_t* const* ac, float* out) {                           \\
     enum { NP = (NR * QM + 1) / 2 };                                                                                \\
     __m512 acc[NP];                                                                                                 \\
     _Pragma("GCC unroll 8") for (int u = 0; u < NP; u++) acc[u] = _mm512_setzero_ps();                              \\
@@ -115,11 +147,13 @@ static inline __attribute__((always_inline)) float lm_q8_hsum8(__m256 v) {
       __m512i d[NR][QM];                                                                                            \\
       _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                        \\
         __m512i w[4];                                                                                               \\
-        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {                                                       \\
-          w[m] = _mm512_xor_si512(lm_q8_group_part(q[r] + 32 * b0, m, n), _mm512_set1_epi8((char)0x80));           \\
-          if (NR > 1) _mm_prefetch((const char*)(next[r] + 32 * b0 + 64 * m), _MM_HINT_T0);                         \\
+        if (NR > 1)                                                                                                 \\
+          _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) w[m] = _mm512_loadu_si512(q[r] + 256 * g + 64 * m);   \\
+        else {                                                                                                      \\
+          lm_q8_weight_group(q[r], g, kb, w);                                                                       \\
+          _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)                                                       \\
+            _mm_prefetch((const char*)((uintptr_t)(q[r] + 256 * g + 64 * m) + LM_Q8_AHEAD), _MM_HINT_T0);            \\
         }                                                                                                           \\
-        lm_q8_transpose(w);                                                                                         \\
         _Pragma("GCC unroll 4") for (int i = 0; i < QM; i++) {                                                      \\
           d[r][i] = _mm512_loadu_si512(ac[i] + 16 * g);                                                             \\
           _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++)                                                       \\
@@ -146,8 +180,14 @@ static inline __attribute__((always_inline)) float lm_q8_hsum8(__m256 v) {
 #else
 #define LM_Q8_ROW_BLOCKS(kb) (kb)
 #define LM_Q8_ROW_LANES(kb) 0
+#define LM_Q8_PREPARED_BYTES(kb) 1
 static inline void lm_q8_prepare_row(int8_t* a, int64_t kb, int32_t* ac) {
   (void)a, (void)kb, (void)ac; /* the forms below read the rows as they are, and take the signs from the values */
+}
+static inline void lm_q8_prepare_weights(int64_t kb, const int8_t* const* q, const int8_t* const* next, int8_t* t,
+                                         const int8_t** rows) {
+  (void)kb, (void)next, (void)t; /* the rows as they are */
+  for (int r = 0; r < 4; r++) rows[r] = q[r];
 }
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -199,9 +239,8 @@ static inline float lm_hsum8(__m256 v) {
 #define LM_Q8Q8DOT(NAME, NR, QM)                                                                                    \\
   LM_Q8Q8ROW(NAME##_row, QM)                                                                                        \\
   static inline void NAME(int64_t kb, const int8_t* const* q, const float* const* s, const int8_t* const* a,        \\
-                          const float* const* as, const int32_t* const* ac, const int8_t* const* next,              \\
-                          float* out) {                                                                             \\
-    (void)ac, (void)next;                                                                                           \\
+                          const float* const* as, const int32_t* const* ac, float* out) {                           \\
+    (void)ac;                                                                                                       \\
     for (int r = 0; r < NR; r++) NAME##_row(kb, q[r], s[r], a, as, out + 4 * r);                                    \\
   }
 #endif
@@ -276,13 +315,15 @@ def pack_rows(emitter_cls, ptrs, rows: Q8Rows, loop: list[str]) -> list[str]:
 class RowsOfA:
     """What a Q8_0 GEMM's tile loop (codegen_qgemm.kernel_source) needs of A: statements before it (packing),
     declarations in each task, the statement that points row lm_i of a group at its data, how many weight rows a dot
-    takes at most (`weight_rows`), and `calls`: the statements that dot lm_nstep weight rows (lm_qrow[], lm_srow[])
-    with lm_mstep rows of A into lm_dot[4 * weight row + row]."""
+    takes at most (`weight_rows`), `prepare`: the statements run once lm_nstep weight rows (lm_qrow[], lm_srow[], the
+    next ones lm_qnext[]) are pointed at, and `calls`: the statements that dot them with lm_mstep rows of A into
+    lm_dot[4 * weight row + row]."""
 
     setup: list[str]
     declare: list[str]
     point: str
     weight_rows: int
+    prepare: list[str]
     calls: list[str]
 
 
@@ -291,10 +332,18 @@ def rows_of_a(pack: list[str], batched: bool) -> RowsOfA:
     first = "lm_bt * lm_M" if batched else "0"  # the batch element's first row
     declare = ["    const int8_t* lm_arow[4];", "    const float* lm_asrow[4];", "    const int32_t* lm_acrow[4];"]
     declare += ["    int64_t lm_mstep = 4;", f"    const int64_t lm_r0 = {first};"]
+    declare += [
+        "    int8_t lm_qt[LM_Q8_PREPARED_BYTES(lm_KB)] __attribute__((aligned(64)));",
+        "    const int8_t* lm_qp[4];",
+    ]
     row = "(lm_r0 + lm_m0 + lm_i)"
     point = f"{{ lm_arow[lm_i] = lm_qa + {row} * lm_QS; lm_asrow[lm_i] = lm_sa + {row} * lm_KB;"
     point += f" lm_acrow[lm_i] = lm_ca + {row} * lm_QL; }}"
-    args = "(lm_KB, lm_qrow, lm_srow, lm_arow, lm_asrow, lm_acrow, lm_qnext, lm_dot);"
-    calls = [f"if (lm_nstep == 4 && lm_mstep == 4) lm_q8q8dot4x4{args}", f"else if (lm_nstep == 4) lm_q8q8dot4x1{args}"]
-    calls += [f"else if (lm_mstep == 4) lm_q8q8dot1x4{args}", f"else lm_q8q8dot1x1{args}"]
-    return RowsOfA(pack, declare, point, 4, calls)
+    # Four weight rows are prepared once for all rows of A (lm_q8_prepare_weights); one is read as it is.
+    prepare = ["if (lm_nstep == 4) lm_q8_prepare_weights(lm_KB, lm_qrow, lm_qnext, lm_qt, lm_qp);"]
+    four, one = (
+        "(lm_KB, " + rows + ", lm_srow, lm_arow, lm_asrow, lm_acrow, lm_dot);" for rows in ("lm_qp", "lm_qrow")
+    )
+    calls = [f"if (lm_nstep == 4 && lm_mstep == 4) lm_q8q8dot4x4{four}", f"else if (lm_nstep == 4) lm_q8q8dot4x1{four}"]
+    calls += [f"else if (lm_mstep == 4) lm_q8q8dot1x4{one}", f"else lm_q8q8dot1x1{one}"]
+    return RowsOfA(pack, declare, point, 4, prepare, calls)

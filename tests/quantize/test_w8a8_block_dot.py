@@ -14,18 +14,20 @@ from luminal.runtime.cpu import compiler
 
 # A driver over whole matrices, as the kernel tiles them: `side` (4 or 1) weight rows by `side` activation rows while
 # that many remain, the rest one at a time. The activation rows are copied into the rows the kernel packs
-# (LM_Q8_ROW_BLOCKS blocks each) and prepared as it prepares them. out[row * n + weight row].
+# (LM_Q8_ROW_BLOCKS blocks each) and prepared as it prepares them, and so are four weight rows for the 4-row dots.
+# out[row * n + weight row].
 DRIVER = """
 #include <stdlib.h>
 void lm_test_dot(int64_t kb, const int8_t* q, const float* s, int64_t n, const int8_t* a, const float* as,
                  int64_t rows, int64_t side, float* out) {
-  const int8_t *ap[4], *qp[4];
+  const int8_t *ap[4], *qp[4], *pp[4];
   const float *asp[4], *sp[4];
   const int32_t* acp[4];
   float dot[16];
   const int64_t qs = 32 * LM_Q8_ROW_BLOCKS(kb), ql = LM_Q8_ROW_LANES(kb);
   int8_t* pa = malloc(rows * qs);
   int32_t* ac = malloc(sizeof(int32_t) * (rows * ql + 1));
+  int8_t* qt = malloc(LM_Q8_PREPARED_BYTES(kb));
   for (int64_t r = 0; r < rows; r++) {
     memcpy(pa + r * qs, a + r * 32 * kb, 32 * kb);
     lm_q8_prepare_row(pa + r * qs, kb, ac + r * ql);
@@ -38,15 +40,16 @@ void lm_test_dot(int64_t kb, const int8_t* q, const float* s, int64_t n, const i
     for (int64_t n0 = 0, nstep; n0 < n; n0 += nstep) {
       nstep = n - n0 >= side ? side : 1;
       for (int w = 0; w < nstep; w++) { qp[w] = q + (n0 + w) * 32 * kb; sp[w] = s + (n0 + w) * kb; }
-      if (nstep == 4 && mstep == 4) lm_q8q8dot4x4(kb, qp, sp, ap, asp, acp, qp, dot);
-      else if (nstep == 4) lm_q8q8dot4x1(kb, qp, sp, ap, asp, acp, qp, dot);
-      else if (mstep == 4) lm_q8q8dot1x4(kb, qp, sp, ap, asp, acp, qp, dot);
-      else lm_q8q8dot1x1(kb, qp, sp, ap, asp, acp, qp, dot);
+      if (nstep == 4) lm_q8_prepare_weights(kb, qp, qp, qt, pp);
+      if (nstep == 4 && mstep == 4) lm_q8q8dot4x4(kb, pp, sp, ap, asp, acp, dot);
+      else if (nstep == 4) lm_q8q8dot4x1(kb, pp, sp, ap, asp, acp, dot);
+      else if (mstep == 4) lm_q8q8dot1x4(kb, qp, sp, ap, asp, acp, dot);
+      else lm_q8q8dot1x1(kb, qp, sp, ap, asp, acp, dot);
       for (int w = 0; w < nstep; w++)
         for (int i = 0; i < mstep; i++) out[(m0 + i) * n + n0 + w] = dot[4 * w + i];
     }
   }
-  free(pa), free(ac);
+  free(pa), free(ac), free(qt);
 }
 """
 FORMS = {  # form -> (C compiler flags, /proc/cpuinfo flags it needs to run)
