@@ -12,14 +12,15 @@ thread, 16 x 768 x 768) that is 27-35 G multiply-adds/s against 16-18; a 16-row 
 The block dot is llama.cpp's Q8_0 x Q8_0: with |x|, |w| <= 127, `vpmaddubsw` multiplies |w| (as u8) by x with w's
 sign (s8) into int16 pairs (at most 2 * 127 * 127, so it never saturates) and `vpmaddwd` sums the pairs into int32;
 AVX-VNNI's `vpdpbusd` does both at once; portable C otherwise, chosen when the C is compiled. With AVX-512 VNNI the
-sign ops go too: the weights enter `vpdpbusd` as w + 128 (u8) and each lane starts from -128 times its four
-activations' sum, computed once per row when the row is packed; two blocks fill a zmm (their scales in its two
-halves), and a register tile of 4 weight rows x 4 rows loads each vector once for four pairs. On this project's AMD
-EPYC (Zen 4, one thread, 16 rows, K = 768) the dot runs 1.2-1.4x the sign-trick kernel's speed (1.4-1.7x in a
-standalone benchmark); bench/step_kernels.py --rows 16 --quantize w8a8 spends 33-36 ms in GEMMs against 38, one
-thread (load 1.3-4.2). The sums are exact, so only the float accumulation's order differs from the reference
-interpreter's. Each row's arithmetic is the same whatever rows and weight rows share its tile, so a row's result
-depends on that row alone.
+sign ops go too: the weights enter `vpdpbusd` as w + 128 (u8) and each block's sum starts from -128 times its
+activations' sum, computed once per row when the row is packed. That form also transposes rows and weights by groups
+of 8 blocks, so that each block's sum gathers in int32 lanes of its own and is converted and scaled once, and
+prepares four weight rows once for all rows of A: the form before it (a lane per 4 values, a scale product per pair
+and two blocks) was bound by its multiply pipes, not by the weight stream (8-9 GB/s of weights at 16 rows on one
+core of this project's Zen 5, from L2 as from DRAM); bench/q8_step_ab.py --rows 16 --quantize w8a8 (one thread, load
+2): GEMMs 16.5 -> 10.6 ms, and at one row 3.45 -> 2.96 ms. The sums are exact, so only the float accumulation's
+order differs from the reference interpreter's. Each row's arithmetic is the same whatever rows and weight rows share
+its tile, so a row's result depends on that row alone.
 """
 
 from __future__ import annotations

@@ -111,3 +111,33 @@ def test_each_form_of_the_block_dot_is_the_exact_sum_whatever_shares_its_tile(fo
         want = (sums * sa.astype(np.float64)[:, None, :] * s.astype(np.float64)[None]).sum(-1)
         np.testing.assert_allclose(out[4], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
         np.testing.assert_array_equal(out[4], out[1])
+
+
+def test_the_avx512_vnni_form_scales_each_blocks_exact_sum_once(tmp_path):
+    """Up to 8 blocks (one group, whole or not): the AVX-512 VNNI form converts each block's exact int32 sum S_b
+    once and adds S_b * (s_b * as_b), one rounding each, in its fixed tree (lm_q8_hsum8 over the lanes of blocks
+    0 2 4 6 1 3 5 7), where a lane per 4 values, each scaled and rounded apart (the form before), rounded otherwise."""
+    flags, needs = FORMS["avx512-vnni"]
+    if not needs <= cpu_flags():
+        pytest.skip(f"this CPU lacks {', '.join(sorted(needs - cpu_flags()))}")
+    source = tmp_path / "dot.c"
+    source.write_text("#include <stdint.h>\n#include <string.h>\n" + PRELUDE + DRIVER)
+    output = tmp_path / "dot.so"
+    subprocess.run([compiler(), "-O2", *flags, "-shared", "-fPIC", "-o", str(output), str(source)], check=True)
+    dot = ctypes.CDLL(str(output)).lm_test_dot
+    pointer = lambda v: v.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    rng = np.random.default_rng(1)
+    for kb in (4, 5, 8):
+        q, s, a, sa = data(6, 5, kb, rng)
+        got = np.zeros((5, 6), np.float32)
+        args = (pointer(q), pointer(s), ctypes.c_int64(6), pointer(a), pointer(sa))
+        dot(ctypes.c_int64(kb), *args, ctypes.c_int64(5), ctypes.c_int64(4), pointer(got))
+        sums = np.einsum(
+            "ibj,nbj->inb", a.astype(np.int64).reshape(5, kb, 32), q.astype(np.int64).reshape(6, kb, 32)
+        ).astype(np.float32)
+        terms = np.zeros((5, 6, 8), np.float32)
+        terms[..., :kb] = sums * (sa[:, None, :] * s[None])  # float32 products: each rounded once
+        t = terms[..., [0, 2, 4, 6, 1, 3, 5, 7]]  # the lanes, in block order 0 2 4 6 1 3 5 7
+        h = t[..., :4] + t[..., 4:]
+        h = h[..., :2] + h[..., 2:]
+        np.testing.assert_array_equal(got, h[..., 0] + h[..., 1])
