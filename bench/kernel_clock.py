@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import ctypes
 import re
+import time
 from pathlib import Path
+
+import numpy as np
 
 from luminal.runtime import cpu
 
@@ -53,3 +56,15 @@ def call_labels(source: str) -> list[str]:
     """The kernel each call of lm_run runs, as the comment on its line names it."""
     run = source.index("int lm_run(")
     return [m.group(3) for m in CALL.finditer(source[run : source.index("\n}", run)])]
+
+
+def timed_runs(exe, feed: dict, seconds, repeats: int) -> tuple[np.ndarray, list[float]]:
+    """(each call's minimum seconds over `repeats` runs of `exe` on `feed`, the runs' wall seconds): `seconds` is the
+    clock array timed_executable returned with `exe`."""
+    least, walls = np.full(len(seconds), np.inf), []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        exe.run(feed)
+        walls.append(time.perf_counter() - start)
+        least = np.minimum(least, np.array(seconds[:]))
+    return least, walls

@@ -14,14 +14,13 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 import types
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernel_clock import timed_executable  # noqa: E402
+from kernel_clock import timed_executable, timed_runs  # noqa: E402
 from llm import write_folder  # noqa: E402
 from paged_step import feeds, step_arguments  # noqa: E402
 from step_kernels import gemm_weight_bytes  # noqa: E402
@@ -91,12 +90,7 @@ def main() -> None:
         for n in "AB" if block % 2 == 0 else "BA":
             exe, seconds, functions = builds[n]
             exe.run(feed)
-            least, walls = np.full(len(functions), np.inf), []
-            for _ in range(args.repeats):
-                start = time.perf_counter()
-                exe.run(feed)
-                walls.append(time.perf_counter() - start)
-                least = np.minimum(least, np.array(seconds[:]))
+            least, walls = timed_runs(exe, feed, seconds, args.repeats)
             gemm[n].append(least[weights > 0].sum() * 1e3)
             each[n].append(least * 1e3)
             total[n].append(least.sum() * 1e3)

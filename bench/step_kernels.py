@@ -17,13 +17,12 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernel_clock import timed_executable  # noqa: E402
+from kernel_clock import timed_executable, timed_runs  # noqa: E402
 from llm import write_folder  # noqa: E402
 from memory_bandwidth import read_bandwidth  # noqa: E402
 from paged_step import feeds, step_arguments  # noqa: E402
@@ -52,12 +51,7 @@ def main() -> None:
     pool = package.paged.nodes[package.paged.inputs[pool_name(0, "key")]].shape
     feed, _ = feeds(args.layers, int(pool[1]), int(pool[3]), args.rows, args.past, np.random.default_rng(0))
     exe.run(feed)  # warm-up
-    least, walls = np.full(len(functions), np.inf), []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        exe.run(feed)
-        walls.append(time.perf_counter() - start)
-        least = np.minimum(least, np.array(seconds[:]))
+    least, walls = timed_runs(exe, feed, seconds, args.repeats)
     median, best, threads = read_bandwidth()
     print(f"load average: {' '.join(f'{v:.2f}' for v in os.getloadavg())} ({os.cpu_count()} CPUs)")
     wall = f"wall median {np.median(walls) * 1e3:.2f} ms, min {min(walls) * 1e3:.2f} ms"

@@ -120,9 +120,10 @@ static void lm_gemm_chunks(int64_t nb, int64_t mp, int64_t np, int64_t* mt, int6
    edge of 4 run as 12: 24 rows of FMAs for 16).
    Each k step also prefetches row k of the block at pf (the block multiplied next, or this one again): weights
    larger than the cache come from memory, where the hardware prefetcher alone fed the 16-row step's GEMMs 23 GB/s
-   of the 50 torch.sum reads (37 GB/s with this), the first row panel of each block waiting on its lines. On a 2-vCPU AMD Zen 5 (bench/encoder_peers.py's encoder, 42 MB
-   of weights; -DLM_NO_BPREFETCH builds without) a 32-token batch ran 1.39-1.51x as fast so, 128 tokens 1.11x,
-   8 x 128 1.02-1.06x; the 125M Llama's 16-row decode step 23.5 -> 16.8 ms (bench/step_kernels.py --rows 16). */
+   of the 50 torch.sum reads (37 GB/s with this), the first row panel of each block waiting on its lines. On a
+   2-vCPU AMD Zen 5 (bench/encoder_peers.py's encoder, 42 MB of weights; -DLM_NO_BPREFETCH builds without) a
+   32-token batch ran 1.39-1.51x as fast so, 128 tokens 1.11x, 8 x 128 1.02-1.06x; the 125M Llama's 16-row decode
+   step 23.5 -> 16.8 ms (bench/step_kernels.py --rows 16). */
 #if defined(LM_NO_BPREFETCH)
 #define LM_PREFETCH_B(p) ((void)(p))
 #elif LM_NR == 32 /* a k's 32 floats span two cache lines */
