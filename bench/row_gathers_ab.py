@@ -63,10 +63,10 @@ def main() -> None:
         p.source = c_source(program.kernels)
         for patch in active:
             patch.stop()
-        variants[name] = timed_executable(p)
+        variants[name] = (*timed_executable(p), p.source)
     pool = package.paged.nodes[package.paged.inputs[pool_name(0, "key")]].shape
     feed, _ = feeds(args.layers, int(pool[1]), int(pool[3]), args.rows, args.past, np.random.default_rng(0))
-    outs = {name: exe.run(feed) for name, (exe, _, _) in variants.items()}
+    outs = {name: exe.run(feed) for name, (exe, *_) in variants.items()}
     for key in outs["main"]:
         np.testing.assert_array_equal(outs["gathers"][key], outs["main"][key])
         # the scores' sums run in another order; with w8a8 a row whose activations round to the other side of an
@@ -76,7 +76,7 @@ def main() -> None:
     named = variants["main"][2]  # calls are the same kernels in every variant: each named as main's C names it
     results = {name: ([], {}) for name in variants}
     for _ in range(args.blocks):
-        for name, (exe, seconds, _) in variants.items():
+        for name, (exe, seconds, _, _) in variants.items():
             least, walls = np.full(len(named), np.inf), []
             for _ in range(args.repeats):
                 start = time.perf_counter()
@@ -91,11 +91,26 @@ def main() -> None:
                 results[name][1].setdefault(f, []).append(t)
     print(f"load average: {' '.join(f'{v:.2f}' for v in os.getloadavg())} ({os.cpu_count()} CPUs)")
     print(f"{args.rows} rows, {args.past} past, {args.quantize or 'float32'}, {args.blocks} blocks x {args.repeats}")
-    shown = sorted(results["main"][1], key=lambda f: -np.median(results["main"][1][f]))[: args.top + 1]
-    print(f"  {'variant':8s} {'wall':>8s} " + " ".join(f"{f:>9s}" for f in shown) + "  (ms, medians over blocks)")
+    roles = _roles(variants["main"][3])
+    ranked = sorted(results["main"][1], key=lambda f: -np.median(results["main"][1][f]))
+    shown = ranked[: args.top + 1] + [f for f in ranked[args.top + 1 :] if f in roles]
+    header = " ".join(f"{f + roles.get(f, ''):>10s}" for f in shown)
+    print(f"  {'variant':8s} {'wall':>8s} {header}  (ms, medians over blocks; g: a gather, a: attention, in main's C)")
     for name, (walls, per) in results.items():
-        row = " ".join(f"{np.median(per[f]) * 1e3:9.3f}" for f in shown)
+        row = " ".join(f"{np.median(per[f]) * 1e3:10.3f}" for f in shown)
         print(f"  {name:8s} {np.median(walls) * 1e3:8.2f} {row}")
+
+
+def _roles(source: str) -> dict[str, str]:
+    """Kernel function -> "a" for an attention kernel, "g" for a kernel that gathers element by element."""
+    roles = {}
+    for text in source.split("static int ")[1:]:
+        name = text[: text.index("(")]
+        if "lm_att_pv(" in text:
+            roles[name] = "a"
+        elif "lm_err = 1; _tg" in text:
+            roles[name] = "g"
+    return roles
 
 
 if __name__ == "__main__":

@@ -29,8 +29,12 @@ def hoist_gathers(e: Emitter, v: ir.Value, last: str, extent: Expr) -> ir.Value:
     found: dict[ir.GatherLoad, tuple[Expr, ...]] = {}
     clash: set[ir.GatherLoad] = set()
     stack: list[tuple[ir.Value, tuple[Expr, ...]]] = [(v, ())]
+    seen: set[tuple[ir.Value, tuple[Expr, ...]]] = set()  # a subtree read in many places is walked once
     while stack:
         n, conditions = stack.pop()
+        if (n, conditions) in seen:
+            continue
+        seen.add((n, conditions))
         if isinstance(n, ir.Apply):
             stack.extend((a, conditions) for a in n.args)
         elif isinstance(n, ir.Guard) and last not in n.valid.symbols():
@@ -53,18 +57,23 @@ def hoist_gathers(e: Emitter, v: ir.Value, last: str, extent: Expr) -> ir.Value:
 
 
 def row_guards(v: ir.Value, last: str) -> list[Expr]:
-    """The conditions of the guards in `v` (reached through element-wise ops and guards) that do not read `last`:
-    each holds for a whole row or for none of it. GCC leaves such a loop unswitched when its body is large (a
-    concatenation of the gathered keys with the new key's RoPE), and a loop with a conditional load stays scalar;
-    emitted once per pattern of these conditions (`fixed`), each loop is straight-line code."""
+    """The conditions of the guards in `v` (reached through element-wise ops and guards) that do not read `last`
+    and guard a load: each holds for a whole row or for none of it. GCC leaves such a loop unswitched when its
+    body is large (a concatenation of the gathered keys with the new key's RoPE), and a loop with a conditional
+    load stays scalar; emitted once per pattern of these conditions (`fixed`), each loop is straight-line code.
+    A guard of arithmetic alone is a select that vectorises as it is."""
     found: list[Expr] = []
-    stack = [v]
+    stack, seen = [v], set()
     while stack:
         n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
         if isinstance(n, ir.Apply):
             stack.extend(n.args)
         elif isinstance(n, ir.Guard):
-            if last not in n.valid.symbols() and n.valid not in found:
+            loads = ir.holds(n.value, ir.Load, ir.GatherLoad)
+            if loads and last not in n.valid.symbols() and n.valid not in found:
                 found.append(n.valid)
             stack.append(n.value)
     return found
