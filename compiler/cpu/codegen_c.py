@@ -60,17 +60,24 @@ static inline float lm_selectf(int c, float a, float b) { return c ? a : b; }
 
 
 def _loops(
-    shape: tuple[Expr, ...], body: list[str], parallel: bool, outer: list[str] = (), work: Expr | None = None
+    shape: tuple[Expr, ...],
+    body: list[str],
+    parallel: bool,
+    outer: list[str] = (),
+    work: Expr | None = None,
+    rows: bool = False,
 ) -> list[str]:
     """Nested loops over `shape` around `body` (already indented for the innermost level); `outer` runs in the
     second-innermost loop, before the innermost one (hoisted row statistics). They run on the OpenMP team when
-    `parallel` and their `work` (loop iterations, the elements unless given) is PARALLEL_MIN_WORK or more."""
+    `parallel` and their `work` (loop iterations, the elements unless given) is PARALLEL_MIN_WORK or more; all of
+    them when `rows` (the body holds the loops over the rows' elements), else all but the innermost."""
     lines = []
     pragma = ""
     if parallel and shape:
         # All loops but the innermost (kept whole for SIMD) share the threads: the outermost alone is often the
         # batch, 1 for a single request, which left the second core idle.
-        collapse = f" collapse({len(shape) - 1})" if len(shape) > 2 else ""
+        shared = len(shape) if rows else len(shape) - 1
+        collapse = f" collapse({shared})" if shared > 1 else ""
         work = work if work is not None else dims_product(shape)
         pragma = f"#pragma omp parallel for{collapse} reduction(|:lm_err) if ({work.render_c()} >= {PARALLEL_MIN_WORK})"
     if len(shape) == 1 and outer:  # the hoisted values are computed once, before the (parallel) loop
@@ -172,7 +179,7 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
         guards = row_gathers.row_guards(row, last)[:2] if len(k.shape) > 1 else []
         if guards:  # the row's loop once per pattern of the guards that hold for whole rows
             lines = _row_versions(outer, row, guards, last, k.shape[-1], store(_VALUE))
-            body = _loops(k.shape[:-1], lines, parallel=True, work=work)
+            body = _loops(k.shape[:-1], lines, parallel=True, work=work, rows=True)
         else:
             e.counter = outer.counter  # fresh names must not shadow the hoisted ones
             value = e.emit(row)
