@@ -20,9 +20,12 @@ from __future__ import annotations
 from luminal import dtypes as dt
 from luminal.compiler.analysis.attention_plan import LOG2_E, MAX_HEAD_DIM, fits
 from luminal.compiler.kernels import ir
+from luminal.compiler.kernels.affine import affine
 from luminal.compiler.renderer.render import literal
 
 ROWS = 32  # queries per task: the key and value blocks are copied once per this many rows
+DOT_ROWS = 4  # at most this many query rows (a decode step's one): scores as dot products of key rows, not of a
+# transposed copy of the key block, which costs more than a row's products with it
 KEYS = 64  # keys per block (LM_ATT_KEYS): a row's block of scores is 64 floats, a few vector registers
 
 # The two products of a task, as register-blocked loops over vector types (contracted to FMAs, as the GEMM's
@@ -85,8 +88,8 @@ static void lm_att_scores(int64_t rows, int64_t E, int64_t width, const float* r
     }                                                                                                        \
     for (int64_t j = 0; j < cols; j++) {                                                                     \
       lm_av v0, v1;                                                                                          \
-      memcpy(&v0, v + j * N + n0, LM_ATT_VBYTES);                                                            \
-      memcpy(&v1, v + j * N + n0 + LM_ATT_VL, LM_ATT_VBYTES);                                                \
+      memcpy(&v0, v + j * vs + n0, LM_ATT_VBYTES);                                                           \
+      memcpy(&v1, v + j * vs + n0 + LM_ATT_VL, LM_ATT_VBYTES);                                               \
       _Pragma("GCC unroll 8") for (int r = 0; r < RB; r++) {                                                 \
         const float a = p[(i + r) * LM_ATT_KEYS + j];                                                        \
         c0[r] += a * v0;                                                                                     \
@@ -98,8 +101,8 @@ static void lm_att_scores(int64_t rows, int64_t E, int64_t width, const float* r
       memcpy(acc + (i + r) * N + n0 + LM_ATT_VL, &c1[r], LM_ATT_VBYTES);                                     \
     }                                                                                                        \
   }
-static void lm_att_pv(int64_t rows, int64_t cols, int64_t N, const float* restrict p, const float* restrict v,
-                      float* restrict acc) {
+static void lm_att_pv(int64_t rows, int64_t cols, int64_t N, int64_t vs, const float* restrict p,
+                      const float* restrict v, float* restrict acc) {
   int64_t n0 = 0;
   for (; n0 + 2 * LM_ATT_VL <= N; n0 += 2 * LM_ATT_VL) {
     int64_t i = 0;
@@ -108,7 +111,28 @@ static void lm_att_pv(int64_t rows, int64_t cols, int64_t N, const float* restri
   }
   for (int64_t i = 0; i < rows; i++)  /* columns past the last whole pair of vectors */
     for (int64_t j = 0; j < cols; j++)
-      for (int64_t n = n0; n < N; n++) acc[i * N + n] += p[i * LM_ATT_KEYS + j] * v[j * N + n];
+      for (int64_t n = n0; n < N; n++) acc[i * N + n] += p[i * LM_ATT_KEYS + j] * v[j * vs + n];
+}
+/* sc[i][j] = q[i][0:E] . k[j * ks + 0:E] for the first `cols` keys: a few query rows' scores, each key's row read
+   where it lies (no transposed copy of the block for one row to use). */
+static void lm_att_dots(int64_t rows, int64_t E, int64_t cols, const float* restrict q, const float* restrict k,
+                        int64_t ks, float* restrict sc) {
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      const float* restrict kj = k + j * ks;
+      lm_av acc = (lm_av){0};
+      int64_t e = 0;
+      for (; e + LM_ATT_VL <= E; e += LM_ATT_VL) {
+        lm_av a, b;
+        memcpy(&a, q + i * E + e, LM_ATT_VBYTES);
+        memcpy(&b, kj + e, LM_ATT_VBYTES);
+        acc += a * b;
+      }
+      float dot = 0.0f;
+      _Pragma("GCC unroll 16") for (int l = 0; l < LM_ATT_VL; l++) dot += acc[l];
+      for (; e < E; e++) dot += q[i * E + e] * kj[e];
+      sc[i * LM_ATT_KEYS + j] = dot;
+    }
 }
 #pragma GCC pop_options
 """
@@ -132,7 +156,8 @@ def kernel_source(k: ir.LoopKernel, emitter_cls, head: list[str], ptrs: dict[str
         lines.append("  " * depth + f"for (int64_t {lead[j]} = 0; {lead[j]} < {d.render_c()}; {lead[j]}++)")
         depth += 1
     lines.append("  " * depth + "for (int64_t _tb = 0; _tb < _tblocks; _tb++) {")
-    body = _task(a, row, col, e_dim, n_dim, emitter_cls, ptrs, store)
+    dots = k.shape[-2].is_const and int(k.shape[-2]) <= DOT_ROWS
+    body = _task(a, row, col, e_dim, n_dim, emitter_cls, ptrs, store, dots)
     lines += ["  " * (depth + 1) + line for line in body]
     lines.append("  " * depth + "}")
     return lines + ["  return lm_err;", "}"]
@@ -151,7 +176,7 @@ def _loop(var: str, extent: str, body: list[str], pragma: str = "") -> list[str]
     return head + [f"for (int64_t {var} = 0; {var} < {extent}; {var}++) {{"] + ["  " + x for x in body] + ["}"]
 
 
-def _task(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls, ptrs, store) -> list[str]:
+def _task(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls, ptrs, store, dots: bool) -> list[str]:
     s, e = a.s_var, a.e_var
     out = [
         f"const int64_t _tl0 = _tb * {ROWS};",
@@ -163,7 +188,7 @@ def _task(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls,
     q_row = _loop(e, str(e_dim), _operand(emitter_cls, ptrs, a.q, f"_tq[_ti * {e_dim} + {e}]"))
     out += _loop("_ti", "_trows", [f"const int64_t {row} = _tl0 + _ti;"] + q_row)
     out += _loop("_ti", str(ROWS), ["_tmax[_ti] = -0x1.fffffep+127f;", "_tsum[_ti] = 0.0f;"])
-    out.append("memset(_tacc, 0, sizeof(_tacc));")
+    out.append(f"memset(_tacc, 0, sizeof(float) * _trows * {n_dim});")  # the task's rows: one at decode, not 32
     block = [
         f"const int64_t _tcols = _tS - _tk0 < {KEYS} ? _tS - _tk0 : {KEYS};",
         # The block's keys rounded up to whole vectors: all the scores and softmax loops touch. The keys past
@@ -171,16 +196,27 @@ def _task(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls,
         # value past _tcols.
         "const int64_t _twidth = (_tcols + LM_ATT_VL - 1) / LM_ATT_VL * LM_ATT_VL;",
     ]
-    k_col = _loop(e, str(e_dim), _operand(emitter_cls, ptrs, a.k, f"_tkt[{e} * {KEYS} + _tj]"))
-    block += _loop("_tj", "_tcols", [f"const int64_t {s} = _tk0 + _tj;"] + k_col)
-    block += _loop(
-        e, str(e_dim), [f"for (int64_t _tj = _tcols; _tj < _twidth; _tj++) _tkt[{e} * {KEYS} + _tj] = 0.0f;"]
-    )
-    v_row = _loop(col, str(n_dim), _operand(emitter_cls, ptrs, a.v, f"_tv[_tj * {n_dim} + {col}]"))
-    block += _loop("_tj", "_tcols", [f"const int64_t {s} = _tk0 + _tj;"] + v_row)
-    block.append(f"lm_att_scores(_trows, {e_dim}, _twidth, _tq, _tkt, _tsc);")
+    if dots:  # a few query rows: each key's row read as it lies (in place, or copied row by row)
+        k_at = _in_place(ptrs, a.k, s, e, row)
+        if k_at is None:
+            k_row = _loop(e, str(e_dim), _operand(emitter_cls, ptrs, a.k, f"_tkt[_tj * {e_dim} + {e}]"))
+            block += _loop("_tj", "_tcols", [f"const int64_t {s} = _tk0 + _tj;"] + k_row)
+        keys, k_stride = k_at or ("_tkt", str(e_dim))
+        block.append(f"lm_att_dots(_trows, {e_dim}, _tcols, _tq, {keys}, {k_stride}, _tsc);")
+    else:
+        k_col = _loop(e, str(e_dim), _operand(emitter_cls, ptrs, a.k, f"_tkt[{e} * {KEYS} + _tj]"))
+        block += _loop("_tj", "_tcols", [f"const int64_t {s} = _tk0 + _tj;"] + k_col)
+        block += _loop(
+            e, str(e_dim), [f"for (int64_t _tj = _tcols; _tj < _twidth; _tj++) _tkt[{e} * {KEYS} + _tj] = 0.0f;"]
+        )
+        block.append(f"lm_att_scores(_trows, {e_dim}, _twidth, _tq, _tkt, _tsc);")
+    v_at = _in_place(ptrs, a.v, s, col, row)
+    if v_at is None:
+        v_row = _loop(col, str(n_dim), _operand(emitter_cls, ptrs, a.v, f"_tv[_tj * {n_dim} + {col}]"))
+        block += _loop("_tj", "_tcols", [f"const int64_t {s} = _tk0 + _tj;"] + v_row)
+    values, v_stride = v_at or ("_tv", str(n_dim))
     block += _loop("_ti", "_trows", _row_update(a, row, col, e_dim, n_dim, emitter_cls, ptrs))
-    block.append(f"lm_att_pv(_trows, _tcols, {n_dim}, _tsc, _tv, _tacc);")
+    block.append(f"lm_att_pv(_trows, _tcols, {n_dim}, {v_stride}, _tsc, {values}, _tacc);")
     out += [f"for (int64_t _tk0 = 0; _tk0 < _tS; _tk0 += {KEYS}) {{"] + ["  " + x for x in block] + ["}"]
     guard = " + (_tsum[_ti] < 0.5f ? 1.0f : 0.0f)" if a.safe else ""
     finish = [
@@ -189,6 +225,18 @@ def _task(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls,
         *_loop(col, str(n_dim), [store(f"_tacc[_ti * {n_dim} + {col}] * _tinv")]),
     ]
     return out + _loop("_ti", "_trows", finish)
+
+
+def _in_place(ptrs, v: ir.Value, s: str, inner: str, row: str) -> tuple[str, str] | None:
+    """(the C address of the key block's first row, its row stride) where `v` is a float32 load at an index
+    affine in the key `s` and `inner` (stride 1) that does not read the query `row`: read in place, not copied."""
+    if not isinstance(v, ir.Load) or v.dtype != dt.float32 or row in v.index.symbols():
+        return None
+    found = affine(v.index, [s, inner])
+    if found is None or found[1][inner] != 1 or not found[1][s].is_const:
+        return None
+    stride = int(found[1][s])
+    return f"({ptrs[v.buffer]} + ({found[0].render_c()}) + _tk0 * {stride})", str(stride)
 
 
 def _row_update(a: ir.Attend, row: str, col: str, e_dim: int, n_dim: int, emitter_cls, ptrs) -> list[str]:

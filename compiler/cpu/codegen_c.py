@@ -13,7 +13,15 @@ from __future__ import annotations
 import re
 
 from luminal.compiler.analysis import int_gemm_plan
-from luminal.compiler.cpu import codegen_attention, codegen_gemm, codegen_qgemm, int_gemm, prepack, row_sums
+from luminal.compiler.cpu import (
+    codegen_attention,
+    codegen_gemm,
+    codegen_qgemm,
+    int_gemm,
+    prepack,
+    row_gathers,
+    row_sums,
+)
 from luminal.compiler.kernels import hoist, in_place, ir
 from luminal.compiler.renderer import float64, integers
 from luminal.compiler.renderer.dialects import C
@@ -52,17 +60,24 @@ static inline float lm_selectf(int c, float a, float b) { return c ? a : b; }
 
 
 def _loops(
-    shape: tuple[Expr, ...], body: list[str], parallel: bool, outer: list[str] = (), work: Expr | None = None
+    shape: tuple[Expr, ...],
+    body: list[str],
+    parallel: bool,
+    outer: list[str] = (),
+    work: Expr | None = None,
+    rows: bool = False,
 ) -> list[str]:
     """Nested loops over `shape` around `body` (already indented for the innermost level); `outer` runs in the
     second-innermost loop, before the innermost one (hoisted row statistics). They run on the OpenMP team when
-    `parallel` and their `work` (loop iterations, the elements unless given) is PARALLEL_MIN_WORK or more."""
+    `parallel` and their `work` (loop iterations, the elements unless given) is PARALLEL_MIN_WORK or more; all of
+    them when `rows` (the body holds the loops over the rows' elements), else all but the innermost."""
     lines = []
     pragma = ""
     if parallel and shape:
         # All loops but the innermost (kept whole for SIMD) share the threads: the outermost alone is often the
         # batch, 1 for a single request, which left the second core idle.
-        collapse = f" collapse({len(shape) - 1})" if len(shape) > 2 else ""
+        shared = len(shape) if rows else len(shape) - 1
+        collapse = f" collapse({shared})" if shared > 1 else ""
         work = work if work is not None else dims_product(shape)
         pragma = f"#pragma omp parallel for{collapse} reduction(|:lm_err) if ({work.render_c()} >= {PARALLEL_MIN_WORK})"
     if len(shape) == 1 and outer:  # the hoisted values are computed once, before the (parallel) loop
@@ -75,6 +90,26 @@ def _loops(
         lines.append("  " * (k + 1) + f"for (int64_t _i{k} = 0; _i{k} < {d.render_c()}; _i{k}++) {{")
     lines += ["  " * len(shape) + line for line in body]
     lines += ["  " * (k + 1) + "}" for k in reversed(range(len(shape)))]
+    return lines
+
+
+_VALUE = "LM_VALUE"  # where the stored value goes in a store statement's text
+
+
+def _row_versions(outer: Emitter, row: ir.Value, guards: list[Expr], last: str, extent: Expr, store: str) -> list[str]:
+    """`outer`'s statements, then the loop over `last` storing `row` (by `store`), once per pattern of `guards`
+    (row_gathers.row_guards), picked by which of them hold for the row."""
+    pick = outer.fresh("_tpick")
+    outer.stmt(f"const int {pick} = {' | '.join(f'(({c.render_c()}) ? {1 << j} : 0)' for j, c in enumerate(guards))};")
+    lines, counter = list(outer.lines), outer.counter
+    for pattern in range(1 << len(guards)):
+        e = Emitter(outer.buffers)
+        e.counter, e.indent = counter, 2  # fresh names must not shadow the hoisted ones
+        value = e.emit(row_gathers.fixed(row, {c: bool(pattern >> j & 1) for j, c in enumerate(guards)}))
+        e.stmt(store.replace(_VALUE, value))
+        counter = e.counter
+        loop = f"for (int64_t {last} = 0; {last} < {extent.render_c()}; {last}++) {{"
+        lines += [f"  {'if' if pattern == 0 else 'else if'} ({pick} == {pattern}) {loop}", *e.lines, "  }"]
     return lines
 
 
@@ -136,13 +171,20 @@ def kernel_source(k: ir.Kernel, buffers: dict[str, ir.Buffer], symbols: list[str
             # A gathered sum along the row (a multi-LoRA product) is computed for the whole row first.
             n = str(int(k.shape[-1]))
             row = row_sums.swap_sums(outer, row, {last: k.shape[-1]}, [f"const int64_t {last} = _tj;"], n, n, last)
-        e.counter = outer.counter  # fresh names must not shadow the hoisted ones
-        value = e.emit(row)
-        e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};")
+        if len(k.shape) > 1:  # a gather along the row (a paged KV cache's block) is resolved once per row
+            row = row_gathers.hoist_gathers(outer, row, last, k.shape[-1])
         # The work is what runs: each row's hoisted statistics once, not once per element (a one-row norm at
         # decode looked like a row's worth of sums, and forked a thread team 25 times a step for 768 floats).
         work = dims_product(k.shape[:-1]) * hoist.loop_steps(k.body, last, k.shape[-1])
-        body = _loops(k.shape, e.lines, parallel=True, outer=outer.lines, work=work)
+        guards = row_gathers.row_guards(row, last)[:2] if len(k.shape) > 1 else []
+        if guards:  # the row's loop once per pattern of the guards that hold for whole rows
+            lines = _row_versions(outer, row, guards, last, k.shape[-1], store(_VALUE))
+            body = _loops(k.shape[:-1], lines, parallel=True, work=work, rows=True)
+        else:
+            e.counter = outer.counter  # fresh names must not shadow the hoisted ones
+            value = e.emit(row)
+            e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};")
+            body = _loops(k.shape, e.lines, parallel=True, outer=outer.lines, work=work)
     elif isinstance(k, ir.LoopKernel):
         value = e.emit(k.body)
         e.stmt(f"{out_ptr}[{_flat(k.shape)}] = {C.store(value, out_dtype)};")
