@@ -6,8 +6,9 @@ and a 384 x 384 layer's panels are 0.6 MiB, each its own mapping: a MiniLM-shape
 on 4 KiB pages. One mapping for all of them, advised MADV_HUGEPAGE (what THP's default "madvise" mode waits for),
 puts them on 2 MiB pages where the kernel has them to give; elsewhere the advice is skipped and nothing changes.
 On a 2-vCPU AMD Zen 5 the 125M Llama's one-row decode GEMMs read their 400 MB of panels in 4.93-5.07 ms so against
-5.33-5.39 on 4 KiB pages (bench/step_kernels.py, the calls' minima, two runs each way); the 32-token encoder
-gained 0-3% (its prefetched panels were waiting on memory, not on page walks).
+5.33-5.39 on 4 KiB pages (bench/step_kernels.py with ENABLED set each way, the calls' minima, two runs each way, load
+~2.5); the encoder gained 0.5-3% (bench/encoder_variants.py --no-huge-pages: its prefetched panels wait on memory,
+not on page walks).
 """
 
 from __future__ import annotations
